@@ -1,0 +1,390 @@
+//! Test support for the cilkview-rs workspace (not published).
+//!
+//! Compiles the C/C++ programs in `fixtures/` (at the repository root) with the
+//! system compiler at test time, with `-I crates/cilkview-marks/include` and
+//! `-I fixtures`, into a cache directory under the system temp dir:
+//! `$TMPDIR/cilkview-fixtures-<hash>/<name>`, where the hash covers the source, the
+//! headers, the compiler's identity and every flag. Repeated builds are reused; builds
+//! racing from parallel tests are safe (each writes a private temp file, then renames).
+//!
+//! ```no_run
+//! use cilkview_fixtures::{build, BuildOptions};
+//! let exe = build("fib", &BuildOptions::default().opt(2).no_pie());
+//! ```
+
+use std::collections::hash_map::DefaultHasher;
+use std::collections::HashMap;
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+/// How to compile a fixture.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct BuildOptions {
+    /// C compiler driver: `cc`, `gcc` or `clang` (for `.cpp` fixtures the matching C++
+    /// driver is used: `c++`, `g++`, `clang++`). A C++ driver name works too.
+    pub compiler: String,
+    /// Optimization level, passed as `-O<opt>`: `"0"`, `"1"`, `"2"`, `"3"`, `"s"`.
+    pub opt: String,
+    /// `-fPIE -pie` when true, `-fno-pie -no-pie` when false.
+    pub pie: bool,
+    /// `-static` (with `pie`: `-static-pie`).
+    pub static_link: bool,
+    /// Preprocessor defines: `"CILKVIEW_DISABLE"` or `"N=10"` become `-D...`.
+    pub defines: Vec<String>,
+    /// Any further compiler arguments, placed before the source file.
+    pub extra_flags: Vec<String>,
+}
+
+impl Default for BuildOptions {
+    /// `cc -O0`, PIE, dynamic, no defines.
+    fn default() -> Self {
+        BuildOptions {
+            compiler: "cc".to_owned(),
+            opt: "0".to_owned(),
+            pie: true,
+            static_link: false,
+            defines: Vec::new(),
+            extra_flags: Vec::new(),
+        }
+    }
+}
+
+impl BuildOptions {
+    pub fn compiler(mut self, name: &str) -> Self {
+        self.compiler = name.to_owned();
+        self
+    }
+    pub fn opt(mut self, level: impl fmt::Display) -> Self {
+        self.opt = level.to_string();
+        self
+    }
+    pub fn pie(mut self, pie: bool) -> Self {
+        self.pie = pie;
+        self
+    }
+    pub fn no_pie(self) -> Self {
+        self.pie(false)
+    }
+    /// `-static` (non-PIE unless `pie(true)` is set after it, which gives `-static-pie`).
+    pub fn static_link(mut self) -> Self {
+        self.static_link = true;
+        self.pie = false;
+        self
+    }
+    pub fn define(mut self, define: &str) -> Self {
+        self.defines.push(define.to_owned());
+        self
+    }
+    /// Compiles the marks out (`-DCILKVIEW_DISABLE`): the serial elision.
+    pub fn disabled(self) -> Self {
+        self.define("CILKVIEW_DISABLE")
+    }
+    pub fn flag(mut self, flag: &str) -> Self {
+        self.extra_flags.push(flag.to_owned());
+        self
+    }
+
+    /// The compiler driver for a source of the given language.
+    pub fn driver(&self, lang: Lang) -> String {
+        match lang {
+            Lang::C => self.compiler.clone(),
+            Lang::Cxx => cxx_driver(&self.compiler),
+        }
+    }
+
+    /// The arguments (without driver, source and output).
+    pub fn args(&self) -> Vec<String> {
+        let mut args = vec![format!("-O{}", self.opt), "-g".to_owned()];
+        match (self.pie, self.static_link) {
+            (true, false) => args.extend(["-fPIE".into(), "-pie".into()]),
+            (false, false) => args.extend(["-fno-pie".into(), "-no-pie".into()]),
+            (true, true) => args.extend(["-fPIE".into(), "-static-pie".into()]),
+            (false, true) => args.extend(["-fno-pie".into(), "-no-pie".into(), "-static".into()]),
+        }
+        args.push(format!("-I{}", include_dir().display()));
+        args.push(format!("-I{}", fixtures_dir().display()));
+        args.extend(self.defines.iter().map(|d| format!("-D{d}")));
+        args.extend(self.extra_flags.iter().cloned());
+        args
+    }
+}
+
+/// Source language.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Lang {
+    C,
+    Cxx,
+}
+
+impl Lang {
+    pub fn extension(self) -> &'static str {
+        match self {
+            Lang::C => "c",
+            Lang::Cxx => "cpp",
+        }
+    }
+}
+
+fn cxx_driver(c: &str) -> String {
+    match c {
+        "cc" => "c++".to_owned(),
+        "gcc" => "g++".to_owned(),
+        "clang" => "clang++".to_owned(),
+        other => match other.strip_prefix("gcc-") {
+            Some(v) => format!("g++-{v}"),
+            None => match other.strip_prefix("clang-") {
+                Some(v) => format!("clang++-{v}"),
+                None => other.to_owned(),
+            },
+        },
+    }
+}
+
+/// The repository root (two levels above this crate).
+pub fn repo_root() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest
+        .parent()
+        .and_then(Path::parent)
+        .expect("cilkview-fixtures lives in <root>/crates/cilkview-fixtures")
+        .to_owned()
+}
+
+/// `<root>/fixtures`.
+pub fn fixtures_dir() -> PathBuf {
+    repo_root().join("fixtures")
+}
+
+/// `<root>/crates/cilkview-marks/include` (holds `cilkview.h`).
+pub fn include_dir() -> PathBuf {
+    repo_root().join("crates/cilkview-marks/include")
+}
+
+/// Whether `name` (e.g. `clang`, `valgrind`) runs: `name --version` exits 0.
+pub fn has_tool(name: &str) -> bool {
+    static CACHE: OnceLock<Mutex<HashMap<String, bool>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(&known) = cache.lock().unwrap().get(name) {
+        return known;
+    }
+    let ok = Command::new(name)
+        .arg("--version")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    cache.lock().unwrap().insert(name.to_owned(), ok);
+    ok
+}
+
+/// Whether compiler `name` is installed and runs.
+pub fn has_compiler(name: &str) -> bool {
+    has_tool(name)
+}
+
+/// The first line of `name --version`, part of the cache key.
+fn compiler_identity(name: &str) -> String {
+    static CACHE: OnceLock<Mutex<HashMap<String, String>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(id) = cache.lock().unwrap().get(name) {
+        return id.clone();
+    }
+    let id = Command::new(name)
+        .arg("--version")
+        .output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .next()
+                .unwrap_or("")
+                .to_owned()
+        })
+        .unwrap_or_default();
+    cache.lock().unwrap().insert(name.to_owned(), id.clone());
+    id
+}
+
+/// Finds `fixtures/<name>.c` or `fixtures/<name>.cpp`.
+pub fn fixture_source(name: &str) -> Option<(PathBuf, Lang)> {
+    [Lang::C, Lang::Cxx].into_iter().find_map(|lang| {
+        let path = fixtures_dir().join(format!("{name}.{}", lang.extension()));
+        path.is_file().then_some((path, lang))
+    })
+}
+
+/// A failed compilation.
+#[derive(Debug, Clone)]
+pub struct BuildError {
+    /// The command line, for the failure message.
+    pub command: String,
+    /// What the compiler printed on stderr (and stdout).
+    pub output: String,
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "`{}` failed:\n{}", self.command, self.output)
+    }
+}
+
+impl std::error::Error for BuildError {}
+
+/// Compiles `fixtures/<fixture>.c` (or `.cpp`) and returns the executable's path.
+/// Panics with the compiler's output if the fixture is missing or does not compile.
+pub fn build(fixture: &str, opts: &BuildOptions) -> PathBuf {
+    let (path, lang) = fixture_source(fixture)
+        .unwrap_or_else(|| panic!("no fixture {fixture}.c or {fixture}.cpp in fixtures/"));
+    let source = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    compile_source(fixture, &source, lang, opts).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Compiles `source` (the text of a C or C++ file; it may `#include "cilkview.h"` and
+/// `"work.h"`) into an executable named `name` in the cache, and returns its path or
+/// the compiler's complaint.
+pub fn compile_source(
+    name: &str,
+    source: &str,
+    lang: Lang,
+    opts: &BuildOptions,
+) -> Result<PathBuf, BuildError> {
+    let driver = opts.driver(lang);
+    let args = opts.args();
+    let mut hasher = DefaultHasher::new();
+    source.hash(&mut hasher);
+    lang.hash(&mut hasher);
+    driver.hash(&mut hasher);
+    compiler_identity(&driver).hash(&mut hasher);
+    args.hash(&mut hasher);
+    for header in headers() {
+        header.hash(&mut hasher);
+    }
+    let dir = std::env::temp_dir().join(format!("cilkview-fixtures-{:016x}", hasher.finish()));
+    let exe = dir.join(name);
+    if exe.is_file() {
+        return Ok(exe);
+    }
+    let fail = |output: String, command: String| BuildError { command, output };
+    std::fs::create_dir_all(&dir).map_err(|e| {
+        fail(
+            format!("cannot create {}: {e}", dir.display()),
+            String::new(),
+        )
+    })?;
+
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let unique = format!(
+        "{}.{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    );
+    let src = dir.join(format!("{name}.{unique}.{}", lang.extension()));
+    let tmp = dir.join(format!("{name}.{unique}.tmp"));
+    std::fs::write(&src, source).map_err(|e| {
+        fail(
+            format!("cannot write {}: {e}", src.display()),
+            String::new(),
+        )
+    })?;
+    let mut cmd = Command::new(&driver);
+    cmd.args(&args).arg(&src).arg("-o").arg(&tmp);
+    let command = format!(
+        "{driver} {} {} -o {}",
+        args.join(" "),
+        src.display(),
+        tmp.display()
+    );
+    let output = cmd.output();
+    let _ = std::fs::remove_file(&src);
+    let output = output.map_err(|e| fail(format!("cannot run {driver}: {e}"), command.clone()))?;
+    if !output.status.success() {
+        let _ = std::fs::remove_file(&tmp);
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stderr),
+            String::from_utf8_lossy(&output.stdout)
+        );
+        return Err(fail(text, command));
+    }
+    std::fs::rename(&tmp, &exe).map_err(|e| {
+        fail(
+            format!("cannot rename {} to {}: {e}", tmp.display(), exe.display()),
+            command.clone(),
+        )
+    })?;
+    Ok(exe)
+}
+
+/// The text of every header a fixture may include (part of the cache key).
+fn headers() -> Vec<String> {
+    let mut files: Vec<PathBuf> = vec![include_dir().join("cilkview.h")];
+    if let Ok(entries) = std::fs::read_dir(fixtures_dir()) {
+        files.extend(
+            entries
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "h")),
+        );
+    }
+    files.sort();
+    files
+        .iter()
+        .map(|p| std::fs::read_to_string(p).unwrap_or_default())
+        .collect()
+}
+
+/// Runs an executable with arguments and returns its stdout; panics if it fails.
+pub fn run(exe: &Path, args: &[&str]) -> String {
+    let out = Command::new(exe)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", exe.display()));
+    assert!(
+        out.status.success(),
+        "{} {args:?} failed: {}\n{}",
+        exe.display(),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The compilers to test with: `gcc`, and `clang` when installed. Prints
+/// `skipped: clang not installed` otherwise.
+pub fn test_compilers() -> Vec<&'static str> {
+    let mut v = vec!["gcc"];
+    if has_compiler("clang") {
+        v.push("clang");
+    } else {
+        println!("skipped: clang not installed");
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths() {
+        assert!(include_dir().join("cilkview.h").is_file());
+        assert_eq!(cxx_driver("clang"), "clang++");
+        assert_eq!(cxx_driver("gcc-12"), "g++-12");
+    }
+
+    #[test]
+    fn builds_and_caches() {
+        let opts = BuildOptions::default().compiler("gcc").opt(1);
+        let src = "int main(void) { return 0; }\n";
+        let a = compile_source("trivial", src, Lang::C, &opts).unwrap();
+        let b = compile_source("trivial", src, Lang::C, &opts).unwrap();
+        assert_eq!(a, b);
+        assert!(a.is_file());
+        let err =
+            compile_source("broken", "int main(void) { return x; }", Lang::C, &opts).unwrap_err();
+        assert!(err.output.contains('x'), "{err}");
+    }
+}
