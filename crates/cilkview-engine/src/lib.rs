@@ -1,14 +1,33 @@
-pub fn add(left: u64, right: u64) -> u64 {
-    left + right
-}
+//! # cilkview-engine
+//!
+//! The pure counting engine of cilkview-rs: a stream of fork-join [`Event`]s in, [`Report`] out —
+//! work, span, burdened span, spawns and syncs of the whole run and of each labeled region, as the
+//! Cilkview algorithm computes them (He, Leiserson, Leiserson, SPAA 2010, Figure 13), extended to
+//! parallel loops and regions. No I/O, no unsafe code.
+//!
+//! ```
+//! use cilkview_engine::{Engine, Event, EventKind::*};
+//! let mut engine = Engine::default();
+//! // spawn a child of cost 10, run 10 in the continuation, sync.
+//! for e in [Event::new(1, Spawn), Event::new(10, SpawnReturn), Event::new(10, Sync)] {
+//!     engine.process(e);
+//! }
+//! let report = engine.finish();
+//! assert_eq!((report.total.work, report.total.span), (21, 11));
+//! assert_eq!(report.total.burdened_span, 1 + 15_000 + 10);
+//! ```
+//!
+//! The model and every formula are explained in `docs/engine.md`.
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+#![forbid(unsafe_code)]
 
-    #[test]
-    fn it_works() {
-        let result = add(2, 2);
-        assert_eq!(result, 4);
-    }
-}
+mod engine;
+mod event;
+mod measures;
+
+pub use engine::{Config, Engine, DEFAULT_BURDEN};
+pub use event::{Event, EventKind, RegionId};
+pub use measures::{
+    core_counts, speedup, Anomalies, Measures, RegionMeasures, Report, Speedup,
+    DEFAULT_SPAN_COEFFICIENT,
+};

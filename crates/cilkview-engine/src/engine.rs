@@ -1,0 +1,530 @@
+//! The Cilkview algorithm (paper Figure 13) over a stack of frames, extended with parallel loops,
+//! regions and robustness for partial streams. See docs/engine.md for the model.
+
+use std::collections::BTreeMap;
+
+use crate::event::{Event, EventKind, RegionId};
+use crate::measures::{Anomalies, Measures, RegionMeasures, Report};
+
+/// Cilkview's default burden: the cost of a steal, in instructions, put on every continuation edge.
+pub const DEFAULT_BURDEN: u64 = 15_000;
+
+/// Engine settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Cost added on every continuation edge of the burdened dag.
+    pub burden: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            burden: DEFAULT_BURDEN,
+        }
+    }
+}
+
+/// Work, span and burdened span of a serial block: the three quantities that compose.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Cost {
+    work: u64,
+    span: u64,
+    bspan: u64,
+}
+
+impl Cost {
+    fn strand(c: u64) -> Cost {
+        Cost {
+            work: c,
+            span: c,
+            bspan: c,
+        }
+    }
+
+    /// `self` followed by `next` in series.
+    fn add(&mut self, next: Cost) {
+        self.work = self.work.saturating_add(next.work);
+        self.span = self.span.saturating_add(next.span);
+        self.bspan = self.bspan.saturating_add(next.bspan);
+    }
+}
+
+/// Path lengths of a function instance (or of a region within one), relative to where it began.
+/// `cur.span` is the longest path to the current point of the continuation; `cspan` the longest
+/// path ending at the end of a child spawned since the last sync (0 when none: all lengths are ≥ 0,
+/// so 0 plays the paper's −∞).
+#[derive(Clone, Copy, Debug, Default)]
+struct Paths {
+    cur: Cost,
+    cspan: u64,
+    cbspan: u64,
+}
+
+impl Paths {
+    fn serial(&mut self, c: Cost) {
+        self.cur.add(c);
+    }
+
+    /// A spawned child with measures `c` returned; the continuation edge carries `burden`.
+    fn child_returned(&mut self, c: Cost, burden: u64) {
+        self.cur.work = self.cur.work.saturating_add(c.work);
+        self.cspan = self.cspan.max(self.cur.span.saturating_add(c.span));
+        self.cbspan = self.cbspan.max(self.cur.bspan.saturating_add(c.bspan));
+        self.cur.bspan = self.cur.bspan.saturating_add(burden);
+    }
+
+    fn sync(&mut self) {
+        self.cur.span = self.cur.span.max(self.cspan);
+        self.cur.bspan = self.cur.bspan.max(self.cbspan);
+        self.cspan = 0;
+        self.cbspan = 0;
+    }
+
+    /// The measures as if synced now, without changing them.
+    fn synced(&self) -> Cost {
+        let mut p = *self;
+        p.sync();
+        p.cur
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FrameKind {
+    Root = 0,
+    Function = 1,
+    Spawn = 2,
+    Iteration = 3,
+    Loop = 4,
+}
+
+const FRAME_KINDS: usize = 5;
+
+#[derive(Clone, Debug)]
+struct OpenRegion {
+    id: RegionId,
+    paths: Paths,
+    spawns_at_begin: u64,
+    syncs_at_begin: u64,
+}
+
+/// A complete, perfect subtree of a parallel loop's divide-and-conquer tree.
+#[derive(Clone, Copy, Debug)]
+struct Subtree {
+    leaves: u64,
+    cost: Cost,
+}
+
+/// The state of a parallel loop: a binary counter of perfect subtrees over the chunks completed so
+/// far (O(log chunks) memory) and the chunk being filled.
+#[derive(Clone, Debug)]
+struct LoopState {
+    grain: u64,
+    /// Iterations completed in the open chunk.
+    in_chunk: u64,
+    /// The open chunk, if any: its iterations and the loop control between them run serially.
+    chunk: Option<Cost>,
+    /// Loop-control cost seen while no chunk is open: charged to the next chunk, or after the loop.
+    control: Cost,
+    subtrees: Vec<Subtree>,
+}
+
+impl LoopState {
+    fn new(grain: u64) -> Self {
+        LoopState {
+            grain: grain.max(1),
+            in_chunk: 0,
+            chunk: None,
+            control: Cost::default(),
+            subtrees: Vec::new(),
+        }
+    }
+
+    fn serial(&mut self, c: Cost) {
+        match &mut self.chunk {
+            Some(chunk) => chunk.add(c),
+            None => self.control.add(c),
+        }
+    }
+
+    fn begin_iteration(&mut self) {
+        if self.chunk.is_none() {
+            self.chunk = Some(std::mem::take(&mut self.control));
+        }
+    }
+
+    fn end_iteration(&mut self, iteration: Cost, burden: u64) {
+        self.serial(iteration);
+        self.in_chunk += 1;
+        if self.in_chunk >= self.grain {
+            self.flush_chunk(burden);
+        }
+    }
+
+    fn flush_chunk(&mut self, burden: u64) {
+        if let Some(chunk) = self.chunk.take() {
+            self.in_chunk = 0;
+            let mut right = Subtree {
+                leaves: 1,
+                cost: chunk,
+            };
+            while let Some(left) = self.subtrees.last().copied() {
+                if left.leaves != right.leaves {
+                    break;
+                }
+                self.subtrees.pop();
+                right = join(left, right, burden);
+            }
+            self.subtrees.push(right);
+        }
+    }
+
+    /// Closes the loop: returns the tree's measures, its number of chunks, and the trailing
+    /// loop-control cost that runs after it.
+    fn finish(mut self, burden: u64) -> (Cost, u64, Cost) {
+        self.flush_chunk(burden);
+        let mut acc: Option<Subtree> = None;
+        while let Some(left) = self.subtrees.pop() {
+            acc = Some(match acc {
+                None => left,
+                Some(right) => join(left, right, burden),
+            });
+        }
+        match acc {
+            Some(tree) => (tree.cost, tree.leaves, self.control),
+            None => (Cost::default(), 0, self.control),
+        }
+    }
+}
+
+/// The node of the divide-and-conquer tree over `left` then `right`: the left subtree is spawned,
+/// the right one is the continuation (so its paths carry one burden more), then both are synced.
+fn join(left: Subtree, right: Subtree, burden: u64) -> Subtree {
+    Subtree {
+        leaves: left.leaves + right.leaves,
+        cost: Cost {
+            work: left.cost.work.saturating_add(right.cost.work),
+            span: left.cost.span.max(right.cost.span),
+            bspan: left
+                .cost
+                .bspan
+                .max(right.cost.bspan.saturating_add(burden)),
+        },
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Frame {
+    kind: FrameKind,
+    paths: Paths,
+    /// Children spawned since the last sync.
+    pending: u64,
+    /// Regions opened in this frame, innermost last.
+    regions: Vec<OpenRegion>,
+    /// Only for `FrameKind::Loop`.
+    lp: Option<Box<LoopState>>,
+}
+
+impl Frame {
+    fn new(kind: FrameKind) -> Self {
+        Frame {
+            kind,
+            paths: Paths::default(),
+            pending: 0,
+            regions: Vec::new(),
+            lp: None,
+        }
+    }
+
+    fn new_loop(grain: u64) -> Self {
+        Frame {
+            lp: Some(Box::new(LoopState::new(grain))),
+            ..Frame::new(FrameKind::Loop)
+        }
+    }
+
+    fn serial(&mut self, c: Cost) {
+        if let Some(lp) = &mut self.lp {
+            lp.serial(c);
+            return;
+        }
+        self.paths.serial(c);
+        for r in &mut self.regions {
+            r.paths.serial(c);
+        }
+    }
+
+    fn child_returned(&mut self, c: Cost, burden: u64) {
+        if let Some(lp) = &mut self.lp {
+            // A spawn in a loop's control code (not inside an iteration): no frame to own it, so
+            // it is measured as serial code of the loop.
+            lp.serial(c);
+            return;
+        }
+        self.pending += 1;
+        self.paths.child_returned(c, burden);
+        for r in &mut self.regions {
+            r.paths.child_returned(c, burden);
+        }
+    }
+
+    /// Joins the outstanding children; returns whether there were any.
+    fn sync(&mut self) -> bool {
+        let had = self.pending > 0;
+        self.pending = 0;
+        self.paths.sync();
+        for r in &mut self.regions {
+            r.paths.sync();
+        }
+        had
+    }
+}
+
+/// The counting engine: feed it events, read measures.
+///
+/// Cost: O(1) per event plus O(r) for the r regions open in the current function instance;
+/// memory O(fork-join depth + log(chunks) per open loop), independent of the number of events.
+#[derive(Clone, Debug)]
+pub struct Engine {
+    config: Config,
+    /// `stack[0]` is the implicit root frame and is never popped.
+    stack: Vec<Frame>,
+    open: [usize; FRAME_KINDS],
+    spawns: u64,
+    syncs: u64,
+    events: u64,
+    regions: BTreeMap<RegionId, RegionMeasures>,
+    anomalies: Anomalies,
+}
+
+impl Default for Engine {
+    fn default() -> Self {
+        Engine::new(Config::default())
+    }
+}
+
+impl Engine {
+    pub fn new(config: Config) -> Self {
+        let mut open = [0; FRAME_KINDS];
+        open[FrameKind::Root as usize] = 1;
+        Engine {
+            config,
+            stack: vec![Frame::new(FrameKind::Root)],
+            open,
+            spawns: 0,
+            syncs: 0,
+            events: 0,
+            regions: BTreeMap::new(),
+            anomalies: Anomalies::default(),
+        }
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Events consumed so far.
+    pub fn events(&self) -> u64 {
+        self.events
+    }
+
+    /// Current fork-join nesting depth (frames open above the implicit root).
+    pub fn depth(&self) -> usize {
+        self.stack.len() - 1
+    }
+
+    /// Consumes a batch of events in order.
+    pub fn process_batch(&mut self, events: &[Event]) {
+        for e in events {
+            self.process(*e);
+        }
+    }
+
+    /// Consumes one event.
+    pub fn process(&mut self, event: Event) {
+        self.events += 1;
+        // The strand that ends here ran in the current frame.
+        self.top().serial(Cost::strand(event.cost));
+        match event.kind {
+            EventKind::FunctionEnter => self.push(Frame::new(FrameKind::Function)),
+            EventKind::Spawn => {
+                self.spawns += 1;
+                self.push(Frame::new(FrameKind::Spawn));
+            }
+            EventKind::LoopBegin { grain } => self.push(Frame::new_loop(grain)),
+            EventKind::FunctionExit => self.close(FrameKind::Function),
+            EventKind::SpawnReturn => self.close(FrameKind::Spawn),
+            EventKind::IterationEnd => self.close(FrameKind::Iteration),
+            EventKind::LoopEnd => self.close(FrameKind::Loop),
+            EventKind::IterationBegin => {
+                if self.open[FrameKind::Loop as usize] == 0 {
+                    self.anomalies.stray_iterations += 1;
+                    return;
+                }
+                while self.top().kind != FrameKind::Loop {
+                    self.pop_implicit();
+                }
+                if let Some(lp) = &mut self.top().lp {
+                    lp.begin_iteration();
+                }
+                self.push(Frame::new(FrameKind::Iteration));
+            }
+            EventKind::Sync => {
+                self.syncs += 1;
+                self.top().sync();
+            }
+            EventKind::RegionBegin(id) => {
+                let (spawns_at_begin, syncs_at_begin) = (self.spawns, self.syncs);
+                let top = self.top();
+                if top.kind == FrameKind::Loop {
+                    self.anomalies.unmatched_regions += 1;
+                    return;
+                }
+                top.regions.push(OpenRegion {
+                    id,
+                    paths: Paths::default(),
+                    spawns_at_begin,
+                    syncs_at_begin,
+                });
+            }
+            EventKind::RegionEnd(id) => {
+                let top = self.top();
+                match top.regions.iter().rposition(|r| r.id == id) {
+                    Some(i) => {
+                        let r = top.regions.remove(i);
+                        self.record_region(&r);
+                    }
+                    None => self.anomalies.unmatched_regions += 1,
+                }
+            }
+        }
+    }
+
+    /// Charges the cost of a strand that no event ended: the tail of a run after its last event,
+    /// or instructions of threads that hit no mark. It runs in the current frame.
+    pub fn charge(&mut self, cost: u64) {
+        self.top().serial(Cost::strand(cost));
+    }
+
+    /// Measures of everything seen so far, as if every open frame ended now. Does not change the
+    /// engine: more events may follow.
+    pub fn snapshot(&self) -> Report {
+        self.clone().finish()
+    }
+
+    /// Ends every open frame and region (implicit syncs) and returns the measures.
+    pub fn finish(mut self) -> Report {
+        while self.stack.len() > 1 {
+            self.pop_implicit();
+        }
+        let mut root = self.stack.pop().expect("root frame");
+        if root.sync() {
+            self.syncs += 1;
+        }
+        self.end_regions(&mut root);
+        Report {
+            total: Measures {
+                work: root.paths.cur.work,
+                span: root.paths.cur.span,
+                burdened_span: root.paths.cur.bspan,
+                spawns: self.spawns,
+                syncs: self.syncs,
+            },
+            events: self.events,
+            regions: self.regions.into_values().collect(),
+            anomalies: self.anomalies,
+        }
+    }
+
+    fn top(&mut self) -> &mut Frame {
+        self.stack.last_mut().expect("root frame is never popped")
+    }
+
+    fn push(&mut self, frame: Frame) {
+        self.open[frame.kind as usize] += 1;
+        self.stack.push(frame);
+    }
+
+    /// Handles a closer for frames of `kind`: closes frames up to and including the innermost one of
+    /// that kind. With none open (a stream that began inside that frame), the closer ends the part
+    /// of the frame the stream saw: everything open is closed and the root syncs.
+    fn close(&mut self, kind: FrameKind) {
+        if self.open[kind as usize] == 0 {
+            self.anomalies.unmatched_closers += 1;
+            while self.stack.len() > 1 {
+                self.pop_implicit();
+            }
+            if matches!(kind, FrameKind::Function | FrameKind::Spawn) && self.top().sync() {
+                self.syncs += 1;
+            }
+            return;
+        }
+        while self.top().kind != kind {
+            self.pop_implicit();
+        }
+        self.pop();
+    }
+
+    fn pop_implicit(&mut self) {
+        self.anomalies.implicit_frame_ends += 1;
+        self.pop();
+    }
+
+    /// Ends the top frame and folds it into its parent.
+    fn pop(&mut self) {
+        let mut frame = self.stack.pop().expect("never pops the root");
+        self.open[frame.kind as usize] -= 1;
+        let burden = self.config.burden;
+        if let Some(lp) = frame.lp.take() {
+            let (tree, chunks, tail) = lp.finish(burden);
+            let internal = chunks.saturating_sub(1);
+            self.spawns += internal;
+            self.syncs += internal;
+            let parent = self.top();
+            parent.serial(tree);
+            parent.serial(tail);
+            return;
+        }
+        if frame.sync() {
+            self.syncs += 1;
+        }
+        self.end_regions(&mut frame);
+        let measured = frame.paths.cur;
+        let parent = self.top();
+        match frame.kind {
+            FrameKind::Spawn => parent.child_returned(measured, burden),
+            FrameKind::Iteration => match &mut parent.lp {
+                Some(lp) => lp.end_iteration(measured, burden),
+                None => parent.serial(measured),
+            },
+            FrameKind::Function | FrameKind::Root | FrameKind::Loop => parent.serial(measured),
+        }
+    }
+
+    fn end_regions(&mut self, frame: &mut Frame) {
+        while let Some(r) = frame.regions.pop() {
+            self.anomalies.implicit_region_ends += 1;
+            self.record_region(&r);
+        }
+    }
+
+    /// A region ends: its measures are those of the sub-dag of strands that ran inside it. Children
+    /// it spawned and did not sync are included (the region's own measures see an implicit sync;
+    /// the enclosing computation does not).
+    fn record_region(&mut self, r: &OpenRegion) {
+        let c = r.paths.synced();
+        let m = Measures {
+            work: c.work,
+            span: c.span,
+            burdened_span: c.bspan,
+            spawns: self.spawns - r.spawns_at_begin,
+            syncs: self.syncs - r.syncs_at_begin,
+        };
+        let entry = self.regions.entry(r.id).or_insert(RegionMeasures {
+            id: r.id,
+            count: 0,
+            measures: Measures::default(),
+        });
+        entry.count += 1;
+        entry.measures = entry.measures.then(&m);
+    }
+}

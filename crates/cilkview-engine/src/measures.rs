@@ -1,0 +1,230 @@
+//! Measures and the speedup estimates derived from them (pure arithmetic).
+
+use crate::event::RegionId;
+
+/// Work, span and burdened span of a (sub-)computation, with its spawn and sync counts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Measures {
+    /// T1: total cost of all strands.
+    pub work: u64,
+    /// T∞: cost of the longest path through the dag.
+    pub span: u64,
+    /// Longest path through the burdened dag (a burden on every continuation edge).
+    pub burdened_span: u64,
+    pub spawns: u64,
+    pub syncs: u64,
+}
+
+/// `a / b` as a ratio, with the conventions of the report: an empty computation (0 / 0) has
+/// ratio 1 (it is serial); anything else over 0 cannot happen for consistent measures (span ≥ 1
+/// whenever work ≥ 1) but is reported as infinite rather than panicking.
+fn ratio(a: u64, b: u64) -> f64 {
+    match (a, b) {
+        (0, 0) => 1.0,
+        (_, 0) => f64::INFINITY,
+        _ => a as f64 / b as f64,
+    }
+}
+
+impl Measures {
+    /// Parallelism T1/T∞: the maximum possible speedup on any number of cores.
+    pub fn parallelism(&self) -> f64 {
+        ratio(self.work, self.span)
+    }
+
+    /// Burdened parallelism T1 / burdened span: below P means P cores cannot pay for the
+    /// scheduling overhead of migrating tasks.
+    pub fn burdened_parallelism(&self) -> f64 {
+        ratio(self.work, self.burdened_span)
+    }
+
+    /// Average maximal strand: work / (1 + 2·spawns + syncs), as in the Cilkview report.
+    pub fn average_maximal_strand(&self) -> f64 {
+        self.work as f64 / (1 + 2 * self.spawns + self.syncs) as f64
+    }
+
+    /// Speedup range on `cores` processors with span coefficient `delta` (Cilkview uses 0.85).
+    pub fn speedup(&self, cores: u32, delta: f64) -> Speedup {
+        speedup(self, cores, delta)
+    }
+
+    /// Sum of measures of two computations run one after the other (how a repeated region
+    /// accumulates).
+    pub fn then(&self, other: &Measures) -> Measures {
+        Measures {
+            work: self.work.saturating_add(other.work),
+            span: self.span.saturating_add(other.span),
+            burdened_span: self.burdened_span.saturating_add(other.burdened_span),
+            spawns: self.spawns.saturating_add(other.spawns),
+            syncs: self.syncs.saturating_add(other.syncs),
+        }
+    }
+}
+
+/// Measures of one label, accumulated over every time its region ran.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RegionMeasures {
+    pub id: RegionId,
+    /// How many times a region with this label ended.
+    pub count: u64,
+    pub measures: Measures,
+}
+
+/// How many malformed or partial-stream situations the engine absorbed (see docs/engine.md).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Anomalies {
+    /// Function exits, spawn returns, iteration or loop ends with no matching opener
+    /// (normal when a stream starts in the middle of a run).
+    pub unmatched_closers: u64,
+    /// Iteration begins outside any parallel loop.
+    pub stray_iterations: u64,
+    /// Region ends with no open region of that label in the current function instance, and
+    /// region begins between the iterations of a parallel loop.
+    pub unmatched_regions: u64,
+    /// Regions still open when their function instance (or the stream) ended; they were ended there.
+    pub implicit_region_ends: u64,
+    /// Frames closed implicitly because a closer skipped over them (e.g. a missing function exit).
+    pub implicit_frame_ends: u64,
+}
+
+impl Anomalies {
+    pub fn is_clean(&self) -> bool {
+        *self == Anomalies::default()
+    }
+}
+
+/// Everything the engine measured.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Report {
+    pub total: Measures,
+    /// Number of events consumed.
+    pub events: u64,
+    /// Per label, ordered by id.
+    pub regions: Vec<RegionMeasures>,
+    pub anomalies: Anomalies,
+}
+
+/// The speedup range predicted for one core count.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Speedup {
+    pub cores: u32,
+    /// Burdened lower bound T1 / (T1/P + 2δ(1 − 1/P)·burdened span).
+    pub lower: f64,
+    /// min(P, parallelism): the work law and the span law.
+    pub upper: f64,
+}
+
+/// The default span coefficient δ of the Cilkview paper.
+pub const DEFAULT_SPAN_COEFFICIENT: f64 = 0.85;
+
+/// Speedup bounds on `cores` processors (see docs/engine.md for the formula and its source).
+pub fn speedup(m: &Measures, cores: u32, delta: f64) -> Speedup {
+    let p = f64::from(cores.max(1));
+    let t1 = m.work as f64;
+    let upper = p.min(m.parallelism());
+    let lower = if m.work == 0 {
+        1.0
+    } else {
+        let denominator = t1 / p + 2.0 * delta * (1.0 - 1.0 / p) * m.burdened_span as f64;
+        (t1 / denominator).min(upper)
+    };
+    Speedup {
+        cores: cores.max(1),
+        lower,
+        upper,
+    }
+}
+
+/// The core counts of the report's speedup table: 2, 4, 8, … up to `max`, and `max` itself when it
+/// is not a power of two. Empty for `max` < 2.
+pub fn core_counts(max: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut p: u32 = 2;
+    while p <= max {
+        out.push(p);
+        match p.checked_mul(2) {
+            Some(next) => p = next,
+            None => break,
+        }
+    }
+    if max >= 2 && out.last() != Some(&max) {
+        out.push(max);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The Cilkview paper's Figure 6 (quicksort): the numbers it prints must come out of our formulas.
+    #[test]
+    fn figure_6() {
+        let m = Measures {
+            work: 5_570_609_776,
+            span: 261_374_874,
+            burdened_span: 262_078_779,
+            spawns: 8_518_398,
+            syncs: 8_518_398,
+        };
+        assert_eq!(format!("{:.2}", m.parallelism()), "21.31");
+        assert_eq!(format!("{:.2}", m.burdened_parallelism()), "21.26");
+        assert_eq!(format!("{:.0}", m.average_maximal_strand()), "218");
+        let expected = [
+            (2, "1.85", "2.00"),
+            (4, "3.23", "4.00"),
+            (8, "5.13", "8.00"),
+            (16, "7.27", "16.00"),
+            (32, "9.20", "21.31"),
+        ];
+        let cores = core_counts(32);
+        assert_eq!(cores, vec![2, 4, 8, 16, 32]);
+        for (p, lo, hi) in expected {
+            let s = m.speedup(p, DEFAULT_SPAN_COEFFICIENT);
+            assert_eq!(
+                (format!("{:.2}", s.lower), format!("{:.2}", s.upper)),
+                (lo.to_string(), hi.to_string()),
+                "P = {p}"
+            );
+        }
+    }
+
+    #[test]
+    fn one_core_and_empty() {
+        let m = Measures {
+            work: 100,
+            span: 10,
+            burdened_span: 1000,
+            ..Measures::default()
+        };
+        let s = m.speedup(1, 0.85);
+        assert_eq!((s.lower, s.upper), (1.0, 1.0));
+        let empty = Measures::default();
+        assert_eq!(empty.parallelism(), 1.0);
+        assert_eq!(empty.speedup(8, 0.85).lower, 1.0);
+        assert_eq!(empty.average_maximal_strand(), 0.0);
+    }
+
+    #[test]
+    fn lower_never_exceeds_upper() {
+        // A serial program with no burden: the formula alone would give P/(1+…) but never above 1.
+        let m = Measures {
+            work: 1000,
+            span: 1000,
+            burdened_span: 1000,
+            ..Measures::default()
+        };
+        for p in [2, 4, 64] {
+            let s = m.speedup(p, 0.0);
+            assert!(s.lower <= s.upper && s.upper == 1.0, "{s:?}");
+        }
+    }
+
+    #[test]
+    fn core_count_tables() {
+        assert_eq!(core_counts(1), Vec::<u32>::new());
+        assert_eq!(core_counts(2), vec![2]);
+        assert_eq!(core_counts(12), vec![2, 4, 8, 12]);
+        assert_eq!(core_counts(u32::MAX).len(), 32);
+    }
+}

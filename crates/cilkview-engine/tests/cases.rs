@@ -1,0 +1,281 @@
+//! Hand-checked cases: every expected number here is worked out in the comment above it.
+
+use cilkview_engine::{Config, Engine, Event, EventKind, EventKind::*, RegionId, Report};
+
+fn run(burden: u64, events: &[(u64, EventKind)]) -> Report {
+    let mut engine = Engine::new(Config { burden });
+    for &(cost, kind) in events {
+        engine.process(Event::new(cost, kind));
+    }
+    engine.finish()
+}
+
+/// fib(n) with both calls spawned and every Cilk thread of unit cost, as in the dag-model slides:
+/// thread 1 runs to the first spawn, thread 2 between the spawns, thread 3 after the sync.
+fn fib_spawned(n: u32, out: &mut Vec<(u64, EventKind)>) {
+    if n < 2 {
+        out.push((1, SpawnReturn)); // the leaf's only thread
+        return;
+    }
+    out.push((1, Spawn)); // thread 1
+    fib_spawned(n - 1, out);
+    out.push((1, Spawn)); // thread 2
+    fib_spawned(n - 2, out);
+    out.push((0, Sync)); // nothing runs between the second spawn and the sync
+    out.push((1, SpawnReturn)); // thread 3
+}
+
+#[test]
+fn fib_4_of_the_dag_model_slides() {
+    // The top-level fib(4) is itself spawned from an empty root.
+    let mut events = vec![(0, Spawn)];
+    fib_spawned(4, &mut events);
+    let r = run(0, &events);
+    assert_eq!(r.total.work, 17);
+    assert_eq!(r.total.span, 8);
+    assert_eq!(format!("{:.3}", r.total.parallelism()), "2.125");
+    // fib(4) spawns fib(3), fib(2); fib(3) spawns 2; each fib(2) spawns 2: 8, plus the root's spawn.
+    assert_eq!(r.total.spawns, 9);
+    assert!(r.anomalies.is_clean());
+}
+
+/// Cilk's fib: spawn fib(n-1), *call* fib(n-2), sync. Function frames make the scoping visible.
+fn fib_called(n: u32, out: &mut Vec<(u64, EventKind)>) {
+    out.push((0, FunctionEnter));
+    if n >= 2 {
+        out.push((1, Spawn));
+        fib_called(n - 1, out);
+        out.push((0, SpawnReturn));
+        fib_called(n - 2, out);
+        out.push((1, Sync));
+    }
+    out.push((1, FunctionExit));
+}
+
+#[test]
+fn fib_with_a_called_second_half_has_the_recurrence_span() {
+    // For n ≥ 2: 1 (to the spawn), then the spawned fib(n-1) in parallel with the continuation
+    // (the called fib(n-2) and the strand of 1 ending at the sync), then 1 to the exit:
+    // span(n) = 1 + max(span(n-1), span(n-2) + 1) + 1; work(n) = work(n-1) + work(n-2) + 3;
+    // span(0) = span(1) = work(0) = work(1) = 1.
+    for n in 0..15u32 {
+        let mut events = Vec::new();
+        fib_called(n, &mut events);
+        let r = run(0, &events);
+        let (mut w, mut s) = (vec![1u64, 1], vec![1u64, 1]);
+        for k in 2..=n as usize {
+            w.push(w[k - 1] + w[k - 2] + 3);
+            s.push(2 + s[k - 1].max(s[k - 2] + 1));
+        }
+        assert_eq!((r.total.work, r.total.span), (w[n as usize], s[n as usize]), "fib({n})");
+    }
+}
+
+#[test]
+fn a_callee_sync_does_not_join_the_callers_child() {
+    // caller: spawn A (cost 100); call g: { spawn B (10); sync }; then 5; sync.
+    // g's sync joins only B. A runs in parallel with everything up to the caller's sync:
+    // span = max(100, 10 + 5) = 100 (plus the zero-cost strands), work = 115.
+    let events = [
+        (0, FunctionEnter),
+        (0, Spawn),
+        (100, SpawnReturn),
+        (0, FunctionEnter), // g
+        (0, Spawn),
+        (10, SpawnReturn),
+        (0, Sync),
+        (0, FunctionExit),
+        (5, Sync),
+        (0, FunctionExit),
+    ];
+    let r = run(7, &events);
+    assert_eq!(r.total.work, 115);
+    assert_eq!(r.total.span, 100);
+    // Burdened: A's path has no burden (100); the continuation carries 7, then g's path
+    // max(10, 0 + 7) = 10, then 5: 7 + 10 + 5 = 22; max(100, 22) = 100.
+    assert_eq!(r.total.burdened_span, 100);
+    // Had g's sync joined A (the bug this test guards against), the span would be 100 + 5 = 105.
+}
+
+#[test]
+fn a_function_returning_with_children_out_syncs_implicitly() {
+    // f: spawn a child of 50, continue with 20, return without cv_sync; then 30 in the caller.
+    // The return joins the child: span = max(50, 20) + 30 = 80; burdened = max(50, 9 + 20) + 30.
+    let events = [
+        (0, FunctionEnter),
+        (0, Spawn),
+        (50, SpawnReturn),
+        (20, FunctionExit),
+        (30, Sync),
+    ];
+    let r = run(9, &events);
+    assert_eq!((r.total.work, r.total.span, r.total.burdened_span), (100, 80, 80));
+    // The implicit sync at the return counts; the caller's explicit sync counts too.
+    assert_eq!((r.total.spawns, r.total.syncs), (1, 2));
+}
+
+#[test]
+fn a_region_that_ends_with_children_out_includes_them_but_does_not_sync_the_program() {
+    // begin R; spawn a child of 100; continue 10; end R; continue 200; sync.
+    // Region R: work 110, span max(100, 10) = 100 — its measures see an implicit sync.
+    // The program is not synced at the region end: span = max(100, 10 + 200) = 210.
+    let r = run(
+        0,
+        &[
+            (0, RegionBegin(RegionId(3))),
+            (0, Spawn),
+            (100, SpawnReturn),
+            (10, RegionEnd(RegionId(3))),
+            (200, Sync),
+        ],
+    );
+    assert_eq!((r.total.work, r.total.span), (310, 210));
+    assert_eq!(r.regions.len(), 1);
+    let region = r.regions[0];
+    assert_eq!(region.id, RegionId(3));
+    assert_eq!((region.measures.work, region.measures.span), (110, 100));
+    assert_eq!((region.measures.spawns, region.measures.syncs), (1, 0));
+}
+
+#[test]
+fn repeated_and_nested_regions_accumulate() {
+    // outer { inner {spawn 40; 10; sync} 5 } twice. inner: work 50, span 40; outer: 55, 45.
+    let mut events = Vec::new();
+    for _ in 0..2 {
+        events.extend([
+            (0, RegionBegin(RegionId(0))),
+            (0, RegionBegin(RegionId(1))),
+            (0, Spawn),
+            (40, SpawnReturn),
+            (10, Sync),
+            (0, RegionEnd(RegionId(1))),
+            (5, RegionEnd(RegionId(0))),
+        ]);
+    }
+    let r = run(0, &events);
+    let outer = r.regions[0];
+    let inner = r.regions[1];
+    assert_eq!((outer.count, outer.measures.work, outer.measures.span), (2, 110, 90));
+    assert_eq!((inner.count, inner.measures.work, inner.measures.span), (2, 100, 80));
+    assert_eq!((inner.measures.spawns, inner.measures.syncs), (2, 2));
+    assert_eq!((r.total.work, r.total.span), (110, 90));
+}
+
+/// A loop of `n` iterations of cost `c` each, grain `g`, no loop-control cost.
+fn flat_loop(n: u64, g: u64, c: u64) -> Vec<(u64, EventKind)> {
+    let mut events = vec![(0, LoopBegin { grain: g })];
+    for _ in 0..n {
+        events.push((0, IterationBegin));
+        events.push((c, IterationEnd));
+    }
+    events.push((0, LoopEnd));
+    events
+}
+
+#[test]
+fn parallel_loop_formula() {
+    // 8 iterations, grain 1: 8 chunks under a perfect tree of depth 3. span = c;
+    // burdened span = c + 3 burdens (the rightmost leaf takes 3 continuation edges).
+    let r = run(1000, &flat_loop(8, 1, 10));
+    assert_eq!((r.total.work, r.total.span, r.total.burdened_span), (80, 10, 3010));
+    assert_eq!((r.total.spawns, r.total.syncs), (7, 7));
+    // grain 3: chunks of 3, 3, 2 iterations: span 30; tree = [4 leaves? no: 3 chunks] = left 2
+    // (perfect, 1 burden on its right leaf) and right 1 (1 burden): bspan = max(30 + 1000,
+    // 20 + 1000) = 1030.
+    let r = run(1000, &flat_loop(8, 3, 10));
+    assert_eq!((r.total.span, r.total.burdened_span), (30, 1030));
+    assert_eq!(r.total.spawns, 2);
+    // grain 0 is grain 1; an empty loop is nothing.
+    assert_eq!(run(5, &flat_loop(2, 0, 1)).total.burdened_span, 6);
+    assert_eq!(run(5, &flat_loop(0, 4, 1)).total, Default::default());
+}
+
+#[test]
+fn paper_figure_4_snippets() {
+    // Snippet A: a parallel loop of 2 iterations around a serial loop of n calls of cost 1.
+    // Snippet B: a serial loop of n around a parallel loop of 2 iterations of cost 1.
+    let n = 1000;
+    let a = run(15_000, &flat_loop(2, 1, n));
+    let mut b_events = Vec::new();
+    for _ in 0..n {
+        b_events.extend(flat_loop(2, 1, 1));
+    }
+    let b = run(15_000, &b_events);
+    assert_eq!((a.total.work, b.total.work), (2 * n, 2 * n));
+    assert_eq!((a.total.span, b.total.span), (n, n));
+    assert_eq!(a.total.burdened_span, n + 15_000);
+    assert_eq!(b.total.burdened_span, n * (1 + 15_000));
+    assert!(a.total.burdened_parallelism() > 100.0 * b.total.burdened_parallelism());
+}
+
+#[test]
+fn partial_streams_are_absorbed_by_the_root() {
+    // A stream that starts inside a function that has a child out: its return, a stray sync,
+    // iteration and loop ends — never a panic, and work is still the sum of the costs.
+    let r = run(
+        10,
+        &[
+            (5, SpawnReturn),
+            (5, Sync),
+            (5, FunctionExit),
+            (5, IterationEnd),
+            (5, LoopEnd),
+            (5, IterationBegin),
+            (5, RegionEnd(RegionId(9))),
+            (5, Spawn),
+            (5, SpawnReturn),
+            (5, FunctionExit),
+        ],
+    );
+    assert_eq!(r.total.work, 50);
+    assert_eq!(r.anomalies.unmatched_closers, 5);
+    assert_eq!(r.anomalies.stray_iterations, 1);
+    assert_eq!(r.anomalies.unmatched_regions, 1);
+    // 40 at the root up to the spawn, then the child (5) in parallel with the continuation (5),
+    // joined by the last, unmatched, FunctionExit.
+    assert_eq!(r.total.span, 45);
+}
+
+#[test]
+fn closers_skip_over_frames_left_open() {
+    // A function exit while a spawned child and a loop are still open (e.g. a longjmp out of
+    // them): those frames end implicitly at that point.
+    let r = run(
+        0,
+        &[
+            (0, FunctionEnter),
+            (0, Spawn),
+            (7, LoopBegin { grain: 1 }),
+            (0, IterationBegin),
+            (3, RegionBegin(RegionId(1))),
+            (4, FunctionExit),
+        ],
+    );
+    assert_eq!(r.total.work, 14);
+    assert_eq!(r.anomalies.implicit_frame_ends, 3);
+    assert_eq!(r.anomalies.implicit_region_ends, 1);
+    assert_eq!(r.regions[0].measures.work, 4);
+}
+
+#[test]
+fn memory_stays_bounded_by_depth() {
+    // 10^6 spawns in a flat loop and a loop of 10^6 iterations: depth returns to 0 and the engine
+    // can be cloned cheaply (its size does not grow with the number of events).
+    let mut engine = Engine::default();
+    for _ in 0..1_000_000 {
+        engine.process(Event::new(1, Spawn));
+        engine.process(Event::new(1, SpawnReturn));
+        assert!(engine.depth() == 0);
+    }
+    engine.process(Event::new(1, LoopBegin { grain: 1 }));
+    for _ in 0..1_000_000 {
+        engine.process(Event::new(1, IterationBegin));
+        engine.process(Event::new(1, IterationEnd));
+        assert!(engine.depth() == 1);
+    }
+    engine.process(Event::new(1, LoopEnd));
+    let r = engine.snapshot();
+    assert_eq!(r.total.work, 4_000_002);
+    assert_eq!(r.total.spawns, 1_000_000 + 999_999);
+    assert_eq!(r.events, 4_000_002);
+}
