@@ -204,10 +204,7 @@ fn join(left: Subtree, right: Subtree, burden: u64) -> Subtree {
         cost: Cost {
             work: left.cost.work.saturating_add(right.cost.work),
             span: left.cost.span.max(right.cost.span),
-            bspan: left
-                .cost
-                .bspan
-                .max(right.cost.bspan.saturating_add(burden)),
+            bspan: left.cost.bspan.max(right.cost.bspan.saturating_add(burden)),
         },
     }
 }

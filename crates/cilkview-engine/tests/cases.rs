@@ -67,7 +67,11 @@ fn fib_with_a_called_second_half_has_the_recurrence_span() {
             w.push(w[k - 1] + w[k - 2] + 3);
             s.push(2 + s[k - 1].max(s[k - 2] + 1));
         }
-        assert_eq!((r.total.work, r.total.span), (w[n as usize], s[n as usize]), "fib({n})");
+        assert_eq!(
+            (r.total.work, r.total.span),
+            (w[n as usize], s[n as usize]),
+            "fib({n})"
+        );
     }
 }
 
@@ -109,7 +113,10 @@ fn a_function_returning_with_children_out_syncs_implicitly() {
         (30, Sync),
     ];
     let r = run(9, &events);
-    assert_eq!((r.total.work, r.total.span, r.total.burdened_span), (100, 80, 80));
+    assert_eq!(
+        (r.total.work, r.total.span, r.total.burdened_span),
+        (100, 80, 80)
+    );
     // The implicit sync at the return counts; the caller's explicit sync counts too.
     assert_eq!((r.total.spawns, r.total.syncs), (1, 2));
 }
@@ -155,8 +162,14 @@ fn repeated_and_nested_regions_accumulate() {
     let r = run(0, &events);
     let outer = r.regions[0];
     let inner = r.regions[1];
-    assert_eq!((outer.count, outer.measures.work, outer.measures.span), (2, 110, 90));
-    assert_eq!((inner.count, inner.measures.work, inner.measures.span), (2, 100, 80));
+    assert_eq!(
+        (outer.count, outer.measures.work, outer.measures.span),
+        (2, 110, 90)
+    );
+    assert_eq!(
+        (inner.count, inner.measures.work, inner.measures.span),
+        (2, 100, 80)
+    );
     assert_eq!((inner.measures.spawns, inner.measures.syncs), (2, 2));
     assert_eq!((r.total.work, r.total.span), (110, 90));
 }
@@ -177,7 +190,10 @@ fn parallel_loop_formula() {
     // 8 iterations, grain 1: 8 chunks under a perfect tree of depth 3. span = c;
     // burdened span = c + 3 burdens (the rightmost leaf takes 3 continuation edges).
     let r = run(1000, &flat_loop(8, 1, 10));
-    assert_eq!((r.total.work, r.total.span, r.total.burdened_span), (80, 10, 3010));
+    assert_eq!(
+        (r.total.work, r.total.span, r.total.burdened_span),
+        (80, 10, 3010)
+    );
     assert_eq!((r.total.spawns, r.total.syncs), (7, 7));
     // grain 3: chunks of 3, 3, 2 iterations: span 30; tree = [4 leaves? no: 3 chunks] = left 2
     // (perfect, 1 burden on its right leaf) and right 1 (1 burden): bspan = max(30 + 1000,

@@ -37,7 +37,8 @@ struct Emitter {
 
 impl Emitter {
     fn emit(&mut self, kind: EventKind) {
-        self.events.push(Event::new(std::mem::take(&mut self.pending), kind));
+        self.events
+            .push(Event::new(std::mem::take(&mut self.pending), kind));
     }
 
     fn run(&mut self, stmts: &[Stmt]) {
@@ -198,7 +199,13 @@ impl Dag {
         }
     }
 
-    fn parallel_loop(&mut self, f: &mut Frame, grain: u64, iterations: &[(u64, Vec<Stmt>)], tail: u64) {
+    fn parallel_loop(
+        &mut self,
+        f: &mut Frame,
+        grain: u64,
+        iterations: &[(u64, Vec<Stmt>)],
+        tail: u64,
+    ) {
         let mut chunks: Vec<(usize, usize)> = Vec::new();
         let mut open: Option<(usize, usize)> = None; // (entry, current)
         for (i, (control, body)) in iterations.iter().enumerate() {
@@ -215,7 +222,7 @@ impl Dag {
             };
             let end = self.instance(cur, body);
             open = Some((entry, end));
-            if (i as u64 + 1) % grain == 0 {
+            if (i as u64 + 1).is_multiple_of(grain) {
                 chunks.push(open.take().unwrap());
             }
         }
@@ -330,7 +337,11 @@ fn explicit(program: &[Stmt], burden: u64) -> (Measures, BTreeMap<u32, (u64, Mea
     (total, regions)
 }
 
-fn engine(program: &[Stmt], burden: u64, tail: u64) -> (Measures, BTreeMap<u32, (u64, Measures)>, u64) {
+fn engine(
+    program: &[Stmt],
+    burden: u64,
+    tail: u64,
+) -> (Measures, BTreeMap<u32, (u64, Measures)>, u64) {
     let mut em = Emitter::default();
     em.run(program);
     em.pending += tail;
