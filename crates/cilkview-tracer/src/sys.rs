@@ -1,0 +1,230 @@
+//! Thin wrappers around the raw system calls the tracer needs.
+//!
+//! Every `unsafe` block of the project lives in this module (and in the
+//! calibration child of `counter.rs`). The wrappers take and return plain
+//! integers for signals so that real-time signals (which `nix::sys::signal::Signal`
+//! cannot represent) are re-injected unchanged.
+
+use std::ffi::{CStr, CString};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+use nix::libc::{self, c_int, c_long, c_void};
+
+pub type Tid = i32;
+
+pub const PTRACE_EVENT_EXEC: i32 = libc::PTRACE_EVENT_EXEC;
+pub const PTRACE_EVENT_EXIT: i32 = libc::PTRACE_EVENT_EXIT;
+pub const PTRACE_EVENT_STOP: i32 = 128;
+
+/// `si_code` values of SIGTRAP (x86-64).
+pub const TRAP_BRKPT: i32 = 1;
+pub const TRAP_TRACE: i32 = 2;
+pub const SI_KERNEL: i32 = 0x80;
+
+/// What `waitpid` reported.
+#[derive(Clone, Copy, Debug)]
+pub enum Wait {
+    Exited(Tid, i32),
+    Signaled(Tid, i32),
+    /// A ptrace stop: `event` is `status >> 16` (0 for a signal-delivery-stop).
+    Stopped { tid: Tid, sig: i32, event: i32 },
+}
+
+/// Wait for any tracee of *this thread* (`__WALL | __WNOTHREAD`), so that
+/// several tracers may run in different threads of one process (tests).
+pub fn wait_any() -> io::Result<Wait> {
+    wait_for(-1)
+}
+
+pub fn wait_for(pid: Tid) -> io::Result<Wait> {
+    loop {
+        let mut status: c_int = 0;
+        // SAFETY: plain syscall writing into a local.
+        let r = unsafe { libc::waitpid(pid, &mut status, libc::__WALL | libc::__WNOTHREAD) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if libc::WIFEXITED(status) {
+            return Ok(Wait::Exited(r, libc::WEXITSTATUS(status)));
+        }
+        if libc::WIFSIGNALED(status) {
+            return Ok(Wait::Signaled(r, libc::WTERMSIG(status)));
+        }
+        if libc::WIFSTOPPED(status) {
+            return Ok(Wait::Stopped { tid: r, sig: libc::WSTOPSIG(status), event: status >> 16 });
+        }
+        // WIFCONTINUED is not requested; ignore anything else.
+    }
+}
+
+fn ptrace_raw(req: c_int, tid: Tid, addr: usize, data: usize) -> nix::Result<c_long> {
+    nix::errno::Errno::clear();
+    // SAFETY: the requests used here (CONT, SINGLESTEP, LISTEN, DETACH, SEIZE,
+    // GETEVENTMSG with a valid out pointer, PEEKDATA) do not write to our memory
+    // except through pointers this module passes explicitly.
+    let r = unsafe { libc::ptrace(req as _, tid, addr as *mut c_void, data as *mut c_void) };
+    if r == -1 {
+        let e = nix::errno::Errno::last();
+        if e as i32 != 0 {
+            return Err(e);
+        }
+    }
+    Ok(r)
+}
+
+pub fn seize(tid: Tid, options: c_int) -> nix::Result<()> {
+    ptrace_raw(libc::PTRACE_SEIZE as c_int, tid, 0, options as usize).map(drop)
+}
+
+pub fn cont(tid: Tid, sig: i32) -> nix::Result<()> {
+    ptrace_raw(libc::PTRACE_CONT as c_int, tid, 0, sig as usize).map(drop)
+}
+
+pub fn step(tid: Tid, sig: i32) -> nix::Result<()> {
+    ptrace_raw(libc::PTRACE_SINGLESTEP as c_int, tid, 0, sig as usize).map(drop)
+}
+
+pub fn listen(tid: Tid) -> nix::Result<()> {
+    ptrace_raw(libc::PTRACE_LISTEN as c_int, tid, 0, 0).map(drop)
+}
+
+pub fn detach(tid: Tid) -> nix::Result<()> {
+    ptrace_raw(libc::PTRACE_DETACH as c_int, tid, 0, 0).map(drop)
+}
+
+pub fn geteventmsg(tid: Tid) -> nix::Result<u64> {
+    let mut msg: libc::c_ulong = 0;
+    ptrace_raw(libc::PTRACE_GETEVENTMSG as c_int, tid, 0, &mut msg as *mut _ as usize)?;
+    Ok(msg as u64)
+}
+
+/// `si_code` of the signal of a signal-delivery-stop.
+pub fn siginfo_code(tid: Tid) -> nix::Result<i32> {
+    nix::sys::ptrace::getsiginfo(nix::unistd::Pid::from_raw(tid)).map(|i| i.si_code)
+}
+
+pub fn getregs(tid: Tid) -> nix::Result<libc::user_regs_struct> {
+    nix::sys::ptrace::getregs(nix::unistd::Pid::from_raw(tid))
+}
+
+pub fn kill(pid: Tid, sig: i32) {
+    // SAFETY: plain syscall.
+    unsafe {
+        libc::kill(pid, sig);
+    }
+}
+
+/// `true` if the two tasks share one address space (`kcmp(KCMP_VM)`).
+pub fn same_vm(a: Tid, b: Tid) -> bool {
+    const KCMP_VM: c_long = 1;
+    // SAFETY: plain syscall with integer arguments.
+    let r = unsafe { libc::syscall(libc::SYS_kcmp, a as c_long, b as c_long, KCMP_VM, 0 as c_long, 0 as c_long) };
+    r == 0
+}
+
+fn cloexec_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as c_int; 2];
+    // SAFETY: pipe2 writes two fds into the array.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both fds were just created and are owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// A forked child, blocked before `execvp` until [`Child::release`].
+pub struct Child {
+    pub pid: Tid,
+    go: Option<OwnedFd>,
+    err: OwnedFd,
+}
+
+impl Child {
+    /// Let the child go on to `execvp`.
+    pub fn release(&mut self) -> io::Result<()> {
+        if let Some(go) = self.go.take() {
+            let b = [1u8];
+            // SAFETY: writing one byte from a local buffer.
+            if unsafe { libc::write(go.as_raw_fd(), b.as_ptr() as *const c_void, 1) } != 1 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    }
+
+    /// After the child exited without exec: the errno `execvp` failed with.
+    pub fn exec_errno(&self) -> Option<i32> {
+        let mut buf = [0u8; 4];
+        // SAFETY: reading into a local buffer.
+        let n = unsafe { libc::read(self.err.as_raw_fd(), buf.as_mut_ptr() as *mut c_void, 4) };
+        (n == 4).then(|| i32::from_ne_bytes(buf))
+    }
+}
+
+/// Fork a child that waits for [`Child::release`], then resets SIGPIPE and
+/// the signal mask and `execvp`s `program` with `argv`. If `execvp` fails the
+/// child reports errno through a close-on-exec pipe and `_exit(127)`s.
+pub fn spawn_blocked(program: &CStr, argv: &[CString]) -> io::Result<Child> {
+    let mut ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
+    ptrs.push(std::ptr::null());
+    let (go_r, go_w) = cloexec_pipe()?;
+    let (err_r, err_w) = cloexec_pipe()?;
+    // SAFETY: the child only calls async-signal-safe functions (close, read,
+    // signal, sigprocmask, execvp, write, _exit) on data prepared before fork.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if pid == 0 {
+        unsafe {
+            libc::close(go_w.as_raw_fd());
+            libc::close(err_r.as_raw_fd());
+            let mut b = 0u8;
+            if libc::read(go_r.as_raw_fd(), &mut b as *mut u8 as *mut c_void, 1) != 1 {
+                libc::_exit(127);
+            }
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+            libc::execvp(program.as_ptr(), ptrs.as_ptr());
+            let e = (*libc::__errno_location()).to_ne_bytes();
+            libc::write(err_w.as_raw_fd(), e.as_ptr() as *const c_void, 4);
+            libc::_exit(127);
+        }
+    }
+    drop(go_r);
+    drop(err_w);
+    Ok(Child { pid, go: Some(go_w), err: err_r })
+}
+
+/// Fork a child that waits for release, then runs `body` and `_exit(0)`s.
+/// `body` must be async-signal-safe (no allocation, no locks).
+pub fn spawn_fn(body: fn()) -> io::Result<Child> {
+    let (go_r, go_w) = cloexec_pipe()?;
+    let (err_r, err_w) = cloexec_pipe()?;
+    // SAFETY: see `spawn_blocked`; `body` is restricted as documented.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if pid == 0 {
+        unsafe {
+            libc::close(go_w.as_raw_fd());
+            let mut b = 0u8;
+            if libc::read(go_r.as_raw_fd(), &mut b as *mut u8 as *mut c_void, 1) != 1 {
+                libc::_exit(127);
+            }
+            body();
+            libc::_exit(0);
+        }
+    }
+    drop(go_r);
+    drop(err_w);
+    Ok(Child { pid, go: Some(go_w), err: err_r })
+}

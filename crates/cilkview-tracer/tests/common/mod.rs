@@ -1,0 +1,67 @@
+//! Test support: compile tiny C programs with the system compiler.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use cilkview_tracer::Probe;
+
+/// `PROBE(name)`: a cilkview-style 5-byte NOP at global symbol `name`.
+pub const PRELUDE: &str = r#"
+#define PROBE(name) __asm__ volatile(".globl " #name "\n" #name ": .byte 0x0f,0x1f,0x44,0x00,0x00" ::: "memory")
+#define PROBE_RDI(name, v) __asm__ volatile("mov %0, %%rdi\n.globl " #name "\n" #name ": .byte 0x0f,0x1f,0x44,0x00,0x00" :: "r"((long)(v)) : "rdi", "memory")
+"#;
+
+pub struct Prog {
+    pub dir: tempfile::TempDir,
+    pub exe: PathBuf,
+}
+
+/// Compile `src` (C) statically with -O1 into a temp dir.
+pub fn compile(src: &str, extra: &[&str]) -> Prog {
+    let dir = tempfile::tempdir().unwrap();
+    let c = dir.path().join("prog.c");
+    std::fs::write(&c, format!("{PRELUDE}\n{src}")).unwrap();
+    let exe = dir.path().join("prog");
+    let out = Command::new("cc")
+        .args(["-static", "-O1", "-o"])
+        .arg(&exe)
+        .arg(&c)
+        .args(extra)
+        .output()
+        .expect("run cc");
+    assert!(out.status.success(), "cc failed: {}", String::from_utf8_lossy(&out.stderr));
+    Prog { dir, exe }
+}
+
+/// Offset of symbol `sym` from the start of the image's lowest mapping.
+pub fn offset_of(exe: &Path, sym: &str) -> u64 {
+    let nm = Command::new("nm").arg(exe).output().unwrap();
+    let nm = String::from_utf8_lossy(&nm.stdout);
+    let addr = nm
+        .lines()
+        .find_map(|l| {
+            let mut f = l.split_whitespace();
+            let a = f.next()?;
+            let _t = f.next()?;
+            (f.next()? == sym).then(|| u64::from_str_radix(a, 16).unwrap())
+        })
+        .unwrap_or_else(|| panic!("symbol {sym} not found"));
+    let re = Command::new("readelf").args(["-lW"]).arg(exe).output().unwrap();
+    let re = String::from_utf8_lossy(&re.stdout);
+    let first_load = re
+        .lines()
+        .find_map(|l| {
+            let mut f = l.split_whitespace();
+            (f.next()? == "LOAD").then(|| {
+                let _off = f.next().unwrap();
+                u64::from_str_radix(f.next().unwrap().trim_start_matches("0x"), 16).unwrap()
+            })
+        })
+        .unwrap();
+    addr - (first_load & !0xfff)
+}
+
+pub fn probes(exe: &Path, syms: &[(&str, Option<u16>)]) -> Vec<Probe> {
+    syms.iter().map(|&(s, operand)| Probe { offset: offset_of(exe, s), operand }).collect()
+}
