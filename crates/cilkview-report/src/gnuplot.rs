@@ -1,0 +1,104 @@
+//! `--gnuplot PREFIX`: `PREFIX.dat` and `PREFIX.plt`; `gnuplot PREFIX.plt`, run in that folder,
+//! draws the scalability profile of the Cilkview paper's Figure 2 into `PREFIX.png`.
+
+use std::fmt::Write;
+use std::path::{Path, PathBuf};
+
+use cilkview_engine::speedup;
+
+use crate::{Artifact, Destination, ExportError, Exporter, RunReport};
+
+pub struct GnuplotExporter {
+    pub prefix: PathBuf,
+}
+
+impl GnuplotExporter {
+    fn path(&self, extension: &str) -> PathBuf {
+        let mut s = self.prefix.clone().into_os_string();
+        s.push(".");
+        s.push(extension);
+        PathBuf::from(s)
+    }
+}
+
+fn file_name(p: &Path) -> String {
+    p.file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// Quotes a string for a gnuplot single-quoted literal.
+fn quoted(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "''"))
+}
+
+impl Exporter for GnuplotExporter {
+    fn destinations(&self) -> Vec<Destination> {
+        vec![
+            Destination::File(self.path("dat")),
+            Destination::File(self.path("plt")),
+        ]
+    }
+
+    fn render(&self, report: &RunReport) -> Result<Vec<Artifact>, ExportError> {
+        let m = report.measures();
+        let max = report.max_cores().max(2);
+        let mut dat = String::new();
+        let _ = writeln!(
+            dat,
+            "# cilkview-rs scalability profile of {}\n# work {} span {} burdened_span {} span_coefficient {}\n# cores\twork_law\tspan_law\tburdened_lower\tupper",
+            report.program, report.work, report.span, report.burdened_span, report.span_coefficient
+        );
+        for p in 1..=max {
+            let s = speedup(&m, p, report.span_coefficient);
+            let _ = writeln!(
+                dat,
+                "{p}\t{p}\t{:.6}\t{:.6}\t{:.6}",
+                report.parallelism, s.lower, s.upper
+            );
+        }
+        let dat_path = self.path("dat");
+        let png = {
+            let mut s = file_name(&self.prefix);
+            s.push_str(".png");
+            s
+        };
+        let program = file_name(Path::new(&report.program));
+        let mut plt = String::new();
+        let _ = writeln!(
+            plt,
+            "# cilkview-rs: run `gnuplot {}` in this folder to draw {png}",
+            file_name(&self.path("plt"))
+        );
+        let _ = writeln!(plt, "set terminal pngcairo size 900,600 noenhanced");
+        let _ = writeln!(plt, "set output {}", quoted(&png));
+        let _ = writeln!(
+            plt,
+            "set title {}",
+            quoted(&format!(
+                "Scalability profile of {program}: parallelism {:.2}, burdened parallelism {:.2}",
+                report.parallelism, report.burdened_parallelism
+            ))
+        );
+        let _ = writeln!(
+            plt,
+            "set xlabel 'Cores'\nset ylabel 'Speedup'\nset key top left\nset grid"
+        );
+        let _ = writeln!(plt, "set xrange [1:{max}]\nset yrange [0:{}]", max + 1);
+        let dat_name = quoted(&file_name(&dat_path));
+        let _ = writeln!(
+            plt,
+            "plot {dat_name} using 1:4:5 with filledcurves lc rgb '#bcd6ee' title 'Estimated speedup range', \\\n     {dat_name} using 1:2 with lines lw 2 lc rgb '#444444' title 'Work law (linear speedup)', \\\n     {dat_name} using 1:3 with lines lw 2 lc rgb '#d62728' title 'Span law (parallelism)', \\\n     {dat_name} using 1:4 with lines lw 2 lc rgb '#1f77b4' title 'Burdened speedup (lower bound)'"
+        );
+        Ok(vec![
+            Artifact {
+                destination: Destination::File(dat_path),
+                bytes: dat.into_bytes(),
+            },
+            Artifact {
+                destination: Destination::File(self.path("plt")),
+                bytes: plt.into_bytes(),
+            },
+        ])
+    }
+}

@@ -1,0 +1,194 @@
+//! The report model: what one analysis found, independent of how it is shown. Its serde form is
+//! the JSON schema documented in docs/json-schema.md (stable: add keys only with a version note).
+
+use cilkview_engine::{core_counts, speedup, Measures, Report};
+use serde::{Deserialize, Serialize};
+
+/// Which instruction counter produced the costs, and why it was chosen.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CounterReport {
+    /// `"hardware"` or `"single-step"`.
+    pub mode: String,
+    /// Why this counter was used (e.g. why the hardware counter was not).
+    pub reason: String,
+}
+
+/// One row of the speedup table.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SpeedupRow {
+    pub cores: u32,
+    pub lower: f64,
+    pub upper: f64,
+}
+
+/// The measures of one label, accumulated over its occurrences.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RegionReport {
+    pub label: String,
+    pub work: u64,
+    pub span: u64,
+    pub burdened_span: u64,
+    pub parallelism: f64,
+    pub burdened_parallelism: f64,
+    pub spawns: u64,
+    pub syncs: u64,
+}
+
+impl RegionReport {
+    pub fn measures(&self) -> Measures {
+        Measures {
+            work: self.work,
+            span: self.span,
+            burdened_span: self.burdened_span,
+            spawns: self.spawns,
+            syncs: self.syncs,
+        }
+    }
+}
+
+/// A whole analysis report. Field order is the JSON key order.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunReport {
+    pub program: String,
+    pub args: Vec<String>,
+    /// The program's exit code, when it exited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_status: Option<i32>,
+    /// The signal that killed the program, when one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    pub counter: CounterReport,
+    pub burden: u64,
+    pub span_coefficient: f64,
+    pub work: u64,
+    pub span: u64,
+    pub burdened_span: u64,
+    pub parallelism: f64,
+    pub burdened_parallelism: f64,
+    pub spawns: u64,
+    pub syncs: u64,
+    /// Marks hit (events consumed by the engine).
+    pub events: u64,
+    pub average_maximal_strand: f64,
+    pub speedup: Vec<SpeedupRow>,
+    pub regions: Vec<RegionReport>,
+    /// Things the user should know (no marks found, partial stream, …). Shown in the text report;
+    /// not part of the JSON schema.
+    #[serde(skip)]
+    pub warnings: Vec<String>,
+}
+
+/// How the program ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ending {
+    Exited(i32),
+    Signaled(i32),
+}
+
+/// Everything about a run that is not a measure.
+#[derive(Clone, Debug)]
+pub struct RunInfo {
+    pub program: String,
+    pub args: Vec<String>,
+    pub ending: Ending,
+    pub counter: CounterReport,
+    pub burden: u64,
+    pub span_coefficient: f64,
+    pub max_cores: u32,
+}
+
+/// The speedup table for P = 2, 4, 8, … up to `max_cores`.
+pub fn speedup_table(m: &Measures, max_cores: u32, delta: f64) -> Vec<SpeedupRow> {
+    core_counts(max_cores)
+        .into_iter()
+        .map(|p| {
+            let s = speedup(m, p, delta);
+            SpeedupRow {
+                cores: s.cores,
+                lower: s.lower,
+                upper: s.upper,
+            }
+        })
+        .collect()
+}
+
+impl RunReport {
+    /// Builds the report from the engine's measures; `label(id)` names region ids.
+    pub fn new(info: RunInfo, report: &Report, label: impl Fn(u32) -> String) -> RunReport {
+        let m = &report.total;
+        let (exit_status, signal) = match info.ending {
+            Ending::Exited(code) => (Some(code), None),
+            Ending::Signaled(sig) => (None, Some(sig)),
+        };
+        RunReport {
+            program: info.program,
+            args: info.args,
+            exit_status,
+            signal,
+            counter: info.counter,
+            burden: info.burden,
+            span_coefficient: info.span_coefficient,
+            work: m.work,
+            span: m.span,
+            burdened_span: m.burdened_span,
+            parallelism: m.parallelism(),
+            burdened_parallelism: m.burdened_parallelism(),
+            spawns: m.spawns,
+            syncs: m.syncs,
+            events: report.events,
+            average_maximal_strand: m.average_maximal_strand(),
+            speedup: speedup_table(m, info.max_cores, info.span_coefficient),
+            regions: report
+                .regions
+                .iter()
+                .map(|r| RegionReport {
+                    label: label(r.id.0),
+                    work: r.measures.work,
+                    span: r.measures.span,
+                    burdened_span: r.measures.burdened_span,
+                    parallelism: r.measures.parallelism(),
+                    burdened_parallelism: r.measures.burdened_parallelism(),
+                    spawns: r.measures.spawns,
+                    syncs: r.measures.syncs,
+                })
+                .collect(),
+            warnings: Vec::new(),
+        }
+    }
+
+    pub fn measures(&self) -> Measures {
+        Measures {
+            work: self.work,
+            span: self.span,
+            burdened_span: self.burdened_span,
+            spawns: self.spawns,
+            syncs: self.syncs,
+        }
+    }
+
+    /// The largest core count of the speedup table (the report's `--max-cores`), 1 if empty.
+    pub fn max_cores(&self) -> u32 {
+        self.speedup.iter().map(|s| s.cores).max().unwrap_or(1)
+    }
+
+    /// How the program ended, in words.
+    pub fn ending(&self) -> String {
+        match (self.exit_status, self.signal) {
+            (_, Some(sig)) => format!(
+                "killed by signal {sig}{}",
+                signal_name(sig)
+                    .map(|n| format!(" ({n})"))
+                    .unwrap_or_default()
+            ),
+            (Some(code), None) => format!("exited with status {code}"),
+            (None, None) => "ending unknown".to_string(),
+        }
+    }
+}
+
+/// The usual name of a Linux signal number (`SIGSEGV` for 11).
+pub fn signal_name(sig: i32) -> Option<&'static str> {
+    nix::sys::signal::Signal::try_from(sig)
+        .ok()
+        .map(|s| s.as_str())
+}

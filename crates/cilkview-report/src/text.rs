@@ -1,0 +1,93 @@
+//! The text report, laid out as Figure 6 of the Cilkview paper.
+
+use std::fmt::Write;
+
+use cilkview_engine::Measures;
+use num_format::{Locale, ToFormattedString};
+
+use crate::{Artifact, Destination, ExportError, Exporter, RunReport, SpeedupRow};
+
+/// Renders to standard error.
+pub struct TextExporter;
+
+fn n(v: u64) -> String {
+    v.to_formatted_string(&Locale::en)
+}
+
+fn profile(out: &mut String, m: &Measures) {
+    let _ = writeln!(out, "Work: {} instructions", n(m.work));
+    let _ = writeln!(out, "Span: {} instructions", n(m.span));
+    let _ = writeln!(out, "Burdened span: {} instructions", n(m.burdened_span));
+    let _ = writeln!(out, "Parallelism: {:.2}", m.parallelism());
+    let _ = writeln!(out, "Burdened parallelism: {:.2}", m.burdened_parallelism());
+    let _ = writeln!(out, "Spawns: {}", n(m.spawns));
+    let _ = writeln!(out, "Syncs: {}", n(m.syncs));
+}
+
+fn table(out: &mut String, rows: &[SpeedupRow]) {
+    for r in rows {
+        let _ = writeln!(
+            out,
+            "{} processors: {:.2} – {:.2}",
+            r.cores, r.lower, r.upper
+        );
+    }
+}
+
+impl TextExporter {
+    /// The report as text.
+    pub fn to_text(report: &RunReport) -> String {
+        let mut out = String::new();
+        let mut command = report.program.clone();
+        for a in &report.args {
+            command.push(' ');
+            command.push_str(a);
+        }
+        let _ = writeln!(out, "cilkview-rs: {command} ({})", report.ending());
+        let _ = writeln!(
+            out,
+            "Counter: {} ({}); burden {} instructions; span coefficient {}",
+            report.counter.mode,
+            report.counter.reason,
+            n(report.burden),
+            report.span_coefficient
+        );
+        let _ = writeln!(out);
+        let _ = writeln!(out, "1) Parallelism Profile");
+        let m = report.measures();
+        profile(&mut out, &m);
+        let _ = writeln!(
+            out,
+            "Average maximal strand: {:.0}",
+            m.average_maximal_strand()
+        );
+        let _ = writeln!(out);
+        let _ = writeln!(out, "2) Speedup Estimate");
+        table(&mut out, &report.speedup);
+        let max_cores = report.max_cores();
+        for (i, r) in report.regions.iter().enumerate() {
+            let _ = writeln!(out);
+            let _ = writeln!(out, "{}) Region \"{}\"", i + 3, r.label);
+            profile(&mut out, &r.measures());
+            let _ = writeln!(out, "Speedup Estimate");
+            table(
+                &mut out,
+                &crate::speedup_table(&r.measures(), max_cores, report.span_coefficient),
+            );
+        }
+        out
+    }
+}
+
+impl Exporter for TextExporter {
+    fn destinations(&self) -> Vec<Destination> {
+        vec![Destination::Stderr]
+    }
+
+    fn render(&self, report: &RunReport) -> Result<Vec<Artifact>, ExportError> {
+        Ok(vec![Artifact {
+            destination: Destination::Stderr,
+            bytes: Self::to_text(report).into_bytes(),
+        }])
+    }
+}

@@ -1,0 +1,144 @@
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use cilkview_report::{
+    read_json, Destination, Exporter, GnuplotExporter, JsonExporter, TextExporter,
+};
+
+fn figure6() -> cilkview_report::RunReport {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/figure6.json");
+    read_json(&path).expect("fixtures/figure6.json")
+}
+
+/// The text report of the paper's Figure 6 numbers reads as Figure 6, line for line.
+#[test]
+fn text_report_reads_as_figure_6() {
+    let text = TextExporter::to_text(&figure6());
+    let figure_6 = "\
+1) Parallelism Profile
+Work: 5,570,609,776 instructions
+Span: 261,374,874 instructions
+Burdened span: 262,078,779 instructions
+Parallelism: 21.31
+Burdened parallelism: 21.26
+Spawns: 8,518,398
+Syncs: 8,518,398
+Average maximal strand: 218
+
+2) Speedup Estimate
+2 processors: 1.85 – 2.00
+4 processors: 3.23 – 4.00
+8 processors: 5.13 – 8.00
+16 processors: 7.27 – 16.00
+32 processors: 9.20 – 21.31
+";
+    assert!(text.contains(figure_6), "got:\n{text}");
+    assert!(
+        text.starts_with("cilkview-rs: ./qsort 100000000 (exited with status 0)\n"),
+        "{text}"
+    );
+}
+
+#[test]
+fn json_round_trips_with_exactly_the_documented_keys() {
+    let report = figure6();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.json");
+    let exporter = JsonExporter { path: path.clone() };
+    let artifacts = exporter.render(&report).unwrap();
+    assert_eq!(artifacts.len(), 1);
+    assert_eq!(artifacts[0].destination, Destination::File(path.clone()));
+    std::fs::write(&path, &artifacts[0].bytes).unwrap();
+    assert_eq!(read_json(&path).unwrap(), report);
+    let value: serde_json::Value = serde_json::from_slice(&artifacts[0].bytes).unwrap();
+    let keys: Vec<&str> = value
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(|k| k.as_str())
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "program",
+            "args",
+            "exit_status",
+            "counter",
+            "burden",
+            "span_coefficient",
+            "work",
+            "span",
+            "burdened_span",
+            "parallelism",
+            "burdened_parallelism",
+            "spawns",
+            "syncs",
+            "events",
+            "average_maximal_strand",
+            "speedup",
+            "regions"
+        ]
+    );
+}
+
+#[test]
+fn reading_a_file_that_is_not_a_report_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("x.json");
+    std::fs::write(&path, "{\"hello\": 1}").unwrap();
+    let e = read_json(&path).unwrap_err().to_string();
+    assert!(e.contains("is not a cilkview-rs JSON report"), "{e}");
+    let e = read_json(&dir.path().join("missing.json"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("cannot read"), "{e}");
+}
+
+fn write_all(artifacts: &[cilkview_report::Artifact]) -> Vec<PathBuf> {
+    artifacts
+        .iter()
+        .map(|a| match &a.destination {
+            Destination::File(p) => {
+                std::fs::write(p, &a.bytes).unwrap();
+                p.clone()
+            }
+            Destination::Stderr => panic!("gnuplot writes files"),
+        })
+        .collect()
+}
+
+/// `gnuplot PREFIX.plt`, run in the folder, draws PREFIX.png without editing the script.
+#[test]
+fn gnuplot_script_renders_a_png() {
+    let dir = tempfile::tempdir().unwrap();
+    let exporter = GnuplotExporter {
+        prefix: dir.path().join("qsort profile"),
+    };
+    let files = write_all(&exporter.render(&figure6()).unwrap());
+    assert_eq!(files.len(), 2);
+    let dat = std::fs::read_to_string(&files[0]).unwrap();
+    // 32 data rows for cores 1..=32; the last is the span law at 32 cores.
+    let rows: Vec<&str> = dat.lines().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(rows.len(), 32);
+    assert!(rows[31].starts_with("32\t32\t21.31"), "{}", rows[31]);
+    if Command::new("gnuplot").arg("--version").output().is_err() {
+        println!("skipped: gnuplot is not installed (apt-get install gnuplot-nox; .ci/run does)");
+        return;
+    }
+    let out = Command::new("gnuplot")
+        .arg("qsort profile.plt")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let png = std::fs::read(dir.path().join("qsort profile.png")).unwrap();
+    assert!(
+        png.starts_with(b"\x89PNG") && png.len() > 5000,
+        "png of {} bytes",
+        png.len()
+    );
+}
