@@ -83,7 +83,10 @@ fn assert_close(what: &str, marked: u64, plain: u64, hits: u64, slack: u64) {
 
 fn builds(cc: &str, fixture: &str) -> (std::path::PathBuf, std::path::PathBuf) {
     let opts = BuildOptions::default().compiler(cc).opt(2).static_link();
-    (build(fixture, &opts), build(fixture, &opts.clone().disabled()))
+    (
+        build(fixture, &opts),
+        build(fixture, &opts.clone().disabled()),
+    )
 }
 
 #[test]
@@ -104,7 +107,10 @@ fn elision_costs_one_instruction_per_mark_hit_valgrind() {
 
 #[test]
 fn elision_costs_one_instruction_per_mark_hit_perf() {
-    let probe = build("serial", &BuildOptions::default().compiler("gcc").static_link());
+    let probe = build(
+        "serial",
+        &BuildOptions::default().compiler("gcc").static_link(),
+    );
     if let Err(why) = perf_count(&probe, &[]) {
         if why.contains("not supported") || why.contains("not counted") {
             println!("skipped: no hardware instruction counter (perf stat says not supported)");
@@ -118,8 +124,19 @@ fn elision_costs_one_instruction_per_mark_hit_perf() {
             let (marked, plain) = builds(cc, fixture);
             // Hardware counts wobble by a few instructions (interrupt skid); take the
             // minimum of several runs and allow a little slack.
-            let best = |exe: &Path| (0..5).filter_map(|_| perf_count(exe, args).ok()).min().unwrap();
-            assert_close(&format!("perf {cc} -O2 {fixture}"), best(&marked), best(&plain), hits, slack + 20);
+            let best = |exe: &Path| {
+                (0..5)
+                    .filter_map(|_| perf_count(exe, args).ok())
+                    .min()
+                    .unwrap()
+            };
+            assert_close(
+                &format!("perf {cc} -O2 {fixture}"),
+                best(&marked),
+                best(&plain),
+                hits,
+                slack + 20,
+            );
         }
     }
 }

@@ -10,7 +10,11 @@ use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 
 fn fib() -> Vec<u8> {
-    std::fs::read(build("fib", &BuildOptions::default().compiler("gcc").opt(0))).unwrap()
+    std::fs::read(build(
+        "fib",
+        &BuildOptions::default().compiler("gcc").opt(0),
+    ))
+    .unwrap()
 }
 
 /// File offset and size of `.cilkview_marks`.
@@ -26,7 +30,10 @@ fn marks_section(data: &[u8]) -> (usize, usize) {
 fn missing_file_is_io_error_naming_the_path() {
     let err = read_marks(Path::new("/nonexistent/cilkview-prog")).unwrap_err();
     assert!(matches!(err, MarksError::Io { .. }));
-    assert!(err.to_string().contains("/nonexistent/cilkview-prog"), "{err}");
+    assert!(
+        err.to_string().contains("/nonexistent/cilkview-prog"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -73,7 +80,10 @@ fn other_machine_is_rejected() {
     let mut data = fib();
     data[18..20].copy_from_slice(&183u16.to_le_bytes()); // EM_AARCH64
     let err = parse_marks(&data).unwrap_err();
-    assert!(matches!(err, MarksError::NotX86_64 { machine: 183 }), "{err:?}");
+    assert!(
+        matches!(err, MarksError::NotX86_64 { machine: 183 }),
+        "{err:?}"
+    );
     assert!(err.to_string().contains("AArch64"), "{err}");
 }
 
@@ -176,9 +186,15 @@ fn clang_objects_for_other_machines() {
     ) {
         Ok(obj) => {
             let err = read_marks(&obj).unwrap_err();
-            assert!(matches!(err, MarksError::NotX86_64 { machine: 183 }), "{err:?}");
+            assert!(
+                matches!(err, MarksError::NotX86_64 { machine: 183 }),
+                "{err:?}"
+            );
         }
-        Err(e) => println!("skipped: clang cannot target aarch64 here: {}", e.output.lines().next().unwrap_or("")),
+        Err(e) => println!(
+            "skipped: clang cannot target aarch64 here: {}",
+            e.output.lines().next().unwrap_or("")
+        ),
     }
 }
 
@@ -210,7 +226,13 @@ fn mutated_binaries_never_panic() {
         for (pos, byte, in_marks) in edits {
             // Half the edits hit the marks section, the rest anywhere (headers included).
             let len = bad.len();
-            let at = if in_marks { off + pos % size } else if pos % 2 == 0 { pos % 128 } else { pos % len };
+            let at = if in_marks {
+                off + pos % size
+            } else if pos % 2 == 0 {
+                pos % 128
+            } else {
+                pos % len
+            };
             bad[at % len] = byte;
         }
         let _ = parse_marks(&bad);

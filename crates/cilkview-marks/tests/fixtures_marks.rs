@@ -10,8 +10,20 @@ use common::{count, counts, read_checked};
 /// Expected per-kind counts at -O0, where every mark in the source appears once
 /// (function-exit: at least once, a compiler may emit one per return path).
 fn expected(fixture: &str) -> Vec<(MarkKind, usize)> {
-    let spawny = |fe, sp, sy| vec![(FunctionEnter, fe), (Spawn, sp), (SpawnReturn, sp), (Sync, sy)];
-    let loop1 = vec![(LoopBegin, 1), (IterationBegin, 1), (IterationEnd, 1), (LoopEnd, 1)];
+    let spawny = |fe, sp, sy| {
+        vec![
+            (FunctionEnter, fe),
+            (Spawn, sp),
+            (SpawnReturn, sp),
+            (Sync, sy),
+        ]
+    };
+    let loop1 = vec![
+        (LoopBegin, 1),
+        (IterationBegin, 1),
+        (IterationEnd, 1),
+        (LoopEnd, 1),
+    ];
     match fixture {
         "fib" | "qsort" => spawny(1, 1, 1),
         "known_spawn" => spawny(1, 2, 1),
@@ -46,7 +58,10 @@ fn check(fixture: &str, opts: &BuildOptions, args: &[&str]) {
             assert_eq!(n >= 1, enters, "{what}: function-exit");
             continue;
         }
-        let w = want.iter().find(|&&(k, _)| k == kind).map_or(0, |&(_, n)| n);
+        let w = want
+            .iter()
+            .find(|&&(k, _)| k == kind)
+            .map_or(0, |&(_, n)| n);
         if exact || w == 0 {
             assert_eq!(n, w, "{what}: {kind}");
         } else {
@@ -54,7 +69,12 @@ fn check(fixture: &str, opts: &BuildOptions, args: &[&str]) {
         }
     }
     // Paired kinds stay paired under inlining, cloning and unrolling.
-    for (a, b) in [(Spawn, SpawnReturn), (IterationBegin, IterationEnd), (RegionBegin, RegionEnd), (LoopBegin, LoopEnd)] {
+    for (a, b) in [
+        (Spawn, SpawnReturn),
+        (IterationBegin, IterationEnd),
+        (RegionBegin, RegionEnd),
+        (LoopBegin, LoopEnd),
+    ] {
         assert_eq!(count(&image, a), count(&image, b), "{what}: {a} vs {b}");
     }
     run(&exe, args);
@@ -69,7 +89,11 @@ fn check_all(fixture: &str, args: &[&str]) {
             }
         }
     }
-    check(fixture, &BuildOptions::default().compiler("gcc").opt(2).static_link(), args);
+    check(
+        fixture,
+        &BuildOptions::default().compiler("gcc").opt(2).static_link(),
+        args,
+    );
 }
 
 #[test]
@@ -121,7 +145,10 @@ fn known_loop() {
 fn known_regions_labels() {
     check_all("known_regions", &[]);
     for cc in test_compilers() {
-        let exe = build("known_regions", &BuildOptions::default().compiler(cc).opt(0));
+        let exe = build(
+            "known_regions",
+            &BuildOptions::default().compiler(cc).opt(0),
+        );
         let image = read_checked(&exe);
         let labels = |kind| -> Vec<String> {
             image
@@ -142,7 +169,11 @@ fn known_regions_labels() {
 #[test]
 fn static_pie_and_o3() {
     for opts in [
-        BuildOptions::default().compiler("gcc").opt(3).static_link().pie(true),
+        BuildOptions::default()
+            .compiler("gcc")
+            .opt(3)
+            .static_link()
+            .pie(true),
         BuildOptions::default().compiler("gcc").opt(1),
         BuildOptions::default().compiler("gcc").opt("s").no_pie(),
     ] {

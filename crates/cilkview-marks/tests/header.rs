@@ -109,8 +109,11 @@ fn odd_labels_read_back_exactly() {
             let opts = BuildOptions::default().compiler(cc).opt(2);
             let exe = compile_source("odd_labels", ODD_LABELS, lang, &opts).unwrap();
             let image = read_checked(&exe);
-            let labels: Vec<&str> =
-                image.marks.iter().map(|m| m.label.as_deref().unwrap()).collect();
+            let labels: Vec<&str> = image
+                .marks
+                .iter()
+                .map(|m| m.label.as_deref().unwrap())
+                .collect();
             assert_eq!(
                 labels,
                 [
@@ -167,7 +170,14 @@ fn loop_forms_compile_and_run() {
 #[test]
 fn fixtures_are_warning_free() {
     for cc in test_compilers() {
-        for fixture in ["fib", "qsort", "matmul", "known_loop", "known_regions", "stencil_inner"] {
+        for fixture in [
+            "fib",
+            "qsort",
+            "matmul",
+            "known_loop",
+            "known_regions",
+            "stencil_inner",
+        ] {
             for define in [None, Some("CILKVIEW_DISABLE")] {
                 let mut opts = BuildOptions::default()
                     .compiler(cc)
@@ -193,9 +203,16 @@ fn no_call_at_function_exit_at_o0() {
     }
     for cc in test_compilers() {
         let exe = build("fib", &BuildOptions::default().compiler(cc).opt(0));
-        let out = Command::new("objdump").arg("-d").arg(&exe).output().unwrap();
+        let out = Command::new("objdump")
+            .arg("-d")
+            .arg(&exe)
+            .output()
+            .unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
-        assert!(!text.contains("cv__function_exit"), "{cc}: cleanup not inlined");
+        assert!(
+            !text.contains("cv__function_exit"),
+            "{cc}: cleanup not inlined"
+        );
         assert!(!text.contains("cv__mark"), "{cc}: mark helper not inlined");
     }
 }
@@ -214,7 +231,10 @@ fn strip_keeps_the_section() {
         ("strip", vec!["--strip-unneeded"]),
         ("objcopy", vec!["--strip-all"]),
         ("llvm-strip", vec!["--keep-section=.cilkview_marks"]),
-        ("llvm-strip", vec!["--strip-all", "--keep-section=.cilkview_marks"]),
+        (
+            "llvm-strip",
+            vec!["--strip-all", "--keep-section=.cilkview_marks"],
+        ),
     ] {
         if !has_tool(tool) {
             println!("skipped: {tool} not installed");
@@ -227,9 +247,20 @@ fn strip_keeps_the_section() {
             std::process::id()
         ));
         let status = if tool == "objcopy" {
-            Command::new(tool).args(&args).arg(&orig).arg(&out).status().unwrap()
+            Command::new(tool)
+                .args(&args)
+                .arg(&orig)
+                .arg(&out)
+                .status()
+                .unwrap()
         } else {
-            Command::new(tool).args(&args).arg(&orig).arg("-o").arg(&out).status().unwrap()
+            Command::new(tool)
+                .args(&args)
+                .arg(&orig)
+                .arg("-o")
+                .arg(&out)
+                .status()
+                .unwrap()
         };
         assert!(status.success(), "{tool} {args:?}");
         let got = read_marks(&out).unwrap();
@@ -250,7 +281,12 @@ fn llvm_strip_needs_keep_section() {
     }
     let orig = build("fib", &BuildOptions::default().compiler("gcc").opt(2));
     let out = orig.with_extension(format!("llvm-stripped.{}", std::process::id()));
-    let status = Command::new("llvm-strip").arg(&orig).arg("-o").arg(&out).status().unwrap();
+    let status = Command::new("llvm-strip")
+        .arg(&orig)
+        .arg("-o")
+        .arg(&out)
+        .status()
+        .unwrap();
     assert!(status.success());
     let got = read_marks(&out).unwrap();
     let _ = std::fs::remove_file(&out);

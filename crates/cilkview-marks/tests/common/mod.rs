@@ -26,7 +26,9 @@ pub fn read_checked(exe: &Path) -> MarkedImage {
     let image = read_marks(exe).unwrap_or_else(|e| panic!("{}: {e}", exe.display()));
     let data = std::fs::read(exe).unwrap();
     let header = object::elf::FileHeader64::<object::LittleEndian>::parse(&*data).unwrap();
-    let phdrs = header.program_headers(object::LittleEndian, &*data).unwrap();
+    let phdrs = header
+        .program_headers(object::LittleEndian, &*data)
+        .unwrap();
     for mark in &image.marks {
         let seg = phdrs
             .iter()
