@@ -213,5 +213,18 @@ where
             info
         }
     };
-    tracer::run(opts, counter, probes_for, on_event)
+    tracer::run(opts, counter, false, probes_for, on_event)
+}
+
+/// Testing aid, not for users: run with probes patched to `int3` exactly as in
+/// hardware mode but without any counter (every cost is 0). Exercises the
+/// patching, hit, operand and fork-scrubbing paths on machines without a PMU.
+#[doc(hidden)]
+pub fn run_breakpoints_only<P, F>(opts: &TraceOptions, probes_for: P, on_event: F) -> Result<Outcome, TraceError>
+where
+    P: FnMut(&Path) -> Result<Vec<Probe>, String>,
+    F: FnMut(TraceEvent),
+{
+    let info = CounterInfo { kind: CounterKind::Hardware, reason: "breakpoints only (testing)".into(), bias: 0 };
+    tracer::run(opts, info, true, probes_for, on_event)
 }

@@ -103,6 +103,11 @@ pub fn geteventmsg(tid: Tid) -> nix::Result<u64> {
     Ok(msg as u64)
 }
 
+/// Read 8 bytes of a stopped tracee's memory.
+pub fn peek(tid: Tid, addr: u64) -> nix::Result<u64> {
+    ptrace_raw(libc::PTRACE_PEEKDATA as c_int, tid, addr as usize, 0).map(|v| v as u64)
+}
+
 /// `si_code` of the signal of a signal-delivery-stop.
 pub fn siginfo_code(tid: Tid) -> nix::Result<i32> {
     nix::sys::ptrace::getsiginfo(nix::unistd::Pid::from_raw(tid)).map(|i| i.si_code)

@@ -48,7 +48,10 @@ struct Armed {
 }
 
 struct Tracer<P, F> {
+    /// Probes are int3-patched (hardware mode, or breakpoints-only testing mode).
     hw: bool,
+    /// Open hardware counters (false only in the breakpoints-only testing mode).
+    count: bool,
     bias: u64,
     pid: Tid,
     threads: HashMap<Tid, Thread>,
@@ -88,7 +91,33 @@ fn reg(regs: &libc::user_regs_struct, dwarf: u16) -> u64 {
     }
 }
 
-pub fn run<P, F>(opts: &TraceOptions, info: CounterInfo, probes_for: P, on_event: F) -> Result<Outcome, TraceError>
+/// Is the instruction at `addr` a REP/REPNE-prefixed string instruction?
+fn is_rep_string(tid: Tid, addr: u64) -> bool {
+    let (Ok(a), Ok(b)) = (sys::peek(tid, addr), sys::peek(tid, addr + 8)) else {
+        return false;
+    };
+    let bytes = [a.to_le_bytes(), b.to_le_bytes()].concat();
+    let mut rep = false;
+    for &x in &bytes {
+        match x {
+            0xf2 | 0xf3 => rep = true,
+            0xf0 | 0x2e | 0x36 | 0x3e | 0x26 | 0x64 | 0x65 | 0x66 | 0x67 | 0x40..=0x4f => {}
+            0x6c..=0x6f | 0xa4..=0xa7 | 0xaa..=0xaf => return rep,
+            _ => return false,
+        }
+    }
+    false
+}
+
+/// `breakpoints_only`: patch probes like hardware mode but open no counter
+/// (all costs 0) — lets tests exercise the int3 path on machines without a PMU.
+pub fn run<P, F>(
+    opts: &TraceOptions,
+    info: CounterInfo,
+    breakpoints_only: bool,
+    probes_for: P,
+    on_event: F,
+) -> Result<Outcome, TraceError>
 where
     P: FnMut(&Path) -> Result<Vec<Probe>, String>,
     F: FnMut(TraceEvent),
@@ -102,7 +131,8 @@ where
     }
     let mut child = sys::spawn_blocked(&program, &argv).map_err(spawn_err)?;
     let mut t = Tracer {
-        hw: info.kind == CounterKind::Hardware,
+        hw: info.kind == CounterKind::Hardware || breakpoints_only,
+        count: !breakpoints_only,
         bias: info.bias,
         pid: child.pid,
         threads: HashMap::new(),
@@ -150,7 +180,7 @@ where
             e => TraceError::Ptrace { op: "SEIZE", tid: self.pid, source: e },
         })?;
         let mut th = Thread::default();
-        if self.hw {
+        if self.count && self.hw {
             // Disabled until the exec: the launcher's own instructions are not counted.
             th.counter = Some(counter::open(self.pid, true).map_err(|source| TraceError::Counter { tid: self.pid, source })?);
         }
@@ -219,7 +249,9 @@ where
     /// Hardware mode: instructions since the last event, minus `bias`.
     fn hw_cost(&mut self, tid: Tid, bias: u64) -> Result<u64, TraceError> {
         let th = self.threads.get_mut(&tid).expect("known thread");
-        let ctr = th.counter.as_mut().expect("hardware thread has a counter");
+        let Some(ctr) = th.counter.as_mut() else {
+            return Ok(0); // breakpoints-only mode
+        };
         let v = ctr.read().map_err(|source| TraceError::Counter { tid, source })?;
         let d = v.saturating_sub(th.base);
         th.base = v;
@@ -301,7 +333,7 @@ where
             };
         }
         let mut th = Thread::default();
-        if self.hw {
+        if self.count && self.hw {
             th.counter = Some(counter::open(tid, false).map_err(|source| TraceError::Counter { tid, source })?);
         }
         self.threads.insert(tid, th);
@@ -331,7 +363,9 @@ where
             0 // read below, once the state is in the map
         } else {
             let c = th.pending + th.in_flight as u64; // the execve syscall itself retired
-            th.after_exec = th.in_flight;
+            // We stop inside execve; stepping on from here reports the syscall's
+            // exit (TRAP_BRKPT) before the first instruction of the new image.
+            th.after_exec = true;
             th.pending = 0;
             th.in_flight = false;
             th.reported_at = None;
@@ -411,10 +445,14 @@ where
             return self.resume(tid, libc::SIGTRAP); // the program's own SIGTRAP
         }
         // Step mode: did the in-flight step execute an instruction?
+        let regs = sys::getregs(tid).map_err(ptrace_err("GETREGS", tid))?;
         let th = self.threads.get_mut(&tid).expect("known thread");
         let mut inject = 0;
         let executed = match code {
-            sys::TRAP_TRACE => 1,                       // ordinary single-step trap
+            // A REP string instruction traps after each iteration with rip unchanged;
+            // it retires (and counts) once, when rip moves on.
+            sys::TRAP_TRACE if regs.rip == th.step_from && is_rep_string(tid, regs.rip) => 0,
+            sys::TRAP_TRACE => 1, // ordinary single-step trap
             sys::TRAP_BRKPT => u64::from(!th.after_exec), // step over a syscall, reported at its exit
             sys::SI_KERNEL => {
                 inject = libc::SIGTRAP; // the program's own int3: it executed; deliver its SIGTRAP
@@ -429,7 +467,6 @@ where
         if executed == 1 && th.reported_at == Some(th.step_from) {
             th.reported_at = None;
         }
-        let regs = sys::getregs(tid).map_err(ptrace_err("GETREGS", tid))?;
         self.step_boundary(tid, &regs);
         self.resume(tid, inject)
     }
