@@ -242,3 +242,64 @@ fn bad_probe_is_an_error() {
     let e = run(&opts(&p.exe, CounterMode::Step), |_| Err("no marks table".into()), |_| {}).unwrap_err();
     assert!(e.to_string().contains("no marks table"), "{e}");
 }
+
+#[test]
+fn forked_child_runs_untraced_and_unpatched() {
+    let p = compile(
+        r#"
+#include <sys/wait.h>
+#include <unistd.h>
+int main(void) {
+    pid_t c = fork();
+    PROBE(probe_c);
+    if (c == 0) _exit(9);
+    int st = 0;
+    waitpid(c, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 100 + WTERMSIG(st);
+}"#,
+        &[],
+    );
+    let probes = probes(&p.exe, &[("probe_c", None)]);
+    for bp in [false, true] {
+        let mut ev = vec![];
+        let out = if bp {
+            cilkview_tracer::run_breakpoints_only(&opts(&p.exe, CounterMode::Hardware), |_| Ok(probes.clone()), |e| ev.push(e))
+        } else {
+            run(&opts(&p.exe, CounterMode::Step), |_| Ok(probes.clone()), |e| ev.push(e))
+        }
+        .unwrap();
+        assert_eq!(out.status, ExitStatus::Exited(9), "child must run its probe as a plain nop (int3 mode: {bp})");
+        assert_eq!(hits(&ev).len(), 1, "only the parent is traced: {ev:?}");
+        assert_eq!(out.threads, 1);
+    }
+}
+
+#[test]
+fn wrapper_script_exec_rearms_probes() {
+    let p = compile("int main(int argc, char **argv){ PROBE(probe_w); return argc; }", &[]);
+    let script = p.dir.path().join("wrapper.sh");
+    std::fs::write(&script, format!("#!/bin/sh\nexec {} \"$@\"\n", p.exe.display())).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let probes = probes(&p.exe, &[("probe_w", None)]);
+    let mut images = vec![];
+    let mut ev = vec![];
+    let o = TraceOptions { program: script.clone(), args: vec!["a".into(), "b".into()], counter: CounterMode::Step };
+    let out = run(
+        &o,
+        |img| {
+            images.push(img.to_path_buf());
+            Ok(if img == p.exe { probes.clone() } else { vec![] })
+        },
+        |e| ev.push(e),
+    )
+    .unwrap();
+    assert_eq!(out.status, ExitStatus::Exited(3));
+    assert_eq!(images.len(), 2, "{images:?}");
+    assert_eq!(images[1], p.exe);
+    let execs: Vec<_> = ev.iter().filter_map(|e| match *e { TraceEvent::Exec { image, cost, .. } => Some((image, cost)), _ => None }).collect();
+    assert_eq!(execs.len(), 2);
+    assert!(execs[1].1 > 1000, "the shell's work is reported with the second exec: {execs:?}");
+    assert_eq!(hits(&ev).len(), 1);
+    assert_eq!(out.total_instructions, ev.iter().map(|e| e.cost()).sum::<u64>());
+}
