@@ -16,7 +16,10 @@ const N2: u64 = 100_000;
 /// `on_exec`: stay disabled until the thread's next `execve`, else start now.
 pub fn open(tid: Tid, on_exec: bool) -> io::Result<Counter> {
     let mut b = Builder::new().kind(Hardware::INSTRUCTIONS).observe_pid(tid);
-    b.exclude_kernel(true).exclude_hv(true).inherit(false).enable_on_exec(on_exec);
+    b.exclude_kernel(true)
+        .exclude_hv(true)
+        .inherit(false)
+        .enable_on_exec(on_exec);
     let mut c = b.build()?;
     if !on_exec {
         c.enable()?;
@@ -66,26 +69,38 @@ fn errno_hint(e: &io::Error) -> &'static str {
 fn run_self_test() -> Result<u64, String> {
     // Quick check before forking.
     if let Err(e) = open(0, false) {
-        return Err(format!("hardware counter unavailable: perf_event_open: {e}{}", errno_hint(&e)));
+        return Err(format!(
+            "hardware counter unavailable: perf_event_open: {e}{}",
+            errno_hint(&e)
+        ));
     }
     let mut child = sys::spawn_fn(calibration_body).map_err(|e| format!("self-test: fork: {e}"))?;
     let pid = child.pid;
     let result = (|| {
         sys::seize(pid, nix::libc::PTRACE_O_EXITKILL)
             .map_err(|e| format!("self-test: ptrace(SEIZE): {e}"))?;
-        let mut ctr = open(pid, false)
-            .map_err(|e| format!("hardware counter unavailable: perf_event_open: {e}{}", errno_hint(&e)))?;
+        let mut ctr = open(pid, false).map_err(|e| {
+            format!(
+                "hardware counter unavailable: perf_event_open: {e}{}",
+                errno_hint(&e)
+            )
+        })?;
         child.release().map_err(|e| format!("self-test: {e}"))?;
         let mut reads = Vec::new();
         loop {
             match sys::wait_for(pid).map_err(|e| format!("self-test: waitpid: {e}"))? {
                 Wait::Exited(_, 0) => break,
                 Wait::Exited(_, c) => return Err(format!("self-test child exited with {c}")),
-                Wait::Signaled(_, s) => return Err(format!("self-test child killed by signal {s}")),
+                Wait::Signaled(_, s) => {
+                    return Err(format!("self-test child killed by signal {s}"))
+                }
                 Wait::Stopped { sig, event, .. } => {
                     let mut inject = 0;
                     if sig == nix::libc::SIGTRAP && event == 0 {
-                        reads.push(ctr.read().map_err(|e| format!("hardware counter read: {e}"))?);
+                        reads.push(
+                            ctr.read()
+                                .map_err(|e| format!("hardware counter read: {e}"))?,
+                        );
                     } else if event == 0 {
                         inject = sig;
                     }

@@ -87,7 +87,12 @@ pub enum TraceEvent {
     ThreadStart { tid: i32 },
     /// Thread `tid` reached probe number `probe` of the current image.
     /// The probe's NOP itself is counted in the *following* strand.
-    Hit { probe: usize, tid: i32, cost: u64, operand: Option<u64> },
+    Hit {
+        probe: usize,
+        tid: i32,
+        cost: u64,
+        operand: Option<u64>,
+    },
     /// Thread `tid` ended; `cost` is its tail since its last event.
     ThreadExit { tid: i32, cost: u64 },
 }
@@ -96,7 +101,9 @@ impl TraceEvent {
     /// The cost carried by this event (0 for `ThreadStart`).
     pub fn cost(&self) -> u64 {
         match *self {
-            TraceEvent::Exec { cost, .. } | TraceEvent::Hit { cost, .. } | TraceEvent::ThreadExit { cost, .. } => cost,
+            TraceEvent::Exec { cost, .. }
+            | TraceEvent::Hit { cost, .. }
+            | TraceEvent::ThreadExit { cost, .. } => cost,
             TraceEvent::ThreadStart { .. } => 0,
         }
     }
@@ -138,14 +145,26 @@ pub struct Outcome {
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
     #[error("cannot execute `{}`: {source}{}", program.display(), exec_hint(source))]
-    Exec { program: PathBuf, source: std::io::Error },
+    Exec {
+        program: PathBuf,
+        source: std::io::Error,
+    },
     #[error("cannot start `{}`: {source}", program.display())]
-    Spawn { program: PathBuf, source: std::io::Error },
-    #[error("ptrace denied: another tracer is attached or ptrace is restricted \
-             (kernel.yama.ptrace_scope / CAP_SYS_PTRACE)")]
+    Spawn {
+        program: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "ptrace denied: another tracer is attached or ptrace is restricted \
+             (kernel.yama.ptrace_scope / CAP_SYS_PTRACE)"
+    )]
     PtraceDenied,
     #[error("ptrace({op}) on thread {tid} failed: {source}")]
-    Ptrace { op: &'static str, tid: i32, source: nix::errno::Errno },
+    Ptrace {
+        op: &'static str,
+        tid: i32,
+        source: nix::errno::Errno,
+    },
     #[error("hardware instruction counter requested but unavailable: {reason}; use the step counter (slow but exact)")]
     CounterUnavailable { reason: String },
     #[error("hardware instruction counter on thread {tid}: {source}")]
@@ -154,7 +173,11 @@ pub enum TraceError {
     Probes { image: PathBuf, message: String },
     #[error("probe at offset {offset:#x} of `{}` does not point at a cilkview mark \
              (expected bytes 0f 1f 44 00 00, found {found:02x?}); is the marks table from another build?", image.display())]
-    BadProbe { image: PathBuf, offset: u64, found: [u8; 5] },
+    BadProbe {
+        image: PathBuf,
+        offset: u64,
+        found: [u8; 5],
+    },
     #[error("two probes at offset {offset:#x} of `{}`", image.display())]
     DuplicateProbe { image: PathBuf, offset: u64 },
     #[error("`{}` is not mapped in process {pid}; cannot place probes", image.display())]
@@ -183,7 +206,11 @@ pub fn self_test() -> Result<CounterInfo, TraceError> {
             reason: format!("hardware counter passed the self-test (per-hit bias {bias})"),
             bias: *bias,
         },
-        Err(reason) => CounterInfo { kind: CounterKind::SingleStep, reason: reason.clone(), bias: 0 },
+        Err(reason) => CounterInfo {
+            kind: CounterKind::SingleStep,
+            reason: reason.clone(),
+            bias: 0,
+        },
     })
 }
 
@@ -201,14 +228,18 @@ where
     F: FnMut(TraceEvent),
 {
     let counter = match opts.counter {
-        CounterMode::Step => {
-            CounterInfo { kind: CounterKind::SingleStep, reason: "single-step requested".into(), bias: 0 }
-        }
+        CounterMode::Step => CounterInfo {
+            kind: CounterKind::SingleStep,
+            reason: "single-step requested".into(),
+            bias: 0,
+        },
         CounterMode::Auto => self_test()?,
         CounterMode::Hardware => {
             let info = self_test()?;
             if info.kind != CounterKind::Hardware {
-                return Err(TraceError::CounterUnavailable { reason: info.reason });
+                return Err(TraceError::CounterUnavailable {
+                    reason: info.reason,
+                });
             }
             info
         }
@@ -220,11 +251,19 @@ where
 /// hardware mode but without any counter (every cost is 0). Exercises the
 /// patching, hit, operand and fork-scrubbing paths on machines without a PMU.
 #[doc(hidden)]
-pub fn run_breakpoints_only<P, F>(opts: &TraceOptions, probes_for: P, on_event: F) -> Result<Outcome, TraceError>
+pub fn run_breakpoints_only<P, F>(
+    opts: &TraceOptions,
+    probes_for: P,
+    on_event: F,
+) -> Result<Outcome, TraceError>
 where
     P: FnMut(&Path) -> Result<Vec<Probe>, String>,
     F: FnMut(TraceEvent),
 {
-    let info = CounterInfo { kind: CounterKind::Hardware, reason: "breakpoints only (testing)".into(), bias: 0 };
+    let info = CounterInfo {
+        kind: CounterKind::Hardware,
+        reason: "breakpoints only (testing)".into(),
+        bias: 0,
+    };
     tracer::run(opts, info, true, probes_for, on_event)
 }

@@ -24,7 +24,11 @@ pub fn load_address(pid: Tid, image: &Path) -> io::Result<Option<u64>> {
         if path != want {
             continue;
         }
-        if let Some(start) = range.split('-').next().and_then(|s| u64::from_str_radix(s, 16).ok()) {
+        if let Some(start) = range
+            .split('-')
+            .next()
+            .and_then(|s| u64::from_str_radix(s, 16).ok())
+        {
             lowest = Some(lowest.map_or(start, |l| l.min(start)));
         }
     }
@@ -46,7 +50,11 @@ pub struct Mem(File);
 
 impl Mem {
     pub fn open(pid: Tid) -> io::Result<Mem> {
-        OpenOptions::new().read(true).write(true).open(format!("/proc/{pid}/mem")).map(Mem)
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(format!("/proc/{pid}/mem"))
+            .map(Mem)
     }
 
     pub fn read(&self, addr: u64, buf: &mut [u8]) -> io::Result<()> {

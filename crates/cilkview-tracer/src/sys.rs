@@ -28,7 +28,11 @@ pub enum Wait {
     Exited(Tid, i32),
     Signaled(Tid, i32),
     /// A ptrace stop: `event` is `status >> 16` (0 for a signal-delivery-stop).
-    Stopped { tid: Tid, sig: i32, event: i32 },
+    Stopped {
+        tid: Tid,
+        sig: i32,
+        event: i32,
+    },
 }
 
 /// Wait for any tracee of *this thread* (`__WALL | __WNOTHREAD`), so that
@@ -56,7 +60,11 @@ pub fn wait_for(pid: Tid) -> io::Result<Wait> {
             return Ok(Wait::Signaled(r, libc::WTERMSIG(status)));
         }
         if libc::WIFSTOPPED(status) {
-            return Ok(Wait::Stopped { tid: r, sig: libc::WSTOPSIG(status), event: status >> 16 });
+            return Ok(Wait::Stopped {
+                tid: r,
+                sig: libc::WSTOPSIG(status),
+                event: status >> 16,
+            });
         }
         // WIFCONTINUED is not requested; ignore anything else.
     }
@@ -99,7 +107,12 @@ pub fn detach(tid: Tid) -> nix::Result<()> {
 
 pub fn geteventmsg(tid: Tid) -> nix::Result<u64> {
     let mut msg: libc::c_ulong = 0;
-    ptrace_raw(libc::PTRACE_GETEVENTMSG as c_int, tid, 0, &mut msg as *mut _ as usize)?;
+    ptrace_raw(
+        libc::PTRACE_GETEVENTMSG as c_int,
+        tid,
+        0,
+        &mut msg as *mut _ as usize,
+    )?;
     Ok(msg as u64)
 }
 
@@ -128,7 +141,16 @@ pub fn kill(pid: Tid, sig: i32) {
 pub fn same_vm(a: Tid, b: Tid) -> bool {
     const KCMP_VM: c_long = 1;
     // SAFETY: plain syscall with integer arguments.
-    let r = unsafe { libc::syscall(libc::SYS_kcmp, a as c_long, b as c_long, KCMP_VM, 0 as c_long, 0 as c_long) };
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_kcmp,
+            a as c_long,
+            b as c_long,
+            KCMP_VM,
+            0 as c_long,
+            0 as c_long,
+        )
+    };
     r == 0
 }
 
@@ -205,7 +227,11 @@ pub fn spawn_blocked(program: &CStr, argv: &[CString]) -> io::Result<Child> {
     }
     drop(go_r);
     drop(err_w);
-    Ok(Child { pid, go: Some(go_w), err: err_r })
+    Ok(Child {
+        pid,
+        go: Some(go_w),
+        err: err_r,
+    })
 }
 
 /// Fork a child that waits for release, then runs `body` and `_exit(0)`s.
@@ -231,5 +257,9 @@ pub fn spawn_fn(body: fn()) -> io::Result<Child> {
     }
     drop(go_r);
     drop(err_w);
-    Ok(Child { pid, go: Some(go_w), err: err_r })
+    Ok(Child {
+        pid,
+        go: Some(go_w),
+        err: err_r,
+    })
 }

@@ -13,7 +13,9 @@ use perf_event::Counter;
 use crate::counter;
 use crate::procfs::{self, Mem};
 use crate::sys::{self, Tid, Wait};
-use crate::{CounterInfo, CounterKind, ExitStatus, Outcome, Probe, TraceError, TraceEvent, TraceOptions};
+use crate::{
+    CounterInfo, CounterKind, ExitStatus, Outcome, Probe, TraceError, TraceEvent, TraceOptions,
+};
 
 /// The bytes of a cilkview mark: `nopl 0x0(%rax,%rax,1)`.
 pub const MARK_NOP: [u8; 5] = [0x0f, 0x1f, 0x44, 0x00, 0x00];
@@ -122,8 +124,16 @@ where
     P: FnMut(&Path) -> Result<Vec<Probe>, String>,
     F: FnMut(TraceEvent),
 {
-    let spawn_err = |source| TraceError::Spawn { program: opts.program.clone(), source };
-    let nul = || spawn_err(io::Error::new(io::ErrorKind::InvalidInput, "argument contains a NUL byte"));
+    let spawn_err = |source| TraceError::Spawn {
+        program: opts.program.clone(),
+        source,
+    };
+    let nul = || {
+        spawn_err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "argument contains a NUL byte",
+        ))
+    };
     let program = CString::new(opts.program.as_os_str().as_bytes()).map_err(|_| nul())?;
     let mut argv = vec![program.clone()];
     for a in &opts.args {
@@ -146,7 +156,9 @@ where
         total: 0,
         nthreads: 1,
     };
-    let result = t.start(&mut child).and_then(|()| t.event_loop(&child, opts));
+    let result = t
+        .start(&mut child)
+        .and_then(|()| t.event_loop(&child, opts));
     match result {
         Ok(status) => Ok(Outcome {
             status,
@@ -177,15 +189,28 @@ where
             | libc::PTRACE_O_EXITKILL;
         sys::seize(self.pid, options).map_err(|e| match e {
             Errno::EPERM => TraceError::PtraceDenied,
-            e => TraceError::Ptrace { op: "SEIZE", tid: self.pid, source: e },
+            e => TraceError::Ptrace {
+                op: "SEIZE",
+                tid: self.pid,
+                source: e,
+            },
         })?;
         let mut th = Thread::default();
         if self.count && self.hw {
             // Disabled until the exec: the launcher's own instructions are not counted.
-            th.counter = Some(counter::open(self.pid, true).map_err(|source| TraceError::Counter { tid: self.pid, source })?);
+            th.counter =
+                Some(
+                    counter::open(self.pid, true).map_err(|source| TraceError::Counter {
+                        tid: self.pid,
+                        source,
+                    })?,
+                );
         }
         self.threads.insert(self.pid, th);
-        child.release().map_err(|source| TraceError::Spawn { program: "(launcher)".into(), source })
+        child.release().map_err(|source| TraceError::Spawn {
+            program: "(launcher)".into(),
+            source,
+        })
     }
 
     fn emit(&mut self, ev: TraceEvent) {
@@ -198,7 +223,11 @@ where
         (self.on_event)(ev);
     }
 
-    fn event_loop(&mut self, child: &sys::Child, opts: &TraceOptions) -> Result<ExitStatus, TraceError> {
+    fn event_loop(
+        &mut self,
+        child: &sys::Child,
+        opts: &TraceOptions,
+    ) -> Result<ExitStatus, TraceError> {
         loop {
             let (tid, status) = match sys::wait_any().map_err(TraceError::Wait)? {
                 Wait::Exited(tid, code) => (tid, ExitStatus::Exited(code)),
@@ -235,7 +264,10 @@ where
 
     fn exit_cost(&mut self, th: &mut Thread) -> u64 {
         if self.hw {
-            th.counter.as_mut().and_then(|c| c.read().ok()).map_or(0, |v| v.saturating_sub(th.base))
+            th.counter
+                .as_mut()
+                .and_then(|c| c.read().ok())
+                .map_or(0, |v| v.saturating_sub(th.base))
         } else {
             // An in-flight step when the thread exits is the exit syscall (or the
             // instruction a sibling's exit_group interrupted): it retired.
@@ -252,7 +284,9 @@ where
         let Some(ctr) = th.counter.as_mut() else {
             return Ok(0); // breakpoints-only mode
         };
-        let v = ctr.read().map_err(|source| TraceError::Counter { tid, source })?;
+        let v = ctr
+            .read()
+            .map_err(|source| TraceError::Counter { tid, source })?;
         let d = v.saturating_sub(th.base);
         th.base = v;
         Ok(d.saturating_sub(bias))
@@ -270,7 +304,11 @@ where
         };
         match r {
             Ok(()) | Err(Errno::ESRCH) => Ok(()), // ESRCH: killed meanwhile; its exit will be reported
-            Err(e) => Err(TraceError::Ptrace { op: if self.hw { "CONT" } else { "SINGLESTEP" }, tid, source: e }),
+            Err(e) => Err(TraceError::Ptrace {
+                op: if self.hw { "CONT" } else { "SINGLESTEP" },
+                tid,
+                source: e,
+            }),
         }
     }
 
@@ -292,16 +330,27 @@ where
                 }
                 match sys::cont(tid, 0) {
                     Ok(()) | Err(Errno::ESRCH) => Ok(()),
-                    Err(e) => Err(TraceError::Ptrace { op: "CONT", tid, source: e }),
+                    Err(e) => Err(TraceError::Ptrace {
+                        op: "CONT",
+                        tid,
+                        source: e,
+                    }),
                 }
             }
             sys::PTRACE_EVENT_STOP
-                if matches!(sig, libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU) =>
+                if matches!(
+                    sig,
+                    libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU
+                ) =>
             {
                 // Group-stop: stay stopped (as without the tool) until SIGCONT.
                 match sys::listen(tid) {
                     Ok(()) | Err(Errno::ESRCH) => Ok(()),
-                    Err(e) => Err(TraceError::Ptrace { op: "LISTEN", tid, source: e }),
+                    Err(e) => Err(TraceError::Ptrace {
+                        op: "LISTEN",
+                        tid,
+                        source: e,
+                    }),
                 }
             }
             // FORK/VFORK/CLONE (the new task is handled at its own first stop),
@@ -324,17 +373,24 @@ where
             if self.hw && !self.armed.patched.is_empty() && !sys::same_vm(tid, self.pid) {
                 let mem = Mem::open(tid).map_err(|source| TraceError::Proc { pid: tid, source })?;
                 for &addr in &self.armed.patched {
-                    mem.write(addr, &MARK_NOP).map_err(|source| TraceError::Proc { pid: tid, source })?;
+                    mem.write(addr, &MARK_NOP)
+                        .map_err(|source| TraceError::Proc { pid: tid, source })?;
                 }
             }
             return match sys::detach(tid) {
                 Ok(()) | Err(Errno::ESRCH) => Ok(()),
-                Err(e) => Err(TraceError::Ptrace { op: "DETACH", tid, source: e }),
+                Err(e) => Err(TraceError::Ptrace {
+                    op: "DETACH",
+                    tid,
+                    source: e,
+                }),
             };
         }
         let mut th = Thread::default();
         if self.count && self.hw {
-            th.counter = Some(counter::open(tid, false).map_err(|source| TraceError::Counter { tid, source })?);
+            th.counter = Some(
+                counter::open(tid, false).map_err(|source| TraceError::Counter { tid, source })?,
+            );
         }
         self.threads.insert(tid, th);
         self.nthreads += 1;
@@ -343,7 +399,11 @@ where
             let regs = sys::getregs(tid).map_err(ptrace_err("GETREGS", tid))?;
             self.step_boundary(tid, &regs);
         }
-        let inject = if event == 0 && sig != libc::SIGTRAP && sig != libc::SIGSTOP { sig } else { 0 };
+        let inject = if event == 0 && sig != libc::SIGTRAP && sig != libc::SIGSTOP {
+            sig
+        } else {
+            0
+        };
         self.resume(tid, inject)
     }
 
@@ -363,8 +423,8 @@ where
             0 // read below, once the state is in the map
         } else {
             let c = th.pending + th.in_flight as u64; // the execve syscall itself retired
-            // We stop inside execve; stepping on from here reports the syscall's
-            // exit (TRAP_BRKPT) before the first instruction of the new image.
+                                                      // We stop inside execve; stepping on from here reports the syscall's
+                                                      // exit (TRAP_BRKPT) before the first instruction of the new image.
             th.after_exec = true;
             th.pending = 0;
             th.in_flight = false;
@@ -389,20 +449,30 @@ where
     fn arm(&mut self, pid: Tid) -> Result<(), TraceError> {
         let proc_err = |source| TraceError::Proc { pid, source };
         let exe = procfs::exe(pid).map_err(proc_err)?;
-        let probes = (self.probes_for)(&exe).map_err(|message| TraceError::Probes { image: exe.clone(), message })?;
+        let probes = (self.probes_for)(&exe).map_err(|message| TraceError::Probes {
+            image: exe.clone(),
+            message,
+        })?;
         self.armed = Armed::default();
         if probes.is_empty() {
             return Ok(());
         }
         let base = procfs::load_address(pid, &exe)
             .map_err(proc_err)?
-            .ok_or_else(|| TraceError::ImageNotMapped { image: exe.clone(), pid })?;
+            .ok_or_else(|| TraceError::ImageNotMapped {
+                image: exe.clone(),
+                pid,
+            })?;
         let mem = Mem::open(pid).map_err(proc_err)?;
         for (i, p) in probes.iter().enumerate() {
             let addr = base.wrapping_add(p.offset);
             let mut found = [0u8; 5];
             if mem.read(addr, &mut found).is_err() || found != MARK_NOP {
-                return Err(TraceError::BadProbe { image: exe, offset: p.offset, found });
+                return Err(TraceError::BadProbe {
+                    image: exe,
+                    offset: p.offset,
+                    found,
+                });
             }
             let operand = match p.operand {
                 Some(r) if r > 15 => {
@@ -414,7 +484,10 @@ where
                 o => o,
             };
             if self.armed.addrs.insert(addr, (i, operand)).is_some() {
-                return Err(TraceError::DuplicateProbe { image: exe, offset: p.offset });
+                return Err(TraceError::DuplicateProbe {
+                    image: exe,
+                    offset: p.offset,
+                });
             }
         }
         if self.hw {
@@ -430,7 +503,13 @@ where
         let code = match sys::siginfo_code(tid) {
             Ok(c) => c,
             Err(Errno::ESRCH) => return Ok(()),
-            Err(e) => return Err(TraceError::Ptrace { op: "GETSIGINFO", tid, source: e }),
+            Err(e) => {
+                return Err(TraceError::Ptrace {
+                    op: "GETSIGINFO",
+                    tid,
+                    source: e,
+                })
+            }
         };
         if self.hw {
             if code == sys::SI_KERNEL {
@@ -438,7 +517,12 @@ where
                 if let Some(&(probe, op)) = self.armed.addrs.get(&regs.rip.wrapping_sub(1)) {
                     let cost = self.hw_cost(tid, self.bias)?;
                     let operand = op.map(|r| reg(&regs, r));
-                    self.emit(TraceEvent::Hit { probe, tid, cost, operand });
+                    self.emit(TraceEvent::Hit {
+                        probe,
+                        tid,
+                        cost,
+                        operand,
+                    });
                     return self.resume(tid, 0);
                 }
             }
@@ -482,7 +566,12 @@ where
                 th.reported_at = Some(rip);
                 let cost = std::mem::take(&mut th.pending);
                 let operand = op.map(|r| reg(regs, r));
-                self.emit(TraceEvent::Hit { probe, tid, cost, operand });
+                self.emit(TraceEvent::Hit {
+                    probe,
+                    tid,
+                    cost,
+                    operand,
+                });
             }
         }
     }

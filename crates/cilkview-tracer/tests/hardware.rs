@@ -1,7 +1,9 @@
 //! Hardware-counter mode. Skips (printing why) where no usable PMU exists.
 mod common;
 
-use cilkview_tracer::{run, self_test, CounterKind, CounterMode, TraceError, TraceEvent, TraceOptions};
+use cilkview_tracer::{
+    run, self_test, CounterKind, CounterMode, TraceError, TraceEvent, TraceOptions,
+};
 
 const SRC: &str = r#"
 #include <stdio.h>
@@ -13,14 +15,26 @@ int main(void) {
     return 0;
 }"#;
 
-fn hits(mode: CounterMode, exe: &std::path::Path, probes: &[cilkview_tracer::Probe]) -> (Vec<u64>, u64) {
+fn hits(
+    mode: CounterMode,
+    exe: &std::path::Path,
+    probes: &[cilkview_tracer::Probe],
+) -> (Vec<u64>, u64) {
     let mut costs = vec![];
-    let o = TraceOptions { program: exe.to_path_buf(), args: vec![], counter: mode };
-    let out = run(&o, |_| Ok(probes.to_vec()), |e| {
-        if let TraceEvent::Hit { cost, .. } = e {
-            costs.push(cost)
-        }
-    })
+    let o = TraceOptions {
+        program: exe.to_path_buf(),
+        args: vec![],
+        counter: mode,
+    };
+    let out = run(
+        &o,
+        |_| Ok(probes.to_vec()),
+        |e| {
+            if let TraceEvent::Hit { cost, .. } = e {
+                costs.push(cost)
+            }
+        },
+    )
     .unwrap();
     (costs, out.total_instructions)
 }
@@ -32,7 +46,11 @@ fn auto_reports_its_choice() {
     assert!(!info.reason.is_empty());
     if info.kind == CounterKind::SingleStep {
         // Hardware must then be refused with the reason.
-        let o = TraceOptions { program: "/bin/true".into(), args: vec![], counter: CounterMode::Hardware };
+        let o = TraceOptions {
+            program: "/bin/true".into(),
+            args: vec![],
+            counter: CounterMode::Hardware,
+        };
         let e = run(&o, |_| Ok(vec![]), |_| {}).unwrap_err();
         assert!(matches!(e, TraceError::CounterUnavailable { .. }), "{e}");
     }
@@ -53,5 +71,8 @@ fn hardware_and_step_agree() {
     assert_eq!(hw[1], st[1]);
     // Start-up code may differ slightly between runs (environment, argv length).
     let diff = hw_total.abs_diff(st_total);
-    assert!(diff * 100 <= st_total, "hardware {hw_total} vs step {st_total}");
+    assert!(
+        diff * 100 <= st_total,
+        "hardware {hw_total} vs step {st_total}"
+    );
 }

@@ -6,7 +6,11 @@ use cilkview_tracer::{run, CounterMode, ExitStatus, TraceEvent, TraceOptions};
 use common::*;
 
 fn opts(exe: &Path, mode: CounterMode) -> TraceOptions {
-    TraceOptions { program: exe.to_path_buf(), args: vec![], counter: mode }
+    TraceOptions {
+        program: exe.to_path_buf(),
+        args: vec![],
+        counter: mode,
+    }
 }
 
 #[test]
@@ -25,13 +29,27 @@ int main(void) {
     );
     let probes = probes(&p.exe, &[("probe_a", None), ("probe_b", None)]);
     let mut events = vec![];
-    let out = run(&opts(&p.exe, CounterMode::Step), |_| Ok(probes.clone()), |e| events.push(e)).unwrap();
+    let out = run(
+        &opts(&p.exe, CounterMode::Step),
+        |_| Ok(probes.clone()),
+        |e| events.push(e),
+    )
+    .unwrap();
     eprintln!("{out:?}\n{events:?}");
     assert_eq!(out.status, ExitStatus::Exited(3));
-    let hits: Vec<_> = events.iter().filter_map(|e| match e { TraceEvent::Hit { probe, cost, .. } => Some((*probe, *cost)), _ => None }).collect();
+    let hits: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            TraceEvent::Hit { probe, cost, .. } => Some((*probe, *cost)),
+            _ => None,
+        })
+        .collect();
     assert_eq!(hits.len(), 2);
     assert_eq!(hits[1], (1, 2002), "nop + mov + 1000*(dec+jnz)");
-    assert_eq!(out.total_instructions, events.iter().map(|e| e.cost()).sum::<u64>());
+    assert_eq!(
+        out.total_instructions,
+        events.iter().map(|e| e.cost()).sum::<u64>()
+    );
 }
 
 #[test]
@@ -49,20 +67,34 @@ int main(void) {
     );
     let probes = probes(&p.exe, &[("probe_a", None), ("probe_b", None)]);
     let mut hits = vec![];
-    run(&opts(&p.exe, CounterMode::Step), |_| Ok(probes.clone()), |e| {
-        if let TraceEvent::Hit { cost, .. } = e {
-            hits.push(cost)
-        }
-    })
+    run(
+        &opts(&p.exe, CounterMode::Step),
+        |_| Ok(probes.clone()),
+        |e| {
+            if let TraceEvent::Hit { cost, .. } = e {
+                hits.push(cost)
+            }
+        },
+    )
     .unwrap();
-    assert_eq!(hits[1], 5, "nop + lea + mov + xor + rep stosb (one instruction)");
+    assert_eq!(
+        hits[1], 5,
+        "nop + lea + mov + xor + rep stosb (one instruction)"
+    );
 }
 
 /// Trace `exe` (step mode) and return (outcome, hits as (probe, tid, cost, operand), events).
-fn trace(exe: &Path, mode: CounterMode, probes: Vec<cilkview_tracer::Probe>) -> (cilkview_tracer::Outcome, Vec<TraceEvent>) {
+fn trace(
+    exe: &Path,
+    mode: CounterMode,
+    probes: Vec<cilkview_tracer::Probe>,
+) -> (cilkview_tracer::Outcome, Vec<TraceEvent>) {
     let mut events = vec![];
     let out = run(&opts(exe, mode), |_| Ok(probes.clone()), |e| events.push(e)).unwrap();
-    assert_eq!(out.total_instructions, events.iter().map(|e| e.cost()).sum::<u64>());
+    assert_eq!(
+        out.total_instructions,
+        events.iter().map(|e| e.cost()).sum::<u64>()
+    );
     (out, events)
 }
 
@@ -70,7 +102,12 @@ fn hits(events: &[TraceEvent]) -> Vec<(usize, i32, u64, Option<u64>)> {
     events
         .iter()
         .filter_map(|e| match *e {
-            TraceEvent::Hit { probe, tid, cost, operand } => Some((probe, tid, cost, operand)),
+            TraceEvent::Hit {
+                probe,
+                tid,
+                cost,
+                operand,
+            } => Some((probe, tid, cost, operand)),
             _ => None,
         })
         .collect()
@@ -80,7 +117,12 @@ fn hits(events: &[TraceEvent]) -> Vec<(usize, i32, u64, Option<u64>)> {
 #[test]
 fn zz_child_entry() {
     if let Some(exe) = std::env::var_os("CILKVIEW_TRACER_CHILD") {
-        let out = run(&opts(Path::new(&exe), CounterMode::Step), |_| Ok(vec![]), |_| {}).unwrap();
+        let out = run(
+            &opts(Path::new(&exe), CounterMode::Step),
+            |_| Ok(vec![]),
+            |_| {},
+        )
+        .unwrap();
         println!("STATUS={:?}", out.status);
     }
 }
@@ -100,7 +142,12 @@ int main(void) {
         &[],
     );
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "zz_child_entry", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "zz_child_entry",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env("CILKVIEW_TRACER_CHILD", &p.exe)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -131,13 +178,22 @@ fn exec_failures_are_errors() {
     let missing = dir.path().join("no-such-program");
     let e = run(&opts(&missing, CounterMode::Step), |_| Ok(vec![]), |_| {}).unwrap_err();
     let msg = e.to_string();
-    assert!(matches!(&e, cilkview_tracer::TraceError::Exec { source, .. } if source.raw_os_error() == Some(2)), "{msg}");
-    assert!(msg.contains("no-such-program") && msg.contains("No such file"), "{msg}");
+    assert!(
+        matches!(&e, cilkview_tracer::TraceError::Exec { source, .. } if source.raw_os_error() == Some(2)),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("no-such-program") && msg.contains("No such file"),
+        "{msg}"
+    );
 
     let not_exec = dir.path().join("not-executable");
     std::fs::write(&not_exec, "#!/bin/sh\n").unwrap();
     let e = run(&opts(&not_exec, CounterMode::Step), |_| Ok(vec![]), |_| {}).unwrap_err();
-    assert!(matches!(&e, cilkview_tracer::TraceError::Exec { source, .. } if source.raw_os_error() == Some(13)), "{e}");
+    assert!(
+        matches!(&e, cilkview_tracer::TraceError::Exec { source, .. } if source.raw_os_error() == Some(13)),
+        "{e}"
+    );
 }
 
 #[test]
@@ -154,12 +210,23 @@ int main(int argc, char **argv) {
     let probes = probes(&p.exe, &[("probe_op", Some(5)), ("probe_op2", Some(5))]);
     let (_, ev) = trace(&p.exe, CounterMode::Step, probes.clone());
     let h = hits(&ev);
-    assert_eq!(h.iter().map(|h| (h.0, h.3)).collect::<Vec<_>>(), vec![(0, Some(12346)), (1, Some(u64::MAX))]);
+    assert_eq!(
+        h.iter().map(|h| (h.0, h.3)).collect::<Vec<_>>(),
+        vec![(0, Some(12346)), (1, Some(u64::MAX))]
+    );
     // The int3 path (as in hardware mode) reads the same values.
     let mut ev = vec![];
-    cilkview_tracer::run_breakpoints_only(&opts(&p.exe, CounterMode::Hardware), |_| Ok(probes.clone()), |e| ev.push(e)).unwrap();
+    cilkview_tracer::run_breakpoints_only(
+        &opts(&p.exe, CounterMode::Hardware),
+        |_| Ok(probes.clone()),
+        |e| ev.push(e),
+    )
+    .unwrap();
     let h = hits(&ev);
-    assert_eq!(h.iter().map(|h| (h.0, h.3)).collect::<Vec<_>>(), vec![(0, Some(12346)), (1, Some(u64::MAX))]);
+    assert_eq!(
+        h.iter().map(|h| (h.0, h.3)).collect::<Vec<_>>(),
+        vec![(0, Some(12346)), (1, Some(u64::MAX))]
+    );
 }
 
 const THREADS_SRC: &str = r#"
@@ -192,17 +259,37 @@ fn two_threads_report_hits_and_tails() {
     for &tid in &tids {
         let mine: Vec<_> = h.iter().filter(|h| h.1 == tid).collect();
         assert_eq!(mine.len(), 2);
-        assert_eq!((mine[1].0, mine[1].2), (1, 1002), "nop + mov + 500*(dec+jnz)");
+        assert_eq!(
+            (mine[1].0, mine[1].2),
+            (1, 1002),
+            "nop + mov + 500*(dec+jnz)"
+        );
     }
-    let exits: Vec<_> = ev.iter().filter_map(|e| match *e { TraceEvent::ThreadExit { tid, cost } => Some((tid, cost)), _ => None }).collect();
+    let exits: Vec<_> = ev
+        .iter()
+        .filter_map(|e| match *e {
+            TraceEvent::ThreadExit { tid, cost } => Some((tid, cost)),
+            _ => None,
+        })
+        .collect();
     assert_eq!(exits.len(), 2);
-    assert!(exits.iter().all(|&(_, c)| c > 601), "tails include the 300-iteration loop: {exits:?}");
+    assert!(
+        exits.iter().all(|&(_, c)| c > 601),
+        "tails include the 300-iteration loop: {exits:?}"
+    );
     assert_eq!(out.tail_cost, exits.iter().map(|e| e.1).sum::<u64>());
-    assert!(ev.iter().any(|e| matches!(e, TraceEvent::ThreadStart { .. })));
+    assert!(ev
+        .iter()
+        .any(|e| matches!(e, TraceEvent::ThreadStart { .. })));
 
     // int3 path: same hits per thread.
     let mut ev = vec![];
-    cilkview_tracer::run_breakpoints_only(&opts(&p.exe, CounterMode::Hardware), |_| Ok(probes.clone()), |e| ev.push(e)).unwrap();
+    cilkview_tracer::run_breakpoints_only(
+        &opts(&p.exe, CounterMode::Hardware),
+        |_| Ok(probes.clone()),
+        |e| ev.push(e),
+    )
+    .unwrap();
     assert_eq!(hits(&ev).len(), 4);
 }
 
@@ -225,11 +312,22 @@ int main(void) {
     let probes = probes(&p.exe, &[("probe_handler", None), ("probe_after", None)]);
     let (out, ev) = trace(&p.exe, CounterMode::Step, probes.clone());
     assert_eq!(out.status, ExitStatus::Exited(5));
-    assert_eq!(hits(&ev).iter().map(|h| h.0).collect::<Vec<_>>(), vec![0, 1]);
+    assert_eq!(
+        hits(&ev).iter().map(|h| h.0).collect::<Vec<_>>(),
+        vec![0, 1]
+    );
     let mut ev = vec![];
-    let out = cilkview_tracer::run_breakpoints_only(&opts(&p.exe, CounterMode::Hardware), |_| Ok(probes.clone()), |e| ev.push(e)).unwrap();
+    let out = cilkview_tracer::run_breakpoints_only(
+        &opts(&p.exe, CounterMode::Hardware),
+        |_| Ok(probes.clone()),
+        |e| ev.push(e),
+    )
+    .unwrap();
     assert_eq!(out.status, ExitStatus::Exited(5));
-    assert_eq!(hits(&ev).iter().map(|h| h.0).collect::<Vec<_>>(), vec![0, 1]);
+    assert_eq!(
+        hits(&ev).iter().map(|h| h.0).collect::<Vec<_>>(),
+        vec![0, 1]
+    );
 }
 
 #[test]
@@ -237,9 +335,22 @@ fn bad_probe_is_an_error() {
     let p = compile("int main(void){ PROBE(probe_a); return 0; }", &[]);
     let mut probes = probes(&p.exe, &[("probe_a", None)]);
     probes[0].offset += 1;
-    let e = run(&opts(&p.exe, CounterMode::Step), |_| Ok(probes.clone()), |_| {}).unwrap_err();
-    assert!(e.to_string().contains("does not point at a cilkview mark"), "{e}");
-    let e = run(&opts(&p.exe, CounterMode::Step), |_| Err("no marks table".into()), |_| {}).unwrap_err();
+    let e = run(
+        &opts(&p.exe, CounterMode::Step),
+        |_| Ok(probes.clone()),
+        |_| {},
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string().contains("does not point at a cilkview mark"),
+        "{e}"
+    );
+    let e = run(
+        &opts(&p.exe, CounterMode::Step),
+        |_| Err("no marks table".into()),
+        |_| {},
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("no marks table"), "{e}");
 }
 
@@ -263,12 +374,24 @@ int main(void) {
     for bp in [false, true] {
         let mut ev = vec![];
         let out = if bp {
-            cilkview_tracer::run_breakpoints_only(&opts(&p.exe, CounterMode::Hardware), |_| Ok(probes.clone()), |e| ev.push(e))
+            cilkview_tracer::run_breakpoints_only(
+                &opts(&p.exe, CounterMode::Hardware),
+                |_| Ok(probes.clone()),
+                |e| ev.push(e),
+            )
         } else {
-            run(&opts(&p.exe, CounterMode::Step), |_| Ok(probes.clone()), |e| ev.push(e))
+            run(
+                &opts(&p.exe, CounterMode::Step),
+                |_| Ok(probes.clone()),
+                |e| ev.push(e),
+            )
         }
         .unwrap();
-        assert_eq!(out.status, ExitStatus::Exited(9), "child must run its probe as a plain nop (int3 mode: {bp})");
+        assert_eq!(
+            out.status,
+            ExitStatus::Exited(9),
+            "child must run its probe as a plain nop (int3 mode: {bp})"
+        );
         assert_eq!(hits(&ev).len(), 1, "only the parent is traced: {ev:?}");
         assert_eq!(out.threads, 1);
     }
@@ -276,15 +399,26 @@ int main(void) {
 
 #[test]
 fn wrapper_script_exec_rearms_probes() {
-    let p = compile("int main(int argc, char **argv){ PROBE(probe_w); return argc; }", &[]);
+    let p = compile(
+        "int main(int argc, char **argv){ PROBE(probe_w); return argc; }",
+        &[],
+    );
     let script = p.dir.path().join("wrapper.sh");
-    std::fs::write(&script, format!("#!/bin/sh\nexec {} \"$@\"\n", p.exe.display())).unwrap();
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\nexec {} \"$@\"\n", p.exe.display()),
+    )
+    .unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
     let probes = probes(&p.exe, &[("probe_w", None)]);
     let mut images = vec![];
     let mut ev = vec![];
-    let o = TraceOptions { program: script.clone(), args: vec!["a".into(), "b".into()], counter: CounterMode::Step };
+    let o = TraceOptions {
+        program: script.clone(),
+        args: vec!["a".into(), "b".into()],
+        counter: CounterMode::Step,
+    };
     let out = run(
         &o,
         |img| {
@@ -297,9 +431,52 @@ fn wrapper_script_exec_rearms_probes() {
     assert_eq!(out.status, ExitStatus::Exited(3));
     assert_eq!(images.len(), 2, "{images:?}");
     assert_eq!(images[1], p.exe);
-    let execs: Vec<_> = ev.iter().filter_map(|e| match *e { TraceEvent::Exec { image, cost, .. } => Some((image, cost)), _ => None }).collect();
+    let execs: Vec<_> = ev
+        .iter()
+        .filter_map(|e| match *e {
+            TraceEvent::Exec { image, cost, .. } => Some((image, cost)),
+            _ => None,
+        })
+        .collect();
     assert_eq!(execs.len(), 2);
-    assert!(execs[1].1 > 1000, "the shell's work is reported with the second exec: {execs:?}");
+    assert!(
+        execs[1].1 > 1000,
+        "the shell's work is reported with the second exec: {execs:?}"
+    );
     assert_eq!(hits(&ev).len(), 1);
-    assert_eq!(out.total_instructions, ev.iter().map(|e| e.cost()).sum::<u64>());
+    assert_eq!(
+        out.total_instructions,
+        ev.iter().map(|e| e.cost()).sum::<u64>()
+    );
+}
+
+/// A dynamically linked PIE: probes are found relative to the randomized load address.
+#[test]
+fn pie_dynamic_executable() {
+    let p = compile_with(
+        r#"
+int main(void) {
+    PROBE(probe_a);
+    __asm__ volatile("mov $10,%%rcx\n1: dec %%rcx\njnz 1b" ::: "rcx", "cc");
+    PROBE(probe_b);
+    return 0;
+}"#,
+        &["-fPIE", "-pie"],
+    );
+    let probes = probes(&p.exe, &[("probe_a", None), ("probe_b", None)]);
+    let (out, ev) = trace(&p.exe, CounterMode::Step, probes.clone());
+    assert_eq!(out.status, ExitStatus::Exited(0));
+    let h = hits(&ev);
+    assert_eq!(
+        h.iter().map(|h| (h.0, h.2)).skip(1).collect::<Vec<_>>(),
+        vec![(1, 22)]
+    );
+    let mut ev = vec![];
+    cilkview_tracer::run_breakpoints_only(
+        &opts(&p.exe, CounterMode::Hardware),
+        |_| Ok(probes.clone()),
+        |e| ev.push(e),
+    )
+    .unwrap();
+    assert_eq!(hits(&ev).len(), 2);
 }

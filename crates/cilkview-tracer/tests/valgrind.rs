@@ -6,10 +6,19 @@ use std::process::Command;
 use cilkview_tracer::{run, CounterMode, ExitStatus, TraceOptions};
 
 fn lackey_guest_instrs(exe: &std::path::Path) -> Option<u64> {
-    let out = Command::new("valgrind").args(["--tool=lackey", "--basic-counts=yes"]).arg(exe).output().ok()?;
+    let out = Command::new("valgrind")
+        .args(["--tool=lackey", "--basic-counts=yes"])
+        .arg(exe)
+        .output()
+        .ok()?;
     let err = String::from_utf8_lossy(&out.stderr);
     let line = err.lines().find(|l| l.contains("guest instrs:"))?;
-    line.rsplit(':').next()?.trim().replace(',', "").parse().ok()
+    line.rsplit(':')
+        .next()?
+        .trim()
+        .replace(',', "")
+        .parse()
+        .ok()
 }
 
 /// Without libc the program is exactly what we wrote: 1 + 2*1000 + 3 instructions.
@@ -19,7 +28,11 @@ fn step_total_matches_valgrind_exactly_without_libc() {
         r#"__asm__(".globl _start\n_start:\n mov $1000,%rcx\n1: dec %rcx\n jnz 1b\n mov $60,%eax\n mov $7,%edi\n syscall\n");"#,
         &["-nostdlib"],
     );
-    let opts = TraceOptions { program: p.exe.clone(), args: vec![], counter: CounterMode::Step };
+    let opts = TraceOptions {
+        program: p.exe.clone(),
+        args: vec![],
+        counter: CounterMode::Step,
+    };
     let out = run(&opts, |_| Ok(vec![]), |_| {}).unwrap();
     assert_eq!(out.status, ExitStatus::Exited(7));
     assert_eq!(out.total_instructions, 2004);
@@ -35,15 +48,29 @@ fn step_total_matches_valgrind_exactly_without_libc() {
 /// percent, not by the tool. The loop itself is exact (see `run.rs`).
 #[test]
 fn step_total_matches_valgrind() {
-    let p = common::compile("int main(void){ volatile int x=0; for(int i=0;i<1000;i++) x+=i; return 0; }", &[]);
+    let p = common::compile(
+        "int main(void){ volatile int x=0; for(int i=0;i<1000;i++) x+=i; return 0; }",
+        &[],
+    );
     let Some(expected) = lackey_guest_instrs(&p.exe) else {
         println!("skipped: valgrind not available");
         return;
     };
-    let opts = TraceOptions { program: p.exe.clone(), args: vec![], counter: CounterMode::Step };
+    let opts = TraceOptions {
+        program: p.exe.clone(),
+        args: vec![],
+        counter: CounterMode::Step,
+    };
     let out = run(&opts, |_| Ok(vec![]), |_| {}).unwrap();
     assert_eq!(out.status, ExitStatus::Exited(0));
     let diff = out.total_instructions as i64 - expected as i64;
-    println!("step mode: {} instructions, valgrind lackey: {expected}, diff {diff}", out.total_instructions);
-    assert!(diff.unsigned_abs() * 100 <= expected * 15, "step {} vs valgrind {expected}", out.total_instructions);
+    println!(
+        "step mode: {} instructions, valgrind lackey: {expected}, diff {diff}",
+        out.total_instructions
+    );
+    assert!(
+        diff.unsigned_abs() * 100 <= expected * 15,
+        "step {} vs valgrind {expected}",
+        out.total_instructions
+    );
 }

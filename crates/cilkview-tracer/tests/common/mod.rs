@@ -19,18 +19,27 @@ pub struct Prog {
 
 /// Compile `src` (C) statically with -O1 into a temp dir.
 pub fn compile(src: &str, extra: &[&str]) -> Prog {
+    compile_with(src, &[&["-static"], extra].concat())
+}
+
+/// Compile `src` (C) with -O1 and exactly the given extra flags.
+pub fn compile_with(src: &str, extra: &[&str]) -> Prog {
     let dir = tempfile::tempdir().unwrap();
     let c = dir.path().join("prog.c");
     std::fs::write(&c, format!("{PRELUDE}\n{src}")).unwrap();
     let exe = dir.path().join("prog");
     let out = Command::new("cc")
-        .args(["-static", "-O1", "-o"])
+        .args(["-O1", "-o"])
         .arg(&exe)
         .arg(&c)
         .args(extra)
         .output()
         .expect("run cc");
-    assert!(out.status.success(), "cc failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "cc failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     Prog { dir, exe }
 }
 
@@ -47,7 +56,11 @@ pub fn offset_of(exe: &Path, sym: &str) -> u64 {
             (f.next()? == sym).then(|| u64::from_str_radix(a, 16).unwrap())
         })
         .unwrap_or_else(|| panic!("symbol {sym} not found"));
-    let re = Command::new("readelf").args(["-lW"]).arg(exe).output().unwrap();
+    let re = Command::new("readelf")
+        .args(["-lW"])
+        .arg(exe)
+        .output()
+        .unwrap();
     let re = String::from_utf8_lossy(&re.stdout);
     let first_load = re
         .lines()
@@ -63,5 +76,10 @@ pub fn offset_of(exe: &Path, sym: &str) -> u64 {
 }
 
 pub fn probes(exe: &Path, syms: &[(&str, Option<u16>)]) -> Vec<Probe> {
-    syms.iter().map(|&(s, operand)| Probe { offset: offset_of(exe, s), operand }).collect()
+    syms.iter()
+        .map(|&(s, operand)| Probe {
+            offset: offset_of(exe, s),
+            operand,
+        })
+        .collect()
 }
