@@ -1,3 +1,32 @@
-fn main() {
-    println!("Hello, world!");
+//! `cilkview-rs`: scalability analysis of fork-join programs from one serial run.
+
+mod cli;
+mod gate;
+mod outputs;
+mod session;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::cli::{Cli, Command};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run(args) => session::run(args),
+        Command::Report(args) => outputs::report(args),
+        Command::Header => {
+            print!("{}", cilkview_marks::HEADER);
+            Ok(ExitCode::SUCCESS)
+        }
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            // One line: what went wrong, with its causes.
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
 }

@@ -1,0 +1,104 @@
+//! Command-line interface (clap derive).
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::gate::Gate;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "cilkview-rs",
+    version,
+    about = "Scalability analysis of fork-join programs from one serial run: work, span, burdened \
+             span, parallelism and speedup bounds (the Cilkview model)."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run a program marked with cilkview.h and report its scalability (on stderr).
+    Run(RunArgs),
+    /// Re-render a JSON report saved by `run --json` (text, gnuplot, gates) without running anything.
+    Report(ReportArgs),
+    /// Print the cilkview.h annotation header (e.g. `cilkview-rs header > cilkview.h`).
+    Header,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CounterArg {
+    /// The hardware counter if it works here (checked by a self-test), else single-step.
+    Auto,
+    /// The hardware instruction counter (perf_event); an error if unavailable.
+    Hw,
+    /// Single-step every instruction: exact everywhere, but ~100x slower.
+    Step,
+}
+
+fn parse_span_coefficient(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(d) if d.is_finite() && d >= 0.0 => Ok(d),
+        _ => Err("expected a number ≥ 0 (Cilkview uses 0.85)".into()),
+    }
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ModelOptions {
+    /// Burden of a steal, in instructions, put on every continuation edge.
+    #[arg(long, value_name = "INSTRUCTIONS", default_value_t = cilkview_engine::DEFAULT_BURDEN)]
+    pub burden: u64,
+    /// Span coefficient δ of the speedup lower bound T1 / (T1/P + 2δ(1−1/P)·burdened span).
+    #[arg(long, value_name = "D", default_value_t = cilkview_engine::DEFAULT_SPAN_COEFFICIENT, value_parser = parse_span_coefficient)]
+    pub span_coefficient: f64,
+    /// Largest core count of the speedup table (P = 2, 4, 8, … up to it).
+    #[arg(long, value_name = "P", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub max_cores: u32,
+}
+
+#[derive(Args, Debug, Clone, Default)]
+pub struct OutputOptions {
+    /// Write the measures as JSON to FILE (schema: docs/json-schema.md).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write PREFIX.dat and PREFIX.plt; `gnuplot PREFIX.plt` draws the scalability profile.
+    #[arg(long, value_name = "PREFIX")]
+    pub gnuplot: Option<PathBuf>,
+    /// Exit non-zero if a measure falls below N (CI gate). MEASURE=N with MEASURE parallelism or
+    /// burdened_parallelism, or region:LABEL:MEASURE=N. Repeatable.
+    #[arg(long, value_name = "MEASURE=N", value_parser = Gate::parse)]
+    pub fail_below: Vec<Gate>,
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// How to count instructions.
+    #[arg(long, value_enum, default_value_t = CounterArg::Auto)]
+    pub counter: CounterArg,
+    #[command(flatten)]
+    pub model: ModelOptions,
+    #[command(flatten)]
+    pub output: OutputOptions,
+    /// The program to run (searched in PATH when it has no slash).
+    #[arg(value_name = "PROGRAM")]
+    pub program: OsString,
+    /// Its arguments, after `--`.
+    #[arg(
+        value_name = "ARGS",
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    pub args: Vec<OsString>,
+}
+
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    /// A report written by `cilkview-rs run --json FILE`.
+    #[arg(value_name = "FILE.json")]
+    pub file: PathBuf,
+    #[command(flatten)]
+    pub output: OutputOptions,
+}
