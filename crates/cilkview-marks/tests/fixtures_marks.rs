@@ -34,7 +34,12 @@ fn expected(fixture: &str) -> Vec<(MarkKind, usize)> {
             v.extend([(RegionBegin, 3), (RegionEnd, 3)]);
             v
         }
-        "snippet_a" | "snippet_b" | "stencil_inner" | "stencil_outer" | "known_loop" => loop1,
+        "snippet_a" | "snippet_b" | "known_loop" => loop1,
+        "stencil_inner" | "stencil_outer" => {
+            let mut v = loop1;
+            v.extend([(RegionBegin, 1), (RegionEnd, 1)]);
+            v
+        }
         "serial" => vec![],
         other => panic!("no expectation for {other}"),
     }
