@@ -46,9 +46,12 @@ impl TextExporter {
         let _ = writeln!(out, "cilkview-rs: {command} ({})", report.ending());
         let _ = writeln!(
             out,
-            "Counter: {} ({}); burden {} instructions; span coefficient {}",
-            report.counter.mode,
-            report.counter.reason,
+            "Counter: {} — {}",
+            report.counter.mode, report.counter.reason
+        );
+        let _ = writeln!(
+            out,
+            "Model: burden {} instructions per continuation, span coefficient {}",
             n(report.burden),
             report.span_coefficient
         );
