@@ -14,6 +14,7 @@
 
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
+mod attach;
 mod counter;
 mod procfs;
 mod sys;
@@ -21,6 +22,13 @@ mod tracer;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+
+#[doc(hidden)]
+pub use attach::attach_breakpoints_only;
+pub use attach::{
+    attach, ignore_terminal_interrupts, AttachOptions, AttachOutcome, Ending, SignalGuard,
+    StopFlag, TerminalInterruptGuard, STOP_SIGNALS,
+};
 
 /// How instructions are counted.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -186,6 +194,16 @@ pub enum TraceError {
     Proc { pid: i32, source: std::io::Error },
     #[error("waitpid: {0}")]
     Wait(std::io::Error),
+    #[error("no process with pid {pid}; check the pid (the process may have exited)")]
+    NoSuchProcess { pid: i32 },
+    #[error("pid {pid} is cilkview-rs itself; give the pid of another process")]
+    AttachSelf { pid: i32 },
+    #[error("{tid} is a thread of process {pid}; attach to the process: {pid}")]
+    NotAProcess { tid: i32, pid: i32 },
+    #[error("cannot attach to process {pid}: {reason}")]
+    AttachDenied { pid: i32, reason: String },
+    #[error("process {pid} exited while the tracer was attaching; nothing was measured")]
+    ExitedDuringAttach { pid: i32 },
 }
 
 fn exec_hint(e: &std::io::Error) -> &'static str {
@@ -227,7 +245,13 @@ where
     P: FnMut(&Path) -> Result<Vec<Probe>, String>,
     F: FnMut(TraceEvent),
 {
-    let counter = match opts.counter {
+    let counter = choose_counter(opts.counter)?;
+    tracer::run(opts, counter, false, probes_for, on_event)
+}
+
+/// The counter `mode` resolves to on this machine.
+pub(crate) fn choose_counter(mode: CounterMode) -> Result<CounterInfo, TraceError> {
+    Ok(match mode {
         CounterMode::Step => CounterInfo {
             kind: CounterKind::SingleStep,
             reason: "single-step requested".into(),
@@ -243,8 +267,7 @@ where
             }
             info
         }
-    };
-    tracer::run(opts, counter, false, probes_for, on_event)
+    })
 }
 
 /// Testing aid, not for users: run with probes patched to `int3` exactly as in

@@ -65,3 +65,104 @@ impl Mem {
         self.0.write_all_at(buf, addr)
     }
 }
+
+/// Thread ids listed in `/proc/PID/task`.
+pub fn tasks(pid: Tid) -> io::Result<Vec<Tid>> {
+    let mut v: Vec<Tid> = std::fs::read_dir(format!("/proc/{pid}/task"))?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    v.sort_unstable();
+    Ok(v)
+}
+
+/// A field of `/proc/PID/status` (or `/proc/PID/task/TID/status`), trimmed.
+pub fn status_field(path: &str, field: &str) -> Option<String> {
+    let status = std::fs::read_to_string(path).ok()?;
+    status.lines().find_map(|l| {
+        l.strip_prefix(field)
+            .and_then(|r| r.strip_prefix(':'))
+            .map(|v| v.trim().to_string())
+    })
+}
+
+fn hex_field(path: &str, field: &str) -> u64 {
+    status_field(path, field)
+        .and_then(|v| u64::from_str_radix(&v, 16).ok())
+        .unwrap_or(0)
+}
+
+/// Is `sig` pending for the thread itself (not the process) and not blocked?
+pub fn thread_signal_pending(pid: Tid, tid: Tid, sig: i32) -> bool {
+    let path = format!("/proc/{pid}/task/{tid}/status");
+    let bit = 1u64 << (sig - 1);
+    hex_field(&path, "SigPnd") & bit != 0 && hex_field(&path, "SigBlk") & bit == 0
+}
+
+/// Does the task exist (also a zombie not yet reaped)?
+pub fn exists(tid: Tid) -> bool {
+    Path::new(&format!("/proc/{tid}")).exists()
+}
+
+/// Why `PTRACE_SEIZE` of `pid` failed with EPERM, and what to do.
+pub fn attach_denied_reason(pid: Tid) -> String {
+    let status = format!("/proc/{pid}/status");
+    if let Some(tracer) = status_field(&status, "TracerPid").and_then(|v| v.parse::<Tid>().ok()) {
+        if tracer != 0 {
+            let comm = std::fs::read_to_string(format!("/proc/{tracer}/comm"))
+                .map(|c| format!(" ({})", c.trim()))
+                .unwrap_or_default();
+            return format!(
+                "another tracer, pid {tracer}{comm}, is already attached; detach it \
+                 (quit the debugger / strace) and retry"
+            );
+        }
+    }
+    let cap_sys_ptrace = hex_field("/proc/self/status", "CapEff") & (1 << 19) != 0;
+    let scope = std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope")
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok());
+    if scope == Some(3) {
+        return "kernel.yama.ptrace_scope is 3: ptrace attach is disabled until reboot".into();
+    }
+    let their_uid = status_field(&status, "Uid").and_then(|v| {
+        v.split_whitespace()
+            .next()
+            .and_then(|u| u.parse::<u32>().ok())
+    });
+    let my_uid = crate::sys::geteuid();
+    if !cap_sys_ptrace {
+        if let Some(u) = their_uid.filter(|&u| u != my_uid) {
+            return format!(
+                "the process belongs to uid {u} and this tool runs as uid {my_uid} without \
+                 CAP_SYS_PTRACE; run it as that user or as root"
+            );
+        }
+        match scope {
+            Some(1) => {
+                return "kernel.yama.ptrace_scope is 1: only a process's ancestors may attach; \
+                        run as root (CAP_SYS_PTRACE) or `sysctl kernel.yama.ptrace_scope=0`"
+                    .into()
+            }
+            Some(2) => {
+                return "kernel.yama.ptrace_scope is 2: only CAP_SYS_PTRACE may attach; run as root"
+                    .into()
+            }
+            _ => {}
+        }
+    }
+    "permission denied by the kernel (the process may be non-dumpable, e.g. setuid, \
+     or a security module forbids ptrace); run as root with CAP_SYS_PTRACE"
+        .into()
+}
+
+/// `kernel.perf_event_paranoid`, as a hint for a failed counter open.
+pub fn perf_paranoid_hint() -> String {
+    match std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid") {
+        Ok(v) => format!(
+            " (kernel.perf_event_paranoid is {}: counting another process needs <= 2 for its \
+             owner, or CAP_PERFMON / root; or use the step counter)",
+            v.trim()
+        ),
+        Err(_) => String::new(),
+    }
+}

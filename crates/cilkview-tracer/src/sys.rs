@@ -41,6 +41,91 @@ pub fn wait_any() -> io::Result<Wait> {
     wait_for(-1)
 }
 
+/// The shell's `SIGINT`/`SIGQUIT` dispositions while a
+/// [`crate::TerminalInterruptGuard`] is alive: bit 0 (SIGINT) / bit 1 (SIGQUIT)
+/// set = reset that signal to `SIG_DFL` in launched children (it was not
+/// ignored before the guard).
+pub static RESET_IN_CHILD: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// Set `sig` to `SIG_IGN`; returns the previous action.
+pub fn ignore_signal(sig: i32) -> io::Result<libc::sigaction> {
+    // SAFETY: sigaction with valid pointers to locals.
+    unsafe {
+        let mut new: libc::sigaction = std::mem::zeroed();
+        new.sa_sigaction = libc::SIG_IGN;
+        libc::sigemptyset(&mut new.sa_mask);
+        let mut old: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(sig, &new, &mut old) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(old)
+    }
+}
+
+/// Put back an action returned by [`ignore_signal`].
+pub fn restore_signal(sig: i32, old: &libc::sigaction) {
+    // SAFETY: `old` is a complete action previously returned by the kernel.
+    unsafe {
+        libc::sigaction(sig, old, std::ptr::null_mut());
+    }
+}
+
+/// Is the action `SIG_IGN`?
+pub fn is_ignore(act: &libc::sigaction) -> bool {
+    act.sa_sigaction == libc::SIG_IGN
+}
+
+/// A close-on-exec, non-blocking pipe (read end, write end).
+pub fn wake_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as c_int; 2];
+    // SAFETY: pipe2 writes two fds into the array.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both fds were just created and are owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Write one byte to a non-blocking pipe (a full pipe already wakes readers).
+pub fn poke(fd: &OwnedFd) {
+    let b = [1u8];
+    // SAFETY: writing one byte from a local buffer.
+    unsafe {
+        libc::write(fd.as_raw_fd(), b.as_ptr() as *const c_void, 1);
+    }
+}
+
+/// Fork an "alarm" child of the calling thread that exits as soon as `wake`
+/// is readable or `timeout_ms` (-1 = never) elapses. Its exit wakes the
+/// calling thread's blocking `waitpid(-1, __WALL | __WNOTHREAD)`: this is how
+/// a stop request or a deadline interrupts the tracer's wait without polling.
+/// The child keeps no other descriptor and dies with its parent thread.
+pub fn spawn_alarm(wake: &OwnedFd, timeout_ms: i32) -> io::Result<Tid> {
+    let fd = wake.as_raw_fd();
+    // SAFETY: the child only makes raw syscalls (prctl, close_range, poll, _exit).
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if pid == 0 {
+        unsafe {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            if fd > 0 {
+                libc::syscall(libc::SYS_close_range, 0u32, (fd - 1) as u32, 0u32);
+            }
+            libc::syscall(libc::SYS_close_range, (fd + 1) as u32, u32::MAX, 0u32);
+            let mut p = libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            libc::poll(&mut p, 1, timeout_ms);
+            libc::_exit(0);
+        }
+    }
+    Ok(pid)
+}
+
 pub fn wait_for(pid: Tid) -> io::Result<Wait> {
     loop {
         let mut status: c_int = 0;
@@ -102,7 +187,27 @@ pub fn listen(tid: Tid) -> nix::Result<()> {
 }
 
 pub fn detach(tid: Tid) -> nix::Result<()> {
-    ptrace_raw(libc::PTRACE_DETACH as c_int, tid, 0, 0).map(drop)
+    detach_sig(tid, 0)
+}
+
+/// Detach, delivering `sig` (0 = none) as the thread resumes.
+pub fn detach_sig(tid: Tid, sig: i32) -> nix::Result<()> {
+    ptrace_raw(libc::PTRACE_DETACH as c_int, tid, 0, sig as usize).map(drop)
+}
+
+/// Stop a seized thread (it reports `PTRACE_EVENT_STOP`).
+pub fn interrupt(tid: Tid) -> nix::Result<()> {
+    ptrace_raw(libc::PTRACE_INTERRUPT as c_int, tid, 0, 0).map(drop)
+}
+
+pub fn setregs(tid: Tid, regs: libc::user_regs_struct) -> nix::Result<()> {
+    nix::sys::ptrace::setregs(nix::unistd::Pid::from_raw(tid), regs)
+}
+
+/// Thread id of the calling thread.
+pub fn gettid() -> Tid {
+    // SAFETY: plain syscall.
+    unsafe { libc::gettid() }
 }
 
 pub fn geteventmsg(tid: Tid) -> nix::Result<u64> {
@@ -201,6 +306,7 @@ pub fn spawn_blocked(program: &CStr, argv: &[CString]) -> io::Result<Child> {
     ptrs.push(std::ptr::null());
     let (go_r, go_w) = cloexec_pipe()?;
     let (err_r, err_w) = cloexec_pipe()?;
+    let reset = RESET_IN_CHILD.load(std::sync::atomic::Ordering::SeqCst);
     // SAFETY: the child only calls async-signal-safe functions (close, read,
     // signal, sigprocmask, execvp, write, _exit) on data prepared before fork.
     let pid = unsafe { libc::fork() };
@@ -216,6 +322,12 @@ pub fn spawn_blocked(program: &CStr, argv: &[CString]) -> io::Result<Child> {
                 libc::_exit(127);
             }
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+            if reset & 1 != 0 {
+                libc::signal(libc::SIGINT, libc::SIG_DFL);
+            }
+            if reset & 2 != 0 {
+                libc::signal(libc::SIGQUIT, libc::SIG_DFL);
+            }
             let mut set: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut set);
             libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
@@ -262,4 +374,14 @@ pub fn spawn_fn(body: fn()) -> io::Result<Child> {
         go: Some(go_w),
         err: err_r,
     })
+}
+
+pub fn geteuid() -> u32 {
+    // SAFETY: plain syscall.
+    unsafe { libc::geteuid() }
+}
+
+pub fn getpid() -> Tid {
+    // SAFETY: plain syscall.
+    unsafe { libc::getpid() }
 }

@@ -1,10 +1,11 @@
 //! The event loop: launch, exec handling, probe arming, hits, threads, forks.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::CString;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 use nix::errno::Errno;
 use nix::libc;
@@ -14,8 +15,13 @@ use crate::counter;
 use crate::procfs::{self, Mem};
 use crate::sys::{self, Tid, Wait};
 use crate::{
-    CounterInfo, CounterKind, ExitStatus, Outcome, Probe, TraceError, TraceEvent, TraceOptions,
+    AttachOptions, AttachOutcome, CounterInfo, CounterKind, Ending, ExitStatus, Outcome, Probe,
+    TraceError, TraceEvent, TraceOptions,
 };
+
+/// In the resume map of `stop_all`: the thread is in a group-stop; resume it
+/// with `PTRACE_LISTEN` (it stays stopped until SIGCONT, as without the tool).
+const LISTEN: i32 = -1;
 
 /// The bytes of a cilkview mark: `nopl 0x0(%rax,%rax,1)`.
 pub const MARK_NOP: [u8; 5] = [0x0f, 0x1f, 0x44, 0x00, 0x00];
@@ -66,6 +72,10 @@ struct Tracer<P, F> {
     tail: u64,
     total: u64,
     nthreads: u32,
+    /// New tasks announced by a CLONE/FORK/VFORK event whose first stop has not been seen.
+    expected: HashSet<Tid>,
+    /// New tasks seen (first stop or death) before their parent's event.
+    seen_new: HashSet<Tid>,
 }
 
 fn ptrace_err(op: &'static str, tid: Tid) -> impl FnOnce(Errno) -> TraceError {
@@ -155,6 +165,8 @@ where
         tail: 0,
         total: 0,
         nthreads: 1,
+        expected: HashSet::new(),
+        seen_new: HashSet::new(),
     };
     let result = t
         .start(&mut child)
@@ -237,6 +249,9 @@ where
                     continue;
                 }
             };
+            if !self.threads.contains_key(&tid) {
+                self.note_seen(tid);
+            }
             self.reap(tid);
             if tid == self.pid {
                 if !self.execed {
@@ -353,8 +368,12 @@ where
                     }),
                 }
             }
-            // FORK/VFORK/CLONE (the new task is handled at its own first stop),
-            // PTRACE_EVENT_STOP after LISTEN, anything else: just go on.
+            libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK | libc::PTRACE_EVENT_CLONE => {
+                // The new task is handled at its own first stop.
+                self.note_new(tid);
+                self.resume(tid, 0)
+            }
+            // PTRACE_EVENT_STOP after LISTEN or an interrupt, anything else: just go on.
             _ => self.resume(tid, 0),
         }
     }
@@ -362,9 +381,42 @@ where
     /// First stop of a task we do not know: a new thread of the program, or a
     /// forked process to hand back untraced.
     fn new_task(&mut self, tid: Tid, sig: i32, event: i32) -> Result<(), TraceError> {
+        match self.new_task_stopped(tid, sig, event)? {
+            Some(inject) => self.resume(tid, inject),
+            None => Ok(()),
+        }
+    }
+
+    /// A CLONE/FORK/VFORK event of `parent`: remember the new task until its first stop.
+    fn note_new(&mut self, parent: Tid) {
+        if let Ok(new) = sys::geteventmsg(parent) {
+            let new = new as Tid;
+            if !self.threads.contains_key(&new) && !self.seen_new.remove(&new) {
+                self.expected.insert(new);
+            }
+        }
+    }
+
+    /// A task not in `threads` stopped for the first time or died.
+    fn note_seen(&mut self, tid: Tid) {
+        if !self.expected.remove(&tid) {
+            self.seen_new.insert(tid);
+        }
+    }
+
+    /// `new_task` without resuming: `Some(signal to resume with)` if it is a
+    /// new thread of the program (now in `threads`), `None` if it was a
+    /// forked child (detached) or is gone.
+    fn new_task_stopped(
+        &mut self,
+        tid: Tid,
+        sig: i32,
+        event: i32,
+    ) -> Result<Option<i32>, TraceError> {
+        self.note_seen(tid);
         let tgid = match procfs::tgid(tid) {
             Ok(t) => t,
-            Err(_) => return Ok(()), // already gone
+            Err(_) => return Ok(None), // already gone
         };
         if tgid != self.pid {
             // A forked child. Unless it shares our memory (vfork / CLONE_VM, where
@@ -378,7 +430,7 @@ where
                 }
             }
             return match sys::detach(tid) {
-                Ok(()) | Err(Errno::ESRCH) => Ok(()),
+                Ok(()) | Err(Errno::ESRCH) => Ok(None),
                 Err(e) => Err(TraceError::Ptrace {
                     op: "DETACH",
                     tid,
@@ -387,6 +439,12 @@ where
             };
         }
         let mut th = Thread::default();
+        if !self.execed {
+            // Attaching, not measuring yet: counters are opened and starts
+            // reported for all threads at once when measuring begins.
+            self.threads.insert(tid, th);
+            return Ok(Some(if event == 0 { sig } else { 0 }));
+        }
         if self.count && self.hw {
             th.counter = Some(
                 counter::open(tid, false).map_err(|source| TraceError::Counter { tid, source })?,
@@ -404,7 +462,7 @@ where
         } else {
             0
         };
-        self.resume(tid, inject)
+        Ok(Some(inject))
     }
 
     fn on_exec(&mut self, tid: Tid) -> Result<(), TraceError> {
@@ -449,7 +507,14 @@ where
     fn arm(&mut self, pid: Tid) -> Result<(), TraceError> {
         let proc_err = |source| TraceError::Proc { pid, source };
         let exe = procfs::exe(pid).map_err(proc_err)?;
-        let probes = (self.probes_for)(&exe).map_err(|message| TraceError::Probes {
+        // A deleted or replaced executable (e.g. rebuilt while running): read
+        // the marks through /proc/PID/exe, which still is the running file.
+        let probe_path = if exe.exists() {
+            exe.clone()
+        } else {
+            PathBuf::from(format!("/proc/{pid}/exe"))
+        };
+        let probes = (self.probes_for)(&probe_path).map_err(|message| TraceError::Probes {
             image: exe.clone(),
             message,
         })?;
@@ -500,9 +565,18 @@ where
     }
 
     fn on_sigtrap(&mut self, tid: Tid) -> Result<(), TraceError> {
+        match self.sigtrap(tid)? {
+            Some(inject) => self.resume(tid, inject),
+            None => Ok(()),
+        }
+    }
+
+    /// Account a SIGTRAP signal-delivery-stop of a known thread without
+    /// resuming it: `Some(signal to resume with)`, `None` if the thread is gone.
+    fn sigtrap(&mut self, tid: Tid) -> Result<Option<i32>, TraceError> {
         let code = match sys::siginfo_code(tid) {
             Ok(c) => c,
-            Err(Errno::ESRCH) => return Ok(()),
+            Err(Errno::ESRCH) => return Ok(None),
             Err(e) => {
                 return Err(TraceError::Ptrace {
                     op: "GETSIGINFO",
@@ -523,10 +597,10 @@ where
                         cost,
                         operand,
                     });
-                    return self.resume(tid, 0);
+                    return Ok(Some(0));
                 }
             }
-            return self.resume(tid, libc::SIGTRAP); // the program's own SIGTRAP
+            return Ok(Some(libc::SIGTRAP)); // the program's own SIGTRAP
         }
         // Step mode: did the in-flight step execute an instruction?
         let regs = sys::getregs(tid).map_err(ptrace_err("GETREGS", tid))?;
@@ -543,7 +617,7 @@ where
                 1
             }
             libc::SIGTRAP => 0, // ptrace_notify: stepped into a signal handler, nothing executed
-            _ => return self.resume(tid, libc::SIGTRAP), // a SIGTRAP sent by kill(): deliver it
+            _ => return Ok(Some(libc::SIGTRAP)), // a SIGTRAP sent by kill(): deliver it
         };
         th.after_exec = false;
         th.in_flight = false;
@@ -552,7 +626,7 @@ where
             th.reported_at = None;
         }
         self.step_boundary(tid, &regs);
-        self.resume(tid, inject)
+        Ok(Some(inject))
     }
 
     /// Step mode: the thread is about to execute the instruction at `regs.rip`.
@@ -588,6 +662,521 @@ where
                 Ok(_) => {}
                 Err(_) => break,
             }
+        }
+    }
+}
+
+/// Options of a seized thread: as `run`, minus `EXITKILL` (the process must
+/// survive the tool).
+const ATTACH_OPTIONS: libc::c_int = libc::PTRACE_O_TRACECLONE
+    | libc::PTRACE_O_TRACEFORK
+    | libc::PTRACE_O_TRACEVFORK
+    | libc::PTRACE_O_TRACEEXEC
+    | libc::PTRACE_O_TRACEEXIT;
+
+/// See `crate::attach`. `breakpoints_only`: as in `run`.
+pub fn attach<P, F>(
+    opts: &AttachOptions,
+    info: CounterInfo,
+    breakpoints_only: bool,
+    probes_for: P,
+    on_event: F,
+) -> Result<AttachOutcome, TraceError>
+where
+    P: FnMut(&Path) -> Result<Vec<Probe>, String>,
+    F: FnMut(TraceEvent),
+{
+    let pid = opts.pid;
+    if pid <= 0 || !procfs::exists(pid) {
+        return Err(TraceError::NoSuchProcess { pid });
+    }
+    let me = sys::getpid();
+    match procfs::tgid(pid) {
+        Err(_) => return Err(TraceError::NoSuchProcess { pid }),
+        Ok(t) if t == me => return Err(TraceError::AttachSelf { pid }),
+        Ok(t) if t != pid => return Err(TraceError::NotAProcess { tid: pid, pid: t }),
+        Ok(_) => {}
+    }
+    let wake = opts
+        .stop
+        .wake_fd()
+        .map_err(|source| TraceError::Proc { pid: me, source })?;
+    let mut t = Tracer {
+        hw: info.kind == CounterKind::Hardware || breakpoints_only,
+        count: !breakpoints_only,
+        bias: info.bias,
+        pid,
+        threads: HashMap::new(),
+        armed: Armed::default(),
+        images: 0,
+        execed: false,
+        probes_for,
+        on_event,
+        hits: 0,
+        tail: 0,
+        total: 0,
+        nthreads: 0,
+        expected: HashSet::new(),
+        seen_new: HashSet::new(),
+    };
+    let mut alarm = Alarm { pid: None };
+    let result = t.attach_session(opts, wake, &mut alarm);
+    alarm.cancel();
+    match result {
+        Ok((ending, elapsed)) => Ok(AttachOutcome {
+            ending,
+            counter: info,
+            hits: t.hits,
+            tail_cost: t.tail,
+            total_instructions: t.total,
+            threads: t.nthreads,
+            elapsed,
+        }),
+        Err(e) => {
+            t.abandon();
+            Err(e)
+        }
+    }
+}
+
+/// The alarm child of the tracer thread (see `sys::spawn_alarm`).
+struct Alarm {
+    pid: Option<Tid>,
+}
+
+impl Alarm {
+    fn cancel(&mut self) {
+        if let Some(a) = self.pid.take() {
+            sys::kill(a, libc::SIGKILL);
+            let _ = sys::wait_for(a);
+        }
+    }
+}
+
+impl<P, F> Tracer<P, F>
+where
+    P: FnMut(&Path) -> Result<Vec<Probe>, String>,
+    F: FnMut(TraceEvent),
+{
+    fn attach_session(
+        &mut self,
+        opts: &AttachOptions,
+        wake: &std::os::fd::OwnedFd,
+        alarm: &mut Alarm,
+    ) -> Result<(Ending, std::time::Duration), TraceError> {
+        let pid = self.pid;
+        // Seize the leader, then every thread until /proc/PID/task shows no
+        // new one (threads may be created meanwhile); stop them all.
+        sys::seize(pid, ATTACH_OPTIONS).map_err(|e| match e {
+            Errno::ESRCH => TraceError::NoSuchProcess { pid },
+            Errno::EPERM => TraceError::AttachDenied {
+                pid,
+                reason: procfs::attach_denied_reason(pid),
+            },
+            e => TraceError::Ptrace {
+                op: "SEIZE",
+                tid: pid,
+                source: e,
+            },
+        })?;
+        self.threads.insert(pid, Thread::default());
+        let me = sys::gettid();
+        let resume = loop {
+            loop {
+                let tasks =
+                    procfs::tasks(pid).map_err(|_| TraceError::ExitedDuringAttach { pid })?;
+                let mut new = false;
+                for tid in tasks {
+                    if self.threads.contains_key(&tid) {
+                        continue;
+                    }
+                    match sys::seize(tid, ATTACH_OPTIONS) {
+                        Ok(()) => {}
+                        Err(Errno::ESRCH) => continue, // exited meanwhile
+                        // Created by a seized thread: already ours (TRACECLONE).
+                        Err(Errno::EPERM)
+                            if procfs::status_field(
+                                &format!("/proc/{pid}/task/{tid}/status"),
+                                "TracerPid",
+                            )
+                            .as_deref()
+                                == Some(&me.to_string()) => {}
+                        Err(e) => {
+                            return Err(TraceError::Ptrace {
+                                op: "SEIZE",
+                                tid,
+                                source: e,
+                            })
+                        }
+                    }
+                    self.expected.remove(&tid);
+                    self.threads.insert(tid, Thread::default());
+                    new = true;
+                }
+                if !new {
+                    break;
+                }
+            }
+            let resume = match self.stop_all()? {
+                Ok(r) => r,
+                Err(_) => return Err(TraceError::ExitedDuringAttach { pid }),
+            };
+            let tasks = procfs::tasks(pid).map_err(|_| TraceError::ExitedDuringAttach { pid })?;
+            if tasks.iter().all(|t| self.threads.contains_key(t)) {
+                break resume;
+            }
+            // A thread appeared that no event announced: seize it too.
+            // The stopped ones stay stopped (a second interrupt is harmless).
+        };
+        if !self.threads.contains_key(&pid) {
+            return Err(TraceError::ExitedDuringAttach { pid });
+        }
+        // Everything is stopped: arm, open counters, start measuring.
+        let mut tids: Vec<Tid> = self.threads.keys().copied().collect();
+        tids.sort_unstable();
+        if self.count && self.hw {
+            for &tid in &tids {
+                let c = counter::open(tid, false).map_err(|e| match e.raw_os_error() {
+                    Some(libc::EACCES) | Some(libc::EPERM) => TraceError::CounterUnavailable {
+                        reason: format!(
+                            "perf_event_open on thread {tid}: {e}{}",
+                            procfs::perf_paranoid_hint()
+                        ),
+                    },
+                    _ => TraceError::Counter { tid, source: e },
+                })?;
+                self.threads.get_mut(&tid).expect("known").counter = Some(c);
+            }
+        }
+        self.arm(pid)?;
+        self.execed = true;
+        self.images = 1;
+        self.nthreads = tids.len() as u32;
+        let started = Instant::now();
+        self.emit(TraceEvent::Exec {
+            image: 0,
+            tid: pid,
+            cost: 0,
+        });
+        for &tid in tids.iter().filter(|&&t| t != pid) {
+            self.emit(TraceEvent::ThreadStart { tid });
+        }
+        if !self.hw {
+            for &tid in &tids {
+                let regs = sys::getregs(tid).map_err(ptrace_err("GETREGS", tid))?;
+                self.step_boundary(tid, &regs);
+            }
+        }
+        for (&tid, &sig) in &resume {
+            self.resume_from_stop(tid, sig)?;
+        }
+        // Measure until a stop request, the deadline or the process's end.
+        let deadline = opts.duration.map(|d| started + d);
+        let ending = loop {
+            if opts.stop.is_requested() {
+                break Ending::Stopped;
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                break Ending::TimeUp;
+            }
+            if alarm.pid.is_none() {
+                let ms = deadline.map_or(-1, |d| {
+                    let left = d.saturating_duration_since(Instant::now());
+                    (left.as_millis() as i32).saturating_add(1)
+                });
+                alarm.pid =
+                    Some(
+                        sys::spawn_alarm(wake, ms).map_err(|source| TraceError::Proc {
+                            pid: sys::getpid(),
+                            source,
+                        })?,
+                    );
+            }
+            let (tid, status) = match sys::wait_any().map_err(TraceError::Wait)? {
+                Wait::Exited(tid, _) | Wait::Signaled(tid, _) if Some(tid) == alarm.pid => {
+                    alarm.pid = None;
+                    continue;
+                }
+                Wait::Exited(tid, code) => (tid, ExitStatus::Exited(code)),
+                Wait::Signaled(tid, sig) => (tid, ExitStatus::Signaled(sig)),
+                Wait::Stopped { tid, sig, event } => {
+                    self.on_stop(tid, sig, event)?;
+                    continue;
+                }
+            };
+            if !self.threads.contains_key(&tid) {
+                self.note_seen(tid);
+            }
+            self.reap(tid);
+            if tid == pid {
+                return Ok((Ending::Exited(status), started.elapsed()));
+            }
+        };
+        alarm.cancel();
+        match self.stop_all()? {
+            Err(status) => Ok((Ending::Exited(status), started.elapsed())),
+            Ok(stopped) => {
+                let elapsed = started.elapsed();
+                self.detach_all(&stopped)?;
+                Ok((ending, elapsed))
+            }
+        }
+    }
+
+    /// Resume a thread stopped by `stop_all` with the signal it recorded.
+    fn resume_from_stop(&mut self, tid: Tid, sig: i32) -> Result<(), TraceError> {
+        if sig == LISTEN {
+            return match sys::listen(tid) {
+                Ok(()) | Err(Errno::ESRCH) => Ok(()),
+                Err(e) => Err(TraceError::Ptrace {
+                    op: "LISTEN",
+                    tid,
+                    source: e,
+                }),
+            };
+        }
+        self.resume(tid, sig)
+    }
+
+    /// Stop every thread (`PTRACE_INTERRUPT`) and wait until each one (and
+    /// every task announced by a clone/fork event) is in a ptrace-stop or
+    /// gone. Returns, per stopped thread, the signal to deliver when it is
+    /// resumed or detached (0 none, `LISTEN` group-stop), or the process's
+    /// exit status if it ended meanwhile. Stops met on the way are accounted
+    /// as usual (hits, steps, thread exits) once measuring has started.
+    #[allow(clippy::type_complexity)]
+    fn stop_all(&mut self) -> Result<Result<HashMap<Tid, i32>, ExitStatus>, TraceError> {
+        let mut stopped: HashMap<Tid, i32> = HashMap::new();
+        let mut awaiting: HashSet<Tid> = self.threads.keys().copied().collect();
+        for &tid in &awaiting {
+            match sys::interrupt(tid) {
+                Ok(()) | Err(Errno::ESRCH) => {}
+                Err(e) => {
+                    return Err(TraceError::Ptrace {
+                        op: "INTERRUPT",
+                        tid,
+                        source: e,
+                    })
+                }
+            }
+        }
+        awaiting.extend(self.expected.iter().copied());
+        loop {
+            // Safety net: a task that no longer exists will never report.
+            awaiting.retain(|&t| procfs::exists(t));
+            if awaiting.is_empty() {
+                return Ok(Ok(stopped));
+            }
+            let (tid, sig, event) = match sys::wait_any().map_err(TraceError::Wait)? {
+                Wait::Exited(tid, code) => {
+                    self.gone(tid, &mut awaiting, &mut stopped);
+                    if tid == self.pid {
+                        return Ok(Err(ExitStatus::Exited(code)));
+                    }
+                    continue;
+                }
+                Wait::Signaled(tid, s) => {
+                    self.gone(tid, &mut awaiting, &mut stopped);
+                    if tid == self.pid {
+                        return Ok(Err(ExitStatus::Signaled(s)));
+                    }
+                    continue;
+                }
+                Wait::Stopped { tid, sig, event } => (tid, sig, event),
+            };
+            awaiting.remove(&tid);
+            if !self.threads.contains_key(&tid) {
+                if let Some(inject) = self.new_task_stopped(tid, sig, event)? {
+                    stopped.insert(tid, inject);
+                }
+                continue;
+            }
+            match event {
+                0 if sig == libc::SIGTRAP => {
+                    let inject = if self.execed {
+                        self.sigtrap(tid)?
+                    } else {
+                        Some(libc::SIGTRAP) // not measuring yet: the program's own
+                    };
+                    if let Some(inject) = inject {
+                        if let Some(th) = self.threads.get_mut(&tid) {
+                            th.in_flight = false;
+                        }
+                        stopped.insert(tid, inject);
+                    }
+                }
+                0 => {
+                    // Signal-delivery-stop: keep the signal for the resume/detach.
+                    if let Some(th) = self.threads.get_mut(&tid) {
+                        th.in_flight = false; // a pending step trap would have come first
+                    }
+                    stopped.insert(tid, sig);
+                }
+                sys::PTRACE_EVENT_STOP => {
+                    // The interrupt (or a group-stop) is reported before pending
+                    // signals: a step's or a probe's SIGTRAP may still be queued.
+                    // Let it be dequeued (no instruction runs before that) so it
+                    // is accounted and never reaches the detached program.
+                    if procfs::thread_signal_pending(self.pid, tid, libc::SIGTRAP) {
+                        match sys::cont(tid, 0) {
+                            Ok(()) => {
+                                awaiting.insert(tid);
+                                continue;
+                            }
+                            Err(Errno::ESRCH) => continue,
+                            Err(e) => {
+                                return Err(TraceError::Ptrace {
+                                    op: "CONT",
+                                    tid,
+                                    source: e,
+                                })
+                            }
+                        }
+                    }
+                    if let Some(th) = self.threads.get_mut(&tid) {
+                        th.in_flight = false; // the step had not executed
+                    }
+                    let group_stop = matches!(
+                        sig,
+                        libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU
+                    );
+                    stopped.insert(tid, if group_stop { LISTEN } else { 0 });
+                }
+                sys::PTRACE_EVENT_EXIT => {
+                    // Exiting: account its tail and let it go; it is not detached.
+                    stopped.remove(&tid);
+                    self.on_stop(tid, sig, event)?;
+                }
+                sys::PTRACE_EVENT_EXEC => {
+                    // The process exec'd: the old image and its patches are gone,
+                    // the other threads too. Only the exec'ing thread remains.
+                    let former = sys::geteventmsg(tid).map(|m| m as Tid).unwrap_or(tid);
+                    let mut th = self.threads.remove(&former).unwrap_or_default();
+                    th.in_flight = false;
+                    let others: Vec<Tid> = self.threads.keys().copied().collect();
+                    for o in others {
+                        self.reap(o);
+                    }
+                    self.threads.insert(tid, th);
+                    self.armed = Armed::default();
+                    awaiting.clear();
+                    stopped.clear();
+                    stopped.insert(tid, 0);
+                }
+                libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK | libc::PTRACE_EVENT_CLONE => {
+                    self.note_new(tid);
+                    if let Ok(new) = sys::geteventmsg(tid) {
+                        if self.expected.contains(&(new as Tid)) {
+                            awaiting.insert(new as Tid);
+                        }
+                    }
+                    stopped.insert(tid, 0);
+                }
+                _ => {
+                    stopped.insert(tid, 0);
+                }
+            }
+        }
+    }
+
+    /// A task died while stopping everything.
+    fn gone(&mut self, tid: Tid, awaiting: &mut HashSet<Tid>, stopped: &mut HashMap<Tid, i32>) {
+        awaiting.remove(&tid);
+        stopped.remove(&tid);
+        if !self.threads.contains_key(&tid) {
+            self.note_seen(tid);
+        }
+        self.reap(tid);
+    }
+
+    /// All threads are stopped: restore the probes, move threads stopped
+    /// just past an `int3` back onto the (restored) mark, report each
+    /// thread's tail and detach everything, delivering recorded signals.
+    fn detach_all(&mut self, stopped: &HashMap<Tid, i32>) -> Result<(), TraceError> {
+        let mut first_err = None;
+        let patched: HashSet<u64> = self.armed.patched.drain(..).collect();
+        if !patched.is_empty() {
+            let pid = self.pid;
+            match Mem::open(pid) {
+                Ok(mem) => {
+                    for &addr in &patched {
+                        if let Err(source) = mem.write(addr, &MARK_NOP) {
+                            first_err.get_or_insert(TraceError::Proc { pid, source });
+                        }
+                    }
+                }
+                Err(source) => {
+                    first_err.get_or_insert(TraceError::Proc { pid, source });
+                }
+            }
+        }
+        let mut tids: Vec<Tid> = stopped.keys().copied().collect();
+        tids.sort_unstable();
+        for &tid in &tids {
+            if patched.is_empty() {
+                break;
+            }
+            if let Ok(mut regs) = sys::getregs(tid) {
+                if patched.contains(&regs.rip.wrapping_sub(1)) {
+                    // After the int3, rip is inside the restored 5-byte NOP:
+                    // rerun the whole NOP (it is a no-op).
+                    regs.rip -= 1;
+                    if let Err(e) = sys::setregs(tid, regs) {
+                        first_err.get_or_insert(TraceError::Ptrace {
+                            op: "SETREGS",
+                            tid,
+                            source: e,
+                        });
+                    }
+                }
+            }
+        }
+        self.armed = Armed::default();
+        // Tails: every live thread's work since its last event.
+        let mut live: Vec<Tid> = self
+            .threads
+            .iter()
+            .filter(|(_, th)| !th.exit_reported)
+            .map(|(&t, _)| t)
+            .collect();
+        live.sort_unstable();
+        for tid in live {
+            let cost = if self.hw {
+                self.hw_cost(tid, 0).unwrap_or(0)
+            } else {
+                std::mem::take(&mut self.threads.get_mut(&tid).expect("known").pending)
+            };
+            if let Some(th) = self.threads.get_mut(&tid) {
+                th.exit_reported = true;
+                th.counter = None;
+            }
+            self.emit(TraceEvent::ThreadExit { tid, cost });
+        }
+        for &tid in &tids {
+            let sig = stopped[&tid];
+            match sys::detach_sig(tid, if sig == LISTEN { 0 } else { sig }) {
+                Ok(()) | Err(Errno::ESRCH) => {}
+                Err(e) => {
+                    first_err.get_or_insert(TraceError::Ptrace {
+                        op: "DETACH",
+                        tid,
+                        source: e,
+                    });
+                }
+            }
+        }
+        self.threads.clear();
+        first_err.map_or(Ok(()), Err)
+    }
+
+    /// After an error while attached: stop, restore, detach (best effort);
+    /// the process is left running.
+    fn abandon(&mut self) {
+        if self.threads.is_empty() {
+            return;
+        }
+        if let Ok(Ok(stopped)) = self.stop_all() {
+            let _ = self.detach_all(&stopped);
         }
     }
 }
