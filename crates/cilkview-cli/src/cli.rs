@@ -46,16 +46,24 @@ fn parse_span_coefficient(s: &str) -> Result<f64, String> {
     }
 }
 
+fn parse_burden(s: &str) -> Result<u64, String> {
+    s.parse()
+        .map_err(|_| "expected a whole number of instructions ≥ 0 (Cilkview uses 15000)".into())
+}
+
 #[derive(Args, Debug, Clone)]
 pub struct ModelOptions {
     /// Burden of a steal, in instructions, put on every continuation edge.
-    #[arg(long, value_name = "INSTRUCTIONS", default_value_t = cilkview_engine::DEFAULT_BURDEN)]
+    #[arg(long, value_name = "INSTRUCTIONS", default_value_t = cilkview_engine::DEFAULT_BURDEN,
+          value_parser = parse_burden, allow_negative_numbers = true)]
     pub burden: u64,
     /// Span coefficient δ of the speedup lower bound T1 / (T1/P + 2δ(1−1/P)·burdened span).
-    #[arg(long, value_name = "D", default_value_t = cilkview_engine::DEFAULT_SPAN_COEFFICIENT, value_parser = parse_span_coefficient)]
+    #[arg(long, value_name = "D", default_value_t = cilkview_engine::DEFAULT_SPAN_COEFFICIENT,
+          value_parser = parse_span_coefficient, allow_negative_numbers = true)]
     pub span_coefficient: f64,
     /// Largest core count of the speedup table (P = 2, 4, 8, … up to it).
-    #[arg(long, value_name = "P", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    #[arg(long, value_name = "P", default_value_t = 32,
+          value_parser = clap::value_parser!(u32).range(1..=4096), allow_negative_numbers = true)]
     pub max_cores: u32,
 }
 

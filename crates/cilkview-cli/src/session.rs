@@ -31,8 +31,13 @@ fn resolve_program(program: &OsString) -> Result<PathBuf> {
     } else {
         path
     };
-    let meta =
-        std::fs::metadata(&path).with_context(|| format!("cannot run {}", path.display()))?;
+    let meta = match std::fs::metadata(&path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            bail!("{}: no such file (check the path)", path.display())
+        }
+        Err(e) => return Err(e).with_context(|| format!("cannot run {}", path.display())),
+    };
     if meta.is_dir() {
         bail!("{} is a directory, not a program", path.display());
     }

@@ -295,3 +295,30 @@ fn memory_stays_bounded_by_depth() {
     assert_eq!(r.total.spawns, 1_000_000 + 999_999);
     assert_eq!(r.events, 4_000_002);
 }
+
+#[test]
+fn deep_recursion_of_100_000_nested_spawns() {
+    // A chain of 100,000 nested spawned calls f: 1 before its spawn, then the spawned f(child),
+    // then a continuation strand of 1 that ends at the sync, then 1 at the return. The innermost f
+    // is just its return (1). span(f_k) = 1 + max(span(f_k+1), 1) + 1, so span = 2·depth at the
+    // root (whose own continuation runs beside the chain); work = 3·depth. The burden of a
+    // continuation is hidden by the longer child chain except at the deepest level: burdened
+    // span = span + burden.
+    let depth = 100_000u64;
+    let mut engine = Engine::default();
+    for _ in 0..depth {
+        engine.process(Event::new(1, Spawn));
+        engine.process(Event::new(0, FunctionEnter));
+    }
+    assert_eq!(engine.depth() as u64, 2 * depth);
+    for _ in 0..depth {
+        engine.process(Event::new(1, FunctionExit));
+        engine.process(Event::new(0, SpawnReturn));
+        engine.process(Event::new(1, Sync));
+    }
+    assert_eq!(engine.depth(), 0);
+    let r = engine.finish();
+    assert_eq!((r.total.work, r.total.span), (3 * depth, 2 * depth));
+    assert_eq!((r.total.spawns, r.total.syncs), (depth, depth));
+    assert_eq!(r.total.burdened_span, 2 * depth + 15_000);
+}

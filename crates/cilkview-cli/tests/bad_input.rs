@@ -1,0 +1,182 @@
+//! Bad input gets one clear `error: …` line (what was wrong, what to do) and exit status 2 —
+//! never a panic, a backtrace or a hang — and is detected before the program starts.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use cilkview_fixtures::{build, BuildOptions};
+
+fn bin() -> assert_cmd::Command {
+    assert_cmd::Command::cargo_bin("cilkview-rs").unwrap()
+}
+
+/// Runs cilkview-rs and returns its stderr, asserting exit status 2 and no panic.
+fn fails(args: &[&std::ffi::OsStr]) -> String {
+    let out = bin()
+        .args(args)
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert!(
+        !err.contains("panicked") && !err.contains("RUST_BACKTRACE"),
+        "{err}"
+    );
+    assert!(err.starts_with("error: "), "{err}");
+    err
+}
+
+fn run_fails(program: &Path) -> String {
+    let err = fails(&["run".as_ref(), program.as_os_str()]);
+    // The program must not have run: nothing but our one line.
+    assert_eq!(err.lines().count(), 1, "{err}");
+    err
+}
+
+fn executable_copy(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, bytes).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    p
+}
+
+fn sample() -> Vec<u8> {
+    std::fs::read(build(
+        "known_spawn",
+        &BuildOptions::default().compiler("gcc").opt(2).static_link(),
+    ))
+    .unwrap()
+}
+
+#[test]
+fn missing_file_directory_text_and_unexecutable() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = run_fails(&dir.path().join("nope"));
+    assert!(err.contains("no such file"), "{err}");
+    let err = run_fails(dir.path());
+    assert!(err.contains("is a directory"), "{err}");
+    let text = executable_copy(dir.path(), "notes.txt", b"just some text\n");
+    let err = run_fails(&text);
+    assert!(err.contains("not an ELF file"), "{err}");
+    let plain = dir.path().join("plain");
+    std::fs::write(&plain, sample()).unwrap();
+    std::fs::set_permissions(&plain, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let err = run_fails(&plain);
+    assert!(
+        err.contains("not executable") && err.contains("chmod +x"),
+        "{err}"
+    );
+    let err = fails(&["run".as_ref(), "no-such-program-anywhere".as_ref()]);
+    assert!(err.contains("not found in PATH"), "{err}");
+}
+
+#[test]
+fn foreign_truncated_and_corrupt_elf_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = sample();
+
+    let mut arm = good.clone();
+    arm[18..20].copy_from_slice(&183u16.to_le_bytes()); // e_machine = EM_AARCH64
+    let err = run_fails(&executable_copy(dir.path(), "arm", &arm));
+    assert!(err.contains("not x86-64"), "{err}");
+
+    let mut elf32 = good.clone();
+    elf32[4] = 1; // EI_CLASS = ELFCLASS32
+    let err = run_fails(&executable_copy(dir.path(), "elf32", &elf32));
+    assert!(err.contains("32-bit"), "{err}");
+
+    let err = run_fails(&executable_copy(
+        dir.path(),
+        "truncated",
+        &good[..good.len() / 3],
+    ));
+    assert!(err.contains("truncated"), "{err}");
+
+    // Corrupt records: replace the marks section with a record of an unknown version.
+    let garbage = dir.path().join("garbage.bin");
+    std::fs::write(
+        &garbage,
+        [9u8, 3, 0xff, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+    )
+    .unwrap();
+    let corrupt = dir.path().join("corrupt");
+    let status = Command::new("objcopy")
+        .arg(format!(
+            "--update-section=.cilkview_marks={}",
+            garbage.display()
+        ))
+        .arg(executable_copy(dir.path(), "src", &good))
+        .arg(&corrupt)
+        .status();
+    match status {
+        Ok(s) if s.success() => {
+            let err = run_fails(&corrupt);
+            assert!(
+                err.contains("malformed") && err.contains("cilkview.h"),
+                "{err}"
+            );
+        }
+        _ => println!("skipped: objcopy not available to corrupt a marks section"),
+    }
+}
+
+#[test]
+fn malformed_options() {
+    let exe = build(
+        "known_spawn",
+        &BuildOptions::default().compiler("gcc").opt(2).static_link(),
+    );
+    for (flags, says) in [
+        (&["--burden", "-5"][..], "whole number of instructions"),
+        (&["--burden", "lots"][..], "whole number of instructions"),
+        (&["--max-cores", "0"][..], "--max-cores"),
+        (&["--span-coefficient", "-1"][..], "number ≥ 0"),
+        (&["--fail-below", "nonsense"][..], "MEASURE=N"),
+        (&["--counter", "magic"][..], "--counter"),
+        (&["--bogus"][..], "--bogus"),
+    ] {
+        let mut args: Vec<&std::ffi::OsStr> = vec!["run".as_ref()];
+        args.extend(flags.iter().map(std::ffi::OsStr::new));
+        args.push(exe.as_os_str());
+        let err = fails(&args);
+        assert!(err.contains(says), "{flags:?}: {err}");
+    }
+}
+
+#[test]
+fn unwritable_outputs_are_detected_before_the_program_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    // The program would create this file if it ran.
+    let marker = dir.path().join("ran");
+    let script = executable_copy(
+        dir.path(),
+        "touch.sh",
+        format!("#!/bin/sh\ntouch {}\n", marker.display()).as_bytes(),
+    );
+    for flag in ["--json", "--gnuplot"] {
+        let err = fails(&[
+            "run".as_ref(),
+            flag.as_ref(),
+            dir.path().join("no/such/folder/out").as_os_str(),
+            script.as_os_str(),
+        ]);
+        assert!(err.contains("cannot write output file"), "{err}");
+        assert!(
+            !marker.exists(),
+            "the program ran although its report could not be written"
+        );
+    }
+}
+
+#[test]
+fn report_of_a_bad_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = fails(&["report".as_ref(), dir.path().join("none.json").as_os_str()]);
+    assert!(err.contains("cannot read"), "{err}");
+    let junk = dir.path().join("junk.json");
+    std::fs::write(&junk, "[1, 2]").unwrap();
+    let err = fails(&["report".as_ref(), junk.as_os_str()]);
+    assert!(err.contains("not a cilkview-rs JSON report"), "{err}");
+}

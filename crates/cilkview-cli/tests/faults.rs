@@ -1,0 +1,301 @@
+//! Faults of the program under test: crashes, kills, forks, execs, signals, stripped and hardened
+//! binaries. Whatever happens, the program behaves as without the tool and the report of what was
+//! measured is still written.
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use cilkview_fixtures::{build, compile_source, BuildOptions, Lang};
+use serde_json::Value;
+
+fn cilkview() -> Command {
+    Command::new(assert_cmd::cargo::cargo_bin("cilkview-rs"))
+}
+
+fn opts() -> BuildOptions {
+    BuildOptions::default().compiler("gcc").opt(2).static_link()
+}
+
+fn program(name: &str, source: &str) -> PathBuf {
+    compile_source(name, source, Lang::C, &opts()).unwrap_or_else(|e| panic!("{e}"))
+}
+
+struct Traced {
+    stdout: String,
+    stderr: String,
+    code: Option<i32>,
+    json: Value,
+}
+
+fn trace(exe: &Path, args: &[&str]) -> Traced {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let out = cilkview()
+        .arg("run")
+        .arg("--json")
+        .arg(&json)
+        .arg(exe)
+        .arg("--")
+        .args(args)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let text = std::fs::read_to_string(&json).unwrap_or_else(|_| panic!("no report: {stderr}"));
+    Traced {
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr,
+        code: out.status.code(),
+        json: serde_json::from_str(&text).unwrap(),
+    }
+}
+
+/// Work − span: what ran in parallel with the critical path.
+fn parallel_part(json: &Value) -> u64 {
+    json["work"].as_u64().unwrap() - json["span"].as_u64().unwrap()
+}
+
+/// stdout and the shell's exit status (128 + N for a signal), as cilkview-rs passes it on.
+fn native(exe: &Path, args: &[&str]) -> (String, Option<i32>) {
+    use std::os::unix::process::ExitStatusExt;
+    let out = Command::new(exe).args(args).output().unwrap();
+    let code = out.status.code().or(out.status.signal().map(|s| 128 + s));
+    (String::from_utf8_lossy(&out.stdout).into_owned(), code)
+}
+
+const SPAWN_THEN: &str = r#"
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include "cilkview.h"
+#include "work.h"
+static void child(void) { CV_WORK(500); }
+static void f(void) { cv_function(); cv_spawn(child()); CV_WORK(100); cv_sync(); }
+"#;
+
+#[test]
+fn a_segfault_still_writes_the_report_and_exits_128_plus_11() {
+    let exe = program(
+        "segv",
+        &format!("{SPAWN_THEN} int main(void) {{ f(); puts(\"before\"); fflush(stdout); *(volatile int *)0 = 1; return 0; }}"),
+    );
+    let t = trace(&exe, &[]);
+    assert_eq!(t.code, Some(128 + 11));
+    assert_eq!(t.stdout, "before\n");
+    assert_eq!(t.json["signal"], 11);
+    assert_eq!(t.json["spawns"], 1);
+    assert!(
+        t.stderr.contains("killed by signal 11 (SIGSEGV)"),
+        "{}",
+        t.stderr
+    );
+}
+
+#[test]
+fn sigkill_from_outside_still_writes_the_report() {
+    let exe = program(
+        "wait_for_kill",
+        &format!(
+            "{SPAWN_THEN} int main(void) {{ f(); printf(\"%d\\n\", getpid()); fflush(stdout); \
+             for (;;) pause(); }}"
+        ),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let mut child = cilkview()
+        .arg("run")
+        .arg("--json")
+        .arg(&json)
+        .arg(&exe)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let pid: i32 = line.trim().parse().unwrap();
+    Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(128 + 9));
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(report["signal"], 9);
+    assert_eq!(report["spawns"], 1);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("killed by signal 9 (SIGKILL)"), "{err}");
+}
+
+#[test]
+fn forks_vforks_and_system_behave_as_without_the_tool() {
+    let exe = program(
+        "forker",
+        &format!(
+            r#"{SPAWN_THEN}
+#include <spawn.h>
+#include <sys/wait.h>
+extern char **environ;
+int main(void) {{
+    f();
+    pid_t p = fork();
+    if (p == 0) {{ f(); printf("child ran f\n"); fflush(stdout); _exit(3); }}
+    int st; waitpid(p, &st, 0);
+    printf("fork child exit %d\n", WEXITSTATUS(st));
+    fflush(stdout);
+    p = vfork();
+    if (p == 0) {{ execl("/bin/sh", "sh", "-c", "echo vfork exec", (char *)0); _exit(9); }}
+    waitpid(p, &st, 0);
+    char *argv[] = {{"sh", "-c", "echo posix_spawn; exit 4", 0}};
+    posix_spawn(&p, "/bin/sh", 0, 0, argv, environ);
+    waitpid(p, &st, 0);
+    printf("posix_spawn exit %d\n", WEXITSTATUS(st));
+    fflush(stdout);
+    printf("system %d\n", WEXITSTATUS(system("echo from system; exit 5")));
+    f();
+    return 0;
+}}"#
+        ),
+    );
+    let (out, code) = native(&exe, &[]);
+    let t = trace(&exe, &[]);
+    assert_eq!(t.stdout, out);
+    assert_eq!(t.code, code);
+    assert!(
+        out.contains("fork child exit 3") && out.contains("system 5"),
+        "{out}"
+    );
+    // Only the traced process is measured: two calls of f in it.
+    assert_eq!(t.json["spawns"], 2, "{}", t.json);
+}
+
+#[test]
+fn a_wrapper_that_execs_the_program_is_not_part_of_the_measure() {
+    let exe = build("known_spawn", &opts());
+    let dir = tempfile::tempdir().unwrap();
+    let wrapper = dir.path().join("wrapper.sh");
+    std::fs::write(
+        &wrapper,
+        format!("#!/bin/sh\nexec {} \"$@\"\n", exe.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let direct = trace(&exe, &[]);
+    let wrapped = trace(&wrapper, &[]);
+    for key in ["spawns", "syncs", "events"] {
+        assert_eq!(wrapped.json[key], direct.json[key], "{key}");
+    }
+    // The C start-up runs a few hundred instructions more or less with another argv[0] and
+    // environment, but the parallel part (work − span) is the same, and the shell's hundred
+    // thousand instructions before the exec are not counted.
+    assert_eq!(parallel_part(&wrapped.json), parallel_part(&direct.json));
+    let (w, d) = (
+        wrapped.json["work"].as_u64().unwrap(),
+        direct.json["work"].as_u64().unwrap(),
+    );
+    assert!(w.abs_diff(d) < 5_000, "wrapped work {w}, direct {d}");
+    assert_eq!(wrapped.code, Some(0));
+}
+
+#[test]
+fn signals_the_program_uses_are_delivered_as_without_the_tool() {
+    let exe = program(
+        "signals",
+        &format!(
+            r#"{SPAWN_THEN}
+#include <string.h>
+#include <errno.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+static volatile sig_atomic_t usr1, alrm, chld;
+static void on_usr1(int s) {{ (void)s; usr1++; f(); }}
+static void on_alrm(int s) {{ (void)s; alrm++; }}
+static void on_chld(int s) {{ (void)s; chld++; }}
+int main(void) {{
+    signal(SIGUSR1, on_usr1);
+    signal(SIGALRM, on_alrm);
+    signal(SIGCHLD, on_chld);
+    raise(SIGUSR1);
+    struct itimerval it = {{{{0, 0}}, {{0, 20000}}}};
+    setitimer(ITIMER_REAL, &it, 0);
+    while (!alrm) pause();
+    pid_t p = fork();
+    if (p == 0) _exit(0);
+    while (!chld) pause();
+    waitpid(p, 0, 0);
+    int fds[2]; pipe(fds); close(fds[0]);
+    signal(SIGPIPE, SIG_IGN);
+    int r = write(fds[1], "x", 1);
+    printf("usr1 %d alrm %d chld %d write %d %s\n", usr1, alrm, chld, r, strerror(errno));
+    fflush(stdout);
+    signal(SIGPIPE, SIG_DFL);
+    write(fds[1], "x", 1); /* dies of SIGPIPE */
+    return 0;
+}}"#
+        ),
+    );
+    let (out, code) = native(&exe, &[]);
+    assert_eq!(out, "usr1 1 alrm 1 chld 1 write -1 Broken pipe\n");
+    let t = trace(&exe, &[]);
+    assert_eq!((t.stdout.as_str(), t.code), (out.as_str(), code));
+    assert_eq!(code, Some(128 + 13), "native run dies of SIGPIPE");
+    assert_eq!(t.json["signal"], 13);
+    // The marks in the SIGUSR1 handler were measured.
+    assert_eq!(t.json["spawns"], 1);
+}
+
+#[test]
+fn stripped_static_pie_and_cet_binaries_measure_the_same() {
+    let base = opts();
+    let reference = trace(&build("known_scope", &base), &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let mut variants: Vec<(String, PathBuf)> = Vec::new();
+    for strip_flag in ["--strip-debug", "--strip-all"] {
+        let stripped = dir.path().join(format!("stripped{strip_flag}"));
+        std::fs::copy(build("known_scope", &base), &stripped).unwrap();
+        let ok = Command::new("strip")
+            .arg(strip_flag)
+            .arg(&stripped)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+        variants.push((format!("strip {strip_flag}"), stripped));
+    }
+    variants.push((
+        "-fcf-protection".into(),
+        build("known_scope", &base.clone().flag("-fcf-protection=full")),
+    ));
+    variants.push((
+        "-static-pie".into(),
+        build("known_scope", &base.clone().pie(true)),
+    ));
+    for (what, exe) in variants {
+        let t = trace(&exe, &[]);
+        assert_eq!(t.code, Some(0), "{what}: {}", t.stderr);
+        assert_eq!(
+            (&t.json["spawns"], &t.json["syncs"]),
+            (&reference.json["spawns"], &reference.json["syncs"]),
+            "{what}"
+        );
+        let (w, s) = (
+            t.json["work"].as_u64().unwrap(),
+            t.json["span"].as_u64().unwrap(),
+        );
+        if what.starts_with("strip") {
+            // Same code: the parallel part is identical to the instruction (the start-up differs
+            // by a few instructions with the length of argv[0]).
+            assert_eq!(w - s, parallel_part(&reference.json), "{what}");
+            assert_eq!(t.json["events"], reference.json["events"], "{what}");
+        }
+        // Whatever the build, the marked part has work 100008 and span 60002.
+        assert!(
+            (w - s).abs_diff(100008 - 60002) <= 64,
+            "{what}: work {w} span {s}"
+        );
+    }
+}
