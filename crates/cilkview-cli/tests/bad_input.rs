@@ -5,11 +5,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use cilkview_fixtures::{build, BuildOptions};
+mod common;
 
-fn bin() -> assert_cmd::Command {
-    assert_cmd::Command::cargo_bin("cilkview-rs").unwrap()
-}
+use common::{bin, fixture};
 
 /// Runs cilkview-rs and returns its stderr, asserting exit status 2 and no panic.
 fn fails(args: &[&std::ffi::OsStr]) -> String {
@@ -43,11 +41,7 @@ fn executable_copy(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
 }
 
 fn sample() -> Vec<u8> {
-    std::fs::read(build(
-        "known_spawn",
-        &BuildOptions::default().compiler("gcc").opt(2).static_link(),
-    ))
-    .unwrap()
+    std::fs::read(fixture("known_spawn")).unwrap()
 }
 
 #[test]
@@ -124,10 +118,7 @@ fn foreign_truncated_and_corrupt_elf_files() {
 
 #[test]
 fn malformed_options() {
-    let exe = build(
-        "known_spawn",
-        &BuildOptions::default().compiler("gcc").opt(2).static_link(),
-    );
+    let exe = fixture("known_spawn");
     for (flags, says) in [
         (&["--burden", "-5"][..], "whole number of instructions"),
         (&["--burden", "lots"][..], "whole number of instructions"),

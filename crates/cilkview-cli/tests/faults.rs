@@ -7,53 +7,18 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use cilkview_fixtures::{build, compile_source, BuildOptions, Lang};
+mod common;
+
+use cilkview_fixtures::{build, compile_source, Lang};
+use common::{analyze as trace, static_opts};
 use serde_json::Value;
 
 fn cilkview() -> Command {
     Command::new(assert_cmd::cargo::cargo_bin("cilkview-rs"))
 }
 
-fn opts() -> BuildOptions {
-    BuildOptions::default().compiler("gcc").opt(2).static_link()
-}
-
 fn program(name: &str, source: &str) -> PathBuf {
-    compile_source(name, source, Lang::C, &opts()).unwrap_or_else(|e| panic!("{e}"))
-}
-
-struct Traced {
-    stdout: String,
-    stderr: String,
-    code: Option<i32>,
-    json: Value,
-}
-
-fn trace(exe: &Path, args: &[&str]) -> Traced {
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("r.json");
-    let out = cilkview()
-        .arg("run")
-        .arg("--json")
-        .arg(&json)
-        .arg(exe)
-        .arg("--")
-        .args(args)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let text = std::fs::read_to_string(&json).unwrap_or_else(|_| panic!("no report: {stderr}"));
-    Traced {
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr,
-        code: out.status.code(),
-        json: serde_json::from_str(&text).unwrap(),
-    }
-}
-
-/// Work − span: what ran in parallel with the critical path.
-fn parallel_part(json: &Value) -> u64 {
-    json["work"].as_u64().unwrap() - json["span"].as_u64().unwrap()
+    compile_source(name, source, Lang::C, &static_opts()).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// stdout and the shell's exit status (128 + N for a signal), as cilkview-rs passes it on.
@@ -82,14 +47,14 @@ fn a_segfault_still_writes_the_report_and_exits_128_plus_11() {
         &format!("{SPAWN_THEN} int main(void) {{ f(); puts(\"before\"); fflush(stdout); *(volatile int *)0 = 1; return 0; }}"),
     );
     let t = trace(&exe, &[]);
-    assert_eq!(t.code, Some(128 + 11));
-    assert_eq!(t.stdout, "before\n");
+    assert_eq!(t.code(), Some(128 + 11));
+    assert_eq!(t.stdout(), "before\n");
     assert_eq!(t.json["signal"], 11);
     assert_eq!(t.json["spawns"], 1);
     assert!(
-        t.stderr.contains("killed by signal 11 (SIGSEGV)"),
+        t.stderr().contains("killed by signal 11 (SIGSEGV)"),
         "{}",
-        t.stderr
+        t.stderr()
     );
 }
 
@@ -163,8 +128,8 @@ int main(void) {{
     );
     let (out, code) = native(&exe, &[]);
     let t = trace(&exe, &[]);
-    assert_eq!(t.stdout, out);
-    assert_eq!(t.code, code);
+    assert_eq!(t.stdout(), out);
+    assert_eq!(t.code(), code);
     assert!(
         out.contains("fork child exit 3") && out.contains("system 5"),
         "{out}"
@@ -175,7 +140,7 @@ int main(void) {{
 
 #[test]
 fn a_wrapper_that_execs_the_program_is_not_part_of_the_measure() {
-    let exe = build("known_spawn", &opts());
+    let exe = build("known_spawn", &static_opts());
     let dir = tempfile::tempdir().unwrap();
     let wrapper = dir.path().join("wrapper.sh");
     std::fs::write(
@@ -192,13 +157,13 @@ fn a_wrapper_that_execs_the_program_is_not_part_of_the_measure() {
     // The C start-up runs a few hundred instructions more or less with another argv[0] and
     // environment, but the parallel part (work − span) is the same, and the shell's hundred
     // thousand instructions before the exec are not counted.
-    assert_eq!(parallel_part(&wrapped.json), parallel_part(&direct.json));
+    assert_eq!(wrapped.parallel_part(), direct.parallel_part());
     let (w, d) = (
         wrapped.json["work"].as_u64().unwrap(),
         direct.json["work"].as_u64().unwrap(),
     );
     assert!(w.abs_diff(d) < 5_000, "wrapped work {w}, direct {d}");
-    assert_eq!(wrapped.code, Some(0));
+    assert_eq!(wrapped.code(), Some(0));
 }
 
 #[test]
@@ -241,7 +206,7 @@ int main(void) {{
     let (out, code) = native(&exe, &[]);
     assert_eq!(out, "usr1 1 alrm 1 chld 1 write -1 Broken pipe\n");
     let t = trace(&exe, &[]);
-    assert_eq!((t.stdout.as_str(), t.code), (out.as_str(), code));
+    assert_eq!((t.stdout().as_str(), t.code()), (out.as_str(), code));
     assert_eq!(code, Some(128 + 13), "native run dies of SIGPIPE");
     assert_eq!(t.json["signal"], 13);
     // The marks in the SIGUSR1 handler were measured.
@@ -250,7 +215,7 @@ int main(void) {{
 
 #[test]
 fn stripped_static_pie_and_cet_binaries_measure_the_same() {
-    let base = opts();
+    let base = static_opts();
     let reference = trace(&build("known_scope", &base), &[]);
     let dir = tempfile::tempdir().unwrap();
     let mut variants: Vec<(String, PathBuf)> = Vec::new();
@@ -276,7 +241,7 @@ fn stripped_static_pie_and_cet_binaries_measure_the_same() {
     ));
     for (what, exe) in variants {
         let t = trace(&exe, &[]);
-        assert_eq!(t.code, Some(0), "{what}: {}", t.stderr);
+        assert_eq!(t.code(), Some(0), "{what}: {}", t.stderr());
         assert_eq!(
             (&t.json["spawns"], &t.json["syncs"]),
             (&reference.json["spawns"], &reference.json["syncs"]),
@@ -289,7 +254,7 @@ fn stripped_static_pie_and_cet_binaries_measure_the_same() {
         if what.starts_with("strip") {
             // Same code: the parallel part is identical to the instruction (the start-up differs
             // by a few instructions with the length of argv[0]).
-            assert_eq!(w - s, parallel_part(&reference.json), "{what}");
+            assert_eq!(w - s, reference.parallel_part(), "{what}");
             assert_eq!(t.json["events"], reference.json["events"], "{what}");
         }
         // Whatever the build, the marked part has work 100008 and span 60002.

@@ -5,79 +5,13 @@
 //! code is in both work and span, so `work − span` isolates exactly what ran in parallel with the
 //! critical path. Tolerances are a few dozen instructions of calls and prologues.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
-use cilkview_fixtures::{build, compile_source, BuildOptions, Lang};
-use serde_json::Value;
-
-fn bin() -> assert_cmd::Command {
-    assert_cmd::Command::cargo_bin("cilkview-rs").unwrap()
-}
-
-/// Static -O2 build: the dynamic loader would add ~100k serial instructions (slow to single-step).
-fn fixture(name: &str) -> PathBuf {
-    build(
-        name,
-        &BuildOptions::default().compiler("gcc").opt(2).static_link(),
-    )
-}
-
-struct Analysis {
-    json: Value,
-    out: Output,
-}
-
-impl Analysis {
-    fn u(&self, key: &str) -> u64 {
-        self.json[key]
-            .as_u64()
-            .unwrap_or_else(|| panic!("{key} in {}", self.json))
-    }
-    fn f(&self, key: &str) -> f64 {
-        self.json[key].as_f64().unwrap()
-    }
-    fn region(&self, label: &str) -> &Value {
-        self.json["regions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["label"] == label)
-            .unwrap_or_else(|| panic!("region {label} in {}", self.json))
-    }
-    fn stderr(&self) -> String {
-        String::from_utf8_lossy(&self.out.stderr).into_owned()
-    }
-}
-
-fn analyze_with(exe: &Path, flags: &[&str], args: &[&str]) -> Analysis {
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("report.json");
-    let out = bin()
-        .arg("run")
-        .args(flags)
-        .arg("--json")
-        .arg(&json)
-        .arg(exe)
-        .arg("--")
-        .args(args)
-        .output()
-        .unwrap();
-    let text = std::fs::read_to_string(&json).unwrap_or_else(|_| {
-        panic!(
-            "no JSON report; stderr:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    Analysis {
-        json: serde_json::from_str(&text).unwrap(),
-        out,
-    }
-}
-
-fn analyze(exe: &Path, args: &[&str]) -> Analysis {
-    analyze_with(exe, &[], args)
-}
+use cilkview_fixtures::{build, compile_source, gnuplot_render, BuildOptions, Lang};
+use common::{analyze, analyze_with, bin, fixture};
 
 fn assert_near(what: &str, got: u64, expected: u64, tolerance: u64) {
     assert!(
@@ -336,22 +270,9 @@ fn gnuplot_output_renders() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(dir.path().join("fib.dat").is_file());
-    if Command::new("gnuplot").arg("--version").output().is_err() {
-        println!("skipped: gnuplot is not installed (apt-get install gnuplot-nox; .ci/run does)");
-        return;
+    if let Some(png) = gnuplot_render(dir.path(), "fib.plt", "fib.png") {
+        assert!(png.len() > 5000, "a PNG of {} bytes", png.len());
     }
-    let plot = Command::new("gnuplot")
-        .arg("fib.plt")
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        plot.status.success(),
-        "{}",
-        String::from_utf8_lossy(&plot.stderr)
-    );
-    let png = std::fs::read(dir.path().join("fib.png")).unwrap();
-    assert!(png.starts_with(b"\x89PNG"));
 }
 
 fn figure6() -> PathBuf {

@@ -364,6 +364,30 @@ pub fn test_compilers() -> Vec<&'static str> {
     v
 }
 
+/// Runs `gnuplot SCRIPT` in `dir`, as a user would, and returns the bytes of the PNG it drew
+/// (`png`, relative to `dir`); panics if gnuplot fails. `None`, after printing
+/// `skipped: gnuplot is not installed`, where it is missing.
+pub fn gnuplot_render(dir: &Path, script: &str, png: &str) -> Option<Vec<u8>> {
+    if !has_tool("gnuplot") {
+        println!("skipped: gnuplot is not installed (apt-get install gnuplot-nox; .ci/run does)");
+        return None;
+    }
+    let out = Command::new("gnuplot")
+        .arg(script)
+        .current_dir(dir)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run gnuplot: {e}"));
+    assert!(
+        out.status.success(),
+        "gnuplot {script} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bytes = std::fs::read(dir.join(png))
+        .unwrap_or_else(|e| panic!("gnuplot {script} drew no {png}: {e}"));
+    assert!(bytes.starts_with(b"\x89PNG"), "{png} is not a PNG");
+    Some(bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,6 +1,6 @@
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
+use cilkview_fixtures::gnuplot_render;
 use cilkview_report::{
     read_json, Destination, Exporter, GnuplotExporter, JsonExporter, TextExporter,
 };
@@ -121,24 +121,7 @@ fn gnuplot_script_renders_a_png() {
     let rows: Vec<&str> = dat.lines().filter(|l| !l.starts_with('#')).collect();
     assert_eq!(rows.len(), 32);
     assert!(rows[31].starts_with("32\t32\t21.31"), "{}", rows[31]);
-    if Command::new("gnuplot").arg("--version").output().is_err() {
-        println!("skipped: gnuplot is not installed (apt-get install gnuplot-nox; .ci/run does)");
-        return;
+    if let Some(png) = gnuplot_render(dir.path(), "qsort profile.plt", "qsort profile.png") {
+        assert!(png.len() > 5000, "a PNG of {} bytes", png.len());
     }
-    let out = Command::new("gnuplot")
-        .arg("qsort profile.plt")
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let png = std::fs::read(dir.path().join("qsort profile.png")).unwrap();
-    assert!(
-        png.starts_with(b"\x89PNG") && png.len() > 5000,
-        "png of {} bytes",
-        png.len()
-    );
 }

@@ -1,0 +1,89 @@
+//! Shared by the integration tests: run the real `cilkview-rs` on fixtures and read its JSON.
+#![allow(dead_code)] // each test file uses a part
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use cilkview_fixtures::{build, BuildOptions};
+use serde_json::Value;
+
+pub fn bin() -> assert_cmd::Command {
+    assert_cmd::Command::cargo_bin("cilkview-rs").unwrap()
+}
+
+/// Static -O2 gcc builds: the dynamic loader would add ~100k serial instructions (slow to
+/// single-step).
+pub fn static_opts() -> BuildOptions {
+    BuildOptions::default().compiler("gcc").opt(2).static_link()
+}
+
+pub fn fixture(name: &str) -> PathBuf {
+    build(name, &static_opts())
+}
+
+/// One `cilkview-rs run --json` of a program.
+pub struct Analysis {
+    pub json: Value,
+    pub out: Output,
+}
+
+impl Analysis {
+    pub fn u(&self, key: &str) -> u64 {
+        self.json[key]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{key} in {}", self.json))
+    }
+    pub fn f(&self, key: &str) -> f64 {
+        self.json[key].as_f64().unwrap()
+    }
+    /// Work − span: what ran in parallel with the critical path.
+    pub fn parallel_part(&self) -> u64 {
+        self.u("work") - self.u("span")
+    }
+    pub fn region(&self, label: &str) -> &Value {
+        self.json["regions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["label"] == label)
+            .unwrap_or_else(|| panic!("region {label} in {}", self.json))
+    }
+    pub fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.out.stdout).into_owned()
+    }
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.out.stderr).into_owned()
+    }
+    pub fn code(&self) -> Option<i32> {
+        self.out.status.code()
+    }
+}
+
+pub fn analyze_with(exe: &Path, flags: &[&str], args: &[&str]) -> Analysis {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("report.json");
+    let out = bin()
+        .arg("run")
+        .args(flags)
+        .arg("--json")
+        .arg(&json)
+        .arg(exe)
+        .arg("--")
+        .args(args)
+        .output()
+        .unwrap();
+    let text = std::fs::read_to_string(&json).unwrap_or_else(|_| {
+        panic!(
+            "no JSON report; stderr:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    Analysis {
+        json: serde_json::from_str(&text).unwrap(),
+        out,
+    }
+}
+
+pub fn analyze(exe: &Path, args: &[&str]) -> Analysis {
+    analyze_with(exe, &[], args)
+}
