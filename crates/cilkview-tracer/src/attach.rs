@@ -2,7 +2,7 @@
 //! helpers for the `run` and `attach` commands. The ptrace work is in
 //! `tracer.rs` (`Tracer::attach`).
 
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -66,7 +66,7 @@ impl StopFlag {
     /// While registered, these signals no longer terminate the process.
     pub fn on_signals(&self, signals: &[i32]) -> std::io::Result<SignalGuard> {
         self.wake_fd()?;
-        let w = self.0.pipe.get().expect("created").1.as_raw_fd();
+        let w = &self.0.pipe.get().expect("created").1;
         let mut guard = SignalGuard {
             ids: Vec::new(),
             _keep: self.clone(),
@@ -75,9 +75,10 @@ impl StopFlag {
             guard
                 .ids
                 .push(signal_hook::flag::register(sig, Arc::clone(&self.0.flag))?);
+            // signal-hook owns (and closes on unregister) the fd it is given: a dup.
             guard
                 .ids
-                .push(signal_hook::low_level::pipe::register_raw(sig, w)?);
+                .push(signal_hook::low_level::pipe::register(sig, w.try_clone()?)?);
         }
         Ok(guard)
     }

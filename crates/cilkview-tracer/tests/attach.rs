@@ -333,3 +333,24 @@ fn second_tracer_is_told_who_holds_the_process() {
     assert_eq!(first.join().unwrap().ending, Ending::Stopped);
     assert!(finish(child).ends_with("status=7\n"));
 }
+
+#[test]
+fn sigterm_to_the_tool_detaches_cleanly() {
+    let t = ticker();
+    let args = ["10", "10"];
+    let want = reference(&t.prog.exe, &args);
+    let (child, pid, _d) = start(&t.prog.exe, &args);
+    std::thread::sleep(Duration::from_millis(100));
+    let stop = StopFlag::new();
+    let guard = stop.on_signals(&cilkview_tracer::STOP_SIGNALS).unwrap();
+    let killer = std::thread::spawn(|| {
+        std::thread::sleep(Duration::from_millis(400));
+        nix::sys::signal::kill(nix::unistd::Pid::this(), nix::sys::signal::SIGTERM).unwrap();
+    });
+    let out = attach(&opts(pid, None, &stop), |_| Ok(t.probes.clone()), |_| {}).unwrap();
+    killer.join().unwrap();
+    drop(guard);
+    assert_eq!(out.ending, Ending::Stopped);
+    assert!(out.elapsed < Duration::from_millis(1000), "{out:?}");
+    assert_eq!(finish(child), want);
+}
