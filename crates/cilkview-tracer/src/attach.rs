@@ -185,8 +185,11 @@ pub struct AttachOutcome {
 /// every probe and detach: the process goes on as if never traced.
 ///
 /// Every thread is seized (`PTRACE_SEIZE` without `EXITKILL`: the process
-/// survives the tool) and stopped; `probes_for` is called once with the
-/// executable's path; the event stream is that of [`crate::run`]: first
+/// survives the tool) and stopped; `probes_for` is called with the
+/// executable's path, then with each other file mapped executable (every
+/// library already loaded, in order of load address), and later for each
+/// library mapped while attached, as in [`crate::run`] (same numbering);
+/// the event stream is that of [`crate::run`]: first
 /// `Exec { image: 0, tid: pid, cost: 0 }`, then `ThreadStart` for every other
 /// thread present, then hits, starts and exits as they happen. At detach each
 /// live thread gets a final `ThreadExit { tid, cost }` carrying its tail since

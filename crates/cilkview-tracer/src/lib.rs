@@ -1,5 +1,6 @@
 //! The tracer of cilkview-rs: launches a program under ptrace, arms probes at
-//! given offsets of each executable image, and reports every probe hit with
+//! given offsets of each executable image and of every file mapped executable
+//! in it (shared libraries, at start-up or by `dlopen`), and reports every probe hit with
 //! the number of user-space instructions the hitting thread executed since
 //! its previous event.
 //!
@@ -16,6 +17,7 @@
 
 mod attach;
 mod counter;
+mod elf;
 mod procfs;
 mod sys;
 mod tracer;
@@ -87,14 +89,26 @@ pub struct TraceOptions {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TraceEvent {
     /// The program exec'd an image and its probes are armed. `image` counts
-    /// execs from 0; the probe indices of later `Hit`s refer to the vector the
-    /// `probes_for` callback returned for this image. `cost`: instructions run
-    /// in the previous image since the thread's last event (0 for image 0).
+    /// execs from 0. It follows the `probes_for` calls made at the exec (the
+    /// executable first, then the files already mapped executable, e.g. the
+    /// dynamic loader); see [`TraceEvent::Hit`] for the numbering. `cost`:
+    /// instructions run in the previous image since the thread's last event
+    /// (0 for image 0).
     Exec { image: u32, tid: i32, cost: u64 },
     /// A new thread of the program (not the initial one) started.
     ThreadStart { tid: i32 },
     /// Thread `tid` reached probe number `probe` of the current image.
     /// The probe's NOP itself is counted in the *following* strand.
+    ///
+    /// Numbering: `probe` indexes the concatenation, in call order, of all
+    /// the vectors `probes_for` returned since (and including) the call for
+    /// the current executable image: that call comes first (indices
+    /// `0..n`), then one call per file mapped executable later (the dynamic
+    /// loader, the `DT_NEEDED` libraries, each `dlopen`), each vector taking
+    /// the next indices. At each exec the numbering restarts at 0. A library
+    /// unmapped by `dlclose` keeps its indices (they are never reused, its
+    /// probes simply stop being hit); if the same file is mapped again it
+    /// gets a new call and new indices.
     Hit {
         probe: usize,
         tid: i32,
@@ -236,7 +250,14 @@ pub fn self_test() -> Result<CounterInfo, TraceError> {
 ///
 /// At each exec (the first one and any later one, e.g. a wrapper script
 /// exec'ing the real program) `probes_for` is called with the new image's path
-/// (from `/proc/PID/exe`) and returns the probes to arm in it. Events are
+/// (from `/proc/PID/exe`) and returns the probes to arm in it; then it is
+/// called once for each other regular file mapped executable into the
+/// process, when it is mapped: the dynamic loader (no marks: return an empty
+/// vector), the `DT_NEEDED` libraries, libraries opened by `dlopen` — never
+/// for the vdso or anonymous memory, never twice for one mapping. It must
+/// return `Ok(vec![])` for files without marks (system libraries). Probe
+/// offsets are relative to the lowest mapping of that file. See
+/// [`TraceEvent::Hit`] for how probes are numbered. Events are
 /// passed to `on_event` one at a time, in order. The program's stdin, stdout
 /// and stderr are inherited untouched. If this returns an error, the program
 /// has been killed.

@@ -11,30 +11,6 @@ pub fn exe(pid: Tid) -> io::Result<PathBuf> {
     std::fs::read_link(format!("/proc/{pid}/exe"))
 }
 
-/// Start of the lowest mapping of `image` in the address space of `pid`.
-pub fn load_address(pid: Tid, image: &Path) -> io::Result<Option<u64>> {
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))?;
-    let want = image.as_os_str().to_string_lossy();
-    let mut lowest: Option<u64> = None;
-    for line in maps.lines() {
-        // start-end perms offset dev inode pathname
-        let mut fields = line.splitn(6, ' ');
-        let range = fields.next().unwrap_or("");
-        let path = fields.nth(4).map(str::trim_start).unwrap_or("");
-        if path != want {
-            continue;
-        }
-        if let Some(start) = range
-            .split('-')
-            .next()
-            .and_then(|s| u64::from_str_radix(s, 16).ok())
-        {
-            lowest = Some(lowest.map_or(start, |l| l.min(start)));
-        }
-    }
-    Ok(lowest)
-}
-
 /// Thread-group id of a task.
 pub fn tgid(tid: Tid) -> io::Result<Tid> {
     let status = std::fs::read_to_string(format!("/proc/{tid}/status"))?;
@@ -165,4 +141,64 @@ pub fn perf_paranoid_hint() -> String {
         ),
         Err(_) => String::new(),
     }
+}
+
+/// One line of `/proc/PID/maps`.
+#[derive(Clone, Debug)]
+pub struct Mapping {
+    pub start: u64,
+    pub end: u64,
+    pub exec: bool,
+    pub dev: String,
+    pub inode: u64,
+    /// File path as the kernel prints it (may end with " (deleted)"), or
+    /// "[vdso]", "[heap]", … or "" for anonymous memory.
+    pub path: String,
+}
+
+pub fn maps(pid: Tid) -> io::Result<Vec<Mapping>> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/maps"))?;
+    let mut out = Vec::new();
+    for line in text.lines() {
+        // start-end perms offset dev inode pathname
+        let mut f = line.splitn(6, ' ');
+        let (Some(range), Some(perms), Some(_off), Some(dev), Some(inode)) =
+            (f.next(), f.next(), f.next(), f.next(), f.next())
+        else {
+            continue;
+        };
+        let path = f.next().map(str::trim_start).unwrap_or("").to_string();
+        let mut r = range.split('-');
+        let (Some(Ok(start)), Some(Ok(end))) = (
+            r.next().map(|s| u64::from_str_radix(s, 16)),
+            r.next().map(|s| u64::from_str_radix(s, 16)),
+        ) else {
+            continue;
+        };
+        out.push(Mapping {
+            start,
+            end,
+            exec: perms.as_bytes().get(2) == Some(&b'x'),
+            dev: dev.to_string(),
+            inode: inode.parse().unwrap_or(0),
+            path,
+        });
+    }
+    Ok(out)
+}
+
+/// The value of auxiliary-vector entry `key` of process `pid` (e.g. 7 = `AT_BASE`).
+pub fn auxv(pid: Tid, key: u64) -> io::Result<Option<u64>> {
+    let data = std::fs::read(format!("/proc/{pid}/auxv"))?;
+    for pair in data.chunks_exact(16) {
+        let k = u64::from_le_bytes(pair[..8].try_into().expect("8 bytes"));
+        let v = u64::from_le_bytes(pair[8..].try_into().expect("8 bytes"));
+        if k == key {
+            return Ok(Some(v));
+        }
+        if k == 0 {
+            break;
+        }
+    }
+    Ok(None)
 }

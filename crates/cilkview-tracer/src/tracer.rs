@@ -12,7 +12,8 @@ use nix::libc;
 use perf_event::Counter;
 
 use crate::counter;
-use crate::procfs::{self, Mem};
+use crate::elf;
+use crate::procfs::{self, Mapping, Mem};
 use crate::sys::{self, Tid, Wait};
 use crate::{
     AttachOptions, AttachOutcome, CounterInfo, CounterKind, Ending, ExitStatus, Outcome, Probe,
@@ -45,14 +46,100 @@ struct Thread {
     /// Step mode: just exec'd; the exec syscall's completion report is not an instruction.
     after_exec: bool,
     exit_reported: bool,
+    /// Hardware mode: instructions to add to the next event's cost (the
+    /// native instructions of an emulated loader-hook function, and the
+    /// counted work before that stop).
+    carry: u64,
 }
 
+/// Hardware mode: bytes of the tracee's text replaced by the tracer; each
+/// patch starts with an `int3` at `addr`.
+#[derive(Clone, Copy, Debug)]
+struct Patch {
+    addr: u64,
+    orig: [u8; 5],
+    len: usize,
+}
+
+/// Hardware mode: the dynamic loader's debugger hook `r_brk`
+/// (`_dl_debug_state`), patched with an `int3` whose stop emulates the
+/// function (a bare `ret`) and rescans the mapped files.
+#[derive(Clone, Copy, Debug)]
+struct LoaderHook {
+    addr: u64,
+    /// Instructions the function executes natively (`ret`: 1, `endbr64; ret`: 2).
+    native: u64,
+    /// Address of `_r_debug.r_state` (rescan only when it is `RT_CONSISTENT`),
+    /// if the loader exports `_r_debug`; else rescan at every call.
+    r_state: Option<u64>,
+}
+
+/// A mapped file, by identity: (dev, inode, path, lowest mapping start).
+type FileKey = (String, u64, String, u64);
+
+/// The probes of the current executable image and of the files mapped in it.
+/// Reset at each exec.
 #[derive(Default)]
 struct Armed {
     /// address -> (probe index, operand register)
     addrs: HashMap<u64, (usize, Option<u16>)>,
-    /// Hardware mode: addresses patched with `ARMED`.
-    patched: Vec<u64>,
+    /// Hardware mode: patched spots (probes with `ARMED`, the loader hook with `int3`).
+    patched: Vec<Patch>,
+    /// Index of the first probe of the next `probes_for` vector: indices
+    /// number the concatenation of all vectors since the exec.
+    next: usize,
+    /// Files `probes_for` was called for, still mapped -> their probe addresses.
+    files: HashMap<FileKey, Vec<u64>>,
+    hook: Option<LoaderHook>,
+}
+
+/// A file with an executable mapping, as seen in `/proc/PID/maps`.
+struct MappedFile {
+    key: FileKey,
+    /// Start of its lowest mapping (any permissions): the load address.
+    base: u64,
+    /// `/proc/PID/map_files/...` name of its lowest mapping (opens the
+    /// mapped file even if it was deleted or replaced on disk).
+    map_file: String,
+}
+
+/// The regular files (path starting with '/') having at least one
+/// executable mapping, in order of load address.
+fn exec_files(pid: Tid, maps: &[Mapping]) -> Vec<MappedFile> {
+    let mut by_file: HashMap<(&str, u64, &str), (u64, u64, bool)> = HashMap::new();
+    for m in maps.iter().filter(|m| m.path.starts_with('/')) {
+        let e = by_file
+            .entry((m.dev.as_str(), m.inode, m.path.as_str()))
+            .or_insert((m.start, m.end, false));
+        if m.start < e.0 {
+            (e.0, e.1) = (m.start, m.end);
+        }
+        e.2 |= m.exec;
+    }
+    let mut v: Vec<MappedFile> = by_file
+        .into_iter()
+        .filter(|(_, (_, _, exec))| *exec)
+        .map(|((dev, inode, path), (start, end, _))| MappedFile {
+            key: (dev.to_string(), inode, path.to_string(), start),
+            base: start,
+            map_file: format!("/proc/{pid}/map_files/{start:x}-{end:x}"),
+        })
+        .collect();
+    v.sort_by_key(|f| f.base);
+    v
+}
+
+/// Did this completed syscall (seen at its exit in step mode) possibly map
+/// or unmap executable code? `mmap`/`mprotect` with `PROT_EXEC`, `munmap`,
+/// `mremap`, successful.
+fn maps_syscall(r: &libc::user_regs_struct) -> bool {
+    let failed = (r.rax as i64) < 0 && (r.rax as i64) >= -4095;
+    !failed
+        && match r.orig_rax {
+            9 | 10 => r.rdx & libc::PROT_EXEC as u64 != 0, // mmap, mprotect
+            11 | 25 => true,                               // munmap, mremap
+            _ => false,
+        }
 }
 
 struct Tracer<P, F> {
@@ -282,7 +369,9 @@ where
             th.counter
                 .as_mut()
                 .and_then(|c| c.read().ok())
-                .map_or(0, |v| v.saturating_sub(th.base))
+                .map_or(0, |v| {
+                    v.saturating_sub(th.base) + std::mem::take(&mut th.carry)
+                })
         } else {
             // An in-flight step when the thread exits is the exit syscall (or the
             // instruction a sibling's exit_group interrupted): it retired.
@@ -304,7 +393,7 @@ where
             .map_err(|source| TraceError::Counter { tid, source })?;
         let d = v.saturating_sub(th.base);
         th.base = v;
-        Ok(d.saturating_sub(bias))
+        Ok(d.saturating_sub(bias) + std::mem::take(&mut th.carry))
     }
 
     /// Resume a stopped thread, delivering `sig` (0 = none).
@@ -422,10 +511,11 @@ where
             // A forked child. Unless it shares our memory (vfork / CLONE_VM, where
             // the parent's patches must stay), restore the original NOPs in its
             // copy of the text, then detach: it runs as without the tool.
+            // (Probes of the executable and of libraries, and the loader hook.)
             if self.hw && !self.armed.patched.is_empty() && !sys::same_vm(tid, self.pid) {
                 let mem = Mem::open(tid).map_err(|source| TraceError::Proc { pid: tid, source })?;
-                for &addr in &self.armed.patched {
-                    mem.write(addr, &MARK_NOP)
+                for p in &self.armed.patched {
+                    mem.write(p.addr, &p.orig[..p.len])
                         .map_err(|source| TraceError::Proc { pid: tid, source })?;
                 }
             }
@@ -503,9 +593,13 @@ where
         self.resume(tid, 0)
     }
 
-    /// Ask for the probes of the freshly exec'd image and arm them.
+    /// A new executable image (exec, or attach): ask for the probes of the
+    /// executable, then of every other file mapped executable (the dynamic
+    /// loader at exec; all libraries at attach), arm them, and (hardware
+    /// mode) plant the loader hook that announces later `dlopen`s.
     fn arm(&mut self, pid: Tid) -> Result<(), TraceError> {
         let proc_err = |source| TraceError::Proc { pid, source };
+        self.armed = Armed::default();
         let exe = procfs::exe(pid).map_err(proc_err)?;
         // A deleted or replaced executable (e.g. rebuilt while running): read
         // the marks through /proc/PID/exe, which still is the running file.
@@ -518,23 +612,49 @@ where
             image: exe.clone(),
             message,
         })?;
-        self.armed = Armed::default();
-        if probes.is_empty() {
-            return Ok(());
+        let maps = procfs::maps(pid).map_err(proc_err)?;
+        let files = exec_files(pid, &maps);
+        let exe_name = exe.as_os_str().to_string_lossy();
+        let exe_file = files.iter().find(|f| f.key.2 == exe_name);
+        let mut addrs = Vec::new();
+        if !probes.is_empty() {
+            let base = exe_file
+                .map(|f| f.base)
+                .ok_or_else(|| TraceError::ImageNotMapped {
+                    image: exe.clone(),
+                    pid,
+                })?;
+            addrs = self.place(pid, &exe, base, &probes)?;
         }
-        let base = procfs::load_address(pid, &exe)
-            .map_err(proc_err)?
-            .ok_or_else(|| TraceError::ImageNotMapped {
-                image: exe.clone(),
-                pid,
-            })?;
+        if let Some(f) = exe_file {
+            self.armed.files.insert(f.key.clone(), addrs);
+        }
+        self.scan_files(pid, files)?;
+        if self.hw {
+            self.plant_loader_hook(pid, &maps)?;
+        }
+        Ok(())
+    }
+
+    /// Check and arm the probes of one file loaded at `base`; they get the
+    /// next indices. Returns their addresses.
+    fn place(
+        &mut self,
+        pid: Tid,
+        image: &Path,
+        base: u64,
+        probes: &[Probe],
+    ) -> Result<Vec<u64>, TraceError> {
+        let proc_err = |source| TraceError::Proc { pid, source };
         let mem = Mem::open(pid).map_err(proc_err)?;
+        let first = self.armed.next;
+        let mut addrs = Vec::with_capacity(probes.len());
         for (i, p) in probes.iter().enumerate() {
             let addr = base.wrapping_add(p.offset);
             let mut found = [0u8; 5];
             if mem.read(addr, &mut found).is_err() || found != MARK_NOP {
                 return Err(TraceError::BadProbe {
-                    image: exe,
+                    image: image.to_path_buf(),
                     offset: p.offset,
                     found,
                 });
@@ -542,24 +662,203 @@ where
             let operand = match p.operand {
                 Some(r) if r > 15 => {
                     return Err(TraceError::Probes {
-                        image: exe,
+                        image: image.to_path_buf(),
                         message: format!("probe {i}: operand register {r} is not a DWARF x86-64 general register (0-15)"),
                     })
                 }
                 o => o,
             };
-            if self.armed.addrs.insert(addr, (i, operand)).is_some() {
+            if self
+                .armed
+                .addrs
+                .insert(addr, (first + i, operand))
+                .is_some()
+            {
                 return Err(TraceError::DuplicateProbe {
-                    image: exe,
+                    image: image.to_path_buf(),
                     offset: p.offset,
                 });
             }
+            addrs.push(addr);
         }
+        self.armed.next += probes.len();
         if self.hw {
-            for &addr in self.armed.addrs.keys() {
+            for &addr in &addrs {
                 mem.write(addr, &ARMED).map_err(proc_err)?;
-                self.armed.patched.push(addr);
+                self.armed.patched.push(Patch {
+                    addr,
+                    orig: MARK_NOP,
+                    len: 5,
+                });
             }
+        }
+        Ok(addrs)
+    }
+
+    /// The mapped files may have changed (a loader notification, an
+    /// `mmap`/`munmap` syscall): forget the files no longer mapped and ask
+    /// for the probes of the newly mapped ones.
+    fn rescan(&mut self) -> Result<(), TraceError> {
+        let pid = self.pid;
+        let maps = match procfs::maps(pid) {
+            Ok(m) => m,
+            Err(_) if !procfs::exists(pid) => return Ok(()), // dying
+            Err(source) => return Err(TraceError::Proc { pid, source }),
+        };
+        let files = exec_files(pid, &maps);
+        self.scan_files(pid, files)
+    }
+
+    fn scan_files(&mut self, pid: Tid, files: Vec<MappedFile>) -> Result<(), TraceError> {
+        let current: HashSet<&FileKey> = files.iter().map(|f| &f.key).collect();
+        let gone: Vec<FileKey> = self
+            .armed
+            .files
+            .keys()
+            .filter(|k| !current.contains(k))
+            .cloned()
+            .collect();
+        for key in gone {
+            let addrs = self.armed.files.remove(&key).unwrap_or_default();
+            self.forget(pid, &addrs);
+        }
+        for f in files {
+            if self.armed.files.contains_key(&f.key) {
+                continue;
+            }
+            let path = PathBuf::from(&f.key.2);
+            // A deleted or replaced file: read it through /proc/PID/map_files.
+            let probe_path = if path.exists() {
+                path.clone()
+            } else {
+                PathBuf::from(&f.map_file)
+            };
+            self.armed.files.insert(f.key.clone(), Vec::new());
+            let probes = (self.probes_for)(&probe_path).map_err(|message| TraceError::Probes {
+                image: path.clone(),
+                message,
+            })?;
+            if !probes.is_empty() {
+                let addrs = self.place(pid, &path, f.base, &probes)?;
+                self.armed.files.insert(f.key, addrs);
+            }
+        }
+        Ok(())
+    }
+
+    /// A file was unmapped: its probes stop being hit (their indices are not
+    /// reused). Patched bytes still present (the mapping lost only its
+    /// execute permission) are restored, best effort.
+    fn forget(&mut self, pid: Tid, addrs: &[u64]) {
+        if addrs.is_empty() {
+            return;
+        }
+        let mem = Mem::open(pid).ok();
+        for addr in addrs {
+            self.armed.addrs.remove(addr);
+            if let Some(i) = self.armed.patched.iter().position(|p| p.addr == *addr) {
+                let p = self.armed.patched.swap_remove(i);
+                let mut now = [0u8; 5];
+                if let Some(mem) = &mem {
+                    if mem.read(p.addr, &mut now).is_ok() && now == ARMED {
+                        let _ = mem.write(p.addr, &p.orig[..p.len]);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Hardware mode: patch an `int3` on the dynamic loader's `r_brk`
+    /// (`_dl_debug_state`, found through `AT_BASE` and the loader's symbol
+    /// table), so that every `dlopen`/`dlclose` (and the start-up loading of
+    /// the `DT_NEEDED` libraries) stops the tracer. Silently skipped when
+    /// there is no loader (static executables), its symbols cannot be read, or
+    /// the function is not a plain `ret` (`[endbr64;] ret`, `rep ret`).
+    fn plant_loader_hook(&mut self, pid: Tid, maps: &[Mapping]) -> Result<(), TraceError> {
+        const AT_BASE: u64 = 7;
+        let Some(at_base) = procfs::auxv(pid, AT_BASE)
+            .ok()
+            .flatten()
+            .filter(|&b| b != 0)
+        else {
+            return Ok(());
+        };
+        let Some(ld) = exec_files(pid, maps)
+            .into_iter()
+            .find(|f| f.base == at_base)
+        else {
+            return Ok(());
+        };
+        let path = if Path::new(&ld.key.2).exists() {
+            PathBuf::from(&ld.key.2)
+        } else {
+            PathBuf::from(&ld.map_file)
+        };
+        let Ok(data) = std::fs::read(&path) else {
+            return Ok(());
+        };
+        let Some(off) = elf::symbol_offset(&data, "_dl_debug_state") else {
+            return Ok(());
+        };
+        // struct r_debug { int r_version; struct link_map *r_map; ElfW(Addr) r_brk; enum r_state; ... }
+        let r_state = elf::symbol_offset(&data, "_r_debug").map(|o| at_base + o + 24);
+        let addr = at_base + off;
+        let mem = Mem::open(pid).map_err(|source| TraceError::Proc { pid, source })?;
+        let mut code = [0u8; 5];
+        if mem.read(addr, &mut code).is_err() {
+            return Ok(());
+        }
+        let native = match code {
+            [0xc3, ..] | [0xf3, 0xc3, ..] => 1,  // ret, rep ret
+            [0xf3, 0x0f, 0x1e, 0xfa, 0xc3] => 2, // endbr64; ret
+            _ => return Ok(()),
+        };
+        mem.write(addr, &[0xcc])
+            .map_err(|source| TraceError::Proc { pid, source })?;
+        self.armed.patched.push(Patch {
+            addr,
+            orig: code,
+            len: 1,
+        });
+        self.armed.hook = Some(LoaderHook {
+            addr,
+            native,
+            r_state,
+        });
+        Ok(())
+    }
+
+    /// Hardware mode: thread `tid` hit the loader hook. Emulate the `ret`
+    /// of `_dl_debug_state`, account its native instructions, and rescan
+    /// the mapped files if the link map is consistent.
+    fn loader_hook(
+        &mut self,
+        tid: Tid,
+        regs: &libc::user_regs_struct,
+        hook: LoaderHook,
+    ) -> Result<(), TraceError> {
+        let ret = sys::peek(tid, regs.rsp).map_err(ptrace_err("PEEKDATA", tid))?;
+        let mut r = *regs;
+        r.rip = ret;
+        r.rsp = r.rsp.wrapping_add(8);
+        sys::setregs(tid, r).map_err(ptrace_err("SETREGS", tid))?;
+        let bias = self.bias;
+        if let Some(th) = self.threads.get_mut(&tid) {
+            if let Some(ctr) = th.counter.as_mut() {
+                // Counted: the work since the last event, plus this stop
+                // (`bias`: the int3); native: the work plus the function.
+                let v = ctr
+                    .read()
+                    .map_err(|source| TraceError::Counter { tid, source })?;
+                th.carry += v.saturating_sub(th.base).saturating_sub(bias) + hook.native;
+                th.base = v;
+            }
+        }
+        let consistent = hook
+            .r_state
+            .map_or(true, |a| sys::peek(tid, a).map_or(true, |v| v as u32 == 0));
+        if consistent {
+            self.rescan()?;
         }
         Ok(())
     }
@@ -588,6 +887,14 @@ where
         if self.hw {
             if code == sys::SI_KERNEL {
                 let regs = sys::getregs(tid).map_err(ptrace_err("GETREGS", tid))?;
+                if let Some(hook) = self
+                    .armed
+                    .hook
+                    .filter(|h| h.addr == regs.rip.wrapping_sub(1))
+                {
+                    self.loader_hook(tid, &regs, hook)?;
+                    return Ok(Some(0));
+                }
                 if let Some(&(probe, op)) = self.armed.addrs.get(&regs.rip.wrapping_sub(1)) {
                     let cost = self.hw_cost(tid, self.bias)?;
                     let operand = op.map(|r| reg(&regs, r));
@@ -624,6 +931,10 @@ where
         th.pending += executed;
         if executed == 1 && th.reported_at == Some(th.step_from) {
             th.reported_at = None;
+        }
+        if code == sys::TRAP_BRKPT && executed == 1 && maps_syscall(&regs) {
+            // A library may have been mapped (dlopen, start-up) or unmapped.
+            self.rescan()?;
         }
         self.step_boundary(tid, &regs);
         Ok(Some(inject))
@@ -1094,13 +1405,14 @@ where
     /// thread's tail and detach everything, delivering recorded signals.
     fn detach_all(&mut self, stopped: &HashMap<Tid, i32>) -> Result<(), TraceError> {
         let mut first_err = None;
-        let patched: HashSet<u64> = self.armed.patched.drain(..).collect();
+        let patches: Vec<Patch> = self.armed.patched.drain(..).collect();
+        let patched: HashSet<u64> = patches.iter().map(|p| p.addr).collect();
         if !patched.is_empty() {
             let pid = self.pid;
             match Mem::open(pid) {
                 Ok(mem) => {
-                    for &addr in &patched {
-                        if let Err(source) = mem.write(addr, &MARK_NOP) {
+                    for p in &patches {
+                        if let Err(source) = mem.write(p.addr, &p.orig[..p.len]) {
                             first_err.get_or_insert(TraceError::Proc { pid, source });
                         }
                     }
@@ -1118,8 +1430,8 @@ where
             }
             if let Ok(mut regs) = sys::getregs(tid) {
                 if patched.contains(&regs.rip.wrapping_sub(1)) {
-                    // After the int3, rip is inside the restored 5-byte NOP:
-                    // rerun the whole NOP (it is a no-op).
+                    // After an int3, rip is inside the restored 5-byte NOP (or
+                    // the loader hook's first instruction): rerun it whole.
                     regs.rip -= 1;
                     if let Err(e) = sys::setregs(tid, regs) {
                         first_err.get_or_insert(TraceError::Ptrace {
