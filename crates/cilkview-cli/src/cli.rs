@@ -23,6 +23,8 @@ pub struct Cli {
 pub enum Command {
     /// Run a program marked with cilkview.h and report its scalability (on stderr).
     Run(RunArgs),
+    /// Measure a running process until Ctrl-C, SIGTERM, --duration or its exit, then detach.
+    Attach(AttachArgs),
     /// Re-render a JSON report saved by `run --json` (text, gnuplot, gates) without running anything.
     Report(ReportArgs),
     /// Print the cilkview.h annotation header (e.g. `cilkview-rs header > cilkview.h`).
@@ -100,6 +102,30 @@ pub struct RunArgs {
         allow_hyphen_values = true
     )]
     pub args: Vec<OsString>,
+}
+
+fn parse_duration(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(d) if d.is_finite() && d > 0.0 => Ok(d),
+        _ => Err("expected a number of seconds > 0, e.g. 10 or 0.5".into()),
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct AttachArgs {
+    /// How to count instructions.
+    #[arg(long, value_enum, default_value_t = CounterArg::Auto)]
+    pub counter: CounterArg,
+    /// Stop measuring and detach after this many seconds.
+    #[arg(long, value_name = "SECS", value_parser = parse_duration, allow_negative_numbers = true)]
+    pub duration: Option<f64>,
+    #[command(flatten)]
+    pub model: ModelOptions,
+    #[command(flatten)]
+    pub output: OutputOptions,
+    /// The process to measure.
+    #[arg(value_name = "PID", value_parser = clap::value_parser!(i32).range(1..))]
+    pub pid: i32,
 }
 
 #[derive(Args, Debug)]

@@ -1,8 +1,10 @@
 //! `cilkview-rs`: scalability analysis of fork-join programs from one serial run.
 
+mod attach;
 mod cli;
 mod gate;
 mod outputs;
+mod run;
 mod session;
 
 use std::process::ExitCode;
@@ -14,7 +16,8 @@ use crate::cli::{Cli, Command};
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Run(args) => session::run(args),
+        Command::Run(args) => run::run(args),
+        Command::Attach(args) => attach::attach(args),
         Command::Report(args) => outputs::report(args),
         Command::Header => {
             print!("{}", cilkview_marks::HEADER);

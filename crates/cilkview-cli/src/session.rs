@@ -1,63 +1,36 @@
-//! `cilkview-rs run`: trace the program, translate probe hits into engine events, report.
+//! What `run` and `attach` share: translating tracer events (probe hits) into engine events, and
+//! turning the engine's measures into a report.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::ffi::OsString;
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
-use cilkview_engine::{Config, Engine, Event, EventKind, RegionId};
-use cilkview_marks::{read_marks, Mark, MarkKind};
+use cilkview_engine::{Config, Engine, Event, EventKind, RegionId, Report};
+use cilkview_marks::{read_marks, MarkKind};
 use cilkview_report::{CounterReport, Ending, RunInfo, RunReport};
-use cilkview_tracer::{CounterKind, CounterMode, ExitStatus, Probe, TraceEvent, TraceOptions};
+use cilkview_tracer::{CounterInfo, CounterKind, CounterMode, Probe, TraceEvent};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::cli::{CounterArg, RunArgs};
-use crate::outputs;
+use crate::cli::{CounterArg, ModelOptions};
 
-/// Finds the program as the shell would and checks it can be analyzed, before anything runs.
-fn resolve_program(program: &OsString) -> Result<PathBuf> {
-    let path = PathBuf::from(program);
-    let path = if path.components().count() == 1 && !path.exists() {
-        which::which(&path).with_context(|| {
-            format!(
-                "program `{}` not found in PATH (give a path such as ./{0})",
-                path.display()
-            )
-        })?
-    } else {
-        path
-    };
-    let meta = match std::fs::metadata(&path) {
-        Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            bail!("{}: no such file (check the path)", path.display())
-        }
-        Err(e) => return Err(e).with_context(|| format!("cannot run {}", path.display())),
-    };
-    if meta.is_dir() {
-        bail!("{} is a directory, not a program", path.display());
+pub fn counter_mode(arg: CounterArg) -> CounterMode {
+    match arg {
+        CounterArg::Auto => CounterMode::Auto,
+        CounterArg::Hw => CounterMode::Hardware,
+        CounterArg::Step => CounterMode::Step,
     }
-    if std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o111 == 0 {
-        bail!(
-            "{} is not executable (chmod +x it, or build it with cc)",
-            path.display()
-        );
-    }
-    Ok(path)
 }
 
-/// Whether the file starts with `#!` (a script that will exec an interpreter: its marks are read
-/// at that exec).
-fn is_script(path: &Path) -> bool {
-    let mut magic = [0u8; 2];
-    std::fs::File::open(path)
-        .and_then(|mut f| f.read_exact(&mut magic))
-        .is_ok()
-        && &magic == b"#!"
+pub fn counter_report(info: &CounterInfo) -> CounterReport {
+    CounterReport {
+        mode: match info.kind {
+            CounterKind::Hardware => "hardware",
+            CounterKind::SingleStep => "single-step",
+        }
+        .to_string(),
+        reason: info.reason.clone(),
+    }
 }
 
 /// Label strings ↔ region ids.
@@ -79,50 +52,86 @@ impl Labels {
     }
 }
 
-/// The state shared by the tracer's two callbacks.
-struct Session {
+/// The state the tracer's two callbacks share.
+pub struct Session {
     burden: u64,
     engine: Engine,
-    /// Marks of the current image, indexed like its probes; region labels already interned.
+    /// What each probe of the current program image means, indexed like the tracer's probe
+    /// numbers: the executable's marks, then those of each library, in the order the tracer asked
+    /// for them. Region labels are already interned.
     marks: Vec<(MarkKind, Option<RegionId>)>,
+    /// Where the vector of the latest `probes_for` call starts in `marks`.
+    latest: usize,
     labels: Labels,
-    /// Every image exec'd, and how many marks it had.
+    /// Every image (executable or library) whose marks were read, with its number of marks.
     images: Vec<(PathBuf, usize)>,
     progress: ProgressBar,
     last_progress: Instant,
 }
 
 impl Session {
-    fn probes_for(&mut self, image: &Path) -> std::result::Result<Vec<Probe>, String> {
+    /// A session whose progress line (on a terminal only) reads `{spinner} cilkview-rs: {what}, …`.
+    pub fn new(model: &ModelOptions, what: &str) -> RefCell<Session> {
+        let progress = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+        progress.set_style(
+            ProgressStyle::with_template(&format!(
+                "{{spinner}} cilkview-rs: {what}, {{msg}} ({{elapsed}})"
+            ))
+            .expect("a valid template"),
+        );
+        progress.enable_steady_tick(Duration::from_millis(250));
+        progress.set_message("no mark hit yet");
+        RefCell::new(Session {
+            burden: model.burden,
+            engine: Engine::new(Config {
+                burden: model.burden,
+            }),
+            marks: Vec::new(),
+            latest: 0,
+            labels: Labels::default(),
+            images: Vec::new(),
+            progress,
+            last_progress: Instant::now(),
+        })
+    }
+
+    /// The tracer's `probes_for` callback: the probes of one image.
+    pub fn probes_for(&mut self, image: &Path) -> Result<Vec<Probe>, String> {
         let marked = match read_marks(image) {
             Ok(m) => m,
-            // An image we cannot read marks from (e.g. an interpreter we do not understand) is
-            // run as unmarked code.
+            // The first image is the program, checked before it started; a later one we cannot
+            // read (an interpreter, a library we do not understand) runs as unmarked code.
             Err(e) if self.images.is_empty() => return Err(e.to_string()),
             Err(_) => Default::default(),
         };
         self.images.push((image.to_path_buf(), marked.marks.len()));
-        let probes = marked
+        self.latest = self.marks.len();
+        for m in &marked.marks {
+            let label = m.label.as_deref().map(|l| self.labels.id(l));
+            self.marks.push((m.kind, label));
+        }
+        Ok(marked
             .marks
             .iter()
-            .map(|m: &Mark| Probe {
+            .map(|m| Probe {
                 offset: m.offset(&marked),
                 operand: m.operand,
             })
-            .collect();
-        self.marks = marked
-            .marks
-            .iter()
-            .map(|m| (m.kind, m.label.as_deref().map(|l| self.labels.id(l))))
-            .collect();
-        Ok(probes)
+            .collect())
     }
 
-    fn on_event(&mut self, event: TraceEvent) {
+    /// The tracer's `on_event` callback.
+    pub fn on_event(&mut self, event: TraceEvent) {
         match event {
             TraceEvent::Exec { image, cost, .. } => {
-                // A new program image: a wrapper (shell script, env, launcher) that ran no marks
-                // is not part of the analyzed program.
+                if image > 0 {
+                    // A new program image, whose probes the latest call returned: the numbering
+                    // restarts with them.
+                    self.marks.drain(..self.latest);
+                    self.latest = 0;
+                }
+                // A wrapper (shell script, env, launcher) that ran no marks is not part of the
+                // analyzed program.
                 if image > 0 && self.engine.events() == 0 {
                     self.engine = Engine::new(Config {
                         burden: self.burden,
@@ -168,106 +177,42 @@ impl Session {
             }
         }
     }
-}
 
-fn counter_mode(arg: CounterArg) -> CounterMode {
-    match arg {
-        CounterArg::Auto => CounterMode::Auto,
-        CounterArg::Hw => CounterMode::Hardware,
-        CounterArg::Step => CounterMode::Step,
-    }
-}
-
-pub fn run(args: RunArgs) -> Result<ExitCode> {
-    let program = resolve_program(&args.program)?;
-    if !is_script(&program) {
-        // Not ELF, wrong architecture, truncated, corrupt marks: say so before running anything.
-        read_marks(&program).with_context(|| format!("cannot analyze {}", program.display()))?;
-    }
-    outputs::check_writable(&outputs::exporters(&args.output))?;
-
-    let progress = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-    progress.set_style(
-        ProgressStyle::with_template("{spinner} cilkview-rs: tracing, {msg} ({elapsed})").unwrap(),
-    );
-    progress.enable_steady_tick(Duration::from_millis(250));
-    progress.set_message("starting");
-    let session = RefCell::new(Session {
-        burden: args.model.burden,
-        engine: Engine::new(Config {
-            burden: args.model.burden,
-        }),
-        marks: Vec::new(),
-        labels: Labels::default(),
-        images: Vec::new(),
-        progress: progress.clone(),
-        last_progress: Instant::now(),
-    });
-    let options = TraceOptions {
-        program: program.clone(),
-        args: args.args.clone(),
-        counter: counter_mode(args.counter),
-    };
-    let outcome = cilkview_tracer::run(
-        &options,
-        |image| session.borrow_mut().probes_for(image),
-        |event| session.borrow_mut().on_event(event),
-    );
-    progress.finish_and_clear();
-    let outcome = outcome.with_context(|| format!("cannot analyze {}", program.display()))?;
-    let session = session.into_inner();
-
-    let ending = match outcome.status {
-        ExitStatus::Exited(code) => Ending::Exited(code),
-        ExitStatus::Signaled(sig) => Ending::Signaled(sig),
-    };
-    let counter = CounterReport {
-        mode: match outcome.counter.kind {
-            CounterKind::Hardware => "hardware",
-            CounterKind::SingleStep => "single-step",
+    /// Ends the session: the report of everything measured, with the warnings a user needs.
+    /// `partial`: the stream began in the middle of the run (attach), so closers without openers
+    /// are expected.
+    pub fn finish(self, info: RunInfo, subject: &str, partial: bool) -> (RunReport, Report) {
+        self.progress.finish_and_clear();
+        let measured = self.engine.finish();
+        let names = &self.labels.names;
+        let mut report = RunReport::new(info, &measured, |id| {
+            names.get(id as usize).cloned().unwrap_or_default()
+        });
+        if self.images.iter().all(|(_, marks)| *marks == 0) {
+            report.warnings.push(format!(
+                "{subject} has no cilkview marks: measured as serial code (parallelism 1.00). \
+                 Mark its parallel structure with cilkview.h (`cilkview-rs header > cilkview.h`)."
+            ));
         }
-        .to_string(),
-        reason: outcome.counter.reason.clone(),
-    };
-    let measured = session.engine.finish();
-    let names = &session.labels.names;
-    let mut report = RunReport::new(
-        RunInfo {
-            program: args.program.to_string_lossy().into_owned(),
-            args: args
-                .args
-                .iter()
-                .map(|a| a.to_string_lossy().into_owned())
-                .collect(),
-            ending,
-            counter,
-            burden: args.model.burden,
-            span_coefficient: args.model.span_coefficient,
-            max_cores: args.model.max_cores,
-        },
-        &measured,
-        |id| names.get(id as usize).cloned().unwrap_or_default(),
-    );
-    if session.images.iter().all(|(_, marks)| *marks == 0) {
-        report.warnings.push(format!(
-            "{} has no cilkview marks: measured as serial code (parallelism 1.00). Mark its \
-             parallel structure with cilkview.h (`cilkview-rs header > cilkview.h`).",
-            program.display()
-        ));
+        let mut anomalies = measured.anomalies;
+        if partial {
+            anomalies.unmatched_closers = 0;
+            anomalies.implicit_frame_ends = 0;
+        }
+        if !anomalies.is_clean() {
+            report.warnings.push(format!(
+                "the marks did not nest as fork-join control should ({anomalies:?}); measures \
+                 may be off"
+            ));
+        }
+        (report, measured)
     }
-    if !measured.anomalies.is_clean() {
-        report.warnings.push(format!(
-            "the marks did not nest as fork-join control should ({:?}); measures may be off",
-            measured.anomalies
-        ));
+}
+
+/// `Ending` of the report from the tracer's exit status.
+pub fn ending(status: cilkview_tracer::ExitStatus) -> Ending {
+    match status {
+        cilkview_tracer::ExitStatus::Exited(code) => Ending::Exited(code),
+        cilkview_tracer::ExitStatus::Signaled(sig) => Ending::Signaled(sig),
     }
-    let gates_passed = outputs::emit(&report, &args.output)?;
-    let status = outcome.status.code();
-    Ok(if status != 0 {
-        ExitCode::from(status.clamp(0, 255) as u8)
-    } else if !gates_passed {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    })
 }

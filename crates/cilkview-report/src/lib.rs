@@ -14,7 +14,8 @@ use std::path::PathBuf;
 pub use gnuplot::GnuplotExporter;
 pub use json::{read_json, JsonExporter};
 pub use model::{
-    signal_name, speedup_table, CounterReport, Ending, RegionReport, RunInfo, RunReport, SpeedupRow,
+    signal_name, speedup_table, AttachReport, CounterReport, Ending, RegionReport, RunInfo,
+    RunReport, SpeedupRow,
 };
 pub use text::TextExporter;
 

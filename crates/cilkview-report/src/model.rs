@@ -72,17 +72,34 @@ pub struct RunReport {
     pub average_maximal_strand: f64,
     pub speedup: Vec<SpeedupRow>,
     pub regions: Vec<RegionReport>,
+    /// Present when the measures come from `cilkview-rs attach`: they cover only that window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attach: Option<AttachReport>,
     /// Things the user should know (no marks found, partial stream, …). Shown in the text report;
     /// not part of the JSON schema.
     #[serde(skip)]
     pub warnings: Vec<String>,
 }
 
-/// How the program ended.
+/// The window of an `attach` session.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AttachReport {
+    pub pid: i32,
+    /// When measuring began, RFC 3339 (UTC).
+    pub started_at: String,
+    /// How long it lasted.
+    pub seconds: f64,
+    /// Why it ended: `"stopped"` (Ctrl-C or SIGTERM), `"duration"` (`--duration` elapsed) or
+    /// `"exited"` (the process ended).
+    pub ended: String,
+}
+
+/// How the program ended (or that it still runs: a detached attach).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Ending {
     Exited(i32),
     Signaled(i32),
+    Running,
 }
 
 /// Everything about a run that is not a measure.
@@ -119,6 +136,7 @@ impl RunReport {
         let (exit_status, signal) = match info.ending {
             Ending::Exited(code) => (Some(code), None),
             Ending::Signaled(sig) => (None, Some(sig)),
+            Ending::Running => (None, None),
         };
         RunReport {
             program: info.program,
@@ -152,6 +170,7 @@ impl RunReport {
                     syncs: r.measures.syncs,
                 })
                 .collect(),
+            attach: None,
             warnings: Vec::new(),
         }
     }
@@ -181,7 +200,7 @@ impl RunReport {
                     .unwrap_or_default()
             ),
             (Some(code), None) => format!("exited with status {code}"),
-            (None, None) => "ending unknown".to_string(),
+            (None, None) => "still running".to_string(),
         }
     }
 }

@@ -43,7 +43,26 @@ impl TextExporter {
             command.push(' ');
             command.push_str(a);
         }
-        let _ = writeln!(out, "cilkview-rs: {command} ({})", report.ending());
+        match &report.attach {
+            None => {
+                let _ = writeln!(out, "cilkview-rs: {command} ({})", report.ending());
+            }
+            Some(a) => {
+                let _ = writeln!(
+                    out,
+                    "cilkview-rs: attached to process {} ({command}) at {} for {:.1} s, {}; \
+                     the measures cover only that window",
+                    a.pid,
+                    a.started_at,
+                    a.seconds,
+                    match a.ended.as_str() {
+                        "exited" => format!("until it ended ({})", report.ending()),
+                        "duration" => "until --duration elapsed; it runs on".to_string(),
+                        _ => "until stopped; it runs on".to_string(),
+                    }
+                );
+            }
+        }
         let _ = writeln!(
             out,
             "Counter: {} — {}",

@@ -1,0 +1,192 @@
+//! `cilkview-rs attach PID` on real running processes: measure a window, detach, and the process
+//! finishes exactly as if it had never been traced.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::thread::sleep;
+use std::time::Duration;
+
+use cilkview_fixtures::build;
+use common::static_opts;
+use serde_json::Value;
+
+fn long_running() -> std::path::PathBuf {
+    build("long_running", &static_opts().flag("-pthread"))
+}
+
+/// A running program whose stdout we collect.
+struct Running {
+    child: Child,
+    stdout: BufReader<std::process::ChildStdout>,
+    seen: String,
+}
+
+/// Starts the program and waits for its first line, so that it is past its start-up.
+fn start(exe: &Path, args: &[&str]) -> Running {
+    let mut child = Command::new(exe)
+        .args(args)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut seen = String::new();
+    stdout.read_line(&mut seen).unwrap();
+    Running {
+        child,
+        stdout,
+        seen,
+    }
+}
+
+/// Waits for the program: its whole stdout and exit code.
+fn finish(mut p: Running) -> (String, Option<i32>) {
+    p.stdout.read_to_string(&mut p.seen).unwrap();
+    (p.seen, p.child.wait().unwrap().code())
+}
+
+fn sorted_lines(s: &str) -> Vec<&str> {
+    let mut v: Vec<&str> = s.lines().filter(|l| !l.starts_with("done")).collect();
+    v.sort();
+    v
+}
+
+fn cilkview_attach(pid: u32, flags: &[&str], json: &Path) -> Child {
+    Command::new(assert_cmd::cargo::cargo_bin("cilkview-rs"))
+        .arg("attach")
+        .args(flags)
+        .arg("--json")
+        .arg(json)
+        .arg(pid.to_string())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn report(tool: Child, json: &Path) -> (Value, String, Option<i32>) {
+    let out = tool.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    let text = std::fs::read_to_string(json).unwrap_or_else(|_| panic!("no report: {err}"));
+    (serde_json::from_str(&text).unwrap(), err, out.status.code())
+}
+
+/// What a run that was never attached prints, and its exit status.
+fn unattached(exe: &Path, args: &[&str]) -> (String, Option<i32>) {
+    let out = Command::new(exe).args(args).output().unwrap();
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        out.status.code(),
+    )
+}
+
+#[test]
+fn ctrl_c_detaches_and_the_program_finishes_unharmed() {
+    let exe = long_running();
+    let args = ["25", "3"];
+    let expected = unattached(&exe, &args);
+    let running = start(&exe, &args);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let tool = cilkview_attach(running.child.id(), &[], &json);
+    sleep(Duration::from_millis(1500));
+    Command::new("kill")
+        .args(["-INT", &tool.id().to_string()])
+        .status()
+        .unwrap();
+    let (r, err, code) = report(tool, &json);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(finish(running), expected);
+    assert_eq!(r["attach"]["ended"], "stopped", "{err}");
+    assert!(r.get("exit_status").is_none() && r.get("signal").is_none());
+    // Each round: a step with 2 spawns and parallelism 2.5, then serial printing and sleeping.
+    let spawns = r["spawns"].as_u64().unwrap();
+    assert!(spawns >= 2, "{r}");
+    let parallelism = r["parallelism"].as_f64().unwrap();
+    assert!((1.0..=2.5).contains(&parallelism), "{r}");
+    assert!(
+        err.contains("attached to process") && err.contains("only that window"),
+        "{err}"
+    );
+}
+
+#[test]
+fn staying_until_the_process_exits_reports_its_status() {
+    let exe = long_running();
+    let expected = unattached(&exe, &["4", "5"]);
+    let running = start(&exe, &["4", "5"]);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let tool = cilkview_attach(running.child.id(), &[], &json);
+    let (r, err, code) = report(tool, &json);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(finish(running), expected);
+    assert_eq!(expected.1, Some(5));
+    assert_eq!(r["attach"]["ended"], "exited");
+    assert_eq!(r["exit_status"], 5);
+}
+
+#[test]
+fn duration_ends_the_window() {
+    let exe = long_running();
+    let args = ["20", "0"];
+    let expected = unattached(&exe, &args);
+    let running = start(&exe, &args);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let tool = cilkview_attach(running.child.id(), &["--duration", "0.8"], &json);
+    let (r, err, code) = report(tool, &json);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(r["attach"]["ended"], "duration");
+    let seconds = r["attach"]["seconds"].as_f64().unwrap();
+    assert!((0.7..5.0).contains(&seconds), "{seconds}");
+    assert_eq!(finish(running), expected);
+}
+
+#[test]
+fn a_multithreaded_process_is_measured_over_all_threads() {
+    let exe = long_running();
+    let args = ["15", "0", "2"];
+    let expected = unattached(&exe, &args);
+    let running = start(&exe, &args);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let tool = cilkview_attach(running.child.id(), &["--duration", "1.5"], &json);
+    let (r, err, code) = report(tool, &json);
+    assert_eq!(code, Some(0), "{err}");
+    let (out, status) = finish(running);
+    assert_eq!(status, expected.1);
+    // The two threads interleave their lines (and so the checksum) differently from run to run.
+    assert_eq!(sorted_lines(&out), sorted_lines(&expected.0));
+    assert!(r["spawns"].as_u64().unwrap() >= 2, "{r}");
+}
+
+#[test]
+fn a_missing_pid_or_the_tool_itself_is_a_clear_error() {
+    let out = Command::new(assert_cmd::cargo::cargo_bin("cilkview-rs"))
+        .args(["attach", "999999999"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.starts_with("error: ") && err.contains("no process with pid 999999999"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+#[test]
+fn an_unmarked_process_is_measured_as_serial_code_with_a_warning() {
+    let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let tool = cilkview_attach(sleeper.id(), &["--duration", "0.3"], &json);
+    let (r, err, code) = report(tool, &json);
+    sleeper.kill().unwrap();
+    let _ = sleeper.wait();
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("has no cilkview marks"), "{err}");
+    assert_eq!(r["parallelism"].as_f64(), Some(1.0));
+}
