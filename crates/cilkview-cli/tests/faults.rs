@@ -264,3 +264,45 @@ fn stripped_static_pie_and_cet_binaries_measure_the_same() {
         );
     }
 }
+
+/// Ctrl-C at the terminal sends SIGINT to the whole foreground process group: the program gets it
+/// (and here dies of it, as it would without the tool), the tool survives to write its report.
+#[test]
+fn ctrl_c_reaches_the_program_and_the_report_is_still_written() {
+    use std::os::unix::process::CommandExt;
+    let exe = program(
+        "wait_for_ctrl_c",
+        &format!("{SPAWN_THEN} int main(void) {{ f(); puts(\"ready\"); fflush(stdout); for (;;) pause(); }}"),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let mut child = cilkview()
+        .arg("run")
+        .arg("--json")
+        .arg(&json)
+        .arg(&exe)
+        .process_group(0) // a "terminal" of its own: the group Ctrl-C would signal
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line, "ready\n");
+    let group = format!("-{}", child.id());
+    Command::new("kill")
+        .args(["-INT", "--", &group])
+        .status()
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(128 + 2), "{err}");
+    assert!(
+        err.contains("killed by signal 2 (SIGINT)") && err.contains("Spawns: 1"),
+        "{err}"
+    );
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(report["signal"], 2);
+}
