@@ -150,20 +150,32 @@ fn a_wrapper_that_execs_the_program_is_not_part_of_the_measure() {
     .unwrap();
     std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
     let direct = trace(&exe, &[]);
-    let wrapped = trace(&wrapper, &[]);
-    for key in ["spawns", "syncs", "events"] {
-        assert_eq!(wrapped.json[key], direct.json[key], "{key}");
+    let exe_arg = exe.to_str().unwrap();
+    for (launcher, wrapped) in [
+        ("a #! script", trace(&wrapper, &[])),
+        ("env", trace(Path::new("/usr/bin/env"), &[exe_arg])),
+    ] {
+        for key in ["spawns", "syncs", "events"] {
+            assert_eq!(wrapped.json[key], direct.json[key], "{launcher}: {key}");
+        }
+        // The C start-up runs a few hundred instructions more or less with another argv[0] and
+        // environment, but the parallel part (work − span) is the same, and the launcher's
+        // hundred thousand instructions before the exec are not counted.
+        assert_eq!(
+            wrapped.parallel_part(),
+            direct.parallel_part(),
+            "{launcher}"
+        );
+        let (w, d) = (
+            wrapped.json["work"].as_u64().unwrap(),
+            direct.json["work"].as_u64().unwrap(),
+        );
+        assert!(
+            w.abs_diff(d) < 5_000,
+            "{launcher}: wrapped work {w}, direct {d}"
+        );
+        assert_eq!(wrapped.code(), Some(0), "{launcher}");
     }
-    // The C start-up runs a few hundred instructions more or less with another argv[0] and
-    // environment, but the parallel part (work − span) is the same, and the shell's hundred
-    // thousand instructions before the exec are not counted.
-    assert_eq!(wrapped.parallel_part(), direct.parallel_part());
-    let (w, d) = (
-        wrapped.json["work"].as_u64().unwrap(),
-        direct.json["work"].as_u64().unwrap(),
-    );
-    assert!(w.abs_diff(d) < 5_000, "wrapped work {w}, direct {d}");
-    assert_eq!(wrapped.code(), Some(0));
 }
 
 #[test]
@@ -305,4 +317,43 @@ fn ctrl_c_reaches_the_program_and_the_report_is_still_written() {
     );
     let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(report["signal"], 2);
+}
+
+/// A fork-join depth of 100,000 (fixtures/deep.c): measured right, in bounded memory. This is the
+/// slowest test (~1.5 million instructions single-stepped where there is no hardware counter).
+#[test]
+fn deep_recursion_of_depth_100_000() {
+    let exe = build("deep", &static_opts());
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    // GNU time reports the tool's peak resident memory.
+    let out = Command::new("/usr/bin/time")
+        .args(["-f", "maxrss_kib %M"])
+        .arg(assert_cmd::cargo::cargo_bin("cilkview-rs"))
+        .arg("run")
+        .arg("--json")
+        .arg(&json)
+        .arg(&exe)
+        .output();
+    let Ok(out) = out else {
+        println!("skipped: /usr/bin/time is not installed (apt-get install time; .ci/run does)");
+        return;
+    };
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "100000\n");
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(
+        (&r["spawns"], &r["syncs"]),
+        (&Value::from(100_000), &Value::from(100_000))
+    );
+    let parallelism = r["parallelism"].as_f64().unwrap();
+    assert!((1.0..1.2).contains(&parallelism), "{r}");
+    let rss: u64 = err
+        .lines()
+        .find_map(|l| l.strip_prefix("maxrss_kib "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no maxrss in {err}"));
+    // 200,000 open frames at the bottom: a few tens of MB at most.
+    assert!(rss < 200 * 1024, "cilkview-rs peaked at {rss} KiB");
 }
