@@ -112,7 +112,7 @@ fn foreign_truncated_and_corrupt_elf_files() {
                 "{err}"
             );
         }
-        _ => println!("skipped: objcopy not available to corrupt a marks section"),
+        _ => cilkview_fixtures::skip("objcopy not available to corrupt a marks section"),
     }
 }
 

@@ -336,7 +336,9 @@ fn deep_recursion_of_depth_100_000() {
         .arg(&exe)
         .output();
     let Ok(out) = out else {
-        println!("skipped: /usr/bin/time is not installed (apt-get install time; .ci/run does)");
+        cilkview_fixtures::skip(
+            "/usr/bin/time is not installed (apt-get install time; .ci/run does)",
+        );
         return;
     };
     let err = String::from_utf8_lossy(&out.stderr);

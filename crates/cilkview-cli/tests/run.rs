@@ -108,10 +108,10 @@ fn hardware_and_step_counters_agree() {
         .unwrap();
     if !probe.status.success() {
         let why = String::from_utf8_lossy(&probe.stderr);
-        println!(
-            "skipped: no hardware instruction counter here: {}",
+        cilkview_fixtures::skip(format!(
+            "no hardware instruction counter here: {}",
             why.trim()
-        );
+        ));
         return;
     }
     let hw = analyze_with(&exe, &["--counter", "hw"], &[]);
@@ -137,7 +137,7 @@ fn work_matches_perf_stat() {
             .and_then(|l| l.split(',').next()?.parse::<u64>().ok())
     });
     let Some(native) = counted else {
-        println!("skipped: perf stat cannot count instructions:u here (no PMU or no perf)");
+        cilkview_fixtures::skip("perf stat cannot count instructions:u here (no PMU or no perf)");
         return;
     };
     let a = analyze(&exe, &[]);

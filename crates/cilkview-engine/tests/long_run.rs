@@ -43,5 +43,8 @@ fn a_hundred_million_events_in_bounded_memory() {
     assert_eq!(r.total.spawns, 7 * rounds);
     assert_eq!(r.regions[0].count, rounds);
     // Memory: nothing per event. A leak of even one byte per event would be ~100 MB.
-    assert!(grown < 8 * 1024, "peak RSS grew by {grown} KiB over 10^8 events");
+    assert!(
+        grown < 8 * 1024,
+        "peak RSS grew by {grown} KiB over 10^8 events"
+    );
 }

@@ -359,9 +359,17 @@ pub fn test_compilers() -> Vec<&'static str> {
     if has_compiler("clang") {
         v.push("clang");
     } else {
-        println!("skipped: clang not installed");
+        skip("clang not installed");
     }
     v
+}
+
+/// Says that (part of) a test could not run here, and why: `skipped: <reason>` on the test
+/// process's real stderr. Written past the test harness's output capture (which hides the
+/// `println!` of passing tests), so a skip is always visible in `cargo test` output.
+pub fn skip(reason: impl fmt::Display) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "skipped: {reason}");
 }
 
 /// Runs `gnuplot SCRIPT` in `dir`, as a user would, and returns the bytes of the PNG it drew
@@ -369,7 +377,7 @@ pub fn test_compilers() -> Vec<&'static str> {
 /// `skipped: gnuplot is not installed`, where it is missing.
 pub fn gnuplot_render(dir: &Path, script: &str, png: &str) -> Option<Vec<u8>> {
     if !has_tool("gnuplot") {
-        println!("skipped: gnuplot is not installed (apt-get install gnuplot-nox; .ci/run does)");
+        skip("gnuplot is not installed (apt-get install gnuplot-nox; .ci/run does)");
         return None;
     }
     let out = Command::new("gnuplot")

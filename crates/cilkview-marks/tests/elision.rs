@@ -92,7 +92,7 @@ fn builds(cc: &str, fixture: &str) -> (std::path::PathBuf, std::path::PathBuf) {
 #[test]
 fn elision_costs_one_instruction_per_mark_hit_valgrind() {
     if !has_tool("valgrind") {
-        println!("skipped: valgrind not installed");
+        cilkview_fixtures::skip("valgrind not installed");
         return;
     }
     for cc in test_compilers() {
@@ -113,9 +113,11 @@ fn elision_costs_one_instruction_per_mark_hit_perf() {
     );
     if let Err(why) = perf_count(&probe, &[]) {
         if why.contains("not supported") || why.contains("not counted") {
-            println!("skipped: no hardware instruction counter (perf stat says not supported)");
+            cilkview_fixtures::skip(
+                "no hardware instruction counter (perf stat says not supported)",
+            );
         } else {
-            println!("skipped: no hardware instruction counter ({why})");
+            cilkview_fixtures::skip("no hardware instruction counter ({why})");
         }
         return;
     }

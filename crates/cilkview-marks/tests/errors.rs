@@ -170,7 +170,7 @@ fn discarded_code_records_are_dropped() {
 #[test]
 fn clang_objects_for_other_machines() {
     if !has_compiler("clang") {
-        println!("skipped: clang not installed");
+        cilkview_fixtures::skip("clang not installed");
         return;
     }
     let opts = BuildOptions::default()
@@ -191,10 +191,10 @@ fn clang_objects_for_other_machines() {
                 "{err:?}"
             );
         }
-        Err(e) => println!(
-            "skipped: clang cannot target aarch64 here: {}",
+        Err(e) => cilkview_fixtures::skip(format!(
+            "clang cannot target aarch64 here: {}",
             e.output.lines().next().unwrap_or("")
-        ),
+        )),
     }
 }
 

@@ -198,7 +198,7 @@ fn fixtures_are_warning_free() {
 fn no_call_at_function_exit_at_o0() {
     // cv_function()'s cleanup is always_inline: -O0 code has no call to it.
     if !has_tool("objdump") {
-        println!("skipped: objdump not installed");
+        cilkview_fixtures::skip("objdump not installed");
         return;
     }
     for cc in test_compilers() {
@@ -237,7 +237,7 @@ fn strip_keeps_the_section() {
         ),
     ] {
         if !has_tool(tool) {
-            println!("skipped: {tool} not installed");
+            cilkview_fixtures::skip("{tool} not installed");
             continue;
         }
         tried += 1;
@@ -276,7 +276,7 @@ fn strip_keeps_the_section() {
 #[test]
 fn llvm_strip_needs_keep_section() {
     if !has_tool("llvm-strip") {
-        println!("skipped: llvm-strip not installed");
+        cilkview_fixtures::skip("llvm-strip not installed");
         return;
     }
     let orig = build("fib", &BuildOptions::default().compiler("gcc").opt(2));

@@ -60,7 +60,7 @@ fn auto_reports_its_choice() {
 fn hardware_and_step_agree() {
     let info = self_test().unwrap();
     if info.kind != CounterKind::Hardware {
-        println!("skipped: {}", info.reason);
+        cilkview_fixtures::skip(&info.reason);
         return;
     }
     let p = common::compile(SRC, &[]);

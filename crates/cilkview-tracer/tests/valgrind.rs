@@ -38,7 +38,7 @@ fn step_total_matches_valgrind_exactly_without_libc() {
     assert_eq!(out.total_instructions, 2004);
     match lackey_guest_instrs(&p.exe) {
         Some(v) => assert_eq!(v, 2004, "valgrind"),
-        None => println!("skipped valgrind part: valgrind not available"),
+        None => cilkview_fixtures::skip("the valgrind part: valgrind not available"),
     }
 }
 
@@ -53,7 +53,7 @@ fn step_total_matches_valgrind() {
         &[],
     );
     let Some(expected) = lackey_guest_instrs(&p.exe) else {
-        println!("skipped: valgrind not available");
+        cilkview_fixtures::skip("valgrind not available");
         return;
     };
     let opts = TraceOptions {
