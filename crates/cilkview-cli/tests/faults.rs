@@ -29,6 +29,53 @@ fn native(exe: &Path, args: &[&str]) -> (String, Option<i32>) {
     (String::from_utf8_lossy(&out.stdout).into_owned(), code)
 }
 
+/// `cilkview-rs run --json` of a program that waits to be signalled, in a process group of its
+/// own (as a shell starts a foreground job, and the group Ctrl-C would signal), started once the
+/// program printed its first line.
+struct Job {
+    child: std::process::Child,
+    first_line: String,
+    json: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Job {
+    fn start(exe: &Path) -> Job {
+        use std::os::unix::process::CommandExt;
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("r.json");
+        let mut child = cilkview()
+            .arg("run")
+            .arg("--json")
+            .arg(&json)
+            .arg(exe)
+            .process_group(0)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first_line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first_line)
+            .unwrap();
+        Job {
+            child,
+            first_line,
+            json,
+            _dir: dir,
+        }
+    }
+
+    /// The tool's exit code, its stderr, and the JSON report it wrote.
+    fn finish(self) -> (Option<i32>, String, Value) {
+        let out = self.child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        let text =
+            std::fs::read_to_string(&self.json).unwrap_or_else(|_| panic!("no report: {err}"));
+        (out.status.code(), err, serde_json::from_str(&text).unwrap())
+    }
+}
+
 const SPAWN_THEN: &str = r#"
 #include <signal.h>
 #include <stdio.h>
@@ -67,32 +114,16 @@ fn sigkill_from_outside_still_writes_the_report() {
              for (;;) pause(); }}"
         ),
     );
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("r.json");
-    let mut child = cilkview()
-        .arg("run")
-        .arg("--json")
-        .arg(&json)
-        .arg(&exe)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let pid: i32 = line.trim().parse().unwrap();
+    let job = Job::start(&exe);
+    let pid: i32 = job.first_line.trim().parse().unwrap();
     Command::new("kill")
         .args(["-KILL", &pid.to_string()])
         .status()
         .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(128 + 9));
-    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let (code, err, report) = job.finish();
+    assert_eq!(code, Some(128 + 9));
     assert_eq!(report["signal"], 9);
     assert_eq!(report["spawns"], 1);
-    let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("killed by signal 9 (SIGKILL)"), "{err}");
 }
 
@@ -281,41 +312,23 @@ fn stripped_static_pie_and_cet_binaries_measure_the_same() {
 /// (and here dies of it, as it would without the tool), the tool survives to write its report.
 #[test]
 fn ctrl_c_reaches_the_program_and_the_report_is_still_written() {
-    use std::os::unix::process::CommandExt;
     let exe = program(
         "wait_for_ctrl_c",
         &format!("{SPAWN_THEN} int main(void) {{ f(); puts(\"ready\"); fflush(stdout); for (;;) pause(); }}"),
     );
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("r.json");
-    let mut child = cilkview()
-        .arg("run")
-        .arg("--json")
-        .arg(&json)
-        .arg(&exe)
-        .process_group(0) // a "terminal" of its own: the group Ctrl-C would signal
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert_eq!(line, "ready\n");
-    let group = format!("-{}", child.id());
+    let job = Job::start(&exe);
+    assert_eq!(job.first_line, "ready\n");
+    let group = format!("-{}", job.child.id());
     Command::new("kill")
         .args(["-INT", "--", &group])
         .status()
         .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(128 + 2), "{err}");
+    let (code, err, report) = job.finish();
+    assert_eq!(code, Some(128 + 2), "{err}");
     assert!(
         err.contains("killed by signal 2 (SIGINT)") && err.contains("Spawns: 1"),
         "{err}"
     );
-    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(report["signal"], 2);
 }
 

@@ -4,8 +4,8 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Child, Command};
+use std::time::Duration;
 
 use cilkview_tracer::{
     attach, attach_breakpoints_only, AttachOptions, AttachOutcome, CounterMode, Ending, ExitStatus,
@@ -34,31 +34,6 @@ int main(int argc, char **argv) {
     printf("sum %lu\n", sum);
     return 7;
 }"#;
-
-/// The program runs under `sh` (its parent); returns (sh child, program pid).
-fn start(exe: &Path, args: &[&str]) -> (Child, i32, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let pidfile = dir.path().join("pid");
-    let child = Command::new("sh")
-        .arg("-c")
-        .arg(r#"p="$1"; f="$2"; shift 2; "$p" "$@" & echo $! > "$f.tmp"; mv "$f.tmp" "$f"; wait $!; echo "status=$?""#)
-        .arg("sh")
-        .arg(exe)
-        .arg(&pidfile)
-        .args(args)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let t0 = Instant::now();
-    let pid = loop {
-        if let Ok(s) = std::fs::read_to_string(&pidfile) {
-            break s.trim().parse().unwrap();
-        }
-        assert!(t0.elapsed() < Duration::from_secs(10), "no pid file");
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    (child, pid, dir)
-}
 
 fn finish(child: Child) -> String {
     let out = child.wait_with_output().unwrap();

@@ -2,7 +2,8 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 use cilkview_tracer::Probe;
 
@@ -82,4 +83,31 @@ pub fn probes(exe: &Path, syms: &[(&str, Option<u16>)]) -> Vec<Probe> {
             operand,
         })
         .collect()
+}
+
+/// Starts `exe` under `sh` (its parent, so that the tracer attaching to it is not its parent);
+/// returns (the sh child, the program's pid, the temp dir holding the pid file). sh prints
+/// `status=N` when the program ends.
+pub fn start(exe: &Path, args: &[&str]) -> (Child, i32, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("pid");
+    let child = Command::new("sh")
+        .arg("-c")
+        .arg(r#"p="$1"; f="$2"; shift 2; "$p" "$@" & echo $! > "$f.tmp"; mv "$f.tmp" "$f"; wait $!; echo "status=$?""#)
+        .arg("sh")
+        .arg(exe)
+        .arg(&pidfile)
+        .args(args)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    let pid = loop {
+        if let Ok(s) = std::fs::read_to_string(&pidfile) {
+            break s.trim().parse().unwrap();
+        }
+        assert!(t0.elapsed() < Duration::from_secs(10), "no pid file");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    (child, pid, dir)
 }
