@@ -8,9 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use crate::{
-    sys, tracer, CounterInfo, CounterKind, CounterMode, ExitStatus, Probe, TraceError, TraceEvent,
-};
+use crate::{sys, tracer, CounterInfo, CounterMode, ExitStatus, Probe, TraceError, TraceEvent};
 
 /// The signals that should end an attach session cleanly (restore the
 /// probes and detach) instead of killing the tool: SIGINT, SIGTERM, SIGHUP.
@@ -221,10 +219,11 @@ where
     P: FnMut(&Path) -> Result<Vec<Probe>, String>,
     F: FnMut(TraceEvent),
 {
-    let info = CounterInfo {
-        kind: CounterKind::Hardware,
-        reason: "breakpoints only (testing)".into(),
-        bias: 0,
-    };
-    tracer::attach(opts, info, true, probes_for, on_event)
+    tracer::attach(
+        opts,
+        crate::breakpoints_only_info(),
+        true,
+        probes_for,
+        on_event,
+    )
 }

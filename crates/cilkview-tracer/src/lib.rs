@@ -304,10 +304,14 @@ where
     P: FnMut(&Path) -> Result<Vec<Probe>, String>,
     F: FnMut(TraceEvent),
 {
-    let info = CounterInfo {
+    tracer::run(opts, breakpoints_only_info(), true, probes_for, on_event)
+}
+
+/// The counter of the breakpoints-only testing aids: hardware mode's patching, no counter.
+pub(crate) fn breakpoints_only_info() -> CounterInfo {
+    CounterInfo {
         kind: CounterKind::Hardware,
         reason: "breakpoints only (testing)".into(),
         bias: 0,
-    };
-    tracer::run(opts, info, true, probes_for, on_event)
+    }
 }
