@@ -88,6 +88,10 @@ pub struct RunArgs {
     /// How to count instructions.
     #[arg(long, value_enum, default_value_t = CounterArg::Auto)]
     pub counter: CounterArg,
+    /// With single-stepping, do not bind the program and the tracer to one CPU (binding makes
+    /// stepping ~3x faster, but the program then sees a one-CPU affinity mask).
+    #[arg(long)]
+    pub no_cpu_binding: bool,
     #[command(flatten)]
     pub model: ModelOptions,
     #[command(flatten)]

@@ -69,6 +69,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         program: program.clone(),
         args: args.args.clone(),
         counter: counter_mode(args.counter),
+        bind_cpu: !args.no_cpu_binding,
     };
     // Ctrl-C at the terminal goes to the program (same process group); the tool lives on to
     // report what it measured.

@@ -358,3 +358,39 @@ fn fail_below_on_a_real_run_writes_outputs_first() {
     // step's own parallelism is 8004 / 6002 = 1.33 ≥ 1.2: that gate passes.
     assert!(!err.contains("region \"step\": parallelism"), "{err}");
 }
+
+/// Single-stepping binds the program and the tracer to one CPU for speed, unless
+/// `--no-cpu-binding`: then the program sees its own affinity mask, as without the tool. Either
+/// way the measures are the same.
+#[test]
+fn cpu_binding_is_visible_in_the_report_and_can_be_turned_off() {
+    let exe = compile_source(
+        "print_cpus",
+        r#"#define _GNU_SOURCE
+           #include <sched.h>
+           #include <stdio.h>
+           #include "cilkview.h"
+           #include "work.h"
+           static void child(void) { CV_WORK(300); }
+           static void f(void) { cv_function(); cv_spawn(child()); CV_WORK(100); cv_sync(); }
+           int main(void) {
+               cpu_set_t s;
+               sched_getaffinity(0, sizeof s, &s);
+               f();
+               printf("cpus %d\n", CPU_COUNT(&s));
+               return 0;
+           }"#,
+        Lang::C,
+        &common::static_opts(),
+    )
+    .unwrap();
+    let native = Command::new(&exe).output().unwrap();
+    let unbound = analyze_with(&exe, &["--counter", "step", "--no-cpu-binding"], &[]);
+    assert_eq!(unbound.out.stdout, native.stdout);
+    let bound = analyze_with(&exe, &["--counter", "step"], &[]);
+    let reason = bound.json["counter"]["reason"].as_str().unwrap();
+    assert!(reason.contains("bound to CPU"), "{reason}");
+    assert_eq!(bound.stdout(), "cpus 1\n");
+    assert_eq!(bound.parallel_part(), unbound.parallel_part());
+    assert_eq!(bound.u("spawns"), unbound.u("spawns"));
+}

@@ -163,6 +163,8 @@ struct Tracer<P, F> {
     expected: HashSet<Tid>,
     /// New tasks seen (first stop or death) before their parent's event.
     seen_new: HashSet<Tid>,
+    /// Step mode with `bind_cpu`: the tracer's own binding, undone when the session ends.
+    pinned: Option<sys::PinnedThread>,
 }
 
 fn ptrace_err(op: &'static str, tid: Tid) -> impl FnOnce(Errno) -> TraceError {
@@ -254,7 +256,18 @@ where
         nthreads: 1,
         expected: HashSet::new(),
         seen_new: HashSet::new(),
+        pinned: None,
     };
+    let mut info = info;
+    if !t.hw && opts.bind_cpu {
+        // Before the program starts: it and every thread it creates stay on the tracer's CPU.
+        if let Some((pinned, cpu)) = sys::bind_with_child(child.pid) {
+            t.pinned = Some(pinned);
+            info.reason.push_str(&format!(
+                "; program bound to CPU {cpu} with the tracer for speed"
+            ));
+        }
+    }
     let result = t
         .start(&mut child)
         .and_then(|()| t.event_loop(&child, opts));
@@ -1029,6 +1042,7 @@ where
         nthreads: 0,
         expected: HashSet::new(),
         seen_new: HashSet::new(),
+        pinned: None,
     };
     let mut alarm = Alarm { pid: None };
     let result = t.attach_session(opts, wake, &mut alarm);

@@ -25,6 +25,7 @@ fn hits(
         program: exe.to_path_buf(),
         args: vec![],
         counter: mode,
+        bind_cpu: true,
     };
     let out = run(
         &o,
@@ -50,6 +51,7 @@ fn auto_reports_its_choice() {
             program: "/bin/true".into(),
             args: vec![],
             counter: CounterMode::Hardware,
+            bind_cpu: true,
         };
         let e = run(&o, |_| Ok(vec![]), |_| {}).unwrap_err();
         assert!(matches!(e, TraceError::CounterUnavailable { .. }), "{e}");

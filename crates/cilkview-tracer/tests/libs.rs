@@ -151,6 +151,7 @@ fn opts(exe: &Path, args: &[&str], mode: CounterMode) -> TraceOptions {
         program: exe.to_path_buf(),
         args: args.iter().map(|a| a.into()).collect(),
         counter: mode,
+        bind_cpu: true,
     }
 }
 

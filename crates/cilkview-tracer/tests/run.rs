@@ -10,6 +10,7 @@ fn opts(exe: &Path, mode: CounterMode) -> TraceOptions {
         program: exe.to_path_buf(),
         args: vec![],
         counter: mode,
+        bind_cpu: true,
     }
 }
 
@@ -424,6 +425,7 @@ fn wrapper_script_exec_rearms_probes() {
         program: script.clone(),
         args: vec!["a".into(), "b".into()],
         counter: CounterMode::Step,
+        bind_cpu: true,
     };
     let out = run(
         &o,

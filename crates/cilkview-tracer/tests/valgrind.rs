@@ -32,6 +32,7 @@ fn step_total_matches_valgrind_exactly_without_libc() {
         program: p.exe.clone(),
         args: vec![],
         counter: CounterMode::Step,
+        bind_cpu: true,
     };
     let out = run(&opts, |_| Ok(vec![]), |_| {}).unwrap();
     assert_eq!(out.status, ExitStatus::Exited(7));
@@ -60,6 +61,7 @@ fn step_total_matches_valgrind() {
         program: p.exe.clone(),
         args: vec![],
         counter: CounterMode::Step,
+        bind_cpu: true,
     };
     let out = run(&opts, |_| Ok(vec![]), |_| {}).unwrap();
     assert_eq!(out.status, ExitStatus::Exited(0));
