@@ -55,7 +55,11 @@ impl Labels {
 /// The state the tracer's two callbacks share.
 pub struct Session {
     burden: u64,
-    engine: Engine,
+    /// One engine per thread: each thread has its own fork-join stack. Their measures combine at
+    /// the end as computations running in parallel (`Report::beside`).
+    engines: HashMap<i32, Engine>,
+    /// Marks hit, over all threads.
+    hits: u64,
     /// What each probe of the current program image means, indexed like the tracer's probe
     /// numbers: the executable's marks, then those of each library, in the order the tracer asked
     /// for them. Region labels are already interned.
@@ -83,9 +87,8 @@ impl Session {
         progress.set_message("no mark hit yet");
         RefCell::new(Session {
             burden: model.burden,
-            engine: Engine::new(Config {
-                burden: model.burden,
-            }),
+            engines: HashMap::new(),
+            hits: 0,
             marks: Vec::new(),
             latest: 0,
             labels: Labels::default(),
@@ -120,36 +123,42 @@ impl Session {
             .collect())
     }
 
+    /// The engine of thread `tid`.
+    fn engine(&mut self, tid: i32) -> &mut Engine {
+        let burden = self.burden;
+        self.engines
+            .entry(tid)
+            .or_insert_with(|| Engine::new(Config { burden }))
+    }
+
     /// The tracer's `on_event` callback.
     pub fn on_event(&mut self, event: TraceEvent) {
         match event {
-            TraceEvent::Exec { image, cost, .. } => {
+            TraceEvent::Exec { image, tid, cost } => {
                 if image > 0 {
                     // A new program image, whose probes the latest call returned: the numbering
                     // restarts with them.
                     self.marks.drain(..self.latest);
                     self.latest = 0;
+                    // A wrapper (shell script, env, launcher) that ran no marks is not part of
+                    // the analyzed program.
+                    if self.hits == 0 {
+                        self.engines.clear();
+                        return;
+                    }
                 }
-                // A wrapper (shell script, env, launcher) that ran no marks is not part of the
-                // analyzed program.
-                if image > 0 && self.engine.events() == 0 {
-                    self.engine = Engine::new(Config {
-                        burden: self.burden,
-                    });
-                } else {
-                    self.engine.charge(cost);
-                }
+                self.engine(tid).charge(cost);
             }
             TraceEvent::ThreadStart { .. } => {}
-            TraceEvent::ThreadExit { cost, .. } => self.engine.charge(cost),
+            TraceEvent::ThreadExit { tid, cost } => self.engine(tid).charge(cost),
             TraceEvent::Hit {
                 probe,
+                tid,
                 cost,
                 operand,
-                ..
             } => {
                 let Some(&(kind, label)) = self.marks.get(probe) else {
-                    self.engine.charge(cost);
+                    self.engine(tid).charge(cost);
                     return;
                 };
                 let region = || label.unwrap_or(RegionId(u32::MAX));
@@ -168,11 +177,12 @@ impl Session {
                     MarkKind::RegionBegin => EventKind::RegionBegin(region()),
                     MarkKind::RegionEnd => EventKind::RegionEnd(region()),
                 };
-                self.engine.process(Event::new(cost, kind));
+                self.engine(tid).process(Event::new(cost, kind));
+                self.hits += 1;
                 if self.last_progress.elapsed() > Duration::from_millis(200) {
                     self.last_progress = Instant::now();
                     self.progress
-                        .set_message(format!("{} marks hit", self.engine.events()));
+                        .set_message(format!("{} marks hit", self.hits));
                 }
             }
         }
@@ -183,7 +193,12 @@ impl Session {
     /// are expected.
     pub fn finish(self, info: RunInfo, subject: &str, partial: bool) -> (RunReport, Report) {
         self.progress.finish_and_clear();
-        let measured = self.engine.finish();
+        let measured = self
+            .engines
+            .into_values()
+            .map(Engine::finish)
+            .reduce(Report::beside)
+            .unwrap_or_default();
         let names = &self.labels.names;
         let mut report = RunReport::new(info, &measured, |id| {
             names.get(id as usize).cloned().unwrap_or_default()

@@ -394,3 +394,19 @@ fn cpu_binding_is_visible_in_the_report_and_can_be_turned_off() {
     assert_eq!(bound.parallel_part(), unbound.parallel_part());
     assert_eq!(bound.u("spawns"), unbound.u("spawns"));
 }
+
+/// Threads are counted over all threads, each with its own fork-join stack: the marks two threads
+/// hit in turn do not get mixed up, and the threads' measures combine as parallel computations.
+#[test]
+fn threads_each_have_their_own_fork_join_stack() {
+    let exe = build("long_running", &common::static_opts().flag("-pthread"));
+    // 3 rounds in each of 2 threads; each round's step: 2 spawns, 1 sync, work 5006, span 2002.
+    let a = analyze(&exe, &["3", "0", "2"]);
+    assert_eq!(a.code(), Some(0), "{}", a.stderr());
+    assert_eq!((a.u("spawns"), a.u("syncs")), (12, 6), "{}", a.json);
+    assert!(!a.stderr().contains("did not nest"), "{}", a.stderr());
+    assert!(a.u("work") >= 6 * 5006, "{}", a.json);
+    // The second thread's 3 steps (work − span = 3 × 3004 of it runs beside the main thread's span)
+    // make the whole more parallel than one thread's steps alone could.
+    assert!(a.parallel_part() >= 6 * 3004, "{}", a.json);
+}

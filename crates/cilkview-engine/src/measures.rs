@@ -61,6 +61,20 @@ impl Measures {
     }
 }
 
+impl Measures {
+    /// Measures of two computations that run in parallel from start to end (the threads of one
+    /// process): work, spawns and syncs add up; the span is the longer one.
+    pub fn beside(&self, other: &Measures) -> Measures {
+        Measures {
+            work: self.work.saturating_add(other.work),
+            span: self.span.max(other.span),
+            burdened_span: self.burdened_span.max(other.burdened_span),
+            spawns: self.spawns.saturating_add(other.spawns),
+            syncs: self.syncs.saturating_add(other.syncs),
+        }
+    }
+}
+
 /// Measures of one label, accumulated over every time its region ran.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RegionMeasures {
@@ -91,6 +105,14 @@ impl Anomalies {
     pub fn is_clean(&self) -> bool {
         *self == Anomalies::default()
     }
+
+    fn add(&mut self, o: &Anomalies) {
+        self.unmatched_closers += o.unmatched_closers;
+        self.stray_iterations += o.stray_iterations;
+        self.unmatched_regions += o.unmatched_regions;
+        self.implicit_region_ends += o.implicit_region_ends;
+        self.implicit_frame_ends += o.implicit_frame_ends;
+    }
 }
 
 /// Everything the engine measured.
@@ -102,6 +124,28 @@ pub struct Report {
     /// Per label, ordered by id.
     pub regions: Vec<RegionMeasures>,
     pub anomalies: Anomalies,
+}
+
+impl Report {
+    /// The report of two event streams that ran in parallel from start to end — the threads of
+    /// one process, each measured by its own engine. The totals combine with
+    /// [`Measures::beside`]; a label measured in both accumulates (as a repeated region does).
+    pub fn beside(mut self, other: Report) -> Report {
+        self.total = self.total.beside(&other.total);
+        self.events += other.events;
+        self.anomalies.add(&other.anomalies);
+        for r in other.regions {
+            match self.regions.iter_mut().find(|mine| mine.id == r.id) {
+                Some(mine) => {
+                    mine.count += r.count;
+                    mine.measures = mine.measures.then(&r.measures);
+                }
+                None => self.regions.push(r),
+            }
+        }
+        self.regions.sort_by_key(|r| r.id);
+        self
+    }
 }
 
 /// The speedup range predicted for one core count.
@@ -218,6 +262,53 @@ mod tests {
             let s = m.speedup(p, 0.0);
             assert!(s.lower <= s.upper && s.upper == 1.0, "{s:?}");
         }
+    }
+
+    #[test]
+    fn reports_of_parallel_threads_combine() {
+        let m = |work, span| Measures {
+            work,
+            span,
+            burdened_span: span + 1,
+            spawns: 1,
+            syncs: 2,
+        };
+        let region = |id, work| RegionMeasures {
+            id: RegionId(id),
+            count: 1,
+            measures: m(work, work),
+        };
+        let a = Report {
+            total: m(100, 40),
+            events: 5,
+            regions: vec![region(0, 10), region(2, 5)],
+            anomalies: Anomalies::default(),
+        };
+        let b = Report {
+            total: m(50, 50),
+            events: 3,
+            regions: vec![region(1, 7), region(2, 6)],
+            anomalies: Anomalies {
+                unmatched_closers: 1,
+                ..Anomalies::default()
+            },
+        };
+        let c = a.beside(b);
+        assert_eq!(
+            c.total,
+            Measures {
+                work: 150,
+                span: 50,
+                burdened_span: 51,
+                spawns: 2,
+                syncs: 4
+            }
+        );
+        assert_eq!(c.events, 8);
+        assert_eq!(c.anomalies.unmatched_closers, 1);
+        let ids: Vec<u32> = c.regions.iter().map(|r| r.id.0).collect();
+        assert_eq!(ids, [0, 1, 2]);
+        assert_eq!((c.regions[2].count, c.regions[2].measures.work), (2, 11));
     }
 
     #[test]
