@@ -29,37 +29,18 @@ struct Built {
     lib_probes: Vec<Probe>,
 }
 
-fn cc(dir: &Path, name: &str, src: &str, args: &[&str]) -> PathBuf {
-    let c = dir.join(format!("{name}.c"));
-    std::fs::write(&c, format!("{PRELUDE}\n{src}")).unwrap();
-    let out_path = dir.join(name);
-    let out = Command::new("cc")
-        .args(["-O1", "-o"])
-        .arg(&out_path)
-        .arg(&c)
-        .args(args)
-        .output()
-        .expect("run cc");
-    assert!(
-        out.status.success(),
-        "cc failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out_path
-}
-
 /// Build `libwork.so` and the program `main_src`, linked against it
 /// (`DT_NEEDED`, found through an rpath) if `link` is set.
 fn build(main_src: &str, link: bool) -> Built {
     let dir = tempfile::tempdir().unwrap();
-    let lib = cc(dir.path(), "libwork.so", LIBWORK, &["-shared", "-fPIC"]);
+    let lib = compile_into(dir.path(), "libwork.so", LIBWORK, &["-shared", "-fPIC"]);
     let d = dir.path().to_str().unwrap();
     let rpath = format!("-Wl,-rpath,{d}");
     let mut args = vec!["-ldl"];
     if link {
         args = vec!["-L", d, "-lwork", &rpath, "-ldl"];
     }
-    let exe = cc(dir.path(), "prog", main_src, &args);
+    let exe = compile_into(dir.path(), "prog", main_src, &args);
     let lib_probes = probes(&lib, &[("lib_begin", Some(5)), ("lib_end", None)]);
     Built {
         _dir: dir,

@@ -26,9 +26,15 @@ pub fn compile(src: &str, extra: &[&str]) -> Prog {
 /// Compile `src` (C) with -O1 and exactly the given extra flags.
 pub fn compile_with(src: &str, extra: &[&str]) -> Prog {
     let dir = tempfile::tempdir().unwrap();
-    let c = dir.path().join("prog.c");
+    let exe = compile_into(dir.path(), "prog", src, extra);
+    Prog { dir, exe }
+}
+
+/// Compile `src` (C, after the PRELUDE) with -O1 and the given flags into `dir/name`.
+pub fn compile_into(dir: &Path, name: &str, src: &str, extra: &[&str]) -> PathBuf {
+    let c = dir.join(format!("{name}.c"));
     std::fs::write(&c, format!("{PRELUDE}\n{src}")).unwrap();
-    let exe = dir.path().join("prog");
+    let exe = dir.join(name);
     let out = Command::new("cc")
         .args(["-O1", "-o"])
         .arg(&exe)
@@ -41,7 +47,7 @@ pub fn compile_with(src: &str, extra: &[&str]) -> Prog {
         "cc failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    Prog { dir, exe }
+    exe
 }
 
 /// Offset of symbol `sym` from the start of the image's lowest mapping.
