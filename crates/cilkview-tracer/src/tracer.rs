@@ -341,18 +341,9 @@ where
         opts: &TraceOptions,
     ) -> Result<ExitStatus, TraceError> {
         loop {
-            let (tid, status) = match sys::wait_any().map_err(TraceError::Wait)? {
-                Wait::Exited(tid, code) => (tid, ExitStatus::Exited(code)),
-                Wait::Signaled(tid, sig) => (tid, ExitStatus::Signaled(sig)),
-                Wait::Stopped { tid, sig, event } => {
-                    self.on_stop(tid, sig, event)?;
-                    continue;
-                }
+            let Some((tid, status)) = self.next_exit(None)? else {
+                continue;
             };
-            if !self.threads.contains_key(&tid) {
-                self.note_seen(tid);
-            }
-            self.reap(tid);
             if tid == self.pid {
                 if !self.execed {
                     if let Some(errno) = child.exec_errno() {
@@ -365,6 +356,36 @@ where
                 return Ok(status);
             }
         }
+    }
+
+    /// Waits for the next event of any tracee and handles it. Returns the task that ended, if one
+    /// did (its tail already reported); `None` after a stop, or when `alarm` (attach's wake-up
+    /// helper child, forgotten here) ended.
+    fn next_exit(
+        &mut self,
+        alarm: Option<&mut Option<Tid>>,
+    ) -> Result<Option<(Tid, ExitStatus)>, TraceError> {
+        let (tid, status) = match sys::wait_any().map_err(TraceError::Wait)? {
+            Wait::Exited(tid, _) | Wait::Signaled(tid, _)
+                if alarm.as_ref().is_some_and(|a| **a == Some(tid)) =>
+            {
+                if let Some(a) = alarm {
+                    *a = None;
+                }
+                return Ok(None);
+            }
+            Wait::Exited(tid, code) => (tid, ExitStatus::Exited(code)),
+            Wait::Signaled(tid, sig) => (tid, ExitStatus::Signaled(sig)),
+            Wait::Stopped { tid, sig, event } => {
+                self.on_stop(tid, sig, event)?;
+                return Ok(None);
+            }
+        };
+        if !self.threads.contains_key(&tid) {
+            self.note_seen(tid);
+        }
+        self.reap(tid);
+        Ok(Some((tid, status)))
     }
 
     /// A task is gone: report its tail if its exit stop was missed.
@@ -1217,22 +1238,9 @@ where
                         })?,
                     );
             }
-            let (tid, status) = match sys::wait_any().map_err(TraceError::Wait)? {
-                Wait::Exited(tid, _) | Wait::Signaled(tid, _) if Some(tid) == alarm.pid => {
-                    alarm.pid = None;
-                    continue;
-                }
-                Wait::Exited(tid, code) => (tid, ExitStatus::Exited(code)),
-                Wait::Signaled(tid, sig) => (tid, ExitStatus::Signaled(sig)),
-                Wait::Stopped { tid, sig, event } => {
-                    self.on_stop(tid, sig, event)?;
-                    continue;
-                }
+            let Some((tid, status)) = self.next_exit(Some(&mut alarm.pid))? else {
+                continue;
             };
-            if !self.threads.contains_key(&tid) {
-                self.note_seen(tid);
-            }
-            self.reap(tid);
             if tid == pid {
                 return Ok((Ending::Exited(status), started.elapsed()));
             }
