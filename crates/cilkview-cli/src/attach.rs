@@ -24,7 +24,7 @@ fn command_line(pid: i32) -> (String, Vec<String>) {
 }
 
 pub fn attach(args: AttachArgs) -> Result<ExitCode> {
-    outputs::check_writable(&outputs::exporters(&args.output))?;
+    let reserved = outputs::check_writable(&outputs::exporters(&args.output))?;
     let stop = StopFlag::new();
     // Ctrl-C, SIGTERM and SIGHUP end the measurement: the probes are restored and the process
     // detached, instead of the tool dying with the process traced.
@@ -77,7 +77,9 @@ pub fn attach(args: AttachArgs) -> Result<ExitCode> {
         seconds: outcome.elapsed.as_secs_f64(),
         ended: ended.to_string(),
     });
-    Ok(if outputs::emit(&report, &args.output)? {
+    let passed = outputs::emit(&report, &args.output)?;
+    reserved.keep();
+    Ok(if passed {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

@@ -37,7 +37,7 @@ pub enum CounterArg {
     Auto,
     /// The hardware instruction counter (perf_event); an error if unavailable.
     Hw,
-    /// Single-step every instruction: exact everywhere, but ~100x slower.
+    /// Single-step every instruction: exact everywhere, but ~20 µs per instruction.
     Step,
 }
 

@@ -3,6 +3,7 @@
 
 use std::fs::OpenOptions;
 use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
@@ -26,11 +27,33 @@ pub fn exporters(opts: &OutputOptions) -> Vec<Box<dyn Exporter>> {
     out
 }
 
+/// Output files the writability check created. Unless [`Reserved::keep`] is called (the report
+/// was written), they are removed again when this is dropped, so a failed run leaves no empty
+/// files behind.
+#[must_use]
+pub struct Reserved(Vec<PathBuf>);
+
+impl Reserved {
+    pub fn keep(mut self) {
+        self.0.clear();
+    }
+}
+
+impl Drop for Reserved {
+    fn drop(&mut self) {
+        for path in &self.0 {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
 /// Fails now, before anything runs, if an output file cannot be written.
-pub fn check_writable(exporters: &[Box<dyn Exporter>]) -> Result<()> {
+pub fn check_writable(exporters: &[Box<dyn Exporter>]) -> Result<Reserved> {
+    let mut created = Reserved(Vec::new());
     for e in exporters {
         for d in e.destinations() {
             if let Destination::File(path) = d {
+                let existed = path.exists();
                 OpenOptions::new()
                     .append(true)
                     .create(true)
@@ -41,10 +64,13 @@ pub fn check_writable(exporters: &[Box<dyn Exporter>]) -> Result<()> {
                             path.display()
                         )
                     })?;
+                if !existed {
+                    created.0.push(path);
+                }
             }
         }
     }
-    Ok(())
+    Ok(created)
 }
 
 /// Renders and writes every exporter's output; then prints warnings and checks the gates.
@@ -78,8 +104,10 @@ pub fn emit(report: &RunReport, opts: &OutputOptions) -> Result<bool> {
 /// `cilkview-rs report FILE.json`.
 pub fn report(args: ReportArgs) -> Result<ExitCode> {
     let report = read_json(&args.file)?;
-    check_writable(&exporters(&args.output))?;
-    Ok(if emit(&report, &args.output)? {
+    let reserved = check_writable(&exporters(&args.output))?;
+    let passed = emit(&report, &args.output)?;
+    reserved.keep();
+    Ok(if passed {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

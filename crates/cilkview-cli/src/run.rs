@@ -62,7 +62,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         // Not ELF, wrong architecture, truncated, corrupt marks: say so before running anything.
         read_marks(&program).with_context(|| format!("cannot analyze {}", program.display()))?;
     }
-    outputs::check_writable(&outputs::exporters(&args.output))?;
+    let reserved = outputs::check_writable(&outputs::exporters(&args.output))?;
 
     let session = Session::new(&args.model, "tracing");
     let options = TraceOptions {
@@ -98,6 +98,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let subject = program.display().to_string();
     let (report, _) = session.into_inner().finish(info, &subject, false);
     let gates_passed = outputs::emit(&report, &args.output)?;
+    reserved.keep();
     let status = outcome.status.code();
     Ok(if status != 0 {
         ExitCode::from(status.clamp(0, 255) as u8)

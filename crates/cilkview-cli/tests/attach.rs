@@ -164,10 +164,16 @@ fn a_multithreaded_process_is_measured_over_all_threads() {
 
 #[test]
 fn a_missing_pid_or_the_tool_itself_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
     let out = Command::new(assert_cmd::cargo::cargo_bin("cilkview-rs"))
-        .args(["attach", "999999999"])
+        .args(["attach", "--json"])
+        .arg(&json)
+        .arg("999999999")
         .output()
         .unwrap();
+    // The output file reserved before the attach is not left behind, empty.
+    assert!(!json.exists());
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
