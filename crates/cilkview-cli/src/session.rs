@@ -64,8 +64,6 @@ pub struct Session {
     /// numbers: the executable's marks, then those of each library, in the order the tracer asked
     /// for them. Region labels are already interned.
     marks: Vec<(MarkKind, Option<RegionId>)>,
-    /// Where the vector of the latest `probes_for` call starts in `marks`.
-    latest: usize,
     labels: Labels,
     /// Every image (executable or library) whose marks were read, with its number of marks.
     images: Vec<(PathBuf, usize)>,
@@ -90,7 +88,6 @@ impl Session {
             engines: HashMap::new(),
             hits: 0,
             marks: Vec::new(),
-            latest: 0,
             labels: Labels::default(),
             images: Vec::new(),
             progress,
@@ -108,7 +105,6 @@ impl Session {
             Err(_) => Default::default(),
         };
         self.images.push((image.to_path_buf(), marked.marks.len()));
-        self.latest = self.marks.len();
         for m in &marked.marks {
             let label = m.label.as_deref().map(|l| self.labels.id(l));
             self.marks.push((m.kind, label));
@@ -134,12 +130,16 @@ impl Session {
     /// The tracer's `on_event` callback.
     pub fn on_event(&mut self, event: TraceEvent) {
         match event {
-            TraceEvent::Exec { image, tid, cost } => {
+            TraceEvent::Exec {
+                image,
+                tid,
+                cost,
+                probes,
+            } => {
                 if image > 0 {
-                    // A new program image, whose probes the latest call returned: the numbering
-                    // restarts with them.
-                    self.marks.drain(..self.latest);
-                    self.latest = 0;
+                    // A new program image: the numbering restarts with the probes of the calls
+                    // made at its exec, the last `probes` entries.
+                    self.marks.drain(..self.marks.len().saturating_sub(probes));
                     // A wrapper (shell script, env, launcher) that ran no marks is not part of
                     // the analyzed program.
                     if self.hits == 0 {

@@ -372,3 +372,34 @@ fn deep_recursion_of_depth_100_000() {
     // 200,000 open frames at the bottom: a few tens of MB at most.
     assert!(rss < 200 * 1024, "cilkview-rs peaked at {rss} KiB");
 }
+
+/// A wrapper that execs a dynamically linked program: at that exec the tracer asks for the
+/// probes of the program and then of its loader; the program's marks must still be the ones hit.
+#[test]
+fn a_wrapper_that_execs_a_dynamically_linked_program() {
+    let exe = build(
+        "known_spawn",
+        &cilkview_fixtures::BuildOptions::default()
+            .compiler("gcc")
+            .opt(2),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let wrapper = dir.path().join("wrapper.sh");
+    std::fs::write(&wrapper, format!("#!/bin/sh\nexec {}\n", exe.display())).unwrap();
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let direct = trace(&exe, &[]);
+    let wrapped = trace(&wrapper, &[]);
+    assert_eq!(
+        (direct.u("spawns"), direct.u("events")),
+        (2, 7),
+        "{}",
+        direct.json
+    );
+    assert_eq!(
+        (wrapped.u("spawns"), wrapped.u("events")),
+        (2, 7),
+        "{}",
+        wrapped.json
+    );
+    assert_eq!(wrapped.parallel_part(), direct.parallel_part());
+}

@@ -98,8 +98,15 @@ pub enum TraceEvent {
     /// executable first, then the files already mapped executable, e.g. the
     /// dynamic loader); see [`TraceEvent::Hit`] for the numbering. `cost`:
     /// instructions run in the previous image since the thread's last event
-    /// (0 for image 0).
-    Exec { image: u32, tid: i32, cost: u64 },
+    /// (0 for image 0). `probes`: how many probes those calls returned in all
+    /// (so a caller that keeps one table of every call's probes knows that
+    /// the last `probes` entries are the new image's).
+    Exec {
+        image: u32,
+        tid: i32,
+        cost: u64,
+        probes: usize,
+    },
     /// A new thread of the program (not the initial one) started.
     ThreadStart { tid: i32 },
     /// Thread `tid` reached probe number `probe` of the current image.

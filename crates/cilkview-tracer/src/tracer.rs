@@ -619,7 +619,13 @@ where
         self.arm(tid)?;
         let image = self.images;
         self.images += 1;
-        self.emit(TraceEvent::Exec { image, tid, cost });
+        let probes = self.armed.next;
+        self.emit(TraceEvent::Exec {
+            image,
+            tid,
+            cost,
+            probes,
+        });
         if !self.hw {
             let regs = sys::getregs(tid).map_err(ptrace_err("GETREGS", tid))?;
             self.step_boundary(tid, &regs);
@@ -1203,6 +1209,7 @@ where
             image: 0,
             tid: pid,
             cost: 0,
+            probes: self.armed.next,
         });
         for &tid in tids.iter().filter(|&&t| t != pid) {
             self.emit(TraceEvent::ThreadStart { tid });
