@@ -239,25 +239,8 @@ where
         argv.push(CString::new(a.as_bytes()).map_err(|_| nul())?);
     }
     let mut child = sys::spawn_blocked(&program, &argv).map_err(spawn_err)?;
-    let mut t = Tracer {
-        hw: info.kind == CounterKind::Hardware || breakpoints_only,
-        count: !breakpoints_only,
-        bias: info.bias,
-        pid: child.pid,
-        threads: HashMap::new(),
-        armed: Armed::default(),
-        images: 0,
-        execed: false,
-        probes_for,
-        on_event,
-        hits: 0,
-        tail: 0,
-        total: 0,
-        nthreads: 1,
-        expected: HashSet::new(),
-        seen_new: HashSet::new(),
-        pinned: None,
-    };
+    let mut t = Tracer::new(child.pid, &info, breakpoints_only, probes_for, on_event);
+    t.nthreads = 1;
     let mut info = info;
     if !t.hw && opts.bind_cpu {
         // Before the program starts: it and every thread it creates stay on the tracer's CPU.
@@ -292,6 +275,35 @@ where
     P: FnMut(&Path) -> Result<Vec<Probe>, String>,
     F: FnMut(TraceEvent),
 {
+    /// A tracer of process `pid` (not yet seized) counting with `info`.
+    fn new(
+        pid: Tid,
+        info: &CounterInfo,
+        breakpoints_only: bool,
+        probes_for: P,
+        on_event: F,
+    ) -> Self {
+        Tracer {
+            hw: info.kind == CounterKind::Hardware || breakpoints_only,
+            count: !breakpoints_only,
+            bias: info.bias,
+            pid,
+            threads: HashMap::new(),
+            armed: Armed::default(),
+            images: 0,
+            execed: false,
+            probes_for,
+            on_event,
+            hits: 0,
+            tail: 0,
+            total: 0,
+            nthreads: 0,
+            expected: HashSet::new(),
+            seen_new: HashSet::new(),
+            pinned: None,
+        }
+    }
+
     fn start(&mut self, child: &mut sys::Child) -> Result<(), TraceError> {
         let options = libc::PTRACE_O_TRACECLONE
             | libc::PTRACE_O_TRACEFORK
@@ -1052,25 +1064,7 @@ where
         .stop
         .wake_fd()
         .map_err(|source| TraceError::Proc { pid: me, source })?;
-    let mut t = Tracer {
-        hw: info.kind == CounterKind::Hardware || breakpoints_only,
-        count: !breakpoints_only,
-        bias: info.bias,
-        pid,
-        threads: HashMap::new(),
-        armed: Armed::default(),
-        images: 0,
-        execed: false,
-        probes_for,
-        on_event,
-        hits: 0,
-        tail: 0,
-        total: 0,
-        nthreads: 0,
-        expected: HashSet::new(),
-        seen_new: HashSet::new(),
-        pinned: None,
-    };
+    let mut t = Tracer::new(pid, &info, breakpoints_only, probes_for, on_event);
     let mut alarm = Alarm { pid: None };
     let result = t.attach_session(opts, wake, &mut alarm);
     alarm.cancel();
