@@ -47,10 +47,7 @@ int main(void) {
         .collect();
     assert_eq!(hits.len(), 2);
     assert_eq!(hits[1], (1, 2002), "nop + mov + 1000*(dec+jnz)");
-    assert_eq!(
-        out.total_instructions,
-        events.iter().map(|e| e.cost()).sum::<u64>()
-    );
+    assert_costs_add_up(out.total_instructions, &events);
 }
 
 #[test]
@@ -98,10 +95,7 @@ fn trace(
         |e| events.push(e),
     )
     .unwrap();
-    assert_eq!(
-        out.total_instructions,
-        events.iter().map(|e| e.cost()).sum::<u64>()
-    );
+    assert_costs_add_up(out.total_instructions, &events);
     (out, events)
 }
 
@@ -459,10 +453,7 @@ fn wrapper_script_exec_rearms_probes() {
         "the shell's work is reported with the second exec: {execs:?}"
     );
     assert_eq!(hits(&ev).len(), 1);
-    assert_eq!(
-        out.total_instructions,
-        ev.iter().map(|e| e.cost()).sum::<u64>()
-    );
+    assert_costs_add_up(out.total_instructions, &ev);
 }
 
 /// A dynamically linked PIE: probes are found relative to the randomized load address.

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use cilkview_tracer::Probe;
+use cilkview_tracer::{Probe, TraceEvent};
 
 /// `PROBE(name)`: a cilkview-style 5-byte NOP at global symbol `name`.
 pub const PRELUDE: &str = r#"
@@ -116,4 +116,12 @@ pub fn start(exe: &Path, args: &[&str]) -> (Child, i32, tempfile::TempDir) {
         std::thread::sleep(Duration::from_millis(5));
     };
     (child, pid, dir)
+}
+
+/// The tracer's invariant: the events' costs add up to the run's total instructions.
+pub fn assert_costs_add_up(total_instructions: u64, events: &[TraceEvent]) {
+    assert_eq!(
+        total_instructions,
+        events.iter().map(|e| e.cost()).sum::<u64>()
+    );
 }
