@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use cilkview_engine::{Config, Engine, Event, EventKind, RegionId, Report};
 use cilkview_marks::{read_marks, MarkKind};
 use cilkview_report::{CounterReport, Ending, RunInfo, RunReport};
-use cilkview_tracer::{CounterInfo, CounterKind, CounterMode, Probe, TraceEvent};
+use cilkview_tracer::{CounterInfo, CounterMode, Probe, TraceEvent};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::cli::{CounterArg, ModelOptions};
@@ -25,8 +25,10 @@ pub fn counter_mode(arg: CounterArg) -> CounterMode {
 pub fn counter_report(info: &CounterInfo) -> CounterReport {
     CounterReport {
         mode: match info.kind {
-            CounterKind::Hardware => "hardware",
-            CounterKind::SingleStep => "single-step",
+            CounterMode::Hardware => "hardware",
+            CounterMode::Step => "single-step",
+            CounterMode::Emulate => "emulate",
+            CounterMode::Auto => "auto",
         }
         .to_string(),
         reason: info.reason.clone(),

@@ -32,47 +32,9 @@ pub use attach::{
     StopFlag, TerminalInterruptGuard, STOP_SIGNALS,
 };
 
-/// How instructions are counted.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum CounterMode {
-    /// Hardware counter if it opens and passes the self-test, else single-step.
-    #[default]
-    Auto,
-    /// Hardware counter (perf_event `instructions`, user only); error if unavailable.
-    Hardware,
-    /// Single-step every instruction (exact, ~7 µs per instruction).
-    Step,
-}
-
-/// The counter actually used.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CounterKind {
-    Hardware,
-    SingleStep,
-}
-
-/// Which counter is used, and why.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CounterInfo {
-    pub kind: CounterKind,
-    /// Human-readable reason, e.g. "hardware counter unavailable: perf_event_open: ...".
-    pub reason: String,
-    /// Hardware only: instructions the counter sees per probe stop beyond the
-    /// native program (learned by the self-test, subtracted from each hit). 0 in step mode.
-    pub bias: u64,
-}
-
-/// A probe: a 5-byte NOP `0f 1f 44 00 00` in an executable image.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Probe {
-    /// Offset from the start of the image's lowest mapping (for an ELF file:
-    /// virtual address minus the page-aligned virtual address of its first
-    /// `PT_LOAD` segment; for a non-PIE x86-64 executable usually `vaddr - 0x400000`).
-    pub offset: u64,
-    /// DWARF x86-64 register number whose value to report at each hit
-    /// (0 rax, 1 rdx, 2 rcx, 3 rbx, 4 rsi, 5 rdi, 6 rbp, 7 rsp, 8–15 r8–r15).
-    pub operand: Option<u16>,
-}
+pub use cilkview_events::{
+    CounterInfo, CounterMode, EventSink, ExitStatus, Outcome, Probe, TraceEvent,
+};
 
 /// What to run and how to count.
 #[derive(Clone, Debug)]
@@ -87,92 +49,6 @@ pub struct TraceOptions {
     /// at every step: ~3x faster on our KVM guests. The program sees a one-CPU affinity mask
     /// (as under `taskset` or rr), which changes what thread pools sized from it do.
     pub bind_cpu: bool,
-}
-
-/// One event of a run, delivered in order. Costs are user-space instructions
-/// of the thread `tid` since its previous event (or since it started).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TraceEvent {
-    /// The program exec'd an image and its probes are armed. `image` counts
-    /// execs from 0. It follows the `probes_for` calls made at the exec (the
-    /// executable first, then the files already mapped executable, e.g. the
-    /// dynamic loader); see [`TraceEvent::Hit`] for the numbering. `cost`:
-    /// instructions run in the previous image since the thread's last event
-    /// (0 for image 0). `probes`: how many probes those calls returned in all
-    /// (so a caller that keeps one table of every call's probes knows that
-    /// the last `probes` entries are the new image's).
-    Exec {
-        image: u32,
-        tid: i32,
-        cost: u64,
-        probes: usize,
-    },
-    /// A new thread of the program (not the initial one) started.
-    ThreadStart { tid: i32 },
-    /// Thread `tid` reached probe number `probe` of the current image.
-    /// The probe's NOP itself is counted in the *following* strand.
-    ///
-    /// Numbering: `probe` indexes the concatenation, in call order, of all
-    /// the vectors `probes_for` returned since (and including) the call for
-    /// the current executable image: that call comes first (indices
-    /// `0..n`), then one call per file mapped executable later (the dynamic
-    /// loader, the `DT_NEEDED` libraries, each `dlopen`), each vector taking
-    /// the next indices. At each exec the numbering restarts at 0. A library
-    /// unmapped by `dlclose` keeps its indices (they are never reused, its
-    /// probes simply stop being hit); if the same file is mapped again it
-    /// gets a new call and new indices.
-    Hit {
-        probe: usize,
-        tid: i32,
-        cost: u64,
-        operand: Option<u64>,
-    },
-    /// Thread `tid` ended; `cost` is its tail since its last event.
-    ThreadExit { tid: i32, cost: u64 },
-}
-
-impl TraceEvent {
-    /// The cost carried by this event (0 for `ThreadStart`).
-    pub fn cost(&self) -> u64 {
-        match *self {
-            TraceEvent::Exec { cost, .. }
-            | TraceEvent::Hit { cost, .. }
-            | TraceEvent::ThreadExit { cost, .. } => cost,
-            TraceEvent::ThreadStart { .. } => 0,
-        }
-    }
-}
-
-/// How the program ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ExitStatus {
-    Exited(i32),
-    Signaled(i32),
-}
-
-impl ExitStatus {
-    /// The shell convention: the exit code, or 128 + signal number.
-    pub fn code(&self) -> i32 {
-        match *self {
-            ExitStatus::Exited(c) => c,
-            ExitStatus::Signaled(s) => 128 + s,
-        }
-    }
-}
-
-/// Summary of a run.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Outcome {
-    pub status: ExitStatus,
-    pub counter: CounterInfo,
-    /// Number of `Hit` events.
-    pub hits: u64,
-    /// Sum of the `ThreadExit` costs (work after each thread's last hit).
-    pub tail_cost: u64,
-    /// Sum of all event costs: the program's user-space instructions.
-    pub total_instructions: u64,
-    /// Threads seen, including the initial one.
-    pub threads: u32,
 }
 
 /// Errors of the tracer; messages say what was wrong and what to do.
@@ -246,12 +122,12 @@ fn exec_hint(e: &std::io::Error) -> &'static str {
 pub fn self_test() -> Result<CounterInfo, TraceError> {
     Ok(match counter::self_test_cached() {
         Ok(bias) => CounterInfo {
-            kind: CounterKind::Hardware,
+            kind: CounterMode::Hardware,
             reason: format!("hardware counter passed the self-test (per-hit bias {bias})"),
             bias: *bias,
         },
         Err(reason) => CounterInfo {
-            kind: CounterKind::SingleStep,
+            kind: CounterMode::Step,
             reason: reason.clone(),
             bias: 0,
         },
@@ -286,14 +162,19 @@ where
 pub(crate) fn choose_counter(mode: CounterMode) -> Result<CounterInfo, TraceError> {
     Ok(match mode {
         CounterMode::Step => CounterInfo {
-            kind: CounterKind::SingleStep,
+            kind: CounterMode::Step,
             reason: "single-step requested".into(),
             bias: 0,
         },
         CounterMode::Auto => self_test()?,
+        CounterMode::Emulate => {
+            return Err(TraceError::CounterUnavailable {
+                reason: "the emulation backend is not built into this version".into(),
+            })
+        }
         CounterMode::Hardware => {
             let info = self_test()?;
-            if info.kind != CounterKind::Hardware {
+            if info.kind != CounterMode::Hardware {
                 return Err(TraceError::CounterUnavailable {
                     reason: info.reason,
                 });
@@ -322,7 +203,7 @@ where
 /// The counter of the breakpoints-only testing aids: hardware mode's patching, no counter.
 pub(crate) fn breakpoints_only_info() -> CounterInfo {
     CounterInfo {
-        kind: CounterKind::Hardware,
+        kind: CounterMode::Hardware,
         reason: "breakpoints only (testing)".into(),
         bias: 0,
     }

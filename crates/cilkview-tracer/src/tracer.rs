@@ -16,7 +16,7 @@ use crate::elf;
 use crate::procfs::{self, Mapping, Mem};
 use crate::sys::{self, Tid, Wait};
 use crate::{
-    AttachOptions, AttachOutcome, CounterInfo, CounterKind, Ending, ExitStatus, Outcome, Probe,
+    AttachOptions, AttachOutcome, CounterInfo, CounterMode, Ending, ExitStatus, Outcome, Probe,
     TraceError, TraceEvent, TraceOptions,
 };
 
@@ -284,7 +284,7 @@ where
         on_event: F,
     ) -> Self {
         Tracer {
-            hw: info.kind == CounterKind::Hardware || breakpoints_only,
+            hw: info.kind == CounterMode::Hardware || breakpoints_only,
             count: !breakpoints_only,
             bias: info.bias,
             pid,

@@ -1,9 +1,7 @@
 //! Hardware-counter mode. Skips (printing why) where no usable PMU exists.
 mod common;
 
-use cilkview_tracer::{
-    run, self_test, CounterKind, CounterMode, TraceError, TraceEvent, TraceOptions,
-};
+use cilkview_tracer::{run, self_test, CounterMode, TraceError, TraceEvent, TraceOptions};
 
 const SRC: &str = r#"
 #include <stdio.h>
@@ -45,7 +43,7 @@ fn auto_reports_its_choice() {
     let info = self_test().unwrap();
     println!("auto counter: {:?}: {}", info.kind, info.reason);
     assert!(!info.reason.is_empty());
-    if info.kind == CounterKind::SingleStep {
+    if info.kind == CounterMode::Step {
         // Hardware must then be refused with the reason.
         let o = TraceOptions {
             program: "/bin/true".into(),
@@ -61,7 +59,7 @@ fn auto_reports_its_choice() {
 #[test]
 fn hardware_and_step_agree() {
     let info = self_test().unwrap();
-    if info.kind != CounterKind::Hardware {
+    if info.kind != CounterMode::Hardware {
         cilkview_fixtures::skip(&info.reason);
         return;
     }

@@ -1,0 +1,173 @@
+//! The seam between the backends that run a program (ptrace, emulation) and the analysis that
+//! turns what they see into measures: the ordered [`TraceEvent`] stream, the [`Probe`]s a backend
+//! is asked to watch, how instructions were counted ([`CounterMode`]) and how the run ended
+//! ([`ExitStatus`]). Plain data, no I/O.
+//!
+//! Invariant of every backend: the costs of all events of one run ([`TraceEvent::Exec`],
+//! [`TraceEvent::Hit`], [`TraceEvent::ThreadExit`]) add up to [`Outcome::total_instructions`],
+//! the user-space instructions the program would retire natively, without the tool.
+
+#![forbid(unsafe_code)]
+
+use std::fmt;
+
+/// How instructions are counted: the user's request (`Auto` included) and, in [`CounterInfo`],
+/// the counter a run used (never `Auto`). One type from the command-line flag to the JSON field.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub enum CounterMode {
+    /// The hardware counter if it passes its self-test here, else emulation if a plugin-capable
+    /// qemu-x86_64 is found, else single-step.
+    #[default]
+    #[cfg_attr(feature = "serde", serde(rename = "auto"))]
+    Auto,
+    /// The hardware instruction counter (perf_event); an error if unavailable.
+    #[cfg_attr(feature = "clap", value(name = "hw"))]
+    #[cfg_attr(feature = "serde", serde(rename = "hardware"))]
+    Hardware,
+    /// Run under qemu-x86_64 with the cilkview plugin: exact, ~10x native, no PMU needed.
+    #[cfg_attr(feature = "serde", serde(rename = "emulate"))]
+    Emulate,
+    /// Single-step every instruction under ptrace: exact everywhere, but ~20 µs per instruction.
+    #[cfg_attr(feature = "serde", serde(rename = "single-step"))]
+    Step,
+}
+
+impl CounterMode {
+    /// The name used in reports and JSON: `auto`, `hardware`, `emulate`, `single-step`.
+    pub fn name(self) -> &'static str {
+        match self {
+            CounterMode::Auto => "auto",
+            CounterMode::Hardware => "hardware",
+            CounterMode::Emulate => "emulate",
+            CounterMode::Step => "single-step",
+        }
+    }
+}
+
+impl fmt::Display for CounterMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Which counter a run used, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CounterInfo {
+    /// Never [`CounterMode::Auto`].
+    pub kind: CounterMode,
+    /// Human-readable reason, e.g. "hardware counter unavailable: perf_event_open: ...".
+    pub reason: String,
+    /// Hardware only: instructions the counter sees per probe stop beyond the
+    /// native program (learned by the self-test, subtracted from each hit). 0 otherwise.
+    pub bias: u64,
+}
+
+/// A probe: a 5-byte NOP `0f 1f 44 00 00` in an executable image.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Probe {
+    /// Offset from the start of the image's lowest mapping (for an ELF file:
+    /// virtual address minus the page-aligned virtual address of its first
+    /// `PT_LOAD` segment; for a non-PIE x86-64 executable usually `vaddr - 0x400000`).
+    pub offset: u64,
+    /// DWARF x86-64 register number whose value to report at each hit
+    /// (0 rax, 1 rdx, 2 rcx, 3 rbx, 4 rsi, 5 rdi, 6 rbp, 7 rsp, 8–15 r8–r15).
+    pub operand: Option<u16>,
+}
+
+/// One event of a run, delivered in order. Costs are user-space instructions
+/// of the thread `tid` since its previous event (or since it started).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TraceEvent {
+    /// The program exec'd an image and its probes are armed. `image` counts
+    /// execs from 0. It follows the `probes_for` calls made at the exec (the
+    /// executable first, then the files already mapped executable, e.g. the
+    /// dynamic loader); see [`TraceEvent::Hit`] for the numbering. `cost`:
+    /// instructions run in the previous image since the thread's last event
+    /// (0 for image 0). `probes`: how many probes those calls returned in all
+    /// (so a caller that keeps one table of every call's probes knows that
+    /// the last `probes` entries are the new image's).
+    Exec {
+        image: u32,
+        tid: i32,
+        cost: u64,
+        probes: usize,
+    },
+    /// A new thread of the program (not the initial one) started.
+    ThreadStart { tid: i32 },
+    /// Thread `tid` reached probe number `probe` of the current image.
+    /// The probe's NOP itself is counted in the *following* strand.
+    ///
+    /// Numbering: `probe` indexes the concatenation, in call order, of all
+    /// the vectors `probes_for` returned since (and including) the call for
+    /// the current executable image: that call comes first (indices
+    /// `0..n`), then one call per file mapped executable later (the dynamic
+    /// loader, the `DT_NEEDED` libraries, each `dlopen`), each vector taking
+    /// the next indices. At each exec the numbering restarts at 0. A library
+    /// unmapped by `dlclose` keeps its indices (they are never reused, its
+    /// probes simply stop being hit); if the same file is mapped again it
+    /// gets a new call and new indices.
+    Hit {
+        probe: usize,
+        tid: i32,
+        cost: u64,
+        operand: Option<u64>,
+    },
+    /// Thread `tid` ended; `cost` is its tail since its last event.
+    ThreadExit { tid: i32, cost: u64 },
+}
+
+impl TraceEvent {
+    /// The cost carried by this event (0 for `ThreadStart`).
+    pub fn cost(&self) -> u64 {
+        match *self {
+            TraceEvent::Exec { cost, .. }
+            | TraceEvent::Hit { cost, .. }
+            | TraceEvent::ThreadExit { cost, .. } => cost,
+            TraceEvent::ThreadStart { .. } => 0,
+        }
+    }
+}
+
+/// How the program ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExitStatus {
+    Exited(i32),
+    Signaled(i32),
+}
+
+impl ExitStatus {
+    /// The shell convention: the exit code, or 128 + signal number.
+    pub fn code(&self) -> i32 {
+        match *self {
+            ExitStatus::Exited(c) => c,
+            ExitStatus::Signaled(s) => 128 + s,
+        }
+    }
+}
+
+/// Summary of a run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    pub status: ExitStatus,
+    pub counter: CounterInfo,
+    /// Number of `Hit` events.
+    pub hits: u64,
+    /// Sum of the `ThreadExit` costs (work after each thread's last hit).
+    pub tail_cost: u64,
+    /// Sum of all event costs: the program's user-space instructions.
+    pub total_instructions: u64,
+    /// Threads seen, including the initial one.
+    pub threads: u32,
+}
+
+/// What a backend feeds while it runs a program: it asks for the probes of each image it meets
+/// (see [`TraceEvent::Hit`] for the order and numbering) and hands over every event, in order.
+pub trait EventSink {
+    /// The probes of `image` (the executable, then each file mapped executable); `Ok(vec![])` for
+    /// files without marks. An error stops the run.
+    fn probes_for(&mut self, image: &std::path::Path) -> Result<Vec<Probe>, String>;
+    /// The next event of the run.
+    fn event(&mut self, event: TraceEvent);
+}
