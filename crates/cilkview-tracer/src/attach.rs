@@ -1,6 +1,6 @@
 //! Public API of `attach`: options, outcome, the stop flag, and the signal
 //! helpers for the `run` and `attach` commands. The ptrace work is in
-//! `tracer.rs` (`Tracer::attach`).
+//! `ptrace/attach.rs`.
 
 use std::os::fd::OwnedFd;
 use std::path::Path;
@@ -8,7 +8,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use crate::{sys, tracer, CounterInfo, CounterMode, ExitStatus, Probe, TraceError, TraceEvent};
+use crate::backend::FnSink;
+use crate::{
+    sys, Backend, BreakpointsOnly, CounterInfo, CounterMode, ExitStatus, Probe, TraceError,
+    TraceEvent,
+};
 
 /// The signals that should end an attach session cleanly (restore the
 /// probes and detach) instead of killing the tool: SIGINT, SIGTERM, SIGHUP.
@@ -203,8 +207,15 @@ where
     P: FnMut(&Path) -> Result<Vec<Probe>, String>,
     F: FnMut(TraceEvent),
 {
-    let info = crate::choose_counter(opts.counter)?;
-    tracer::attach(opts, info, false, probes_for, on_event)
+    let (backend, info) = crate::choose(opts.counter)?;
+    backend.attach(
+        opts,
+        info,
+        &mut FnSink {
+            probes_for,
+            on_event,
+        },
+    )
 }
 
 /// Testing aid, not for users: [`attach`] with probes patched to `int3` as in
@@ -219,11 +230,14 @@ where
     P: FnMut(&Path) -> Result<Vec<Probe>, String>,
     F: FnMut(TraceEvent),
 {
-    tracer::attach(
+    let b = BreakpointsOnly;
+    let info = b.check().expect("always available");
+    b.attach(
         opts,
-        crate::breakpoints_only_info(),
-        true,
-        probes_for,
-        on_event,
+        info,
+        &mut FnSink {
+            probes_for,
+            on_event,
+        },
     )
 }

@@ -5,8 +5,13 @@
 //! its previous event.
 //!
 //! It knows nothing of mark kinds. All ptrace / perf_event / unsafe code of
-//! the project lives here, behind [`run`] and [`self_test`]. See
-//! `docs/tracer.md` for how counting works.
+//! the project lives here, behind the [`Backend`] seam (and the convenience functions [`run`],
+//! [`attach`], [`self_test`]). See `docs/tracer.md` for how counting works.
+//!
+//! Layout: `backend.rs` (the seam and `auto`), `ptrace/` (the ptrace backend: launch, threads,
+//! probes, loader hook, attach; `ptrace/counting/` its counting seam: stepping, breakpoints with
+//! the hardware or a null counter), `counter.rs` (perf_event and its self-test), `procfs.rs`
+//! (`/proc` readers), `sys.rs` (system calls: the unsafe code).
 //!
 //! Invariant: the costs of all events of one run ([`TraceEvent::Exec`],
 //! [`TraceEvent::Hit`], [`TraceEvent::ThreadExit`]) add up to
@@ -14,13 +19,16 @@
 //! would retire natively, without the tool (x86-64 Linux only).
 
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#![deny(unsafe_code)]
 
 mod attach;
+mod backend;
+#[allow(unsafe_code)]
 mod counter;
-mod elf;
 mod procfs;
+mod ptrace;
+#[allow(unsafe_code)]
 mod sys;
-mod tracer;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -32,6 +40,9 @@ pub use attach::{
     StopFlag, TerminalInterruptGuard, STOP_SIGNALS,
 };
 
+#[doc(hidden)]
+pub use backend::BreakpointsOnly;
+pub use backend::{choose, Backend, Hardware, Step};
 pub use cilkview_events::{
     CounterInfo, CounterMode, EventSink, ExitStatus, Outcome, Probe, TraceEvent,
 };
@@ -75,8 +86,10 @@ pub enum TraceError {
         tid: i32,
         source: nix::errno::Errno,
     },
-    #[error("hardware instruction counter requested but unavailable: {reason}; use the step counter (slow but exact)")]
-    CounterUnavailable { reason: String },
+    #[error("{} requested but unavailable: {reason}; {}", unavailable_what(*mode), unavailable_hint(*mode))]
+    CounterUnavailable { mode: CounterMode, reason: String },
+    #[error("`attach` needs a ptrace counter (--counter step or hw), not {mode}")]
+    AttachUnsupported { mode: CounterMode },
     #[error("hardware instruction counter on thread {tid}: {source}")]
     Counter { tid: i32, source: std::io::Error },
     #[error("cannot get the probes of `{}`: {message}", image.display())]
@@ -117,24 +130,29 @@ fn exec_hint(e: &std::io::Error) -> &'static str {
     }
 }
 
+fn unavailable_what(mode: CounterMode) -> &'static str {
+    match mode {
+        CounterMode::Hardware => "hardware instruction counter",
+        CounterMode::Emulate => "counting by emulation",
+        _ => "every instruction counter",
+    }
+}
+
+fn unavailable_hint(mode: CounterMode) -> &'static str {
+    match mode {
+        CounterMode::Step => "",
+        _ => "use the step counter (slow but exact)",
+    }
+}
+
 /// What [`CounterMode::Auto`] would pick on this machine, and why.
 /// Runs (once per process) the hardware counter self-test.
 pub fn self_test() -> Result<CounterInfo, TraceError> {
-    Ok(match counter::self_test_cached() {
-        Ok(bias) => CounterInfo {
-            kind: CounterMode::Hardware,
-            reason: format!("hardware counter passed the self-test (per-hit bias {bias})"),
-            bias: *bias,
-        },
-        Err(reason) => CounterInfo {
-            kind: CounterMode::Step,
-            reason: reason.clone(),
-            bias: 0,
-        },
-    })
+    choose(CounterMode::Auto).map(|(_, info)| info)
 }
 
-/// Run `opts.program` to completion under the tracer.
+/// Run `opts.program` to completion with the backend `opts.counter` resolves to (see
+/// [`choose`]).
 ///
 /// At each exec (the first one and any later one, e.g. a wrapper script
 /// exec'ing the real program) `probes_for` is called with the new image's path
@@ -154,39 +172,18 @@ where
     P: FnMut(&Path) -> Result<Vec<Probe>, String>,
     F: FnMut(TraceEvent),
 {
-    let counter = choose_counter(opts.counter)?;
-    tracer::run(opts, counter, false, probes_for, on_event)
-}
-
-/// The counter `mode` resolves to on this machine.
-pub(crate) fn choose_counter(mode: CounterMode) -> Result<CounterInfo, TraceError> {
-    Ok(match mode {
-        CounterMode::Step => CounterInfo {
-            kind: CounterMode::Step,
-            reason: "single-step requested".into(),
-            bias: 0,
+    let (backend, info) = choose(opts.counter)?;
+    backend.run(
+        opts,
+        info,
+        &mut backend::FnSink {
+            probes_for,
+            on_event,
         },
-        CounterMode::Auto => self_test()?,
-        CounterMode::Emulate => {
-            return Err(TraceError::CounterUnavailable {
-                reason: "the emulation backend is not built into this version".into(),
-            })
-        }
-        CounterMode::Hardware => {
-            let info = self_test()?;
-            if info.kind != CounterMode::Hardware {
-                return Err(TraceError::CounterUnavailable {
-                    reason: info.reason,
-                });
-            }
-            info
-        }
-    })
+    )
 }
 
-/// Testing aid, not for users: run with probes patched to `int3` exactly as in
-/// hardware mode but without any counter (every cost is 0). Exercises the
-/// patching, hit, operand and fork-scrubbing paths on machines without a PMU.
+/// Testing aid, not for users: [`run`] with the [`BreakpointsOnly`] backend.
 #[doc(hidden)]
 pub fn run_breakpoints_only<P, F>(
     opts: &TraceOptions,
@@ -197,14 +194,14 @@ where
     P: FnMut(&Path) -> Result<Vec<Probe>, String>,
     F: FnMut(TraceEvent),
 {
-    tracer::run(opts, breakpoints_only_info(), true, probes_for, on_event)
-}
-
-/// The counter of the breakpoints-only testing aids: hardware mode's patching, no counter.
-pub(crate) fn breakpoints_only_info() -> CounterInfo {
-    CounterInfo {
-        kind: CounterMode::Hardware,
-        reason: "breakpoints only (testing)".into(),
-        bias: 0,
-    }
+    let b = BreakpointsOnly;
+    let info = b.check().expect("always available");
+    b.run(
+        opts,
+        info,
+        &mut backend::FnSink {
+            probes_for,
+            on_event,
+        },
+    )
 }

@@ -158,8 +158,8 @@ pub fn wait_for(pid: Tid) -> io::Result<Wait> {
 fn ptrace_raw(req: c_int, tid: Tid, addr: usize, data: usize) -> nix::Result<c_long> {
     nix::errno::Errno::clear();
     // SAFETY: the requests used here (CONT, SINGLESTEP, LISTEN, DETACH, SEIZE,
-    // GETEVENTMSG with a valid out pointer, PEEKDATA) do not write to our memory
-    // except through pointers this module passes explicitly.
+    // GETEVENTMSG and GETSIGMASK with a valid out pointer, SETSIGMASK, PEEKDATA, POKEDATA) do not
+    // write to our memory except through pointers this module passes explicitly.
     let r = unsafe { libc::ptrace(req as _, tid, addr as *mut c_void, data as *mut c_void) };
     if r == -1 {
         let e = nix::errno::Errno::last();
@@ -221,9 +221,53 @@ pub fn geteventmsg(tid: Tid) -> nix::Result<u64> {
     Ok(msg as u64)
 }
 
+/// The blocked-signal mask of a stopped thread (bit `n - 1` for signal `n`).
+pub fn getsigmask(tid: Tid) -> nix::Result<u64> {
+    let mut mask: u64 = 0;
+    ptrace_raw(
+        libc::PTRACE_GETSIGMASK as c_int,
+        tid,
+        std::mem::size_of::<u64>(),
+        &mut mask as *mut u64 as usize,
+    )?;
+    Ok(mask)
+}
+
+/// Set the blocked-signal mask of a stopped thread.
+pub fn setsigmask(tid: Tid, mask: u64) -> nix::Result<()> {
+    ptrace_raw(
+        libc::PTRACE_SETSIGMASK as c_int,
+        tid,
+        std::mem::size_of::<u64>(),
+        &mask as *const u64 as usize,
+    )
+    .map(drop)
+}
+
 /// Read 8 bytes of a stopped tracee's memory.
 pub fn peek(tid: Tid, addr: u64) -> nix::Result<u64> {
     ptrace_raw(libc::PTRACE_PEEKDATA as c_int, tid, addr as usize, 0).map(|v| v as u64)
+}
+
+/// The siginfo of a signal-delivery-stop.
+pub fn getsiginfo(tid: Tid) -> nix::Result<libc::siginfo_t> {
+    nix::sys::ptrace::getsiginfo(nix::unistd::Pid::from_raw(tid))
+}
+
+/// Replace the siginfo of the signal a stopped thread will be resumed with.
+pub fn setsiginfo(tid: Tid, info: &libc::siginfo_t) -> nix::Result<()> {
+    nix::sys::ptrace::setsiginfo(nix::unistd::Pid::from_raw(tid), info)
+}
+
+/// Write 8 bytes of a stopped tracee's memory.
+pub fn poke_data(tid: Tid, addr: u64, value: u64) -> nix::Result<()> {
+    ptrace_raw(
+        libc::PTRACE_POKEDATA as c_int,
+        tid,
+        addr as usize,
+        value as usize,
+    )
+    .map(drop)
 }
 
 /// `si_code` of the signal of a signal-delivery-stop.

@@ -1,0 +1,196 @@
+//! The backend seam: a backend turns "run this program" (and, for ptrace, "attach to this
+//! process") into the ordered [`TraceEvent`] stream fed to an [`EventSink`]. `auto` asks each
+//! backend in turn whether it can run here and keeps the reasons (shown in the report).
+//!
+//! Backends: the ptrace ones ([`Hardware`]: breakpoints + the hardware counter; [`Step`]:
+//! single-stepping; [`BreakpointsOnly`]: a testing aid that patches like `Hardware` but counts
+//! nothing).
+
+use std::path::Path;
+
+use crate::ptrace::counting::{Breakpoints, NullCounter, Stepping};
+use crate::{
+    counter, ptrace, AttachOptions, AttachOutcome, CounterInfo, CounterMode, EventSink, Outcome,
+    Probe, TraceError, TraceEvent, TraceOptions,
+};
+
+/// One way of running a program and counting its instructions.
+pub trait Backend {
+    /// The counter it provides (never [`CounterMode::Auto`]).
+    fn mode(&self) -> CounterMode;
+    /// Whether it can count here: the counter it would use (with the reason it is chosen), or
+    /// why not, with what to do about it.
+    fn check(&self) -> Result<CounterInfo, String>;
+    /// Run `opts.program` to its end, feeding `sink`. `info` is what [`Backend::check`] gave.
+    /// If this returns an error, the program has been killed.
+    fn run(
+        &self,
+        opts: &TraceOptions,
+        info: CounterInfo,
+        sink: &mut dyn EventSink,
+    ) -> Result<Outcome, TraceError>;
+    /// Measure the running process `opts.pid` for a while, then leave it running as before.
+    fn attach(
+        &self,
+        _opts: &AttachOptions,
+        _info: CounterInfo,
+        _sink: &mut dyn EventSink,
+    ) -> Result<AttachOutcome, TraceError> {
+        Err(TraceError::AttachUnsupported { mode: self.mode() })
+    }
+}
+
+/// Breakpoints on the marks, the hardware counter between them.
+pub struct Hardware;
+
+/// Single-stepping every instruction under ptrace.
+pub struct Step;
+
+/// Testing aid, not for users: probes patched to `int3` exactly as with [`Hardware`] but no
+/// counter (every cost is 0). Exercises the patching, hit, operand and fork-scrubbing paths on
+/// machines without a PMU.
+#[doc(hidden)]
+pub struct BreakpointsOnly;
+
+impl Backend for Hardware {
+    fn mode(&self) -> CounterMode {
+        CounterMode::Hardware
+    }
+    fn check(&self) -> Result<CounterInfo, String> {
+        let bias = *counter::self_test_cached().as_ref().map_err(Clone::clone)?;
+        Ok(CounterInfo {
+            kind: CounterMode::Hardware,
+            reason: format!("hardware counter passed the self-test (per-hit bias {bias})"),
+            bias,
+        })
+    }
+    fn run(
+        &self,
+        opts: &TraceOptions,
+        info: CounterInfo,
+        sink: &mut dyn EventSink,
+    ) -> Result<Outcome, TraceError> {
+        let counting = Breakpoints::<perf_event::Counter>::new(info.bias);
+        ptrace::run(opts, info, counting, sink)
+    }
+    fn attach(
+        &self,
+        opts: &AttachOptions,
+        info: CounterInfo,
+        sink: &mut dyn EventSink,
+    ) -> Result<AttachOutcome, TraceError> {
+        let counting = Breakpoints::<perf_event::Counter>::new(info.bias);
+        ptrace::attach(opts, info, counting, sink)
+    }
+}
+
+impl Backend for Step {
+    fn mode(&self) -> CounterMode {
+        CounterMode::Step
+    }
+    fn check(&self) -> Result<CounterInfo, String> {
+        Ok(CounterInfo {
+            kind: CounterMode::Step,
+            reason: "single-step requested".into(),
+            bias: 0,
+        })
+    }
+    fn run(
+        &self,
+        opts: &TraceOptions,
+        info: CounterInfo,
+        sink: &mut dyn EventSink,
+    ) -> Result<Outcome, TraceError> {
+        ptrace::run(opts, info, Stepping::new(opts.bind_cpu), sink)
+    }
+    fn attach(
+        &self,
+        opts: &AttachOptions,
+        info: CounterInfo,
+        sink: &mut dyn EventSink,
+    ) -> Result<AttachOutcome, TraceError> {
+        // A running process keeps its own CPU affinity.
+        ptrace::attach(opts, info, Stepping::new(false), sink)
+    }
+}
+
+impl Backend for BreakpointsOnly {
+    fn mode(&self) -> CounterMode {
+        CounterMode::Hardware
+    }
+    fn check(&self) -> Result<CounterInfo, String> {
+        Ok(CounterInfo {
+            kind: CounterMode::Hardware,
+            reason: "breakpoints only (testing)".into(),
+            bias: 0,
+        })
+    }
+    fn run(
+        &self,
+        opts: &TraceOptions,
+        info: CounterInfo,
+        sink: &mut dyn EventSink,
+    ) -> Result<Outcome, TraceError> {
+        ptrace::run(opts, info, Breakpoints::<NullCounter>::new(0), sink)
+    }
+    fn attach(
+        &self,
+        opts: &AttachOptions,
+        info: CounterInfo,
+        sink: &mut dyn EventSink,
+    ) -> Result<AttachOutcome, TraceError> {
+        ptrace::attach(opts, info, Breakpoints::<NullCounter>::new(0), sink)
+    }
+}
+
+/// The backend `mode` resolves to on this machine, with the counter it will use and why.
+/// `Auto` takes the first backend of [`Hardware`], [`Step`] whose check passes; the reason then
+/// says why the ones before it were not used.
+pub fn choose(mode: CounterMode) -> Result<(Box<dyn Backend>, CounterInfo), TraceError> {
+    let candidates: Vec<Box<dyn Backend>> = match mode {
+        CounterMode::Auto => vec![Box::new(Hardware), Box::new(Step)],
+        CounterMode::Hardware => vec![Box::new(Hardware)],
+        CounterMode::Step => vec![Box::new(Step)],
+        CounterMode::Emulate => {
+            return Err(TraceError::CounterUnavailable {
+                mode,
+                reason: "the emulation backend is not built into this version".into(),
+            })
+        }
+    };
+    let mut refused: Vec<String> = Vec::new();
+    for backend in candidates {
+        match backend.check() {
+            Ok(mut info) => {
+                if !refused.is_empty() {
+                    info.reason = refused.join("; ");
+                }
+                return Ok((backend, info));
+            }
+            Err(why) => refused.push(why),
+        }
+    }
+    Err(TraceError::CounterUnavailable {
+        mode,
+        reason: refused.join("; "),
+    })
+}
+
+/// The closure pair of the free functions ([`crate::run`], [`crate::attach`]) as an [`EventSink`].
+pub(crate) struct FnSink<P, F> {
+    pub(crate) probes_for: P,
+    pub(crate) on_event: F,
+}
+
+impl<P, F> EventSink for FnSink<P, F>
+where
+    P: FnMut(&Path) -> Result<Vec<Probe>, String>,
+    F: FnMut(TraceEvent),
+{
+    fn probes_for(&mut self, image: &Path) -> Result<Vec<Probe>, String> {
+        (self.probes_for)(image)
+    }
+    fn event(&mut self, event: TraceEvent) {
+        (self.on_event)(event)
+    }
+}

@@ -1,0 +1,469 @@
+//! Attaching to a running process, measuring a window, and detaching so that it runs on as if
+//! never traced.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Instant;
+
+use nix::errno::Errno;
+use nix::libc;
+
+use super::counting::Counting;
+use super::{gone_ok, Thread, Tracer};
+use crate::procfs::{self, Mem};
+use crate::sys::{self, Tid, Wait};
+use crate::{
+    AttachOptions, AttachOutcome, CounterInfo, Ending, EventSink, ExitStatus, TraceError,
+    TraceEvent,
+};
+
+/// In the resume map of `stop_all`: the thread is in a group-stop; resume it
+/// with `PTRACE_LISTEN` (it stays stopped until SIGCONT, as without the tool).
+const LISTEN: i32 = -1;
+
+/// Options of a seized thread: as `run`, minus `EXITKILL` (the process must
+/// survive the tool).
+const ATTACH_OPTIONS: libc::c_int = libc::PTRACE_O_TRACECLONE
+    | libc::PTRACE_O_TRACEFORK
+    | libc::PTRACE_O_TRACEVFORK
+    | libc::PTRACE_O_TRACEEXEC
+    | libc::PTRACE_O_TRACEEXIT;
+
+/// See `crate::attach`.
+pub(crate) fn attach<C: Counting>(
+    opts: &AttachOptions,
+    info: CounterInfo,
+    counting: C,
+    sink: &mut dyn EventSink,
+) -> Result<AttachOutcome, TraceError> {
+    let pid = opts.pid;
+    if pid <= 0 || !procfs::exists(pid) {
+        return Err(TraceError::NoSuchProcess { pid });
+    }
+    let me = sys::getpid();
+    match procfs::tgid(pid) {
+        Err(_) => return Err(TraceError::NoSuchProcess { pid }),
+        Ok(t) if t == me => return Err(TraceError::AttachSelf { pid }),
+        Ok(t) if t != pid => return Err(TraceError::NotAProcess { tid: pid, pid: t }),
+        Ok(_) => {}
+    }
+    let wake = opts
+        .stop
+        .wake_fd()
+        .map_err(|source| TraceError::Proc { pid: me, source })?;
+    let mut t = Tracer::new(pid, counting, sink);
+    let mut alarm = Alarm { pid: None };
+    let result = t.attach_session(opts, wake, &mut alarm);
+    alarm.cancel();
+    match result {
+        Ok((ending, elapsed)) => Ok(AttachOutcome {
+            ending,
+            counter: info,
+            hits: t.core.hits,
+            tail_cost: t.core.tail,
+            total_instructions: t.core.total,
+            threads: t.core.nthreads,
+            elapsed,
+        }),
+        Err(e) => {
+            t.abandon();
+            Err(e)
+        }
+    }
+}
+
+/// The alarm child of the tracer thread (see `sys::spawn_alarm`).
+struct Alarm {
+    pid: Option<Tid>,
+}
+
+impl Alarm {
+    fn cancel(&mut self) {
+        if let Some(a) = self.pid.take() {
+            sys::kill(a, libc::SIGKILL);
+            let _ = sys::wait_for(a);
+        }
+    }
+}
+
+impl<C: Counting> Tracer<'_, C> {
+    fn attach_session(
+        &mut self,
+        opts: &AttachOptions,
+        wake: &std::os::fd::OwnedFd,
+        alarm: &mut Alarm,
+    ) -> Result<(Ending, std::time::Duration), TraceError> {
+        let pid = self.core.pid;
+        // Seize the leader, then every thread until /proc/PID/task shows no
+        // new one (threads may be created meanwhile); stop them all.
+        sys::seize(pid, ATTACH_OPTIONS).map_err(|e| match e {
+            Errno::ESRCH => TraceError::NoSuchProcess { pid },
+            Errno::EPERM => TraceError::AttachDenied {
+                pid,
+                reason: procfs::attach_denied_reason(pid),
+            },
+            e => TraceError::Ptrace {
+                op: "SEIZE",
+                tid: pid,
+                source: e,
+            },
+        })?;
+        self.core.threads.insert(pid, Thread::default());
+        let me = sys::gettid();
+        let resume = loop {
+            loop {
+                let tasks =
+                    procfs::tasks(pid).map_err(|_| TraceError::ExitedDuringAttach { pid })?;
+                let mut new = false;
+                for tid in tasks {
+                    if self.core.threads.contains_key(&tid) {
+                        continue;
+                    }
+                    match sys::seize(tid, ATTACH_OPTIONS) {
+                        Ok(()) => {}
+                        Err(Errno::ESRCH) => continue, // exited meanwhile
+                        // Created by a seized thread: already ours (TRACECLONE).
+                        Err(Errno::EPERM)
+                            if procfs::status_field(
+                                &format!("/proc/{pid}/task/{tid}/status"),
+                                "TracerPid",
+                            )
+                            .as_deref()
+                                == Some(&me.to_string()) => {}
+                        Err(e) => {
+                            return Err(TraceError::Ptrace {
+                                op: "SEIZE",
+                                tid,
+                                source: e,
+                            })
+                        }
+                    }
+                    self.core.expected.remove(&tid);
+                    self.core.threads.insert(tid, Thread::default());
+                    new = true;
+                }
+                if !new {
+                    break;
+                }
+            }
+            let resume = match self.stop_all()? {
+                Ok(r) => r,
+                Err(_) => return Err(TraceError::ExitedDuringAttach { pid }),
+            };
+            let tasks = procfs::tasks(pid).map_err(|_| TraceError::ExitedDuringAttach { pid })?;
+            if tasks.iter().all(|t| self.core.threads.contains_key(t)) {
+                break resume;
+            }
+            // A thread appeared that no event announced: seize it too.
+            // The stopped ones stay stopped (a second interrupt is harmless).
+        };
+        if !self.core.threads.contains_key(&pid) {
+            return Err(TraceError::ExitedDuringAttach { pid });
+        }
+        // Everything is stopped: arm, open counters, start measuring.
+        let mut tids: Vec<Tid> = self.core.threads.keys().copied().collect();
+        tids.sort_unstable();
+        for &tid in &tids {
+            self.counting.add_thread(tid, false)?;
+        }
+        self.arm(pid)?;
+        self.core.execed = true;
+        self.core.images = 1;
+        self.core.nthreads = tids.len() as u32;
+        let started = Instant::now();
+        let probes = self.core.armed.next;
+        self.core.emit(TraceEvent::Exec {
+            image: 0,
+            tid: pid,
+            cost: 0,
+            probes,
+        });
+        for &tid in tids.iter().filter(|&&t| t != pid) {
+            self.core.emit(TraceEvent::ThreadStart { tid });
+        }
+        for &tid in &tids {
+            self.counting.at_boundary(&mut self.core, tid)?;
+        }
+        for (&tid, &sig) in &resume {
+            self.resume_from_stop(tid, sig)?;
+        }
+        // Measure until a stop request, the deadline or the process's end.
+        let deadline = opts.duration.map(|d| started + d);
+        let ending = loop {
+            if opts.stop.is_requested() {
+                break Ending::Stopped;
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                break Ending::TimeUp;
+            }
+            if alarm.pid.is_none() {
+                let ms = deadline.map_or(-1, |d| {
+                    let left = d.saturating_duration_since(Instant::now());
+                    (left.as_millis() as i32).saturating_add(1)
+                });
+                alarm.pid =
+                    Some(
+                        sys::spawn_alarm(wake, ms).map_err(|source| TraceError::Proc {
+                            pid: sys::getpid(),
+                            source,
+                        })?,
+                    );
+            }
+            let Some((tid, status)) = self.next_exit(Some(&mut alarm.pid))? else {
+                continue;
+            };
+            if tid == pid {
+                return Ok((Ending::Exited(status), started.elapsed()));
+            }
+        };
+        alarm.cancel();
+        match self.stop_all()? {
+            Err(status) => Ok((Ending::Exited(status), started.elapsed())),
+            Ok(stopped) => {
+                let elapsed = started.elapsed();
+                self.detach_all(&stopped)?;
+                Ok((ending, elapsed))
+            }
+        }
+    }
+
+    /// Resume a thread stopped by `stop_all` with the signal it recorded.
+    fn resume_from_stop(&mut self, tid: Tid, sig: i32) -> Result<(), TraceError> {
+        if sig == LISTEN {
+            return gone_ok("LISTEN", tid, sys::listen(tid));
+        }
+        self.counting.resume(tid, sig)
+    }
+
+    /// Stop every thread (`PTRACE_INTERRUPT`) and wait until each one (and
+    /// every task announced by a clone/fork event) is in a ptrace-stop or
+    /// gone. Returns, per stopped thread, the signal to deliver when it is
+    /// resumed or detached (0 none, `LISTEN` group-stop), or the process's
+    /// exit status if it ended meanwhile. Stops met on the way are accounted
+    /// as usual (hits, steps, thread exits) once measuring has started.
+    #[allow(clippy::type_complexity)]
+    fn stop_all(&mut self) -> Result<Result<HashMap<Tid, i32>, ExitStatus>, TraceError> {
+        let mut stopped: HashMap<Tid, i32> = HashMap::new();
+        let mut awaiting: HashSet<Tid> = self.core.threads.keys().copied().collect();
+        for &tid in &awaiting {
+            match sys::interrupt(tid) {
+                Ok(()) | Err(Errno::ESRCH) => {}
+                Err(e) => {
+                    return Err(TraceError::Ptrace {
+                        op: "INTERRUPT",
+                        tid,
+                        source: e,
+                    })
+                }
+            }
+        }
+        awaiting.extend(self.core.expected.iter().copied());
+        loop {
+            // Safety net: a task that no longer exists will never report.
+            awaiting.retain(|&t| procfs::exists(t));
+            if awaiting.is_empty() {
+                return Ok(Ok(stopped));
+            }
+            let (tid, sig, event) = match sys::wait_any().map_err(TraceError::Wait)? {
+                Wait::Exited(tid, code) => {
+                    self.gone(tid, &mut awaiting, &mut stopped);
+                    if tid == self.core.pid {
+                        return Ok(Err(ExitStatus::Exited(code)));
+                    }
+                    continue;
+                }
+                Wait::Signaled(tid, s) => {
+                    self.gone(tid, &mut awaiting, &mut stopped);
+                    if tid == self.core.pid {
+                        return Ok(Err(ExitStatus::Signaled(s)));
+                    }
+                    continue;
+                }
+                Wait::Stopped { tid, sig, event } => (tid, sig, event),
+            };
+            self.counting.stopped(tid);
+            awaiting.remove(&tid);
+            if !self.core.threads.contains_key(&tid) {
+                if let Some(inject) = self.new_task_stopped(tid, sig, event)? {
+                    stopped.insert(tid, inject);
+                }
+                continue;
+            }
+            match event {
+                0 if sig == libc::SIGTRAP => {
+                    let inject = if self.core.execed {
+                        self.counting.sigtrap(&mut self.core, tid)?
+                    } else {
+                        Some(libc::SIGTRAP) // not measuring yet: the program's own
+                    };
+                    if let Some(inject) = inject {
+                        self.counting.interrupted(tid);
+                        stopped.insert(tid, inject);
+                    }
+                }
+                0 => {
+                    // Signal-delivery-stop: keep the signal for the resume/detach.
+                    // (A pending step trap would have come first.)
+                    self.counting.interrupted(tid);
+                    stopped.insert(tid, sig);
+                }
+                sys::PTRACE_EVENT_STOP => {
+                    // The interrupt (or a group-stop) is reported before pending
+                    // signals: a step's or a probe's SIGTRAP may still be queued.
+                    // Let it be dequeued (no instruction runs before that) so it
+                    // is accounted and never reaches the detached program.
+                    if procfs::thread_signal_pending(self.core.pid, tid, libc::SIGTRAP) {
+                        match sys::cont(tid, 0) {
+                            Ok(()) => {
+                                awaiting.insert(tid);
+                                continue;
+                            }
+                            Err(Errno::ESRCH) => continue,
+                            Err(e) => {
+                                return Err(TraceError::Ptrace {
+                                    op: "CONT",
+                                    tid,
+                                    source: e,
+                                })
+                            }
+                        }
+                    }
+                    self.counting.interrupted(tid); // the step had not executed
+                    let group_stop = matches!(
+                        sig,
+                        libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU
+                    );
+                    stopped.insert(tid, if group_stop { LISTEN } else { 0 });
+                }
+                sys::PTRACE_EVENT_EXIT => {
+                    // Exiting: account its tail and let it go; it is not detached.
+                    stopped.remove(&tid);
+                    self.on_stop(tid, sig, event)?;
+                }
+                sys::PTRACE_EVENT_EXEC => {
+                    // The process exec'd: the old image and its patches are gone,
+                    // the other threads too. Only the exec'ing thread remains.
+                    let former = sys::geteventmsg(tid).map(|m| m as Tid).unwrap_or(tid);
+                    let th = self.core.threads.remove(&former).unwrap_or_default();
+                    let others: Vec<Tid> = self.core.threads.keys().copied().collect();
+                    for o in others {
+                        self.reap(o);
+                    }
+                    self.core.threads.insert(tid, th);
+                    self.counting.exec(former, tid)?;
+                    self.counting.interrupted(tid);
+                    self.core.armed = Default::default();
+                    awaiting.clear();
+                    stopped.clear();
+                    stopped.insert(tid, 0);
+                }
+                libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK | libc::PTRACE_EVENT_CLONE => {
+                    self.core.note_new(tid);
+                    if let Ok(new) = sys::geteventmsg(tid) {
+                        if self.core.expected.contains(&(new as Tid)) {
+                            awaiting.insert(new as Tid);
+                        }
+                    }
+                    stopped.insert(tid, 0);
+                }
+                _ => {
+                    stopped.insert(tid, 0);
+                }
+            }
+        }
+    }
+
+    /// A task died while stopping everything.
+    fn gone(&mut self, tid: Tid, awaiting: &mut HashSet<Tid>, stopped: &mut HashMap<Tid, i32>) {
+        awaiting.remove(&tid);
+        stopped.remove(&tid);
+        if !self.core.threads.contains_key(&tid) {
+            self.core.note_seen(tid);
+        }
+        self.reap(tid);
+    }
+
+    /// All threads are stopped: restore the probes, move threads stopped
+    /// just past an `int3` back onto the (restored) mark, report each
+    /// thread's tail and detach everything, delivering recorded signals.
+    fn detach_all(&mut self, stopped: &HashMap<Tid, i32>) -> Result<(), TraceError> {
+        let mut first_err = None;
+        let patches: Vec<_> = self.core.armed.patched.drain(..).collect();
+        let patched: HashSet<u64> = patches.iter().map(|p| p.addr).collect();
+        if !patched.is_empty() {
+            let pid = self.core.pid;
+            match Mem::open(pid) {
+                Ok(mem) => {
+                    for p in &patches {
+                        if let Err(source) = mem.write(p.addr, &p.orig[..p.len]) {
+                            first_err.get_or_insert(TraceError::Proc { pid, source });
+                        }
+                    }
+                }
+                Err(source) => {
+                    first_err.get_or_insert(TraceError::Proc { pid, source });
+                }
+            }
+        }
+        let mut tids: Vec<Tid> = stopped.keys().copied().collect();
+        tids.sort_unstable();
+        for &tid in &tids {
+            if patched.is_empty() {
+                break;
+            }
+            if let Ok(mut regs) = sys::getregs(tid) {
+                if patched.contains(&regs.rip.wrapping_sub(1)) {
+                    // After an int3, rip is inside the restored 5-byte NOP (or
+                    // the loader hook's first instruction): rerun it whole.
+                    regs.rip -= 1;
+                    if let Err(e) = sys::setregs(tid, regs) {
+                        first_err.get_or_insert(TraceError::Ptrace {
+                            op: "SETREGS",
+                            tid,
+                            source: e,
+                        });
+                    }
+                }
+            }
+        }
+        self.core.armed = Default::default();
+        // Tails: every live thread's work since its last event.
+        let mut live: Vec<Tid> = self
+            .core
+            .threads
+            .iter()
+            .filter(|(_, th)| !th.exit_reported)
+            .map(|(&t, _)| t)
+            .collect();
+        live.sort_unstable();
+        for tid in live {
+            self.report_exit(tid);
+            self.counting.remove_thread(tid);
+        }
+        for &tid in &tids {
+            let sig = stopped[&tid];
+            match sys::detach_sig(tid, if sig == LISTEN { 0 } else { sig }) {
+                Ok(()) | Err(Errno::ESRCH) => {}
+                Err(e) => {
+                    first_err.get_or_insert(TraceError::Ptrace {
+                        op: "DETACH",
+                        tid,
+                        source: e,
+                    });
+                }
+            }
+        }
+        self.core.threads.clear();
+        first_err.map_or(Ok(()), Err)
+    }
+
+    /// After an error while attached: stop, restore, detach (best effort);
+    /// the process is left running.
+    fn abandon(&mut self) {
+        if self.core.threads.is_empty() {
+            return;
+        }
+        if let Ok(Ok(stopped)) = self.stop_all() {
+            let _ = self.detach_all(&stopped);
+        }
+    }
+}

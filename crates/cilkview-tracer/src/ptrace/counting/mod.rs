@@ -1,0 +1,63 @@
+//! The counting seam of the ptrace backend: how a strand's cost is measured and how a stopped
+//! thread resumes. Three implementations:
+//!
+//! - [`Stepping`]: single-step every instruction and count them (exact everywhere, slow); marks
+//!   are found by stepping onto them;
+//! - [`Breakpoints`] with the hardware counter (`perf_event::Counter`): marks are patched with
+//!   `int3`, threads run freely between them, costs are counter deltas;
+//! - [`Breakpoints`] with [`NullCounter`]: the same patching with no counter (every cost 0), a
+//!   testing aid for machines without a PMU.
+//!
+//! The event loop (`super`) never asks which one it has: it calls these methods at the points
+//! where counting matters (a thread appears, execs, stops on SIGTRAP, resumes, ends).
+
+mod breakpoints;
+mod sigtrap_guard;
+mod stepping;
+
+pub(crate) use breakpoints::{Breakpoints, NullCounter};
+pub(crate) use stepping::Stepping;
+
+use super::Core;
+use crate::sys::Tid;
+use crate::TraceError;
+
+pub(crate) trait Counting {
+    /// The program `pid` was launched and has not exec'd yet. Returns words to add to the
+    /// counter's reason (e.g. a CPU binding), if any.
+    fn launched(&mut self, _pid: Tid) -> Option<String> {
+        None
+    }
+    /// Thread `tid` is measured from now on (`at_exec`: the launched process, measured from its
+    /// exec on).
+    fn add_thread(&mut self, tid: Tid, at_exec: bool) -> Result<(), TraceError>;
+    /// Forget thread `tid` (it is gone or detached).
+    fn remove_thread(&mut self, tid: Tid);
+    /// The instructions thread `tid` ran since its last event, which then restarts from 0: its
+    /// tail at exit or detach.
+    fn take_tail(&mut self, tid: Tid) -> u64;
+    /// Resume stopped thread `tid`, delivering `sig` (0: none).
+    fn resume(&mut self, tid: Tid, sig: i32) -> Result<(), TraceError>;
+    /// Thread `former` exec'd and is now `tid` (the same unless a non-leader thread exec'd): the
+    /// instructions it ran until then.
+    fn exec(&mut self, former: Tid, tid: Tid) -> Result<u64, TraceError>;
+    /// Probes were placed at `addrs` in process `pid` (`new_image`: the whole image was just
+    /// armed, at an exec or an attach).
+    fn armed(
+        &mut self,
+        core: &mut Core<'_>,
+        pid: Tid,
+        addrs: &[u64],
+        new_image: bool,
+    ) -> Result<(), TraceError>;
+    /// Thread `tid` is stopped where it will resume (it started, exec'd, or was attached): a mark
+    /// right there is reached.
+    fn at_boundary(&mut self, core: &mut Core<'_>, tid: Tid) -> Result<(), TraceError>;
+    /// A SIGTRAP signal-delivery-stop of a measured thread: account it (hits go to `core`).
+    /// `Some(signal to resume with)`, or `None` if the thread is gone.
+    fn sigtrap(&mut self, core: &mut Core<'_>, tid: Tid) -> Result<Option<i32>, TraceError>;
+    /// A stop (interrupt, signal) came before the last resume took effect: nothing ran.
+    fn interrupted(&mut self, _tid: Tid) {}
+    /// Thread `tid` reported a stop; called before anything else looks at it.
+    fn stopped(&mut self, _tid: Tid) {}
+}

@@ -1,0 +1,227 @@
+//! The ptrace backend: a program (or a running process) under `ptrace`, its threads followed,
+//! its marks' probes watched, each hit reported with its cost. How costs are measured and how a
+//! stopped thread resumes is the [`counting::Counting`] seam; everything else is here:
+//!
+//! - `mod.rs`: the shared state ([`Core`]), the tracer ([`Tracer`]) and its stop dispatch;
+//! - `launch.rs`: starting a program and running it to its end;
+//! - `threads.rs`: new threads, forked children, execs;
+//! - `probes.rs`: the mapped files and their probes, patched bytes;
+//! - `loader_hook.rs`: the dynamic loader's hook (breakpoints mode);
+//! - `attach.rs`: attaching to a running process and detaching from it.
+
+mod attach;
+pub(crate) mod counting;
+mod launch;
+mod loader_hook;
+mod probes;
+mod threads;
+
+pub(crate) use attach::attach;
+pub(crate) use launch::run;
+
+use std::collections::{HashMap, HashSet};
+
+use nix::errno::Errno;
+use nix::libc;
+
+use self::counting::Counting;
+use self::probes::Armed;
+use crate::sys::{self, Tid, Wait};
+use crate::{EventSink, ExitStatus, TraceError, TraceEvent};
+
+/// What the event loop keeps of each thread (counting keeps its own state).
+#[derive(Default)]
+struct Thread {
+    /// Its `ThreadExit` was reported (it is exiting, or no longer measured).
+    exit_reported: bool,
+}
+
+/// The state of a session that does not depend on how instructions are counted.
+pub(crate) struct Core<'s> {
+    pid: Tid,
+    threads: HashMap<Tid, Thread>,
+    armed: Armed,
+    images: u32,
+    /// Measuring has begun (the launched program exec'd, or the process was attached).
+    execed: bool,
+    sink: &'s mut dyn EventSink,
+    hits: u64,
+    tail: u64,
+    total: u64,
+    nthreads: u32,
+    /// New tasks announced by a CLONE/FORK/VFORK event whose first stop has not been seen.
+    expected: HashSet<Tid>,
+    /// New tasks seen (first stop or death) before their parent's event.
+    seen_new: HashSet<Tid>,
+}
+
+impl<'s> Core<'s> {
+    fn new(pid: Tid, sink: &'s mut dyn EventSink) -> Self {
+        Core {
+            pid,
+            threads: HashMap::new(),
+            armed: Armed::default(),
+            images: 0,
+            execed: false,
+            sink,
+            hits: 0,
+            tail: 0,
+            total: 0,
+            nthreads: 0,
+            expected: HashSet::new(),
+            seen_new: HashSet::new(),
+        }
+    }
+
+    pub(crate) fn pid(&self) -> Tid {
+        self.pid
+    }
+
+    pub(crate) fn emit(&mut self, ev: TraceEvent) {
+        self.total += ev.cost();
+        match ev {
+            TraceEvent::Hit { .. } => self.hits += 1,
+            TraceEvent::ThreadExit { cost, .. } => self.tail += cost,
+            _ => {}
+        }
+        self.sink.event(ev);
+    }
+}
+
+/// A ptrace session counting with `C`.
+pub(crate) struct Tracer<'s, C> {
+    core: Core<'s>,
+    counting: C,
+}
+
+pub(crate) fn ptrace_err(op: &'static str, tid: Tid) -> impl FnOnce(Errno) -> TraceError {
+    move |source| TraceError::Ptrace { op, tid, source }
+}
+
+/// `Ok` for success or ESRCH (the thread was killed meanwhile: its exit will be reported).
+fn gone_ok(op: &'static str, tid: Tid, r: nix::Result<()>) -> Result<(), TraceError> {
+    match r {
+        Ok(()) | Err(Errno::ESRCH) => Ok(()),
+        Err(e) => Err(ptrace_err(op, tid)(e)),
+    }
+}
+
+/// The value of DWARF x86-64 register `dwarf` (0 rax, 1 rdx, 2 rcx, 3 rbx, 4 rsi, 5 rdi, 6 rbp,
+/// 7 rsp, 8–15 r8–r15).
+pub(crate) fn reg(regs: &libc::user_regs_struct, dwarf: u16) -> u64 {
+    match dwarf {
+        0 => regs.rax,
+        1 => regs.rdx,
+        2 => regs.rcx,
+        3 => regs.rbx,
+        4 => regs.rsi,
+        5 => regs.rdi,
+        6 => regs.rbp,
+        7 => regs.rsp,
+        8 => regs.r8,
+        9 => regs.r9,
+        10 => regs.r10,
+        11 => regs.r11,
+        12 => regs.r12,
+        13 => regs.r13,
+        14 => regs.r14,
+        _ => regs.r15,
+    }
+}
+
+impl<'s, C: Counting> Tracer<'s, C> {
+    /// A tracer of process `pid` (not yet seized).
+    fn new(pid: Tid, counting: C, sink: &'s mut dyn EventSink) -> Self {
+        Tracer {
+            core: Core::new(pid, sink),
+            counting,
+        }
+    }
+
+    /// Waits for the next event of any tracee and handles it. Returns the task that ended, if one
+    /// did (its tail already reported); `None` after a stop, or when `alarm` (attach's wake-up
+    /// helper child, forgotten here) ended.
+    fn next_exit(
+        &mut self,
+        alarm: Option<&mut Option<Tid>>,
+    ) -> Result<Option<(Tid, ExitStatus)>, TraceError> {
+        let (tid, status) = match sys::wait_any().map_err(TraceError::Wait)? {
+            Wait::Exited(tid, _) | Wait::Signaled(tid, _)
+                if alarm.as_ref().is_some_and(|a| **a == Some(tid)) =>
+            {
+                if let Some(a) = alarm {
+                    *a = None;
+                }
+                return Ok(None);
+            }
+            Wait::Exited(tid, code) => (tid, ExitStatus::Exited(code)),
+            Wait::Signaled(tid, sig) => (tid, ExitStatus::Signaled(sig)),
+            Wait::Stopped { tid, sig, event } => {
+                self.on_stop(tid, sig, event)?;
+                return Ok(None);
+            }
+        };
+        if !self.core.threads.contains_key(&tid) {
+            self.core.note_seen(tid);
+        }
+        self.reap(tid);
+        Ok(Some((tid, status)))
+    }
+
+    /// A task is gone: report its tail if its exit stop was missed.
+    fn reap(&mut self, tid: Tid) {
+        if let Some(th) = self.core.threads.remove(&tid) {
+            if !th.exit_reported && self.core.execed {
+                let cost = self.counting.take_tail(tid);
+                self.core.emit(TraceEvent::ThreadExit { tid, cost });
+            }
+        }
+        self.counting.remove_thread(tid);
+    }
+
+    /// The thread is exiting (`PTRACE_EVENT_EXIT`, or no longer measured): report its tail.
+    fn report_exit(&mut self, tid: Tid) {
+        let cost = self.counting.take_tail(tid);
+        if let Some(th) = self.core.threads.get_mut(&tid) {
+            th.exit_reported = true;
+        }
+        if self.core.execed {
+            self.core.emit(TraceEvent::ThreadExit { tid, cost });
+        }
+    }
+
+    fn on_stop(&mut self, tid: Tid, sig: i32, event: i32) -> Result<(), TraceError> {
+        if !self.core.threads.contains_key(&tid) {
+            return self.new_task(tid, sig, event);
+        }
+        self.counting.stopped(tid);
+        match event {
+            0 if sig == libc::SIGTRAP => match self.counting.sigtrap(&mut self.core, tid)? {
+                Some(inject) => self.counting.resume(tid, inject),
+                None => Ok(()),
+            },
+            0 => self.counting.resume(tid, sig), // signal-delivery-stop: re-inject unchanged
+            sys::PTRACE_EVENT_EXEC => self.on_exec(tid),
+            sys::PTRACE_EVENT_EXIT => {
+                self.report_exit(tid);
+                gone_ok("CONT", tid, sys::cont(tid, 0))
+            }
+            sys::PTRACE_EVENT_STOP
+                if matches!(
+                    sig,
+                    libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU
+                ) =>
+            {
+                // Group-stop: stay stopped (as without the tool) until SIGCONT.
+                gone_ok("LISTEN", tid, sys::listen(tid))
+            }
+            libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK | libc::PTRACE_EVENT_CLONE => {
+                // The new task is handled at its own first stop.
+                self.core.note_new(tid);
+                self.counting.resume(tid, 0)
+            }
+            // PTRACE_EVENT_STOP after LISTEN or an interrupt, anything else: just go on.
+            _ => self.counting.resume(tid, 0),
+        }
+    }
+}

@@ -1,0 +1,119 @@
+//! Tasks coming and going: new threads of the program, forked children (handed back untraced),
+//! and execs (a new image: its probes are armed anew).
+
+use nix::libc;
+
+use super::counting::Counting;
+use super::{gone_ok, Core, Thread, Tracer};
+use crate::procfs::{self, Mem};
+use crate::sys::{self, Tid};
+use crate::{TraceError, TraceEvent};
+
+impl Core<'_> {
+    /// A CLONE/FORK/VFORK event of `parent`: remember the new task until its first stop.
+    pub(crate) fn note_new(&mut self, parent: Tid) {
+        if let Ok(new) = sys::geteventmsg(parent) {
+            let new = new as Tid;
+            if !self.threads.contains_key(&new) && !self.seen_new.remove(&new) {
+                self.expected.insert(new);
+            }
+        }
+    }
+
+    /// A task not in `threads` stopped for the first time or died.
+    pub(crate) fn note_seen(&mut self, tid: Tid) {
+        if !self.expected.remove(&tid) {
+            self.seen_new.insert(tid);
+        }
+    }
+}
+
+impl<C: Counting> Tracer<'_, C> {
+    /// First stop of a task we do not know: a new thread of the program, or a
+    /// forked process to hand back untraced.
+    pub(super) fn new_task(&mut self, tid: Tid, sig: i32, event: i32) -> Result<(), TraceError> {
+        match self.new_task_stopped(tid, sig, event)? {
+            Some(inject) => self.counting.resume(tid, inject),
+            None => Ok(()),
+        }
+    }
+
+    /// `new_task` without resuming: `Some(signal to resume with)` if it is a
+    /// new thread of the program (now in `threads`), `None` if it was a
+    /// forked child (detached) or is gone.
+    pub(super) fn new_task_stopped(
+        &mut self,
+        tid: Tid,
+        sig: i32,
+        event: i32,
+    ) -> Result<Option<i32>, TraceError> {
+        let core = &mut self.core;
+        core.note_seen(tid);
+        let tgid = match procfs::tgid(tid) {
+            Ok(t) => t,
+            Err(_) => return Ok(None), // already gone
+        };
+        if tgid != core.pid {
+            // A forked child. Unless it shares our memory (vfork / CLONE_VM, where
+            // the parent's patches must stay), restore the original bytes in its
+            // copy of the text, then detach: it runs as without the tool.
+            // (Probes of the executable and of libraries, and the loader hook.)
+            if !core.armed.patched.is_empty() && !sys::same_vm(tid, core.pid) {
+                let mem = Mem::open(tid).map_err(|source| TraceError::Proc { pid: tid, source })?;
+                for p in &core.armed.patched {
+                    mem.write(p.addr, &p.orig[..p.len])
+                        .map_err(|source| TraceError::Proc { pid: tid, source })?;
+                }
+            }
+            gone_ok("DETACH", tid, sys::detach(tid))?;
+            return Ok(None);
+        }
+        core.threads.insert(tid, Thread::default());
+        if !core.execed {
+            // Attaching, not measuring yet: counting starts and starts are
+            // reported for all threads at once when measuring begins.
+            return Ok(Some(if event == 0 { sig } else { 0 }));
+        }
+        self.counting.add_thread(tid, false)?;
+        self.core.nthreads += 1;
+        self.core.emit(TraceEvent::ThreadStart { tid });
+        self.counting.at_boundary(&mut self.core, tid)?;
+        let inject = if event == 0 && sig != libc::SIGTRAP && sig != libc::SIGSTOP {
+            sig
+        } else {
+            0
+        };
+        Ok(Some(inject))
+    }
+
+    pub(super) fn on_exec(&mut self, tid: Tid) -> Result<(), TraceError> {
+        let former = sys::geteventmsg(tid).map(|m| m as Tid).unwrap_or(tid);
+        if former != tid {
+            // A non-leader thread exec'd and took over the leader's tid.
+            self.reap(tid);
+        }
+        let th = self.core.threads.remove(&former).unwrap_or_default();
+        self.core.threads.insert(tid, th);
+        let cost = self.counting.exec(former, tid)?;
+        self.core.execed = true;
+        self.arm(tid)?;
+        let image = self.core.images;
+        self.core.images += 1;
+        let probes = self.core.armed.next;
+        self.core.emit(TraceEvent::Exec {
+            image,
+            tid,
+            cost,
+            probes,
+        });
+        self.counting.at_boundary(&mut self.core, tid)?;
+        self.counting.resume(tid, 0)
+    }
+
+    /// A new executable image (exec, or attach): place the probes of every file mapped
+    /// executable and let counting arm them.
+    pub(super) fn arm(&mut self, pid: Tid) -> Result<(), TraceError> {
+        let addrs = self.core.arm(pid)?;
+        self.counting.armed(&mut self.core, pid, &addrs, true)
+    }
+}
