@@ -24,10 +24,14 @@ fn command_line(pid: i32) -> (String, Vec<String>) {
 }
 
 pub fn attach(args: AttachArgs) -> Result<ExitCode> {
+    // From here on a fork does the work: killing the process the user sees (even with SIGKILL)
+    // makes the fork detach cleanly instead of leaving the process traced.
+    cilkview_tracer::survive_tool_death().context("cannot start the attach session")?;
     let reserved = outputs::check_writable(&outputs::exporters(&args.output))?;
     let stop = StopFlag::new();
-    // Ctrl-C, SIGTERM and SIGHUP end the measurement: the probes are restored and the process
-    // detached, instead of the tool dying with the process traced.
+    // Ctrl-C, SIGTERM, SIGHUP and the other catchable fatal signals end the measurement: the
+    // probes are restored and the process detached, instead of the tool dying with the process
+    // traced.
     let _signals = stop
         .on_signals(&STOP_SIGNALS)
         .context("cannot install the signal handlers that end an attach cleanly")?;

@@ -196,3 +196,35 @@ fn an_unmarked_process_is_measured_as_serial_code_with_a_warning() {
     assert!(err.contains("has no cilkview marks"), "{err}");
     assert_eq!(r["parallelism"].as_f64(), Some(1.0));
 }
+
+/// Whatever ends the tool — SIGKILL (or an OOM kill) included — the process it attached to must
+/// finish as if never traced. Single-stepped threads whose tracer vanished used to keep their
+/// trap flag and die of SIGTRAP (exit 133) at their next instruction.
+#[test]
+fn killing_the_tool_in_any_way_leaves_the_process_unharmed() {
+    let exe = long_running();
+    let args = ["18", "3"];
+    let expected = unattached(&exe, &args);
+    for sig in ["KILL", "USR1", "QUIT", "TERM"] {
+        let running = start(&exe, &args);
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("r.json");
+        let tool = cilkview_attach(running.child.id(), &["--counter", "step"], &json);
+        sleep(Duration::from_millis(800));
+        Command::new("kill")
+            .args([&format!("-{sig}"), &tool.id().to_string()])
+            .status()
+            .unwrap();
+        let out = tool.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(finish(running), expected, "after SIG{sig} to the tool: {err}");
+        if sig == "KILL" {
+            assert_eq!(out.status.code(), None, "{err}");
+        } else {
+            // A catchable signal ends the window like Ctrl-C: a report, exit status 0.
+            assert_eq!(out.status.code(), Some(0), "SIG{sig}: {err}");
+            let r: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+            assert_eq!(r["attach"]["ended"], "stopped", "SIG{sig}: {err}");
+        }
+    }
+}

@@ -14,9 +14,36 @@ use crate::{
     TraceEvent,
 };
 
-/// The signals that should end an attach session cleanly (restore the
-/// probes and detach) instead of killing the tool: SIGINT, SIGTERM, SIGHUP.
-pub const STOP_SIGNALS: [i32; 3] = [nix::libc::SIGINT, nix::libc::SIGTERM, nix::libc::SIGHUP];
+/// The signals that should end an attach session cleanly (restore the probes and detach)
+/// instead of killing the tool: every signal whose default action ends a process and that can
+/// be caught, but those that report the tool's own faults (SIGSEGV, SIGBUS, SIGILL, SIGFPE,
+/// SIGSYS, SIGTRAP, SIGABRT) and SIGPIPE (ignored: a closed output is an error to report).
+pub const STOP_SIGNALS: [i32; 11] = [
+    nix::libc::SIGINT,
+    nix::libc::SIGTERM,
+    nix::libc::SIGHUP,
+    nix::libc::SIGQUIT,
+    nix::libc::SIGUSR1,
+    nix::libc::SIGUSR2,
+    nix::libc::SIGALRM,
+    nix::libc::SIGVTALRM,
+    nix::libc::SIGPROF,
+    nix::libc::SIGXCPU,
+    nix::libc::SIGXFSZ,
+];
+
+/// Makes an attach session survive the death of this process, even by SIGKILL or the OOM
+/// killer: call it first thing, while the process is single-threaded. The process forks; the
+/// fork returns from this call and does the work (attach, measure, report); this process — the
+/// one the user sees and may kill — only forwards [`STOP_SIGNALS`] to it, waits and exits with
+/// its status. When this process dies anyhow, the fork receives SIGTERM, which a
+/// [`StopFlag::on_signals`] registration turns into a clean detach. (A single-stepped thread
+/// left by a tracer that vanishes keeps its trap flag and dies of SIGTRAP at its next
+/// instruction; so only a SIGKILL of the fork itself, whose pid nobody is shown, can still harm
+/// the process.)
+pub fn survive_tool_death() -> std::io::Result<()> {
+    sys::split_off_worker(&STOP_SIGNALS, nix::libc::SIGTERM)
+}
 
 /// A stop request shared between the caller and [`attach`]. Cloning shares
 /// the same flag. Once requested it stays requested (one flag per session).

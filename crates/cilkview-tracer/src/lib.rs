@@ -37,7 +37,7 @@ use std::path::{Path, PathBuf};
 pub use attach::attach_breakpoints_only;
 pub use attach::{
     attach, ignore_terminal_interrupts, AttachOptions, AttachOutcome, Ending, SignalGuard,
-    StopFlag, TerminalInterruptGuard, STOP_SIGNALS,
+    StopFlag, TerminalInterruptGuard, STOP_SIGNALS, survive_tool_death,
 };
 
 #[doc(hidden)]

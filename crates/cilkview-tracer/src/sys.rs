@@ -126,6 +126,68 @@ pub fn spawn_alarm(wake: &OwnedFd, timeout_ms: i32) -> io::Result<Tid> {
     Ok(pid)
 }
 
+/// The worker of [`split_off_worker`], for the waiter's signal handler.
+static WORKER: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+extern "C" fn forward_to_worker(sig: c_int) {
+    let pid = WORKER.load(std::sync::atomic::Ordering::Relaxed);
+    if pid > 0 {
+        // SAFETY: kill is async-signal-safe.
+        unsafe {
+            libc::kill(pid, sig);
+        }
+    }
+}
+
+/// Splits the calling (single-threaded) process in two. The fork returns `Ok(())` and does the
+/// work; the calling process stays the one the user sees: it only forwards `forward` signals to
+/// the worker, waits for it and exits as it did (never returns). If the waiter dies anyhow —
+/// SIGKILL included — the worker receives `on_death` (`PR_SET_PDEATHSIG`).
+pub fn split_off_worker(forward: &[i32], on_death: i32) -> io::Result<()> {
+    // SAFETY: called while single-threaded; the child returns into ordinary Rust code.
+    let me = unsafe { libc::getpid() };
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if pid == 0 {
+        // SAFETY: plain syscalls.
+        unsafe {
+            libc::prctl(libc::PR_SET_PDEATHSIG, on_death);
+            if libc::getppid() != me {
+                libc::raise(on_death); // the waiter died before the prctl
+            }
+        }
+        return Ok(());
+    }
+    WORKER.store(pid, std::sync::atomic::Ordering::Relaxed);
+    for &sig in forward {
+        // SAFETY: installs an async-signal-safe handler.
+        unsafe {
+            let mut act: libc::sigaction = std::mem::zeroed();
+            act.sa_sigaction = forward_to_worker as *const () as usize;
+            act.sa_flags = libc::SA_RESTART;
+            libc::sigaction(sig, &act, std::ptr::null_mut());
+        }
+    }
+    let code = loop {
+        let mut status: c_int = 0;
+        // SAFETY: plain syscall writing into a local.
+        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if r == pid {
+            if libc::WIFEXITED(status) {
+                break libc::WEXITSTATUS(status);
+            }
+            if libc::WIFSIGNALED(status) {
+                break 128 + libc::WTERMSIG(status);
+            }
+        } else if r < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            break 2;
+        }
+    };
+    std::process::exit(code)
+}
+
 pub fn wait_for(pid: Tid) -> io::Result<Wait> {
     loop {
         let mut status: c_int = 0;
