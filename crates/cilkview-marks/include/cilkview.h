@@ -122,8 +122,29 @@
     ".quad 1b\n\t"                                                                                 \
     ".popsection\n\t"
 
-/* A plain mark: extended asm with a "memory" clobber (a compiler barrier). */
-#define CV__MARK(kind) __asm__ __volatile__(CV__NOP_ASM CV__RECORD_ASM(kind, 0xff) ::: "memory")
+/*
+ * `asm inline` (gcc >= 9): for inlining and unrolling decisions, gcc sizes an asm
+ * statement by the lines of its template, so each mark (one NOP, but 7 lines with its
+ * record) would weigh like 7 instructions and stop gcc from inlining small marked
+ * functions, fib's recursion included.  `inline` makes it weigh as the one instruction it
+ * is.  (clang sizes asm by other means and gets nothing from it.)
+ */
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 9
+#define CV__ASM_INLINE __inline__
+#else
+#define CV__ASM_INLINE
+#endif
+
+/*
+ * A plain mark: a volatile asm with a "memory" clobber.  volatile: never deleted,
+ * duplicated only with its record, kept in order with the other volatile asms and with
+ * calls.  "memory": loads and stores also stay on the side of the mark where the source
+ * put them.  The clobber costs nothing measurable (docs/benchmarks.md): clang treats a
+ * volatile asm as reading and writing memory with or without it, and for gcc dropping it
+ * saved nothing on fib, qsort, nqueens or matmul.
+ */
+#define CV__MARK(kind)                                                                             \
+    __asm__ __volatile__ CV__ASM_INLINE(CV__NOP_ASM CV__RECORD_ASM(kind, 0xff) ::: "memory")
 
 /* Marks usable inside expressions (the loop macros need them there). */
 __attribute__((always_inline, unused)) static inline int cv__mark_loop_begin(unsigned long grain)
@@ -202,7 +223,7 @@ __attribute__((always_inline, unused)) static inline void cv__function_exit(char
 #define CV__REGION_MARK(kind, label)                                                               \
     do {                                                                                           \
         __asm__ __volatile__("" ::: "memory");                                                     \
-        __asm__ __volatile__(CV__NOP_ASM                                                           \
+        __asm__ __volatile__ CV__ASM_INLINE(CV__NOP_ASM                                            \
                              ".pushsection .cilkview_marks,\"\",@progbits\n\t"                     \
                              ".balign 8\n\t"                                                       \
                              "2: .byte 1, " CV__STR(kind) ", 0xff, 0\n\t"                          \

@@ -20,6 +20,9 @@ use std::path::Path;
 use std::process::Command;
 
 use cilkview_fixtures::{build, has_tool, test_compilers, BuildOptions};
+use common::callgrind_count;
+
+mod common;
 
 /// (fixture, args, mark hits by construction -- see each fixture's comment, extra slack)
 const CASES: &[(&str, &[&str], u64, u64)] = &[
@@ -34,21 +37,6 @@ const CASES: &[(&str, &[&str], u64, u64)] = &[
     // 3 x "step" begin/end + outer/inner begin/end + 4 x step()'s 5 marks
     ("known_regions", &[], 30, 0),
 ];
-
-fn callgrind_count(exe: &Path, args: &[&str]) -> u64 {
-    let out = Command::new("valgrind")
-        .args(["--tool=callgrind", "--callgrind-out-file=/dev/null"])
-        .arg(exe)
-        .args(args)
-        .output()
-        .expect("run valgrind");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "valgrind {}: {err}", exe.display());
-    err.lines()
-        .find_map(|l| l.split("Collected :").nth(1))
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no 'Collected :' line in valgrind output:\n{err}"))
-}
 
 /// The count, or why the machine has no usable instruction counter.
 fn perf_count(exe: &Path, args: &[&str]) -> Result<u64, String> {

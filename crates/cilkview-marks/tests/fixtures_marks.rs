@@ -25,7 +25,7 @@ fn expected(fixture: &str) -> Vec<(MarkKind, usize)> {
         (LoopEnd, 1),
     ];
     match fixture {
-        "fib" | "qsort" => spawny(1, 1, 1),
+        "fib" | "qsort" | "nqueens" => spawny(1, 1, 1),
         "known_spawn" => spawny(1, 2, 1),
         "known_scope" => spawny(2, 2, 2),
         "matmul" => spawny(1, 6, 2),
@@ -73,14 +73,24 @@ fn check(fixture: &str, opts: &BuildOptions, args: &[&str]) {
             assert!(n >= w.min(1), "{what}: {kind}");
         }
     }
-    // Paired kinds stay paired under inlining, cloning and unrolling.
+    // Paired kinds: as many of each at -O0. When optimizing, a compiler may duplicate one
+    // side of a pair without the other (gcc inlining fib into itself copies the
+    // spawn-return onto each of the inlined callee's return paths: 31 spawns, 56
+    // spawn-returns), each copy with its own record; a run still hits them in pairs
+    // (scripts/check-mark-order.sh compares the sequence of marks hit with -O0's). So
+    // optimized builds only keep both sides or neither.
     for (a, b) in [
         (Spawn, SpawnReturn),
         (IterationBegin, IterationEnd),
         (RegionBegin, RegionEnd),
         (LoopBegin, LoopEnd),
     ] {
-        assert_eq!(count(&image, a), count(&image, b), "{what}: {a} vs {b}");
+        let (na, nb) = (count(&image, a), count(&image, b));
+        if exact {
+            assert_eq!(na, nb, "{what}: {a} vs {b}");
+        } else {
+            assert_eq!(na > 0, nb > 0, "{what}: {a} vs {b}");
+        }
     }
     run(&exe, args);
 }
@@ -108,6 +118,10 @@ fn fib() {
 #[test]
 fn qsort() {
     check_all("qsort", &["50"]);
+}
+#[test]
+fn nqueens() {
+    check_all("nqueens", &["5"]);
 }
 #[test]
 fn snippet_a() {

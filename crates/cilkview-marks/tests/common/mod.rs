@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::process::Command;
 
 use cilkview_marks::{read_marks, MarkKind, MarkedImage, MARK_NOP};
 use object::read::elf::{FileHeader, ProgramHeader};
@@ -55,4 +56,21 @@ pub fn read_checked(exe: &Path) -> MarkedImage {
         assert_eq!(mark.label.is_some(), mark.kind.has_label());
     }
     image
+}
+
+/// Instructions `exe args` executes, counted by `valgrind --tool=callgrind` (exact and
+/// repeatable). The caller checks that valgrind is installed.
+pub fn callgrind_count(exe: &Path, args: &[&str]) -> u64 {
+    let out = Command::new("valgrind")
+        .args(["--tool=callgrind", "--callgrind-out-file=/dev/null"])
+        .arg(exe)
+        .args(args)
+        .output()
+        .expect("run valgrind");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "valgrind {}: {err}", exe.display());
+    err.lines()
+        .find_map(|l| l.split("Collected :").nth(1))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no 'Collected :' line in valgrind output:\n{err}"))
 }
