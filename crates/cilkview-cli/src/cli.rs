@@ -3,9 +3,9 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
-
-use crate::gate::Gate;
+use cilkview_analysis::{CounterMode, Model, DEFAULT_BURDEN, DEFAULT_SPAN_COEFFICIENT};
+use cilkview_report::{ExportOptions, Gate};
+use clap::{Args, Parser, Subcommand};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -31,16 +31,6 @@ pub enum Command {
     Header,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum CounterArg {
-    /// The hardware counter if it works here (checked by a self-test), else single-step.
-    Auto,
-    /// The hardware instruction counter (perf_event); an error if unavailable.
-    Hw,
-    /// Single-step every instruction: exact everywhere, but ~20 µs per instruction.
-    Step,
-}
-
 fn parse_span_coefficient(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(d) if d.is_finite() && d >= 0.0 => Ok(d),
@@ -56,17 +46,27 @@ fn parse_burden(s: &str) -> Result<u64, String> {
 #[derive(Args, Debug, Clone)]
 pub struct ModelOptions {
     /// Burden of a steal, in instructions, put on every continuation edge.
-    #[arg(long, value_name = "INSTRUCTIONS", default_value_t = cilkview_engine::DEFAULT_BURDEN,
+    #[arg(long, value_name = "INSTRUCTIONS", default_value_t = DEFAULT_BURDEN,
           value_parser = parse_burden, allow_negative_numbers = true)]
     pub burden: u64,
     /// Span coefficient δ of the speedup lower bound T1 / (T1/P + 2δ(1−1/P)·burdened span).
-    #[arg(long, value_name = "D", default_value_t = cilkview_engine::DEFAULT_SPAN_COEFFICIENT,
+    #[arg(long, value_name = "D", default_value_t = DEFAULT_SPAN_COEFFICIENT,
           value_parser = parse_span_coefficient, allow_negative_numbers = true)]
     pub span_coefficient: f64,
     /// Largest core count of the speedup table (P = 2, 4, 8, … up to it).
     #[arg(long, value_name = "P", default_value_t = 32,
           value_parser = clap::value_parser!(u32).range(1..=4096), allow_negative_numbers = true)]
     pub max_cores: u32,
+}
+
+impl From<&ModelOptions> for Model {
+    fn from(m: &ModelOptions) -> Model {
+        Model {
+            burden: m.burden,
+            span_coefficient: m.span_coefficient,
+            max_cores: m.max_cores,
+        }
+    }
 }
 
 #[derive(Args, Debug, Clone, Default)]
@@ -83,11 +83,21 @@ pub struct OutputOptions {
     pub fail_below: Vec<Gate>,
 }
 
+impl From<&OutputOptions> for ExportOptions {
+    fn from(o: &OutputOptions) -> ExportOptions {
+        ExportOptions {
+            json: o.json.clone(),
+            gnuplot: o.gnuplot.clone(),
+            gates: o.fail_below.clone(),
+        }
+    }
+}
+
 #[derive(Args, Debug)]
 pub struct RunArgs {
     /// How to count instructions.
-    #[arg(long, value_enum, default_value_t = CounterArg::Auto)]
-    pub counter: CounterArg,
+    #[arg(long, value_enum, default_value_t = CounterMode::Auto)]
+    pub counter: CounterMode,
     /// With single-stepping, do not bind the program and the tracer to one CPU (binding makes
     /// stepping ~3x faster, but the program then sees a one-CPU affinity mask).
     #[arg(long)]
@@ -118,8 +128,8 @@ fn parse_duration(s: &str) -> Result<f64, String> {
 #[derive(Args, Debug)]
 pub struct AttachArgs {
     /// How to count instructions.
-    #[arg(long, value_enum, default_value_t = CounterArg::Auto)]
-    pub counter: CounterArg,
+    #[arg(long, value_enum, default_value_t = CounterMode::Auto)]
+    pub counter: CounterMode,
     /// Stop measuring and detach after this many seconds.
     #[arg(long, value_name = "SECS", value_parser = parse_duration, allow_negative_numbers = true)]
     pub duration: Option<f64>,

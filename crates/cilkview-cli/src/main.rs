@@ -1,11 +1,15 @@
 //! `cilkview-rs`: scalability analysis of fork-join programs from one serial run.
+//!
+//! One module per subcommand; the pipeline is `cilkview-analysis`, the outputs and gates
+//! `cilkview-report`.
+
+#![forbid(unsafe_code)]
 
 mod attach;
 mod cli;
-mod gate;
-mod outputs;
+mod progress;
+mod report;
 mod run;
-mod session;
 
 use std::process::ExitCode;
 
@@ -18,9 +22,9 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => run::run(args),
         Command::Attach(args) => attach::attach(args),
-        Command::Report(args) => outputs::report(args),
+        Command::Report(args) => report::report(args),
         Command::Header => {
-            print!("{}", cilkview_marks::HEADER);
+            print!("{}", cilkview_analysis::HEADER);
             Ok(ExitCode::SUCCESS)
         }
     };
@@ -31,5 +35,14 @@ fn main() -> ExitCode {
             eprintln!("error: {e:#}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// The exit code once the report is written: failure when a `--fail-below` gate failed.
+fn gate_exit_code(gates_passed: bool) -> ExitCode {
+    if gates_passed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
     }
 }

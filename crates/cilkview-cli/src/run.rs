@@ -1,18 +1,15 @@
 //! `cilkview-rs run`: launch the program under the tracer, report its scalability.
 
 use std::ffi::OsString;
-use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
-use cilkview_marks::read_marks;
-use cilkview_report::RunInfo;
-use cilkview_tracer::TraceOptions;
+use cilkview_analysis::{check_program, ignore_terminal_interrupts, RunRequest};
+use cilkview_report::ExportManager;
 
 use crate::cli::RunArgs;
-use crate::outputs;
-use crate::session::{counter_mode, counter_report, ending, Session};
+use crate::progress::Spinner;
 
 /// Finds the program as the shell would and checks it can be run, before anything runs.
 fn resolve_program(program: &OsString) -> Result<PathBuf> {
@@ -46,65 +43,33 @@ fn resolve_program(program: &OsString) -> Result<PathBuf> {
     Ok(path)
 }
 
-/// Whether the file starts with `#!` (a script that will exec an interpreter: the marks are those
-/// of the images exec'd after it).
-fn is_script(path: &Path) -> bool {
-    let mut magic = [0u8; 2];
-    std::fs::File::open(path)
-        .and_then(|mut f| f.read_exact(&mut magic))
-        .is_ok()
-        && &magic == b"#!"
-}
-
 pub fn run(args: RunArgs) -> Result<ExitCode> {
     let program = resolve_program(&args.program)?;
-    if !is_script(&program) {
-        // Not ELF, wrong architecture, truncated, corrupt marks: say so before running anything.
-        read_marks(&program).with_context(|| format!("cannot analyze {}", program.display()))?;
-    }
-    let reserved = outputs::check_writable(&outputs::exporters(&args.output))?;
+    // Not ELF, wrong architecture, truncated, corrupt marks: say so before running anything.
+    check_program(&program).with_context(|| format!("cannot analyze {}", program.display()))?;
+    let mut outputs = ExportManager::new(&(&args.output).into())?;
 
-    let session = Session::new(&args.model, "tracing");
-    let options = TraceOptions {
+    let mut progress = Spinner::new("tracing");
+    let request = RunRequest {
         program: program.clone(),
+        name: args.program.to_string_lossy().into_owned(),
         args: args.args.clone(),
-        counter: counter_mode(args.counter),
+        counter: args.counter,
         bind_cpu: !args.no_cpu_binding,
+        model: (&args.model).into(),
     };
     // Ctrl-C at the terminal goes to the program (same process group); the tool lives on to
     // report what it measured.
-    let interrupts = cilkview_tracer::ignore_terminal_interrupts();
-    let outcome = cilkview_tracer::run(
-        &options,
-        |image| session.borrow_mut().probes_for(image),
-        |event| session.borrow_mut().on_event(event),
-    );
+    let interrupts = ignore_terminal_interrupts();
+    let analysis = cilkview_analysis::run(&request, &mut progress);
     drop(interrupts);
-    let outcome = outcome.with_context(|| format!("cannot analyze {}", program.display()))?;
+    let analysis = analysis.with_context(|| format!("cannot analyze {}", program.display()))?;
 
-    let info = RunInfo {
-        program: args.program.to_string_lossy().into_owned(),
-        args: args
-            .args
-            .iter()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect(),
-        ending: ending(outcome.status),
-        counter: counter_report(&outcome.counter),
-        burden: args.model.burden,
-        span_coefficient: args.model.span_coefficient,
-        max_cores: args.model.max_cores,
-    };
-    let subject = program.display().to_string();
-    let (report, _) = session.into_inner().finish(info, &subject, false);
-    let gates_passed = outputs::emit(&report, &args.output)?;
-    reserved.keep();
-    let status = outcome.status.code();
+    let gates_passed = outputs.write(&analysis.report, &mut std::io::stderr().lock())?;
+    let status = analysis.ending.status().map_or(0, |s| s.code());
     Ok(if status != 0 {
         ExitCode::from(status.clamp(0, 255) as u8)
-    } else if !gates_passed {
-        ExitCode::FAILURE
     } else {
-        ExitCode::SUCCESS
+        crate::gate_exit_code(gates_passed)
     })
 }

@@ -217,7 +217,11 @@ fn killing_the_tool_in_any_way_leaves_the_process_unharmed() {
             .unwrap();
         let out = tool.wait_with_output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(finish(running), expected, "after SIG{sig} to the tool: {err}");
+        assert_eq!(
+            finish(running),
+            expected,
+            "after SIG{sig} to the tool: {err}"
+        );
         if sig == "KILL" {
             assert_eq!(out.status.code(), None, "{err}");
         } else {

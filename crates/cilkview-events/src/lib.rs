@@ -147,6 +147,38 @@ impl ExitStatus {
     }
 }
 
+/// How a measured run ended: the program's exit, or (attach) the end of the measuring window
+/// while the program runs on. One type from the backend to the report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ending {
+    /// The program ended (always, for a run from start to end).
+    Exited(ExitStatus),
+    /// Attach: a stop was requested (Ctrl-C, SIGTERM); detached, the program runs on.
+    Stopped,
+    /// Attach: the `--duration` elapsed; detached, the program runs on.
+    TimeUp,
+}
+
+impl Ending {
+    /// How the program ended, if it did.
+    pub fn status(&self) -> Option<ExitStatus> {
+        match *self {
+            Ending::Exited(status) => Some(status),
+            Ending::Stopped | Ending::TimeUp => None,
+        }
+    }
+
+    /// Why a measuring window ended, as the JSON report's `attach.ended` says it:
+    /// `"exited"`, `"stopped"` or `"duration"`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Ending::Exited(_) => "exited",
+            Ending::Stopped => "stopped",
+            Ending::TimeUp => "duration",
+        }
+    }
+}
+
 /// Summary of a run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Outcome {

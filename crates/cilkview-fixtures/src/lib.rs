@@ -12,6 +12,8 @@
 //! let exe = build("fib", &BuildOptions::default().opt(2).no_pie());
 //! ```
 
+#![forbid(unsafe_code)]
+
 use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
 use std::fmt;

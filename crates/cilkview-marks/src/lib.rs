@@ -9,6 +9,8 @@
 //! (link-time virtual address) and what it means. To turn it into a run-time address,
 //! add [`Mark::offset`] to the run-time start of the image's lowest mapping.
 
+#![forbid(unsafe_code)]
+
 use std::fmt;
 use std::path::{Path, PathBuf};
 

@@ -2,8 +2,14 @@
 //!
 //! The report of one analysis ([`RunReport`], whose serde form is the JSON schema) and its output
 //! formats. Each format is one module implementing [`Exporter`]; adding a format touches one file
-//! here and one flag in the CLI.
+//! here, one line in [`ExportManager`]'s `exporters` and one flag in the CLI. The
+//! [`ExportManager`] owns the outputs of a run: files reserved before it, every format written
+//! after it, and the `--fail-below` [`Gate`]s.
 
+#![forbid(unsafe_code)]
+
+mod export;
+mod gate;
 mod gnuplot;
 mod json;
 mod model;
@@ -11,11 +17,14 @@ mod text;
 
 use std::path::PathBuf;
 
+pub use cilkview_events::{CounterMode, Ending, ExitStatus};
+pub use export::{ExportManager, ExportOptions, OutputError};
+pub use gate::{Gate, GateMeasure};
 pub use gnuplot::GnuplotExporter;
 pub use json::{read_json, JsonExporter};
 pub use model::{
-    signal_name, speedup_table, AttachReport, CounterReport, Ending, RegionReport, RunInfo,
-    RunReport, SpeedupRow,
+    signal_name, speedup_table, AttachReport, CounterReport, RegionReport, RunInfo, RunReport,
+    SpeedupRow,
 };
 pub use text::TextExporter;
 

@@ -2,15 +2,25 @@
 //! the JSON schema documented in docs/json-schema.md (stable: add keys only with a version note).
 
 use cilkview_engine::{core_counts, speedup, Measures, Report};
+use cilkview_events::{CounterInfo, CounterMode, Ending, ExitStatus};
 use serde::{Deserialize, Serialize};
 
 /// Which instruction counter produced the costs, and why it was chosen.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CounterReport {
-    /// `"hardware"` or `"single-step"`.
-    pub mode: String,
+    /// `"hardware"`, `"single-step"` or `"emulate"` in JSON.
+    pub mode: CounterMode,
     /// Why this counter was used (e.g. why the hardware counter was not).
     pub reason: String,
+}
+
+impl From<&CounterInfo> for CounterReport {
+    fn from(info: &CounterInfo) -> CounterReport {
+        CounterReport {
+            mode: info.kind,
+            reason: info.reason.clone(),
+        }
+    }
 }
 
 /// One row of the speedup table.
@@ -81,6 +91,19 @@ pub struct RunReport {
     pub warnings: Vec<String>,
 }
 
+impl AttachReport {
+    /// The window of process `pid` measured from `started_at` (RFC 3339) for `seconds`, which
+    /// ended as `ending` says.
+    pub fn new(pid: i32, started_at: String, seconds: f64, ending: Ending) -> AttachReport {
+        AttachReport {
+            pid,
+            started_at,
+            seconds,
+            ended: ending.name().to_string(),
+        }
+    }
+}
+
 /// The window of an `attach` session.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AttachReport {
@@ -92,14 +115,6 @@ pub struct AttachReport {
     /// Why it ended: `"stopped"` (Ctrl-C or SIGTERM), `"duration"` (`--duration` elapsed) or
     /// `"exited"` (the process ended).
     pub ended: String,
-}
-
-/// How the program ended (or that it still runs: a detached attach).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Ending {
-    Exited(i32),
-    Signaled(i32),
-    Running,
 }
 
 /// Everything about a run that is not a measure.
@@ -133,10 +148,10 @@ impl RunReport {
     /// Builds the report from the engine's measures; `label(id)` names region ids.
     pub fn new(info: RunInfo, report: &Report, label: impl Fn(u32) -> String) -> RunReport {
         let m = &report.total;
-        let (exit_status, signal) = match info.ending {
-            Ending::Exited(code) => (Some(code), None),
-            Ending::Signaled(sig) => (None, Some(sig)),
-            Ending::Running => (None, None),
+        let (exit_status, signal) = match info.ending.status() {
+            Some(ExitStatus::Exited(code)) => (Some(code), None),
+            Some(ExitStatus::Signaled(sig)) => (None, Some(sig)),
+            None => (None, None),
         };
         RunReport {
             program: info.program,

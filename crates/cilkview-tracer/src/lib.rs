@@ -36,8 +36,8 @@ use std::path::{Path, PathBuf};
 #[doc(hidden)]
 pub use attach::attach_breakpoints_only;
 pub use attach::{
-    attach, ignore_terminal_interrupts, AttachOptions, AttachOutcome, Ending, SignalGuard,
-    StopFlag, TerminalInterruptGuard, STOP_SIGNALS, survive_tool_death,
+    attach, ignore_terminal_interrupts, survive_tool_death, AttachOptions, AttachOutcome, Ending,
+    SignalGuard, StopFlag, TerminalInterruptGuard, STOP_SIGNALS,
 };
 
 #[doc(hidden)]

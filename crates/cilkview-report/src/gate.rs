@@ -1,6 +1,6 @@
 //! `--fail-below`: CI gates on parallelism and burdened parallelism.
 
-use cilkview_report::RunReport;
+use crate::RunReport;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GateMeasure {

@@ -1,0 +1,42 @@
+//! # cilkview-analysis
+//!
+//! The pipeline of cilkview-rs, from a backend's events to the report model:
+//!
+//! * a backend (the ptrace tracer today) runs the program and asks, for each image it maps, which
+//!   probes to watch: [`Session`] answers from the image's cilkview marks (`cilkview-marks`),
+//!   numbering probes across the executable and its libraries;
+//! * every probe hit becomes a fork-join event of the hitting thread's engine
+//!   (`cilkview-engine`), one engine per thread; a wrapper program exec'ing the real one before
+//!   any mark is dropped;
+//! * at the end the threads combine as parallel computations, into a
+//!   [`cilkview_report::RunReport`] with the warnings a user needs (no marks, marks that did not
+//!   nest).
+//!
+//! [`Session`] is an [`EventSink`]: anything that produces the `TraceEvent` stream can feed it,
+//! including tests with synthetic streams. [`run`] and [`attach`] drive it with the tracer.
+//! A front end needs only this crate and `cilkview-report`.
+
+#![forbid(unsafe_code)]
+
+mod measure;
+mod progress;
+mod session;
+
+pub use measure::{
+    attach, check_program, command_line, run, Analysis, AttachRequest, Model, RunRequest,
+};
+pub use progress::Progress;
+pub use session::{MarksReader, Session};
+
+pub use cilkview_engine::{DEFAULT_BURDEN, DEFAULT_SPAN_COEFFICIENT};
+pub use cilkview_events::{
+    CounterInfo, CounterMode, Ending, EventSink, ExitStatus, Probe, TraceEvent,
+};
+pub use cilkview_marks::{MarksError, HEADER};
+pub use cilkview_tracer::{
+    ignore_terminal_interrupts, survive_tool_death, SignalGuard, StopFlag, TerminalInterruptGuard,
+    TraceError, STOP_SIGNALS,
+};
+
+#[cfg(test)]
+mod tests;

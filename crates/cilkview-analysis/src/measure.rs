@@ -1,0 +1,193 @@
+//! The entry points: measure a program from start to end ([`run`]) or a running process for a
+//! while ([`attach`]), through the tracer, into the report model.
+
+use std::cell::RefCell;
+use std::ffi::OsString;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use cilkview_engine::{DEFAULT_BURDEN, DEFAULT_SPAN_COEFFICIENT};
+use cilkview_events::{CounterMode, Ending, EventSink, Probe, TraceEvent};
+use cilkview_marks::{read_marks, MarksError};
+use cilkview_report::{AttachReport, RunInfo, RunReport};
+use cilkview_tracer::{AttachOptions, StopFlag, TraceError, TraceOptions};
+
+use crate::{Progress, Session};
+
+/// The parameters of the performance model.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Model {
+    /// Burden of a steal, in instructions, put on every continuation edge.
+    pub burden: u64,
+    /// Span coefficient δ of the speedup lower bound.
+    pub span_coefficient: f64,
+    /// Largest core count of the speedup table.
+    pub max_cores: u32,
+}
+
+impl Default for Model {
+    fn default() -> Model {
+        Model {
+            burden: DEFAULT_BURDEN,
+            span_coefficient: DEFAULT_SPAN_COEFFICIENT,
+            max_cores: 32,
+        }
+    }
+}
+
+/// What one measurement found.
+#[derive(Clone, Debug)]
+pub struct Analysis {
+    /// The report model: measures, counter, warnings (and the window, for an attach).
+    pub report: RunReport,
+    /// How the run (or the measuring window) ended.
+    pub ending: Ending,
+}
+
+/// A program to run from start to end.
+#[derive(Clone, Debug)]
+pub struct RunRequest {
+    /// The file to execute (already resolved, see [`check_program`]).
+    pub program: PathBuf,
+    /// The program as the user named it, for the report.
+    pub name: String,
+    /// Its arguments, without argv\[0\].
+    pub args: Vec<OsString>,
+    pub counter: CounterMode,
+    /// Single-step only: bind the program and the tracer to one CPU (faster stepping; the
+    /// program sees a one-CPU affinity mask).
+    pub bind_cpu: bool,
+    pub model: Model,
+}
+
+/// A running process to measure until `stop`, `duration` or its exit.
+#[derive(Clone, Debug)]
+pub struct AttachRequest {
+    pub pid: i32,
+    pub counter: CounterMode,
+    pub duration: Option<Duration>,
+    pub stop: StopFlag,
+    pub model: Model,
+}
+
+/// Whether the file starts with `#!` (a script that will exec an interpreter: the marks are those
+/// of the images exec'd after it).
+fn is_script(path: &Path) -> bool {
+    let mut magic = [0u8; 2];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok()
+        && &magic == b"#!"
+}
+
+/// Checks, before anything runs, that `program` can be analyzed: a script (`#!`), or an ELF file
+/// for this machine whose marks, if any, are well-formed.
+pub fn check_program(program: &Path) -> Result<(), MarksError> {
+    if !is_script(program) {
+        read_marks(program)?;
+    }
+    Ok(())
+}
+
+/// Feeds `sink` from a tracer entry point that takes the two callbacks separately.
+fn drive<R>(
+    sink: &mut dyn EventSink,
+    trace: impl FnOnce(
+        &mut dyn FnMut(&Path) -> Result<Vec<Probe>, String>,
+        &mut dyn FnMut(TraceEvent),
+    ) -> R,
+) -> R {
+    // Both callbacks need the sink; the tracer never calls them at the same time.
+    let sink = RefCell::new(sink);
+    trace(
+        &mut |image| sink.borrow_mut().probes_for(image),
+        &mut |event| sink.borrow_mut().event(event),
+    )
+}
+
+/// Runs `request.program` to completion under the tracer and analyzes it. The program's
+/// stdin, stdout, stderr and exit status are its own.
+pub fn run(request: &RunRequest, progress: &mut dyn Progress) -> Result<Analysis, TraceError> {
+    let mut session = Session::new(request.model.burden, progress);
+    let options = TraceOptions {
+        program: request.program.clone(),
+        args: request.args.clone(),
+        counter: request.counter,
+        bind_cpu: request.bind_cpu,
+    };
+    let outcome = drive(&mut session, |probes_for, on_event| {
+        cilkview_tracer::run(&options, probes_for, on_event)
+    })?;
+    let ending = Ending::Exited(outcome.status);
+    let info = RunInfo {
+        program: request.name.clone(),
+        args: request
+            .args
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect(),
+        ending,
+        counter: (&outcome.counter).into(),
+        burden: request.model.burden,
+        span_coefficient: request.model.span_coefficient,
+        max_cores: request.model.max_cores,
+    };
+    let subject = request.program.display().to_string();
+    let report = session.finish(info, &subject, false);
+    Ok(Analysis { report, ending })
+}
+
+/// The command line of process `pid` from /proc (argv\[0\] and the rest), or `process PID`.
+pub fn command_line(pid: i32) -> (String, Vec<String>) {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let mut words = raw
+        .split(|&b| b == 0)
+        .filter(|w| !w.is_empty())
+        .map(|w| String::from_utf8_lossy(w).into_owned());
+    let program = words.next().unwrap_or_else(|| format!("process {pid}"));
+    (program, words.collect())
+}
+
+/// Attaches to the running process `request.pid`, measures until a stop request, the duration
+/// or its exit, detaches (it runs on unharmed) and analyzes the window.
+pub fn attach(
+    request: &AttachRequest,
+    progress: &mut dyn Progress,
+) -> Result<Analysis, TraceError> {
+    let (program, args) = command_line(request.pid);
+    let mut session = Session::new(request.model.burden, progress);
+    let options = AttachOptions {
+        pid: request.pid,
+        counter: request.counter,
+        duration: request.duration,
+        stop: request.stop.clone(),
+    };
+    let started = SystemTime::now();
+    let outcome = drive(&mut session, |probes_for, on_event| {
+        cilkview_tracer::attach(&options, probes_for, on_event)
+    })?;
+    let ending = match outcome.ending {
+        cilkview_tracer::Ending::Stopped => Ending::Stopped,
+        cilkview_tracer::Ending::TimeUp => Ending::TimeUp,
+        cilkview_tracer::Ending::Exited(status) => Ending::Exited(status),
+    };
+    let info = RunInfo {
+        program: program.clone(),
+        args,
+        ending,
+        counter: (&outcome.counter).into(),
+        burden: request.model.burden,
+        span_coefficient: request.model.span_coefficient,
+        max_cores: request.model.max_cores,
+    };
+    let subject = format!("process {} ({program})", request.pid);
+    let mut report = session.finish(info, &subject, true);
+    report.attach = Some(AttachReport::new(
+        request.pid,
+        humantime::format_rfc3339_seconds(started).to_string(),
+        outcome.elapsed.as_secs_f64(),
+        ending,
+    ));
+    Ok(Analysis { report, ending })
+}

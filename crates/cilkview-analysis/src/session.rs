@@ -1,0 +1,209 @@
+//! The pipeline of one measurement: the probes of each image (from its cilkview marks), then
+//! the backend's events translated into fork-join events for one engine per thread, then the
+//! report model.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use cilkview_engine::{Config, Engine, Event, EventKind, RegionId, Report};
+use cilkview_events::{EventSink, Probe, TraceEvent};
+use cilkview_marks::{read_marks, MarkKind, MarkedImage};
+use cilkview_report::{RunInfo, RunReport};
+
+use crate::Progress;
+
+/// Label strings ↔ region ids.
+#[derive(Default)]
+struct Labels {
+    ids: HashMap<String, u32>,
+    names: Vec<String>,
+}
+
+impl Labels {
+    fn id(&mut self, label: &str) -> RegionId {
+        if let Some(&id) = self.ids.get(label) {
+            return RegionId(id);
+        }
+        let id = self.names.len() as u32;
+        self.names.push(label.to_string());
+        self.ids.insert(label.to_string(), id);
+        RegionId(id)
+    }
+}
+
+/// How a session reads the marks of an image (the `.cilkview_marks` section by default).
+pub type MarksReader<'a> = Box<dyn FnMut(&Path) -> Result<MarkedImage, String> + 'a>;
+
+/// One measurement in progress: an [`EventSink`] a backend feeds (the probes of each image, then
+/// every event), then [`Session::finish`] for the report.
+pub struct Session<'a> {
+    burden: u64,
+    /// One engine per thread: each thread has its own fork-join stack. Their measures combine at
+    /// the end as computations running in parallel (`Report::beside`).
+    engines: HashMap<i32, Engine>,
+    /// Marks hit, over all threads.
+    hits: u64,
+    /// What each probe of the current program image means, indexed like the backend's probe
+    /// numbers: the executable's marks, then those of each library, in the order the backend
+    /// asked for them. Region labels are already interned.
+    marks: Vec<(MarkKind, Option<RegionId>)>,
+    labels: Labels,
+    /// Every image (executable or library) whose marks were read, with its number of marks.
+    images: Vec<(PathBuf, usize)>,
+    read: MarksReader<'a>,
+    progress: &'a mut dyn Progress,
+}
+
+impl<'a> Session<'a> {
+    /// A session charging `burden` instructions per continuation, reading marks from the ELF
+    /// files the backend names.
+    pub fn new(burden: u64, progress: &'a mut dyn Progress) -> Session<'a> {
+        Session {
+            burden,
+            engines: HashMap::new(),
+            hits: 0,
+            marks: Vec::new(),
+            labels: Labels::default(),
+            images: Vec::new(),
+            read: Box::new(|image| read_marks(image).map_err(|e| e.to_string())),
+            progress,
+        }
+    }
+
+    /// The same session, reading marks with `read` instead of from the files (tests, or marks
+    /// that come from elsewhere).
+    pub fn with_marks_reader(
+        mut self,
+        read: impl FnMut(&Path) -> Result<MarkedImage, String> + 'a,
+    ) -> Session<'a> {
+        self.read = Box::new(read);
+        self
+    }
+
+    /// The engine of thread `tid`.
+    fn engine(&mut self, tid: i32) -> &mut Engine {
+        let burden = self.burden;
+        self.engines
+            .entry(tid)
+            .or_insert_with(|| Engine::new(Config { burden }))
+    }
+
+    fn hit(&mut self, probe: usize, tid: i32, cost: u64, operand: Option<u64>) {
+        let Some(&(kind, label)) = self.marks.get(probe) else {
+            // Not a probe we gave: its cost is still work of the thread.
+            self.engine(tid).charge(cost);
+            return;
+        };
+        let region = || label.unwrap_or(RegionId(u32::MAX));
+        let kind = match kind {
+            MarkKind::FunctionEnter => EventKind::FunctionEnter,
+            MarkKind::FunctionExit => EventKind::FunctionExit,
+            MarkKind::Spawn => EventKind::Spawn,
+            MarkKind::SpawnReturn => EventKind::SpawnReturn,
+            MarkKind::Sync => EventKind::Sync,
+            MarkKind::LoopBegin => EventKind::LoopBegin {
+                grain: operand.unwrap_or(1),
+            },
+            MarkKind::IterationBegin => EventKind::IterationBegin,
+            MarkKind::IterationEnd => EventKind::IterationEnd,
+            MarkKind::LoopEnd => EventKind::LoopEnd,
+            MarkKind::RegionBegin => EventKind::RegionBegin(region()),
+            MarkKind::RegionEnd => EventKind::RegionEnd(region()),
+        };
+        self.engine(tid).process(Event::new(cost, kind));
+        self.hits += 1;
+        self.progress.hits(self.hits);
+    }
+
+    /// Ends the session: the report of everything measured, with the warnings a user needs.
+    /// `subject` names the program in those warnings. `partial`: the stream began in the middle
+    /// of the run (attach), so closers without openers are expected.
+    pub fn finish(self, info: RunInfo, subject: &str, partial: bool) -> RunReport {
+        self.progress.finished();
+        let measured = self
+            .engines
+            .into_values()
+            .map(Engine::finish)
+            .reduce(Report::beside)
+            .unwrap_or_default();
+        let names = &self.labels.names;
+        let mut report = RunReport::new(info, &measured, |id| {
+            names.get(id as usize).cloned().unwrap_or_default()
+        });
+        if self.images.iter().all(|(_, marks)| *marks == 0) {
+            report.warnings.push(format!(
+                "{subject} has no cilkview marks: measured as serial code (parallelism 1.00). \
+                 Mark its parallel structure with cilkview.h (`cilkview-rs header > cilkview.h`)."
+            ));
+        }
+        let mut anomalies = measured.anomalies;
+        if partial {
+            anomalies.unmatched_closers = 0;
+            anomalies.implicit_frame_ends = 0;
+        }
+        if !anomalies.is_clean() {
+            report.warnings.push(format!(
+                "the marks did not nest as fork-join control should ({anomalies:?}); measures \
+                 may be off"
+            ));
+        }
+        report
+    }
+}
+
+impl EventSink for Session<'_> {
+    fn probes_for(&mut self, image: &Path) -> Result<Vec<Probe>, String> {
+        let marked = match (self.read)(image) {
+            Ok(m) => m,
+            // The first image is the program, checked before it started; a later one we cannot
+            // read (an interpreter, a library we do not understand) runs as unmarked code.
+            Err(e) if self.images.is_empty() => return Err(e),
+            Err(_) => MarkedImage::default(),
+        };
+        self.images.push((image.to_path_buf(), marked.marks.len()));
+        for m in &marked.marks {
+            let label = m.label.as_deref().map(|l| self.labels.id(l));
+            self.marks.push((m.kind, label));
+        }
+        Ok(marked
+            .marks
+            .iter()
+            .map(|m| Probe {
+                offset: m.offset(&marked),
+                operand: m.operand,
+            })
+            .collect())
+    }
+
+    fn event(&mut self, event: TraceEvent) {
+        match event {
+            TraceEvent::Exec {
+                image,
+                tid,
+                cost,
+                probes,
+            } => {
+                if image > 0 {
+                    // A new program image: the numbering restarts with the probes of the calls
+                    // made at its exec, the last `probes` entries.
+                    self.marks.drain(..self.marks.len().saturating_sub(probes));
+                    // A wrapper (shell script, env, launcher) that ran no marks is not part of
+                    // the analyzed program.
+                    if self.hits == 0 {
+                        self.engines.clear();
+                        return;
+                    }
+                }
+                self.engine(tid).charge(cost);
+            }
+            TraceEvent::ThreadStart { .. } => {}
+            TraceEvent::ThreadExit { tid, cost } => self.engine(tid).charge(cost),
+            TraceEvent::Hit {
+                probe,
+                tid,
+                cost,
+                operand,
+            } => self.hit(probe, tid, cost, operand),
+        }
+    }
+}

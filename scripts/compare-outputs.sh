@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Usage: scripts/compare-outputs.sh BEFORE_BIN AFTER_BIN
+#
+# Runs two builds of cilkview-rs on the same fixture programs and checks that everything they
+# write is byte-identical: the text report (stderr), the JSON report, the gnuplot .dat/.plt, the
+# program's own stdout and every exit code. Cases: `run --counter step` on known_spawn,
+# known_loop and known_regions (dynamically linked: the loader and libc are mapped, so probes are
+# numbered across images), a `#!/bin/sh` wrapper exec'ing known_spawn (the wrapper-exec rule),
+# `report` re-rendering a saved JSON with a failing --fail-below gate, and two errors (an
+# unwritable output path, a program that is not ELF).
+# No line is excluded: none may vary between two runs of one program under --counter step.
+# Exits 0 when all outputs match, 1 otherwise (with a diff of what differs).
+set -uo pipefail
+if [ $# -ne 2 ]; then
+    echo "usage: $0 BEFORE_BIN AFTER_BIN" >&2
+    exit 2
+fi
+before=$(realpath "$1")
+after=$(realpath "$2")
+root=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+mkdir -p "$work/prog"
+for f in known_spawn known_loop known_regions; do
+    cc -O2 -I "$root/crates/cilkview-marks/include" -I "$root/fixtures" \
+        "$root/fixtures/$f.c" -o "$work/prog/$f" || exit 2
+done
+printf '#!/bin/sh\nexec "$(dirname "$0")/known_spawn" "$@"\n' >"$work/prog/wrapper.sh"
+chmod +x "$work/prog/wrapper.sh"
+printf 'not a program\n' >"$work/prog/text"
+chmod +x "$work/prog/text"
+
+# Single-stepping binds the program to the CPU the tracer runs on, and the report says which:
+# pin the tool to one CPU so that both builds name the same one.
+pin=()
+if command -v taskset >/dev/null; then
+    pin=(taskset -c 0)
+fi
+
+# case NAME ARGS...: runs both binaries in the same folder $work/run (same working directory,
+# same environment: their sizes move the stack, which moves instruction counts of the C
+# start-up code), records stdout, stderr and the exit code, then keeps the folder as
+# $work/before/NAME or $work/after/NAME.
+case_() {
+    local name=$1
+    shift
+    mkdir -p "$work/before" "$work/after"
+    for side in before after; do
+        local bin=$before
+        [ "$side" = after ] && bin=$after
+        rm -rf "$work/run"
+        mkdir "$work/run"
+        (cd "$work/run" && "${pin[@]}" "$bin" "$@" >stdout 2>stderr; echo $? >exit_code)
+        mv "$work/run" "$work/$side/$name"
+    done
+}
+
+for f in known_spawn known_loop known_regions; do
+    case_ "$f" run --counter step --json out.json --gnuplot out "$work/prog/$f"
+done
+case_ known_loop_args run --counter step --max-cores 8 --burden 500 --json out.json \
+    "$work/prog/known_loop" 7
+case_ wrapper run --counter step --json out.json "$work/prog/wrapper.sh"
+cp "$work/before/known_regions/out.json" "$work/saved.json"
+case_ report report --fail-below parallelism=100 --fail-below region:step:parallelism=1 \
+    --gnuplot again "$work/saved.json"
+case_ unwritable run --counter step --json missing/out.json "$work/prog/known_spawn"
+case_ not_elf run --counter step --json out.json "$work/prog/text"
+
+status=0
+for dir in "$work"/before/*; do
+    name=$(basename "$dir")
+    if diff -r "$dir" "$work/after/$name" >"$work/diff" 2>&1; then
+        echo "same: $name ($(ls "$dir" | tr '\n' ' '))"
+    else
+        echo "DIFFERENT: $name"
+        cat "$work/diff"
+        status=1
+    fi
+done
+exit $status
