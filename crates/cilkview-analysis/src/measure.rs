@@ -1,14 +1,13 @@
 //! The entry points: measure a program from start to end ([`run`]) or a running process for a
-//! while ([`attach`]), through the tracer, into the report model.
+//! while ([`attach`]), through the backend the counter mode resolves to, into the report model.
 
-use std::cell::RefCell;
 use std::ffi::OsString;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use cilkview_engine::{DEFAULT_BURDEN, DEFAULT_SPAN_COEFFICIENT};
-use cilkview_events::{CounterMode, Ending, EventSink, Probe, TraceEvent};
+use cilkview_events::{CounterMode, Ending};
 use cilkview_marks::{read_marks, MarksError};
 use cilkview_report::{AttachReport, RunInfo, RunReport};
 use cilkview_tracer::{AttachOptions, StopFlag, TraceError, TraceOptions};
@@ -90,22 +89,6 @@ pub fn check_program(program: &Path) -> Result<(), MarksError> {
     Ok(())
 }
 
-/// Feeds `sink` from a tracer entry point that takes the two callbacks separately.
-fn drive<R>(
-    sink: &mut dyn EventSink,
-    trace: impl FnOnce(
-        &mut dyn FnMut(&Path) -> Result<Vec<Probe>, String>,
-        &mut dyn FnMut(TraceEvent),
-    ) -> R,
-) -> R {
-    // Both callbacks need the sink; the tracer never calls them at the same time.
-    let sink = RefCell::new(sink);
-    trace(
-        &mut |image| sink.borrow_mut().probes_for(image),
-        &mut |event| sink.borrow_mut().event(event),
-    )
-}
-
 /// Runs `request.program` to completion under the tracer and analyzes it. The program's
 /// stdin, stdout, stderr and exit status are its own.
 pub fn run(request: &RunRequest, progress: &mut dyn Progress) -> Result<Analysis, TraceError> {
@@ -116,9 +99,8 @@ pub fn run(request: &RunRequest, progress: &mut dyn Progress) -> Result<Analysis
         counter: request.counter,
         bind_cpu: request.bind_cpu,
     };
-    let outcome = drive(&mut session, |probes_for, on_event| {
-        cilkview_tracer::run(&options, probes_for, on_event)
-    })?;
+    let (backend, counter) = cilkview_tracer::choose(request.counter)?;
+    let outcome = backend.run(&options, counter, &mut session)?;
     let ending = Ending::Exited(outcome.status);
     let info = RunInfo {
         program: request.name.clone(),
@@ -164,14 +146,9 @@ pub fn attach(
         stop: request.stop.clone(),
     };
     let started = SystemTime::now();
-    let outcome = drive(&mut session, |probes_for, on_event| {
-        cilkview_tracer::attach(&options, probes_for, on_event)
-    })?;
-    let ending = match outcome.ending {
-        cilkview_tracer::Ending::Stopped => Ending::Stopped,
-        cilkview_tracer::Ending::TimeUp => Ending::TimeUp,
-        cilkview_tracer::Ending::Exited(status) => Ending::Exited(status),
-    };
+    let (backend, counter) = cilkview_tracer::choose(request.counter)?;
+    let outcome = backend.attach(&options, counter, &mut session)?;
+    let ending = outcome.ending;
     let info = RunInfo {
         program: program.clone(),
         args,

@@ -10,8 +10,7 @@ use std::time::Duration;
 
 use crate::backend::FnSink;
 use crate::{
-    sys, Backend, BreakpointsOnly, CounterInfo, CounterMode, ExitStatus, Probe, TraceError,
-    TraceEvent,
+    sys, Backend, BreakpointsOnly, CounterInfo, CounterMode, Ending, Probe, TraceError, TraceEvent,
 };
 
 /// The signals that should end an attach session cleanly (restore the probes and detach)
@@ -177,17 +176,6 @@ pub struct AttachOptions {
     pub duration: Option<Duration>,
     /// Request a stop at any time (timer, signal handler, other thread).
     pub stop: StopFlag,
-}
-
-/// Why an attach session ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Ending {
-    /// The stop flag was requested; the process was detached and runs on.
-    Stopped,
-    /// `duration` elapsed; the process was detached and runs on.
-    TimeUp,
-    /// The process ended while attached.
-    Exited(ExitStatus),
 }
 
 /// Summary of an attach session (same counts as [`crate::Outcome`], over

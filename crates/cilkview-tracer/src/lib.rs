@@ -36,7 +36,7 @@ use std::path::{Path, PathBuf};
 #[doc(hidden)]
 pub use attach::attach_breakpoints_only;
 pub use attach::{
-    attach, ignore_terminal_interrupts, survive_tool_death, AttachOptions, AttachOutcome, Ending,
+    attach, ignore_terminal_interrupts, survive_tool_death, AttachOptions, AttachOutcome,
     SignalGuard, StopFlag, TerminalInterruptGuard, STOP_SIGNALS,
 };
 
@@ -44,7 +44,7 @@ pub use attach::{
 pub use backend::BreakpointsOnly;
 pub use backend::{choose, Backend, Hardware, Step};
 pub use cilkview_events::{
-    CounterInfo, CounterMode, EventSink, ExitStatus, Outcome, Probe, TraceEvent,
+    CounterInfo, CounterMode, Ending, EventSink, ExitStatus, Outcome, Probe, TraceEvent,
 };
 
 /// What to run and how to count.
