@@ -422,3 +422,47 @@ mod tests {
         assert!(err.output.contains('x'), "{err}");
     }
 }
+
+/// Compiles C `source` with `cc` and exactly `flags` (no defaults added: tests that build a
+/// shared library and a program linked against it choose every flag) into `dir/name`.
+/// Panics with the compiler's output if it fails.
+pub fn compile_into(dir: &Path, name: &str, source: &str, flags: &[&str]) -> PathBuf {
+    let src = dir.join(format!("{name}.c"));
+    std::fs::write(&src, source).unwrap_or_else(|e| panic!("cannot write {}: {e}", src.display()));
+    let exe = dir.join(name);
+    let out = Command::new("cc")
+        .arg("-o")
+        .arg(&exe)
+        .arg(&src)
+        .args(flags)
+        .output()
+        .expect("run cc");
+    assert!(
+        out.status.success(),
+        "cc failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exe
+}
+
+/// Offset of symbol `sym` of an ELF file from the start of its lowest mapping (the page-aligned
+/// virtual address of its first `PT_LOAD` segment), as the tracer's probe offsets are.
+/// Panics if the file cannot be read or has no such symbol.
+pub fn symbol_offset(elf: &Path, sym: &str) -> u64 {
+    use object::{Object, ObjectSegment, ObjectSymbol};
+    let data = std::fs::read(elf).unwrap_or_else(|e| panic!("cannot read {}: {e}", elf.display()));
+    let file = object::File::parse(&*data).unwrap_or_else(|e| panic!("{}: {e}", elf.display()));
+    let base = file
+        .segments()
+        .map(|s| s.address())
+        .min()
+        .expect("a PT_LOAD segment")
+        & !0xfff;
+    let addr = file
+        .symbols()
+        .chain(file.dynamic_symbols())
+        .find(|s| s.name() == Ok(sym))
+        .unwrap_or_else(|| panic!("symbol {sym} not found in {}", elf.display()))
+        .address();
+    addr - base
+}

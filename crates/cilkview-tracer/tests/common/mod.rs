@@ -32,54 +32,13 @@ pub fn compile_with(src: &str, extra: &[&str]) -> Prog {
 
 /// Compile `src` (C, after the PRELUDE) with -O1 and the given flags into `dir/name`.
 pub fn compile_into(dir: &Path, name: &str, src: &str, extra: &[&str]) -> PathBuf {
-    let c = dir.join(format!("{name}.c"));
-    std::fs::write(&c, format!("{PRELUDE}\n{src}")).unwrap();
-    let exe = dir.join(name);
-    let out = Command::new("cc")
-        .args(["-O1", "-o"])
-        .arg(&exe)
-        .arg(&c)
-        .args(extra)
-        .output()
-        .expect("run cc");
-    assert!(
-        out.status.success(),
-        "cc failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    exe
+    let flags = [&["-O1"], extra].concat();
+    cilkview_fixtures::compile_into(dir, name, &format!("{PRELUDE}\n{src}"), &flags)
 }
 
 /// Offset of symbol `sym` from the start of the image's lowest mapping.
 pub fn offset_of(exe: &Path, sym: &str) -> u64 {
-    let nm = Command::new("nm").arg(exe).output().unwrap();
-    let nm = String::from_utf8_lossy(&nm.stdout);
-    let addr = nm
-        .lines()
-        .find_map(|l| {
-            let mut f = l.split_whitespace();
-            let a = f.next()?;
-            let _t = f.next()?;
-            (f.next()? == sym).then(|| u64::from_str_radix(a, 16).unwrap())
-        })
-        .unwrap_or_else(|| panic!("symbol {sym} not found"));
-    let re = Command::new("readelf")
-        .args(["-lW"])
-        .arg(exe)
-        .output()
-        .unwrap();
-    let re = String::from_utf8_lossy(&re.stdout);
-    let first_load = re
-        .lines()
-        .find_map(|l| {
-            let mut f = l.split_whitespace();
-            (f.next()? == "LOAD").then(|| {
-                let _off = f.next().unwrap();
-                u64::from_str_radix(f.next().unwrap().trim_start_matches("0x"), 16).unwrap()
-            })
-        })
-        .unwrap();
-    addr - (first_load & !0xfff)
+    cilkview_fixtures::symbol_offset(exe, sym)
 }
 
 pub fn probes(exe: &Path, syms: &[(&str, Option<u16>)]) -> Vec<Probe> {
