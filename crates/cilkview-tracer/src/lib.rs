@@ -18,6 +18,7 @@
 mod attach;
 mod counter;
 mod elf;
+mod emulate;
 mod procfs;
 mod sys;
 mod tracer;
@@ -30,6 +31,9 @@ pub use attach::attach_breakpoints_only;
 pub use attach::{
     attach, ignore_terminal_interrupts, AttachOptions, AttachOutcome, Ending, SignalGuard,
     StopFlag, TerminalInterruptGuard, STOP_SIGNALS,
+};
+pub use emulate::{
+    emulator_available, run_emulated, run_emulated_with_notes, EmulationNotes, CPU_MODEL,
 };
 
 /// How instructions are counted.
@@ -230,6 +234,10 @@ pub enum TraceError {
     AttachDenied { pid: i32, reason: String },
     #[error("process {pid} exited while the tracer was attaching; nothing was measured")]
     ExitedDuringAttach { pid: i32 },
+    #[error("the emulator is unavailable: {reason}")]
+    EmulatorUnavailable { reason: String },
+    #[error("{message}")]
+    Emulator { message: String },
 }
 
 fn exec_hint(e: &std::io::Error) -> &'static str {
