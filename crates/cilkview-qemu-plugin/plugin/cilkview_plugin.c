@@ -436,12 +436,13 @@ static int known(size_t i)
     return 0;
 }
 
-/* Files newly mapped executable in the host range [lo, hi), in address order. */
+/* Files newly mapped executable in the host range [lo, hi), in address order. (The
+ * guest asked for PROT_EXEC; QEMU need not give the host mapping execute permission.) */
 static void scan_range(uint64_t lo, uint64_t hi)
 {
     read_maps();
     for (size_t i = 0; i < nmaps; i++)
-        if (maps[i].lo < hi && lo < maps[i].hi && maps[i].perms[2] == 'x' && maps[i].path[0] == '/' &&
+        if (maps[i].lo < hi && lo < maps[i].hi && maps[i].path[0] == '/' &&
             !known(i))
             request(i);
 }

@@ -105,6 +105,12 @@ fn per_thread(ev: &[TraceEvent]) -> Vec<Vec<(u64, u64, Option<u64>)>> {
 /// (exit path) run CPU-dependent glibc code: they must agree within `slack`
 /// percent. Returns the two runs' totals.
 fn compare(exe: &Path, args: &[&str], slack: u64) -> (u64, u64) {
+    compare_with(exe, args, slack, &[])
+}
+
+/// [`compare`], where the strands ending at the probes `libc_strands` also
+/// run CPU-dependent glibc code (e.g. `dlopen`) and get the same slack.
+fn compare_with(exe: &Path, args: &[&str], slack: u64, libc_strands: &[u64]) -> (u64, u64) {
     let o = opts(exe, args);
     let (so, se, sc) = traced(false, &o);
     let (eo, ee, ec) = traced(true, &o);
@@ -128,7 +134,7 @@ fn compare(exe: &Path, args: &[&str], slack: u64) -> (u64, u64) {
             exe.display()
         );
         for (i, (a, b)) in s.iter().zip(e).enumerate() {
-            let edge = (t == 0 && i == 0) || a.0 == u64::MAX;
+            let edge = (t == 0 && i == 0) || a.0 == u64::MAX || libc_strands.contains(&a.0);
             if edge {
                 assert!(
                     a.1.abs_diff(b.1) * 100 <= slack * a.1.max(50),
@@ -541,4 +547,122 @@ fn programs_the_emulator_cannot_run_are_one_clear_error() {
     let missing = dir.path().join("nope");
     let e = run_emulated(&opts(&missing, &[]), |_| Ok(vec![]), |_| {}).unwrap_err();
     assert!(matches!(e, cilkview_tracer::TraceError::Exec { .. }), "{e}");
+}
+
+/// `work(n)`: a loop of 3 iterations with grain `n` (the operand), each of 2002 instructions.
+const LIBWORK: &str = r#"
+#include "cilkview.h"
+#include "work.h"
+void work(long n) {
+    cv_for_grain(n, int i = 0; i < 3; i++) { CV_WORK(1000); }
+}"#;
+
+fn include_flags() -> Vec<String> {
+    vec![
+        format!("-I{}", cilkview_fixtures::include_dir().display()),
+        format!("-I{}", cilkview_fixtures::fixtures_dir().display()),
+    ]
+}
+
+/// Marks in a `DT_NEEDED` library and in a library loaded (twice) by `dlopen`:
+/// the same `probes_for` calls in the same order (hence the same numbering),
+/// the same hits, operands and strand costs as single-stepping.
+#[test]
+fn library_marks_equal_step() {
+    if !have_qemu() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let inc = include_flags();
+    let mut lib_flags: Vec<&str> = vec!["-shared", "-fPIC"];
+    lib_flags.extend(inc.iter().map(String::as_str));
+    compile_into(dir.path(), "libwork.so", LIBWORK, &lib_flags);
+    let d = dir.path().to_str().unwrap();
+    let rpath = format!("-Wl,-rpath,{d}");
+    let linked = compile_into(
+        dir.path(),
+        "linked",
+        r#"
+#include <stdio.h>
+void work(long);
+int main(int argc, char **argv) {
+    work(7);
+    work(argc + 7);
+    printf("done\n");
+    return 5;
+}"#,
+        &["-L", d, "-lwork", &rpath],
+    );
+    let (s, e) = compare(&linked, &[], EDGE_SLACK);
+    println!("DT_NEEDED: step {s} emulate {e}");
+    let mut main_flags: Vec<&str> = vec!["-ldl"];
+    main_flags.extend(inc.iter().map(String::as_str));
+    let opened = compile_into(
+        dir.path(),
+        "opened",
+        r#"
+#include <dlfcn.h>
+#include <stdio.h>
+#include "cilkview.h"
+int main(int argc, char **argv) {
+    for (int round = 0; round < 2; round++) {
+        void *h = dlopen(argv[1], RTLD_NOW);
+        if (!h) { fprintf(stderr, "%s\n", dlerror()); return 1; }
+        void (*w)(long) = (void (*)(long))dlsym(h, "work");
+        cv_region_begin("call");
+        w(100 + round);
+        cv_region_end("call");
+        dlclose(h);
+    }
+    return 6;
+}"#,
+        &main_flags,
+    );
+    let lib = dir.path().join("libwork.so");
+    // The strands that end at the region's begin run dlclose and dlopen.
+    let marks = cilkview_marks::read_marks(&opened).unwrap().marks;
+    let begin = marks
+        .iter()
+        .position(|m| m.kind == cilkview_marks::MarkKind::RegionBegin)
+        .unwrap() as u64;
+    let (s, e) = compare_with(&opened, &[lib.to_str().unwrap()], EDGE_SLACK, &[begin]);
+    println!("dlopen: step {s} emulate {e}");
+}
+
+fn callgrind_instructions(exe: &Path, args: &[&str]) -> Option<u64> {
+    let out = std::process::Command::new("valgrind")
+        .args(["--tool=callgrind", "--callgrind-out-file=/dev/null"])
+        .arg(exe)
+        .args(args)
+        .output()
+        .ok()?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    let line = err.lines().find(|l| l.contains("Collected :"))?;
+    line.rsplit(':').next()?.trim().parse().ok()
+}
+
+/// The whole run's work against callgrind's count of the same program.
+#[test]
+fn total_within_one_percent_of_callgrind() {
+    if !have_qemu() {
+        return;
+    }
+    for (name, kind) in [
+        ("static", BuildOptions::default().opt(2).static_link()),
+        ("dynamic", BuildOptions::default().opt(2)),
+    ] {
+        let exe = build("fib", &kind);
+        let Some(expected) = callgrind_instructions(&exe, &["24"]) else {
+            skip("the callgrind comparison: valgrind not available");
+            return;
+        };
+        let (out, _, _) = traced(true, &opts(&exe, &["24"]));
+        let got = out.total_instructions;
+        println!("fib 24 {name}: emulate {got}, callgrind {expected}");
+        assert!(expected >= 1_000_000, "a run of at least 10^6 instructions");
+        assert!(
+            got.abs_diff(expected) * 100 <= expected,
+            "{name}: emulate {got} vs callgrind {expected}"
+        );
+    }
 }
