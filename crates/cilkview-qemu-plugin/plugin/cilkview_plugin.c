@@ -53,7 +53,7 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
 #define HIT_COST_BITS 38
 
 #define MAX_VCPUS 8192
-#define BUF_WORDS 512 /* one chunk: header + records, 4096 bytes = PIPE_BUF: atomic writes */
+#define BUF_WORDS 8192 /* one chunk: header + records, 64 KiB, written under g_write_lock */
 #define TAIL_BITS 10  /* a block has at most 512 instructions */
 
 struct vstate {
@@ -74,6 +74,7 @@ static int g_started, g_finalized, g_first_init = 1;
 static uint64_t g_guest_base;
 static pthread_mutex_t g_map_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t g_fin_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t g_write_lock = PTHREAD_MUTEX_INITIALIZER; /* one chunk at a time */
 static __thread int tl_new_vcpu = -1;
 
 static int tid_now(void) { return (int)syscall(SYS_gettid); }
@@ -89,6 +90,7 @@ static void die(const char *msg)
 
 static void write_all(const void *p, size_t n)
 {
+    pthread_mutex_lock(&g_write_lock);
     const char *c = p;
     while (n > 0 && g_out >= 0) {
         ssize_t w = write(g_out, c, n);
@@ -96,11 +98,12 @@ static void write_all(const void *p, size_t n)
             if (errno == EINTR)
                 continue;
             g_out = -1; /* the analyzer is gone: stop writing */
-            return;
+            break;
         }
         c += w;
         n -= (size_t)w;
     }
+    pthread_mutex_unlock(&g_write_lock);
 }
 
 static void read_all(void *p, size_t n)
@@ -145,8 +148,8 @@ static void push(struct vstate *s, const uint64_t *w, unsigned n)
 /* A chunk of control words written at once, outside any thread buffer. */
 static void write_chunk(int tid, const uint64_t *w, unsigned n)
 {
-    uint64_t buf[BUF_WORDS];
-    if (n >= BUF_WORDS)
+    uint64_t buf[512];
+    if (n >= 512)
         die("control record too long");
     buf[0] = (uint32_t)tid | ((uint64_t)n << 32);
     memcpy(buf + 1, w, n * 8);
@@ -816,10 +819,21 @@ static void at_exit(qemu_plugin_id_t id, void *ud)
 }
 
 /* fork: the child runs on, uncounted; it must not write to the analyzer. */
-static void prefork(void) { pthread_mutex_lock(&g_map_lock); pthread_mutex_lock(&g_fin_lock); }
-static void postfork_parent(void) { pthread_mutex_unlock(&g_fin_lock); pthread_mutex_unlock(&g_map_lock); }
+static void prefork(void)
+{
+    pthread_mutex_lock(&g_map_lock);
+    pthread_mutex_lock(&g_fin_lock);
+    pthread_mutex_lock(&g_write_lock);
+}
+static void postfork_parent(void)
+{
+    pthread_mutex_unlock(&g_write_lock);
+    pthread_mutex_unlock(&g_fin_lock);
+    pthread_mutex_unlock(&g_map_lock);
+}
 static void postfork_child(void)
 {
+    pthread_mutex_unlock(&g_write_lock);
     pthread_mutex_unlock(&g_fin_lock);
     pthread_mutex_unlock(&g_map_lock);
     if (g_out >= 0)

@@ -541,7 +541,17 @@ fn programs_the_emulator_cannot_run_are_one_clear_error() {
                 "{e}"
             );
         } else {
-            skip("the 32-bit part: gcc -m32 does not link here");
+            // No 32-bit libc here: an x86-64 program whose ELF header says ELFCLASS32.
+            let src = build("serial", &BuildOptions::default());
+            let mut bytes = std::fs::read(&src).unwrap();
+            bytes[4] = 1;
+            std::fs::write(&exe, bytes).unwrap();
+            std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+            let e = run_emulated(&opts(&exe, &[]), |_| Ok(vec![]), |_| {}).unwrap_err();
+            assert!(
+                e.to_string().contains("32-bit") && e.to_string().contains("--counter step"),
+                "{e}"
+            );
         }
     }
     let missing = dir.path().join("nope");

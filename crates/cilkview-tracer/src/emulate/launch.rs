@@ -176,6 +176,8 @@ pub fn launch(emu: &Emulator, program: &Path, opts: &TraceOptions) -> Result<Lau
     // meanwhile); only QEMU gets its three ends, in `pre_exec`.
     let (rec_r, rec_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(os_err("pipe"))?;
     let (rep_r, rep_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(os_err("pipe"))?;
+    // A deep pipe: the plugin blocks (and we wake up) once per megabyte, not per 64 KiB.
+    let _ = fcntl(rec_r.as_raw_fd(), FcntlArg::F_SETPIPE_SZ(1 << 20));
     let keep: [i32; 3] = [so.as_raw_fd(), rec_w.as_raw_fd(), rep_r.as_raw_fd()];
     let plugin = format!(
         "/proc/self/fd/{},out={},in={},so={}",

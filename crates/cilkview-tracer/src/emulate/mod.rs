@@ -142,6 +142,8 @@ struct Session {
     at_exit: bool,
     forks: Vec<i32>,
     self_signals: HashSet<i32>,
+    /// The thread of the previous record (0: none): seen, and snapshot dropped.
+    last_tid: i32,
 }
 
 impl Session {
@@ -162,6 +164,7 @@ impl Session {
             at_exit: false,
             forks: Vec::new(),
             self_signals: HashSet::new(),
+            last_tid: 0,
         }
     }
 
@@ -176,6 +179,14 @@ impl Session {
     }
 
     fn thread<F: FnMut(TraceEvent)>(&mut self, on_event: &mut F, tid: i32) {
+        if tid == self.last_tid {
+            return;
+        }
+        self.last_tid = tid;
+        if !self.snapshot.is_empty() {
+            // A later event of the thread: its snapshot is stale.
+            self.snapshot.remove(&tid);
+        }
         if self.seen.insert(tid) {
             self.live.insert(tid);
             self.emit(on_event, TraceEvent::ThreadStart { tid });
@@ -193,10 +204,9 @@ impl Session {
         P: FnMut(&Path) -> Result<Vec<Probe>, String>,
         F: FnMut(TraceEvent),
     {
-        let mut input = BufReader::with_capacity(1 << 16, &l.records);
+        let mut input = BufReader::with_capacity(1 << 20, &l.records);
         let mut bytes = vec![0u8; protocol::CHUNK_WORDS * 8];
         let mut words: Vec<u64> = Vec::with_capacity(protocol::CHUNK_WORDS);
-        let mut records = Vec::with_capacity(protocol::CHUNK_WORDS);
         let bad = |m: String| TraceError::Emulator {
             message: format!("corrupt record stream from the emulator's plugin: {m}"),
         };
@@ -224,9 +234,23 @@ impl Session {
                     .chunks_exact(8)
                     .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))),
             );
-            records.clear();
-            protocol::decode(&words, &mut records).map_err(|e| bad(e.0))?;
-            for r in records.drain(..) {
+            let mut i = 0;
+            while i < words.len() {
+                // The hot path: a plain hit of the chunk's thread.
+                if let Some((probe, cost)) = protocol::plain_hit(words[i]) {
+                    i += 1;
+                    self.thread(on_event, tid);
+                    self.total += cost;
+                    self.hits += 1;
+                    on_event(TraceEvent::Hit {
+                        probe: probe as usize,
+                        tid,
+                        cost,
+                        operand: None,
+                    });
+                    continue;
+                }
+                let r = protocol::decode_one(&words, &mut i).map_err(|e| bad(e.0))?;
                 self.record(r, tid, &mut l.replies, probes_for, on_event)?;
             }
         }
@@ -251,7 +275,6 @@ impl Session {
                 operand,
             } => {
                 self.thread(on_event, tid);
-                self.snapshot.remove(&tid);
                 self.emit(
                     on_event,
                     TraceEvent::Hit {
@@ -264,7 +287,6 @@ impl Session {
             }
             Record::ThreadExit { tid, cost } => {
                 self.thread(on_event, tid);
-                self.snapshot.remove(&tid);
                 if self.live.remove(&tid) {
                     self.emit(on_event, TraceEvent::ThreadExit { tid, cost });
                 }
@@ -299,6 +321,7 @@ impl Session {
                 self.snapshot.clear();
             }
             Record::Snapshot { tid, cost } => {
+                self.last_tid = 0; // the next event of any thread supersedes its snapshot
                 self.snapshot.insert(tid, cost);
             }
             Record::Exit { .. } => {}

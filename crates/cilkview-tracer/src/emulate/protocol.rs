@@ -1,14 +1,14 @@
 //! The plugin's records (crates/cilkview-qemu-plugin/plugin/cilkview_plugin.c;
 //! described in docs/emulation.md).
 //!
-//! The plugin writes chunks of little-endian 64-bit words, each at most 4096
-//! bytes (one atomic pipe write): a header `tid | words << 32`, then records.
+//! The plugin writes chunks of little-endian 64-bit words, each at most 64 KiB
+//! (one write under the plugin's lock): a header `tid | words << 32`, then records.
 //! A record's low two bits are its tag: 0 a hit (probe index in bits 2..25,
 //! cost in bits 26..63), 1 the same followed by the operand word, 3 a control
 //! record (kind in bits 2..9, argument in bits 10..63, then kind-specific words).
 
 /// Largest chunk, header included, in words.
-pub const CHUNK_WORDS: usize = 512;
+pub const CHUNK_WORDS: usize = 8192;
 
 const TAG_HIT: u64 = 0;
 const TAG_HIT_OP: u64 = 1;
@@ -75,9 +75,24 @@ pub enum Record {
 #[derive(Debug)]
 pub struct BadRecord(pub String);
 
+/// A plain hit without operand (the common record): `Some((probe, cost))`.
+#[inline(always)]
+pub fn plain_hit(w: u64) -> Option<(u64, u64)> {
+    (w & 3 == TAG_HIT).then_some(((w >> 2) & 0xff_ffff, w >> 26))
+}
+
 /// Decode the records of one chunk's words.
+#[cfg(test)]
 pub fn decode(words: &[u64], out: &mut Vec<Record>) -> Result<(), BadRecord> {
     let mut i = 0;
+    while i < words.len() {
+        out.push(decode_one(words, &mut i)?);
+    }
+    Ok(())
+}
+
+/// Decode the record at `words[*i]`, advancing `*i` past it.
+pub fn decode_one(words: &[u64], i: &mut usize) -> Result<Record, BadRecord> {
     let next = |i: &mut usize| -> Result<u64, BadRecord> {
         let w = words
             .get(*i)
@@ -86,72 +101,61 @@ pub fn decode(words: &[u64], out: &mut Vec<Record>) -> Result<(), BadRecord> {
         *i += 1;
         Ok(w)
     };
-    while i < words.len() {
-        let w = next(&mut i)?;
-        match w & 3 {
-            TAG_HIT => out.push(Record::Hit {
-                probe: (w >> 2) & 0xff_ffff,
-                cost: w >> 26,
-                operand: None,
-            }),
-            TAG_HIT_OP => {
-                let op = next(&mut i)?;
-                out.push(Record::Hit {
-                    probe: (w >> 2) & 0xff_ffff,
-                    cost: w >> 26,
-                    operand: Some(op),
-                })
-            }
-            TAG_CTRL => {
-                let arg = w >> 10;
-                let rec = match (w >> 2) & 0xff {
-                    K_BIGHIT => {
-                        let probe = next(&mut i)?;
-                        let cost = next(&mut i)?;
-                        let operand = if arg & 1 != 0 {
-                            Some(next(&mut i)?)
-                        } else {
-                            None
-                        };
-                        Record::Hit {
-                            probe,
-                            cost,
-                            operand,
-                        }
+    let w = next(i)?;
+    Ok(match w & 3 {
+        TAG_HIT => Record::Hit {
+            probe: (w >> 2) & 0xff_ffff,
+            cost: w >> 26,
+            operand: None,
+        },
+        TAG_HIT_OP => Record::Hit {
+            probe: (w >> 2) & 0xff_ffff,
+            cost: w >> 26,
+            operand: Some(next(i)?),
+        },
+        TAG_CTRL => {
+            let arg = w >> 10;
+            match (w >> 2) & 0xff {
+                K_BIGHIT => {
+                    let probe = next(i)?;
+                    let cost = next(i)?;
+                    let operand = if arg & 1 != 0 { Some(next(i)?) } else { None };
+                    Record::Hit {
+                        probe,
+                        cost,
+                        operand,
                     }
-                    K_THREAD_EXIT => Record::ThreadExit {
-                        tid: arg as u32 as i32,
-                        cost: next(&mut i)?,
-                    },
-                    K_REQUEST => {
-                        let base = next(&mut i)?;
-                        let path = string(words, &mut i, arg)?;
-                        Record::Request { base, path }
-                    }
-                    K_START => Record::Start,
-                    K_FORK => Record::Fork {
-                        pid: arg as u32 as i32,
-                    },
-                    K_EXEC => Record::Exec {
-                        path: string(words, &mut i, arg)?,
-                    },
-                    K_EXEC_FAILED => Record::ExecFailed,
-                    K_SNAPSHOT => Record::Snapshot {
-                        tid: arg as u32 as i32,
-                        cost: next(&mut i)?,
-                    },
-                    K_EXIT => Record::Exit { status: arg },
-                    K_ATEXIT => Record::AtExit,
-                    K_NO_OPERAND => Record::NoOperand { probe: arg },
-                    K_SELF_SIGNAL => Record::SelfSignal { sig: arg as i32 },
-                    k => return Err(BadRecord(format!("unknown control record kind {k}"))),
-                };
-                out.push(rec);
+                }
+                K_THREAD_EXIT => Record::ThreadExit {
+                    tid: arg as u32 as i32,
+                    cost: next(i)?,
+                },
+                K_REQUEST => {
+                    let base = next(i)?;
+                    let path = string(words, i, arg)?;
+                    Record::Request { base, path }
+                }
+                K_START => Record::Start,
+                K_FORK => Record::Fork {
+                    pid: arg as u32 as i32,
+                },
+                K_EXEC => Record::Exec {
+                    path: string(words, i, arg)?,
+                },
+                K_EXEC_FAILED => Record::ExecFailed,
+                K_SNAPSHOT => Record::Snapshot {
+                    tid: arg as u32 as i32,
+                    cost: next(i)?,
+                },
+                K_EXIT => Record::Exit { status: arg },
+                K_ATEXIT => Record::AtExit,
+                K_NO_OPERAND => Record::NoOperand { probe: arg },
+                K_SELF_SIGNAL => Record::SelfSignal { sig: arg as i32 },
+                k => return Err(BadRecord(format!("unknown control record kind {k}"))),
             }
-            _ => return Err(BadRecord(format!("unknown record tag in {w:#x}"))),
         }
-    }
-    Ok(())
+        _ => return Err(BadRecord(format!("unknown record tag in {w:#x}"))),
+    })
 }
 
 /// `len` bytes packed in the following words.
