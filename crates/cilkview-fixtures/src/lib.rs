@@ -398,31 +398,6 @@ pub fn gnuplot_render(dir: &Path, script: &str, png: &str) -> Option<Vec<u8>> {
     Some(bytes)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn paths() {
-        assert!(include_dir().join("cilkview.h").is_file());
-        assert_eq!(cxx_driver("clang"), "clang++");
-        assert_eq!(cxx_driver("gcc-12"), "g++-12");
-    }
-
-    #[test]
-    fn builds_and_caches() {
-        let opts = BuildOptions::default().compiler("gcc").opt(1);
-        let src = "int main(void) { return 0; }\n";
-        let a = compile_source("trivial", src, Lang::C, &opts).unwrap();
-        let b = compile_source("trivial", src, Lang::C, &opts).unwrap();
-        assert_eq!(a, b);
-        assert!(a.is_file());
-        let err =
-            compile_source("broken", "int main(void) { return x; }", Lang::C, &opts).unwrap_err();
-        assert!(err.output.contains('x'), "{err}");
-    }
-}
-
 /// Compiles C `source` with `cc` and exactly `flags` (no defaults added: tests that build a
 /// shared library and a program linked against it choose every flag) into `dir/name`.
 /// Panics with the compiler's output if it fails.
@@ -465,4 +440,29 @@ pub fn symbol_offset(elf: &Path, sym: &str) -> u64 {
         .unwrap_or_else(|| panic!("symbol {sym} not found in {}", elf.display()))
         .address();
     addr - base
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths() {
+        assert!(include_dir().join("cilkview.h").is_file());
+        assert_eq!(cxx_driver("clang"), "clang++");
+        assert_eq!(cxx_driver("gcc-12"), "g++-12");
+    }
+
+    #[test]
+    fn builds_and_caches() {
+        let opts = BuildOptions::default().compiler("gcc").opt(1);
+        let src = "int main(void) { return 0; }\n";
+        let a = compile_source("trivial", src, Lang::C, &opts).unwrap();
+        let b = compile_source("trivial", src, Lang::C, &opts).unwrap();
+        assert_eq!(a, b);
+        assert!(a.is_file());
+        let err =
+            compile_source("broken", "int main(void) { return x; }", Lang::C, &opts).unwrap_err();
+        assert!(err.output.contains('x'), "{err}");
+    }
 }

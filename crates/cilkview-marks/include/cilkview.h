@@ -149,8 +149,13 @@
 /* Marks usable inside expressions (the loop macros need them there). */
 __attribute__((always_inline, unused)) static inline int cv__mark_loop_begin(unsigned long grain)
 {
-    /* Operand: the grain, held in %rax (DWARF register 0) at the NOP. */
-    __asm__ __volatile__(CV__NOP_ASM CV__RECORD_ASM(CV__KIND_LOOP_BEGIN, 0) ::"a"(grain) : "memory");
+    /* Operand: the grain, held in %rax (DWARF register 0) at the NOP.  The jmp
+       to the NOP (one instruction) makes the NOP begin a basic block, so that an
+       emulator (QEMU, which has every guest register in memory at a block's
+       start) can read %rax exactly there (docs/emulation.md). */
+    __asm__ __volatile__("jmp 2f\n2:\n\t" CV__NOP_ASM CV__RECORD_ASM(CV__KIND_LOOP_BEGIN, 0)
+                         ::"a"(grain)
+                         : "memory");
     return 0;
 }
 __attribute__((always_inline, unused)) static inline int cv__mark_iteration_begin(void)

@@ -2,9 +2,10 @@
 //! process") into the ordered [`TraceEvent`] stream fed to an [`EventSink`]. `auto` asks each
 //! backend in turn whether it can run here and keeps the reasons (shown in the report).
 //!
-//! Backends: the ptrace ones ([`Hardware`]: breakpoints + the hardware counter; [`Step`]:
-//! single-stepping; [`BreakpointsOnly`]: a testing aid that patches like `Hardware` but counts
-//! nothing).
+//! Backends: [`Hardware`] (ptrace, breakpoints on the marks + the hardware counter), [`Emulate`]
+//! (the program under `qemu-x86_64` with the cilkview plugin: exact, ~10x native, any machine;
+//! `src/emulate/`, docs/emulation.md), [`Step`] (ptrace single-stepping: exact, slow), and
+//! [`BreakpointsOnly`] (a testing aid that patches like `Hardware` but counts nothing).
 
 use std::path::Path;
 
@@ -45,6 +46,9 @@ pub struct Hardware;
 
 /// Single-stepping every instruction under ptrace.
 pub struct Step;
+
+/// The program under `qemu-x86_64` with the cilkview TCG plugin.
+pub struct Emulate;
 
 /// Testing aid, not for users: probes patched to `int3` exactly as with [`Hardware`] but no
 /// counter (every cost is 0). Exercises the patching, hit, operand and fork-scrubbing paths on
@@ -114,6 +118,31 @@ impl Backend for Step {
     }
 }
 
+impl Backend for Emulate {
+    fn mode(&self) -> CounterMode {
+        CounterMode::Emulate
+    }
+    fn check(&self) -> Result<CounterInfo, String> {
+        let found = crate::emulator_available()?;
+        Ok(CounterInfo {
+            kind: CounterMode::Emulate,
+            reason: format!("emulation requested ({found})"),
+            bias: 0,
+        })
+    }
+    fn run(
+        &self,
+        opts: &TraceOptions,
+        info: CounterInfo,
+        sink: &mut dyn EventSink,
+    ) -> Result<Outcome, TraceError> {
+        let (mut outcome, _) = crate::run_emulated(opts, sink)?;
+        // Why this backend (from `check`), then what the emulator ran: its version and CPU model.
+        outcome.counter.reason = format!("{}; {}", info.reason, outcome.counter.reason);
+        Ok(outcome)
+    }
+}
+
 impl Backend for BreakpointsOnly {
     fn mode(&self) -> CounterMode {
         CounterMode::Hardware
@@ -144,19 +173,14 @@ impl Backend for BreakpointsOnly {
 }
 
 /// The backend `mode` resolves to on this machine, with the counter it will use and why.
-/// `Auto` takes the first backend of [`Hardware`], [`Step`] whose check passes; the reason then
-/// says why the ones before it were not used.
+/// `Auto` takes the first backend of [`Hardware`], [`Emulate`], [`Step`] whose check passes; the
+/// reason then says why the ones before it were not used.
 pub fn choose(mode: CounterMode) -> Result<(Box<dyn Backend>, CounterInfo), TraceError> {
     let candidates: Vec<Box<dyn Backend>> = match mode {
-        CounterMode::Auto => vec![Box::new(Hardware), Box::new(Step)],
+        CounterMode::Auto => vec![Box::new(Hardware), Box::new(Emulate), Box::new(Step)],
         CounterMode::Hardware => vec![Box::new(Hardware)],
+        CounterMode::Emulate => vec![Box::new(Emulate)],
         CounterMode::Step => vec![Box::new(Step)],
-        CounterMode::Emulate => {
-            return Err(TraceError::CounterUnavailable {
-                mode,
-                reason: "the emulation backend is not built into this version".into(),
-            })
-        }
     };
     let mut refused: Vec<String> = Vec::new();
     for backend in candidates {

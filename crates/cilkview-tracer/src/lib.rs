@@ -25,6 +25,7 @@ mod attach;
 mod backend;
 #[allow(unsafe_code)]
 mod counter;
+mod emulate;
 mod procfs;
 mod ptrace;
 #[allow(unsafe_code)]
@@ -39,10 +40,11 @@ pub use attach::{
     attach, ignore_terminal_interrupts, survive_tool_death, AttachOptions, AttachOutcome,
     SignalGuard, StopFlag, TerminalInterruptGuard, STOP_SIGNALS,
 };
+pub use emulate::{emulator_available, run_emulated, EmulationNotes, CPU_MODEL};
 
 #[doc(hidden)]
 pub use backend::BreakpointsOnly;
-pub use backend::{choose, Backend, Hardware, Step};
+pub use backend::{choose, Backend, Emulate, Hardware, Step};
 pub use cilkview_events::{
     CounterInfo, CounterMode, Ending, EventSink, ExitStatus, Outcome, Probe, TraceEvent,
 };
@@ -119,6 +121,8 @@ pub enum TraceError {
     AttachDenied { pid: i32, reason: String },
     #[error("process {pid} exited while the tracer was attaching; nothing was measured")]
     ExitedDuringAttach { pid: i32 },
+    #[error("{message}")]
+    Emulator { message: String },
 }
 
 fn exec_hint(e: &std::io::Error) -> &'static str {

@@ -521,3 +521,21 @@ pub fn bind_with_child(pid: Tid) -> Option<(PinnedThread, usize)> {
     }
     Some((PinnedThread { previous }, cpu))
 }
+
+/// Makes the child spawned by `cmd` inherit exactly these descriptors (their FD_CLOEXEC flag is
+/// cleared in the child, between fork and exec).
+pub fn inherit_fds<const N: usize>(cmd: &mut std::process::Command, fds: [c_int; N]) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs in the forked child before exec and only calls fcntl(2), which
+    // is async-signal-safe; it allocates nothing and touches no lock.
+    unsafe {
+        cmd.pre_exec(move || {
+            for fd in fds {
+                if libc::fcntl(fd, libc::F_SETFD, 0) < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+}

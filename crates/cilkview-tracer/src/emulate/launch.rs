@@ -1,0 +1,205 @@
+//! Finding a plugin-capable `qemu-x86_64`, checking the program, and starting
+//! it under QEMU with the plugin (from a memfd) and the two pipes.
+
+use std::ffi::{CString, OsStr};
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::sync::OnceLock;
+
+use nix::fcntl::{fcntl, FcntlArg, OFlag};
+use nix::sys::memfd::{memfd_create, MemFdCreateFlag};
+
+use crate::{TraceError, TraceOptions};
+
+/// The emulated CPU: a fixed model, so that glibc's CPU-dependent choices (string
+/// functions, cache sizes) and hence the counts are the same on every host.
+/// Haswell (AVX2, BMI2, FMA, MOVBE, ERMS: what glibc's x86-64-v3 paths use, all
+/// emulated by QEMU 7.2's TCG), minus the features TCG lacks (which would make
+/// QEMU print warnings on the program's stderr).
+pub const CPU_MODEL: &str = "Haswell-v4,-pcid,-x2apic,-tsc-deadline,-invpcid,-spec-ctrl";
+
+/// A plugin-capable emulator.
+#[derive(Clone, Debug)]
+pub struct Emulator {
+    pub path: PathBuf,
+    pub version: String,
+}
+
+/// Find `qemu-x86_64` in PATH and check that it takes API-v1 plugins. Cached.
+pub fn find() -> Result<Emulator, String> {
+    static CACHE: OnceLock<Result<Emulator, String>> = OnceLock::new();
+    CACHE.get_or_init(find_uncached).clone()
+}
+
+fn find_uncached() -> Result<Emulator, String> {
+    let install =
+        "apt-get install qemu-user (Debian bookworm's 7.2; QEMU 6.0-8.x built with plugin support)";
+    let path = search_path(OsStr::new("qemu-x86_64"))
+        .ok_or_else(|| format!("qemu-x86_64 not found in PATH: {install}"))?;
+    let out = Command::new(&path)
+        .arg("--version")
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", path.display()))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let first = text.lines().next().unwrap_or("").trim().to_string();
+    let version = first
+        .split_whitespace()
+        .skip_while(|w| *w != "version")
+        .nth(1)
+        .unwrap_or("")
+        .to_string();
+    let major: u32 = version
+        .split('.')
+        .next()
+        .and_then(|m| m.parse().ok())
+        .ok_or_else(|| format!("{}: cannot read its version from `{first}`", path.display()))?;
+    if !(6..=8).contains(&major) {
+        return Err(format!(
+            "{} is QEMU {version}; the cilkview plugin uses plugin API v1, which QEMU 6.0-8.x load \
+             (QEMU 9+ refuses it): {install}",
+            path.display()
+        ));
+    }
+    let help = Command::new(&path)
+        .arg("-h")
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", path.display()))?;
+    if !String::from_utf8_lossy(&help.stdout).contains("-plugin") {
+        return Err(format!(
+            "{} ({first}) was built without plugin support (`-plugin` is an unknown option; \
+             Debian's static builds are): {install}",
+            path.display()
+        ));
+    }
+    Ok(Emulator {
+        path,
+        version: first,
+    })
+}
+
+/// `name` as the kernel's execvp would find it: as given if it has a slash, else in PATH.
+pub fn search_path(name: &OsStr) -> Option<PathBuf> {
+    if name.as_bytes().contains(&b'/') {
+        return Some(PathBuf::from(name));
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| {
+            p.metadata()
+                .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+                .unwrap_or(false)
+        })
+}
+
+/// The program to run: found, executable, an x86-64 ELF file.
+pub fn check_program(opts: &TraceOptions) -> Result<PathBuf, TraceError> {
+    let exec_err = |source: std::io::Error| TraceError::Exec {
+        program: opts.program.clone(),
+        source,
+    };
+    let path = search_path(opts.program.as_os_str())
+        .ok_or_else(|| exec_err(std::io::Error::from_raw_os_error(nix::libc::ENOENT)))?;
+    let meta = path.metadata().map_err(exec_err)?;
+    if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
+        return Err(exec_err(std::io::Error::from_raw_os_error(
+            nix::libc::EACCES,
+        )));
+    }
+    let mut head = [0u8; 20];
+    let n = File::open(&path)
+        .and_then(|mut f| f.read(&mut head))
+        .map_err(exec_err)?;
+    let head = &head[..n];
+    let unsupported = |what: &str| TraceError::Emulator {
+        message: format!(
+            "`{}` is {what}; the emulator runs x86-64 ELF programs only: use --counter step",
+            path.display()
+        ),
+    };
+    if head.starts_with(b"#!") {
+        return Err(unsupported("a script"));
+    }
+    if !head.starts_with(b"\x7fELF") || n < 20 {
+        return Err(exec_err(std::io::Error::from_raw_os_error(
+            nix::libc::ENOEXEC,
+        )));
+    }
+    let machine = u16::from_le_bytes([head[18], head[19]]);
+    if head[4] != 2 || machine != 62 {
+        return Err(unsupported(if head[4] == 1 {
+            "a 32-bit program"
+        } else {
+            "not an x86-64 program"
+        }));
+    }
+    Ok(path)
+}
+
+/// A running emulated program and the analyzer's ends of the pipes.
+pub struct Launched {
+    pub child: Child,
+    /// The plugin's records.
+    pub records: File,
+    /// Replies to the plugin's requests.
+    pub replies: File,
+}
+
+fn os_err(what: &str) -> impl Fn(nix::errno::Errno) -> TraceError + '_ {
+    move |e| TraceError::Spawn {
+        program: PathBuf::from(what),
+        source: std::io::Error::from(e),
+    }
+}
+
+/// Start `program` under `emu` with the plugin.
+pub fn launch(emu: &Emulator, program: &Path, opts: &TraceOptions) -> Result<Launched, TraceError> {
+    // The plugin in a memfd: nothing to clean up, nothing another user can swap.
+    let name = CString::new("cilkview-plugin.so").expect("no NUL");
+    let so = memfd_create(&name, MemFdCreateFlag::MFD_CLOEXEC).map_err(os_err("memfd_create"))?;
+    File::from(so.try_clone().map_err(|source| TraceError::Spawn {
+        program: "memfd".into(),
+        source,
+    })?)
+    .write_all(cilkview_qemu_plugin::PLUGIN_SO)
+    .map_err(|source| TraceError::Spawn {
+        program: "memfd".into(),
+        source,
+    })?;
+    // Close-on-exec everywhere (other threads of ours may spawn processes
+    // meanwhile); only QEMU gets its three ends, in `pre_exec`.
+    let (rec_r, rec_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(os_err("pipe"))?;
+    let (rep_r, rep_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(os_err("pipe"))?;
+    // A deep pipe: the plugin blocks (and we wake up) once per megabyte, not per 64 KiB.
+    let _ = fcntl(rec_r.as_raw_fd(), FcntlArg::F_SETPIPE_SZ(1 << 20));
+    let keep: [i32; 3] = [so.as_raw_fd(), rec_w.as_raw_fd(), rep_r.as_raw_fd()];
+    let plugin = format!(
+        "/proc/self/fd/{},out={},in={},so={}",
+        keep[0], keep[1], keep[2], keep[0]
+    );
+    let mut cmd = Command::new(&emu.path);
+    cmd.arg("-cpu")
+        .arg(CPU_MODEL)
+        .arg("-plugin")
+        .arg(plugin)
+        .arg("-0")
+        .arg(&opts.program)
+        .arg(program)
+        .args(&opts.args);
+    crate::sys::inherit_fds(&mut cmd, keep);
+    let child = cmd.spawn().map_err(|source| TraceError::Spawn {
+        program: emu.path.clone(),
+        source,
+    })?;
+    drop::<[OwnedFd; 3]>([so, rec_w, rep_r]);
+    Ok(Launched {
+        child,
+        records: File::from(rec_r),
+        replies: File::from(rep_w),
+    })
+}

@@ -1,0 +1,463 @@
+//! Counting by emulation: the program runs under `qemu-x86_64` (user mode)
+//! with the cilkview TCG plugin (crate `cilkview-qemu-plugin`), which counts
+//! each thread's instructions exactly and streams the marks' hits here over a
+//! pipe. Same events and invariant as [`crate::run`]. See `docs/emulation.md`.
+
+mod launch;
+mod protocol;
+
+use std::collections::{HashMap, HashSet};
+use std::ffi::OsStr;
+use std::fs::File;
+use std::io::{BufReader, ErrorKind, Read, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+
+use nix::libc;
+
+pub use launch::CPU_MODEL;
+use protocol::Record;
+
+use crate::procfs::{self, Mem};
+use crate::{
+    CounterInfo, CounterMode, EventSink, ExitStatus, Outcome, Probe, TraceError, TraceEvent,
+    TraceOptions,
+};
+use cilkview_marks::MARK_NOP;
+
+/// What an emulated run did beyond its events.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EmulationNotes {
+    /// The emulator used (path and version line).
+    pub emulator: String,
+    /// The program exec'd this image, which qemu-user ran natively: nothing
+    /// after the exec is counted (the threads' costs end at the exec).
+    pub native_exec: Option<PathBuf>,
+    /// Processes the program forked: they ran unharmed, uncounted.
+    pub forked_children: Vec<i32>,
+}
+
+/// Whether a plugin-capable `qemu-x86_64` is installed: `Ok(what was found)`
+/// (path and version), or `Err(why not, and the fix)`.
+pub fn emulator_available() -> Result<String, String> {
+    launch::find().map(|e| format!("{} ({})", e.path.display(), e.version))
+}
+
+/// Run `opts.program` to completion under the emulator, feeding `sink`. The same contract as
+/// the ptrace backend: `probes_for` is asked for the executable, its loader, and each file
+/// mapped executable later, in mapping order; events arrive in order; their costs add up to
+/// [`Outcome::total_instructions`]. The counts are those of the emulated CPU [`CPU_MODEL`].
+/// `opts.counter` and `opts.bind_cpu` are ignored. Also returns what ran outside the count
+/// (forked children, an exec'd image); the counter's reason says it too.
+pub fn run_emulated(
+    opts: &TraceOptions,
+    sink: &mut dyn EventSink,
+) -> Result<(Outcome, EmulationNotes), TraceError> {
+    let emu = launch::find().map_err(|reason| TraceError::CounterUnavailable {
+        mode: CounterMode::Emulate,
+        reason,
+    })?;
+    let program = launch::check_program(opts)?;
+    let mut launched = launch::launch(&emu, &program, opts)?;
+    let pid = launched.child.id() as i32;
+    let mut s = Session::new(pid, opts.program.clone());
+    let pumped = s.pump(&mut launched, sink);
+    if let Err(e) = pumped {
+        let _ = launched.child.kill();
+        let _ = launched.child.wait();
+        return Err(e);
+    }
+    drop(launched.replies);
+    let status = launched.child.wait().map_err(TraceError::Wait)?;
+    let status = s.finish(status, sink)?;
+    let notes = EmulationNotes {
+        emulator: format!("{} ({})", emu.path.display(), emu.version),
+        native_exec: s.native_exec.clone(),
+        forked_children: s.forks.clone(),
+    };
+    let mut reason = format!("{} -cpu {CPU_MODEL}", emu.version);
+    if !notes.forked_children.is_empty() {
+        reason += &format!(
+            "; {} forked child process(es) ran uncounted",
+            notes.forked_children.len()
+        );
+    }
+    if let Some(p) = &notes.native_exec {
+        reason += &format!(
+            "; the program exec'd `{}`, which ran natively, outside the emulator: not counted",
+            p.display()
+        );
+    }
+    let outcome = Outcome {
+        status,
+        counter: CounterInfo {
+            kind: CounterMode::Emulate,
+            reason,
+            bias: 0,
+        },
+        hits: s.hits,
+        tail_cost: s.tail,
+        total_instructions: s.total,
+        threads: s.seen.len() as u32,
+    };
+    Ok((outcome, notes))
+}
+
+/// The analyzer's side of one run.
+struct Session {
+    pid: i32,
+    program: PathBuf,
+    next: usize,
+    started: bool,
+    seen: HashSet<i32>,
+    live: HashSet<i32>,
+    hits: u64,
+    tail: u64,
+    total: u64,
+    /// Thread counts at an exec the program attempted, and its path.
+    snapshot: HashMap<i32, u64>,
+    exec_path: Option<Vec<u8>>,
+    native_exec: Option<PathBuf>,
+    at_exit: bool,
+    forks: Vec<i32>,
+    self_signals: HashSet<i32>,
+    /// The thread of the previous record (0: none): seen, and snapshot dropped.
+    last_tid: i32,
+}
+
+impl Session {
+    fn new(pid: i32, program: PathBuf) -> Session {
+        Session {
+            pid,
+            program,
+            next: 0,
+            started: false,
+            seen: HashSet::from([pid]),
+            live: HashSet::from([pid]),
+            hits: 0,
+            tail: 0,
+            total: 0,
+            snapshot: HashMap::new(),
+            exec_path: None,
+            native_exec: None,
+            at_exit: false,
+            forks: Vec::new(),
+            self_signals: HashSet::new(),
+            last_tid: 0,
+        }
+    }
+
+    fn emit(&mut self, sink: &mut dyn EventSink, ev: TraceEvent) {
+        self.total += ev.cost();
+        match ev {
+            TraceEvent::Hit { .. } => self.hits += 1,
+            TraceEvent::ThreadExit { cost, .. } => self.tail += cost,
+            _ => {}
+        }
+        sink.event(ev);
+    }
+
+    fn thread(&mut self, sink: &mut dyn EventSink, tid: i32) {
+        if tid == self.last_tid {
+            return;
+        }
+        self.last_tid = tid;
+        if !self.snapshot.is_empty() {
+            // A later event of the thread: its snapshot is stale.
+            self.snapshot.remove(&tid);
+        }
+        if self.seen.insert(tid) {
+            self.live.insert(tid);
+            self.emit(sink, TraceEvent::ThreadStart { tid });
+        }
+    }
+
+    /// Read and act on the plugin's records until every writer closed the pipe.
+    fn pump(
+        &mut self,
+        l: &mut launch::Launched,
+        sink: &mut dyn EventSink,
+    ) -> Result<(), TraceError> {
+        let mut input = BufReader::with_capacity(1 << 20, &l.records);
+        let mut bytes = vec![0u8; protocol::CHUNK_WORDS * 8];
+        let mut words: Vec<u64> = Vec::with_capacity(protocol::CHUNK_WORDS);
+        let bad = |m: String| TraceError::Emulator {
+            message: format!("corrupt record stream from the emulator's plugin: {m}"),
+        };
+        loop {
+            let mut head = [0u8; 8];
+            match read_full(&mut input, &mut head) {
+                Ok(false) => return Ok(()),
+                Ok(true) => {}
+                Err(e) => return Err(TraceError::Wait(e)),
+            }
+            let head = u64::from_le_bytes(head);
+            let tid = head as u32 as i32;
+            let n = (head >> 32) as usize;
+            if n >= protocol::CHUNK_WORDS {
+                return Err(bad(format!("chunk of {n} words")));
+            }
+            match read_full(&mut input, &mut bytes[..n * 8]) {
+                Ok(true) => {}
+                Ok(false) => return Err(bad("chunk cut short".into())),
+                Err(e) => return Err(TraceError::Wait(e)),
+            }
+            words.clear();
+            words.extend(
+                bytes[..n * 8]
+                    .chunks_exact(8)
+                    .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))),
+            );
+            let mut i = 0;
+            while i < words.len() {
+                // The hot path: a plain hit of the chunk's thread.
+                if let Some((probe, cost)) = protocol::plain_hit(words[i]) {
+                    i += 1;
+                    self.thread(sink, tid);
+                    self.total += cost;
+                    self.hits += 1;
+                    sink.event(TraceEvent::Hit {
+                        probe: probe as usize,
+                        tid,
+                        cost,
+                        operand: None,
+                    });
+                    continue;
+                }
+                let r = protocol::decode_one(&words, &mut i).map_err(|e| bad(e.0))?;
+                self.record(r, tid, &mut l.replies, sink)?;
+            }
+        }
+    }
+
+    fn record(
+        &mut self,
+        r: Record,
+        tid: i32,
+        replies: &mut File,
+        sink: &mut dyn EventSink,
+    ) -> Result<(), TraceError> {
+        match r {
+            Record::Hit {
+                probe,
+                cost,
+                operand,
+            } => {
+                self.thread(sink, tid);
+                self.emit(
+                    sink,
+                    TraceEvent::Hit {
+                        probe: probe as usize,
+                        tid,
+                        cost,
+                        operand,
+                    },
+                );
+            }
+            Record::ThreadExit { tid, cost } => {
+                self.thread(sink, tid);
+                if self.live.remove(&tid) {
+                    self.emit(sink, TraceEvent::ThreadExit { tid, cost });
+                }
+            }
+            Record::Request { base, path } => {
+                let answer = self.answer(base, &path, sink);
+                let bytes = match &answer {
+                    Ok((first, probes)) => protocol::reply(*first, probes),
+                    Err(_) => protocol::refusal(),
+                };
+                // A failed write means QEMU is gone; its status tells why.
+                let _ = replies.write_all(&bytes);
+                answer?;
+            }
+            Record::Start => {
+                self.started = true;
+                let probes = self.next;
+                self.emit(
+                    sink,
+                    TraceEvent::Exec {
+                        image: 0,
+                        tid: self.pid,
+                        cost: 0,
+                        probes,
+                    },
+                );
+            }
+            Record::Fork { pid } => self.forks.push(pid),
+            Record::Exec { path } => self.exec_path = Some(path),
+            Record::ExecFailed => {
+                self.exec_path = None;
+                self.snapshot.clear();
+            }
+            Record::Snapshot { tid, cost } => {
+                self.last_tid = 0; // the next event of any thread supersedes its snapshot
+                self.snapshot.insert(tid, cost);
+            }
+            Record::Exit { .. } => {}
+            Record::AtExit => self.at_exit = true,
+            Record::SelfSignal { sig } => {
+                self.self_signals.insert(sig);
+            }
+            Record::NoOperand { probe } => {
+                return Err(TraceError::Emulator {
+                    message: format!(
+                        "probe {probe} reports a register, but its mark does not begin a \
+                         translation block, so the emulator cannot read the register exactly; \
+                         rebuild the program with the current cilkview.h (its loop-begin mark \
+                         starts with a jmp), or use --counter step"
+                    ),
+                })
+            }
+        }
+        Ok(())
+    }
+
+    /// The probes of the file at host address `base`, checked, and the index of the first.
+    fn answer(
+        &mut self,
+        base: u64,
+        path: &[u8],
+        sink: &mut dyn EventSink,
+    ) -> Result<(usize, Vec<Probe>), TraceError> {
+        let image = PathBuf::from(OsStr::from_bytes(path));
+        // A deleted or replaced file: read it through /proc/PID/map_files.
+        let probe_path = if image.exists() {
+            image.clone()
+        } else {
+            procfs::maps(self.pid)
+                .ok()
+                .and_then(|ms| ms.into_iter().find(|m| m.start == base))
+                .map(|m| {
+                    PathBuf::from(format!(
+                        "/proc/{}/map_files/{:x}-{:x}",
+                        self.pid, m.start, m.end
+                    ))
+                })
+                .unwrap_or_else(|| image.clone())
+        };
+        let probes = sink
+            .probes_for(&probe_path)
+            .map_err(|message| TraceError::Probes {
+                image: image.clone(),
+                message,
+            })?;
+        if !probes.is_empty() {
+            let mem = Mem::open(self.pid).map_err(|source| TraceError::Proc {
+                pid: self.pid,
+                source,
+            })?;
+            let mut offsets = HashSet::new();
+            for (i, p) in probes.iter().enumerate() {
+                let mut found = [0u8; 5];
+                if mem.read(base.wrapping_add(p.offset), &mut found).is_err() || found != MARK_NOP {
+                    return Err(TraceError::BadProbe {
+                        image,
+                        offset: p.offset,
+                        found,
+                    });
+                }
+                if let Some(r) = p.operand.filter(|&r| r > 15) {
+                    return Err(TraceError::Probes {
+                        image,
+                        message: format!(
+                            "probe {i}: operand register {r} is not a DWARF x86-64 general register (0-15)"
+                        ),
+                    });
+                }
+                if !offsets.insert(p.offset) {
+                    return Err(TraceError::DuplicateProbe {
+                        image,
+                        offset: p.offset,
+                    });
+                }
+            }
+        }
+        let first = self.next;
+        self.next += probes.len();
+        Ok((first, probes))
+    }
+
+    /// After the stream ended and QEMU was reaped: close the threads, and tell
+    /// the program's own ending from the emulator's failures.
+    fn finish(
+        &mut self,
+        status: std::process::ExitStatus,
+        sink: &mut dyn EventSink,
+    ) -> Result<ExitStatus, TraceError> {
+        let prog = self.program.display().to_string();
+        if !self.started {
+            return Err(TraceError::Emulator {
+                message: format!(
+                    "qemu-x86_64 could not run `{prog}` ({status}; see its message above); \
+                     use --counter step"
+                ),
+            });
+        }
+        let exec = self.exec_path.take().filter(|_| !self.at_exit);
+        if let Some(path) = exec {
+            self.native_exec = Some(PathBuf::from(OsStr::from_bytes(&path)));
+        }
+        // Threads still open (an exec, a fatal signal): their counts at the
+        // last snapshot (taken at an exec or a signal the program sent itself).
+        let mut open: Vec<i32> = self.live.iter().copied().collect();
+        open.sort_unstable();
+        for tid in open {
+            let cost = self.snapshot.get(&tid).copied().unwrap_or(0);
+            self.live.remove(&tid);
+            self.emit(sink, TraceEvent::ThreadExit { tid, cost });
+        }
+        let normal_end = self.at_exit || self.native_exec.is_some();
+        if let Some(sig) = status.signal() {
+            if sig == libc::SIGILL
+                && self.native_exec.is_none()
+                && !self.self_signals.contains(&sig)
+            {
+                return Err(TraceError::Emulator {
+                    message: format!(
+                        "`{prog}` died of SIGILL under the emulator: it may use an instruction the \
+                         emulated CPU ({CPU_MODEL}) lacks (e.g. AVX-512); use --counter step"
+                    ),
+                });
+            }
+            // QEMU 7.2 ends the same way for the guest's fatal signal and for
+            // its own faults (it takes them for the guest's); its own failed
+            // assertions abort() without the guest having sent SIGABRT.
+            if !normal_end && sig == libc::SIGABRT && !self.self_signals.contains(&sig) {
+                return Err(TraceError::Emulator {
+                    message: format!(
+                        "qemu-x86_64 itself crashed (signal {sig}, see its message above) while \
+                         running `{prog}`; this is the emulator's failure, not the program's: use \
+                         --counter step"
+                    ),
+                });
+            }
+            return Ok(ExitStatus::Signaled(sig));
+        }
+        let code = status.code().unwrap_or(-1);
+        if !normal_end {
+            return Err(TraceError::Emulator {
+                message: format!(
+                    "qemu-x86_64 ended without finishing `{prog}` (exit status {code}; see its \
+                     message above); use --counter step"
+                ),
+            });
+        }
+        Ok(ExitStatus::Exited(code))
+    }
+}
+
+/// Fill `buf`; `Ok(false)` at end of stream before the first byte.
+fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<bool> {
+    let mut got = 0;
+    while got < buf.len() {
+        match r.read(&mut buf[got..]) {
+            Ok(0) if got == 0 => return Ok(false),
+            Ok(0) => return Err(ErrorKind::UnexpectedEof.into()),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
+}

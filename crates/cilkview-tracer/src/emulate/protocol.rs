@@ -1,0 +1,246 @@
+//! The plugin's records (crates/cilkview-qemu-plugin/plugin/cilkview_plugin.c;
+//! described in docs/emulation.md).
+//!
+//! The plugin writes chunks of little-endian 64-bit words, each at most 64 KiB
+//! (one write under the plugin's lock): a header `tid | words << 32`, then records.
+//! A record's low two bits are its tag: 0 a hit (probe index in bits 2..25,
+//! cost in bits 26..63), 1 the same followed by the operand word, 3 a control
+//! record (kind in bits 2..9, argument in bits 10..63, then kind-specific words).
+
+/// Largest chunk, header included, in words.
+pub const CHUNK_WORDS: usize = 8192;
+
+const TAG_HIT: u64 = 0;
+const TAG_HIT_OP: u64 = 1;
+const TAG_CTRL: u64 = 3;
+
+const K_BIGHIT: u64 = 1;
+const K_THREAD_EXIT: u64 = 2;
+const K_REQUEST: u64 = 3;
+const K_START: u64 = 4;
+const K_FORK: u64 = 6;
+const K_EXEC: u64 = 7;
+const K_EXEC_FAILED: u64 = 8;
+const K_SNAPSHOT: u64 = 9;
+const K_EXIT: u64 = 10;
+const K_ATEXIT: u64 = 11;
+const K_NO_OPERAND: u64 = 12;
+const K_SELF_SIGNAL: u64 = 13;
+
+/// One decoded record; `tid` comes from its chunk's header where it applies.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Record {
+    Hit {
+        probe: u64,
+        cost: u64,
+        operand: Option<u64>,
+    },
+    ThreadExit {
+        tid: i32,
+        cost: u64,
+    },
+    /// The plugin waits for the probes of the file mapped at host address `base`.
+    Request {
+        base: u64,
+        path: Vec<u8>,
+    },
+    /// The executable and its loader were requested: the program starts.
+    Start,
+    Fork {
+        pid: i32,
+    },
+    Exec {
+        path: Vec<u8>,
+    },
+    ExecFailed,
+    Snapshot {
+        tid: i32,
+        cost: u64,
+    },
+    Exit {
+        status: u64,
+    },
+    AtExit,
+    NoOperand {
+        probe: u64,
+    },
+    /// The program sent itself this signal (the snapshots before it hold the
+    /// threads' counts, in case it is fatal).
+    SelfSignal {
+        sig: i32,
+    },
+}
+
+/// A malformed chunk: the stream cannot be trusted any more.
+#[derive(Debug)]
+pub struct BadRecord(pub String);
+
+/// A plain hit without operand (the common record): `Some((probe, cost))`.
+#[inline(always)]
+pub fn plain_hit(w: u64) -> Option<(u64, u64)> {
+    (w & 3 == TAG_HIT).then_some(((w >> 2) & 0xff_ffff, w >> 26))
+}
+
+/// Decode the records of one chunk's words.
+#[cfg(test)]
+pub fn decode(words: &[u64], out: &mut Vec<Record>) -> Result<(), BadRecord> {
+    let mut i = 0;
+    while i < words.len() {
+        out.push(decode_one(words, &mut i)?);
+    }
+    Ok(())
+}
+
+/// Decode the record at `words[*i]`, advancing `*i` past it.
+pub fn decode_one(words: &[u64], i: &mut usize) -> Result<Record, BadRecord> {
+    let next = |i: &mut usize| -> Result<u64, BadRecord> {
+        let w = words
+            .get(*i)
+            .copied()
+            .ok_or_else(|| BadRecord(format!("record cut short at word {i}")))?;
+        *i += 1;
+        Ok(w)
+    };
+    let w = next(i)?;
+    Ok(match w & 3 {
+        TAG_HIT => Record::Hit {
+            probe: (w >> 2) & 0xff_ffff,
+            cost: w >> 26,
+            operand: None,
+        },
+        TAG_HIT_OP => Record::Hit {
+            probe: (w >> 2) & 0xff_ffff,
+            cost: w >> 26,
+            operand: Some(next(i)?),
+        },
+        TAG_CTRL => {
+            let arg = w >> 10;
+            match (w >> 2) & 0xff {
+                K_BIGHIT => {
+                    let probe = next(i)?;
+                    let cost = next(i)?;
+                    let operand = if arg & 1 != 0 { Some(next(i)?) } else { None };
+                    Record::Hit {
+                        probe,
+                        cost,
+                        operand,
+                    }
+                }
+                K_THREAD_EXIT => Record::ThreadExit {
+                    tid: arg as u32 as i32,
+                    cost: next(i)?,
+                },
+                K_REQUEST => {
+                    let base = next(i)?;
+                    let path = string(words, i, arg)?;
+                    Record::Request { base, path }
+                }
+                K_START => Record::Start,
+                K_FORK => Record::Fork {
+                    pid: arg as u32 as i32,
+                },
+                K_EXEC => Record::Exec {
+                    path: string(words, i, arg)?,
+                },
+                K_EXEC_FAILED => Record::ExecFailed,
+                K_SNAPSHOT => Record::Snapshot {
+                    tid: arg as u32 as i32,
+                    cost: next(i)?,
+                },
+                K_EXIT => Record::Exit { status: arg },
+                K_ATEXIT => Record::AtExit,
+                K_NO_OPERAND => Record::NoOperand { probe: arg },
+                K_SELF_SIGNAL => Record::SelfSignal { sig: arg as i32 },
+                k => return Err(BadRecord(format!("unknown control record kind {k}"))),
+            }
+        }
+        _ => return Err(BadRecord(format!("unknown record tag in {w:#x}"))),
+    })
+}
+
+/// `len` bytes packed in the following words.
+fn string(words: &[u64], i: &mut usize, len: u64) -> Result<Vec<u8>, BadRecord> {
+    let n = (len as usize).div_ceil(8);
+    let ws = words
+        .get(*i..*i + n)
+        .ok_or_else(|| BadRecord("string cut short".into()))?;
+    *i += n;
+    let mut bytes: Vec<u8> = ws.iter().flat_map(|w| w.to_le_bytes()).collect();
+    bytes.truncate(len as usize);
+    Ok(bytes)
+}
+
+/// The reply to a [`Record::Request`]: status (0 ok), the first index, the
+/// count, then (offset, operand register or all ones) per probe.
+pub fn reply(first: usize, probes: &[crate::Probe]) -> Vec<u8> {
+    let mut w: Vec<u64> = vec![0, first as u64, probes.len() as u64];
+    for p in probes {
+        w.push(p.offset);
+        w.push(p.operand.map_or(u64::MAX, u64::from));
+    }
+    w.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// The reply refusing a request (the run is being stopped).
+pub fn refusal() -> Vec<u8> {
+    [1u64, 0, 0].iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_each_kind() {
+        let hit = (7u64 << 26) | (5 << 2) | TAG_HIT;
+        let hit_op = (9u64 << 26) | (6 << 2) | TAG_HIT_OP;
+        let ctrl = |k: u64, a: u64| (a << 10) | (k << 2) | TAG_CTRL;
+        let words = [
+            hit,
+            hit_op,
+            42,
+            ctrl(K_BIGHIT, 1),
+            1 << 30,
+            1 << 40,
+            3,
+            ctrl(K_THREAD_EXIT, 77),
+            11,
+            ctrl(K_REQUEST, 9),
+            0x1000,
+            u64::from_le_bytes(*b"/lib/lib"),
+            u64::from_le_bytes(*b"c\0\0\0\0\0\0\0"),
+            ctrl(K_START, 0),
+            ctrl(K_EXIT, 3),
+        ];
+        let mut out = vec![];
+        decode(&words, &mut out).unwrap();
+        assert_eq!(
+            out,
+            vec![
+                Record::Hit {
+                    probe: 5,
+                    cost: 7,
+                    operand: None
+                },
+                Record::Hit {
+                    probe: 6,
+                    cost: 9,
+                    operand: Some(42)
+                },
+                Record::Hit {
+                    probe: 1 << 30,
+                    cost: 1 << 40,
+                    operand: Some(3)
+                },
+                Record::ThreadExit { tid: 77, cost: 11 },
+                Record::Request {
+                    base: 0x1000,
+                    path: b"/lib/libc".to_vec()
+                },
+                Record::Start,
+                Record::Exit { status: 3 },
+            ]
+        );
+        assert!(decode(&[ctrl(K_THREAD_EXIT, 1)], &mut out).is_err());
+    }
+}
