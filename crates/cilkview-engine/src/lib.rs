@@ -24,6 +24,9 @@
 mod engine;
 mod event;
 mod measures;
+mod prof;
+mod profile;
+mod profiler;
 
 pub use engine::{Config, Engine, DEFAULT_BURDEN};
 pub use event::{Event, EventKind, RegionId};
@@ -31,3 +34,4 @@ pub use measures::{
     core_counts, speedup, Anomalies, Measures, RegionMeasures, Report, Speedup,
     DEFAULT_SPAN_COEFFICIENT,
 };
+pub use profile::{CallSite, ContextProfile, Profile, SiteKind, SiteProfile, WorkSpan};
