@@ -159,6 +159,8 @@ struct CtxState {
 }
 
 const ROOT: u32 = 0;
+/// How many calling contexts beyond twice the number of sites are kept as full paths.
+pub(crate) const CONTEXT_SLACK: usize = 1 << 16;
 const NONE: u32 = u32::MAX;
 
 #[derive(Clone, Debug)]
@@ -227,15 +229,7 @@ impl Profiler {
                 }
                 let top = self.sites[s as usize].active == 0;
                 let ctx = if top {
-                    let next = self.contexts.len() as u32;
-                    let c = *self.ctx_index.entry((ctx, s)).or_insert(next);
-                    if c == next {
-                        self.contexts.push(CtxState {
-                            parent: ctx,
-                            site: s,
-                            ..CtxState::default()
-                        });
-                    }
+                    let c = self.context(ctx, s);
                     self.sites[s as usize].top_ctx = c;
                     c
                 } else {
@@ -247,6 +241,30 @@ impl Profiler {
             }
         };
         self.stack.push(frame);
+    }
+
+    /// The context of site `s` called from context `parent`. Beyond [`CONTEXT_SLACK`] more
+    /// contexts than twice the sites, a new path is cut short: its context is the site's directly
+    /// under the root (at most one more per site), so memory stays O(sites).
+    fn context(&mut self, parent: u32, s: u32) -> u32 {
+        if let Some(&c) = self.ctx_index.get(&(parent, s)) {
+            return c;
+        }
+        let parent = if self.contexts.len() >= 2 * self.sites.len() + CONTEXT_SLACK {
+            ROOT
+        } else {
+            parent
+        };
+        let next = self.contexts.len() as u32;
+        let c = *self.ctx_index.entry((parent, s)).or_insert(next);
+        if c == next {
+            self.contexts.push(CtxState {
+                parent,
+                site: s,
+                ..CtxState::default()
+            });
+        }
+        c
     }
 
     pub fn push_loop(&mut self, grain: u64) {

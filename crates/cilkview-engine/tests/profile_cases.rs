@@ -355,3 +355,30 @@ fn threads_side_by_side_keep_the_longer_span() {
     assert_eq!(main.on_span, main_b.on_span);
     assert_local_spans_add_up(&r);
 }
+
+#[test]
+fn calling_contexts_stay_proportional_to_sites() {
+    // root → i → j for 400 × 400 site pairs: 160,400 paths, more than the 2·sites + 65,536
+    // contexts kept as paths; the rest are cut short under the root. The identities still hold.
+    let n = 400;
+    let mut s = Stream::default();
+    for i in 1..=n {
+        s.ev(FunctionEnter, site(i));
+        for j in 1..=n {
+            s.work(1);
+            s.ev(FunctionEnter, site(1000 + j));
+            s.work(2);
+            s.ev(FunctionExit, None);
+        }
+        s.ev(FunctionExit, None);
+    }
+    let r = s.run();
+    let p = r.profile.as_ref().unwrap();
+    assert_eq!(p.sites.len(), 2 * n as usize);
+    // At most one more context per site once the cap is reached (its path cut under the root).
+    assert!(p.contexts.len() <= 3 * p.sites.len() + (1 << 16), "{}", p.contexts.len());
+    assert!(p.contexts.len() > 1 << 16);
+    assert_eq!(find(p, 1005).local_on_span, ws(2 * n, 2 * n));
+    assert_eq!(find(p, 7).local_on_span, ws(n, n));
+    assert_local_spans_add_up(&r);
+}
