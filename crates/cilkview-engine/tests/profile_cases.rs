@@ -376,7 +376,11 @@ fn calling_contexts_stay_proportional_to_sites() {
     let p = r.profile.as_ref().unwrap();
     assert_eq!(p.sites.len(), 2 * n as usize);
     // At most one more context per site once the cap is reached (its path cut under the root).
-    assert!(p.contexts.len() <= 3 * p.sites.len() + (1 << 16), "{}", p.contexts.len());
+    assert!(
+        p.contexts.len() <= 3 * p.sites.len() + (1 << 16),
+        "{}",
+        p.contexts.len()
+    );
     assert!(p.contexts.len() > 1 << 16);
     assert_eq!(find(p, 1005).local_on_span, ws(2 * n, 2 * n));
     assert_eq!(find(p, 7).local_on_span, ws(n, n));

@@ -272,11 +272,11 @@ fn explicit(program: &[Stmt]) -> (u64, u64, BTreeMap<Key, Expected>, WorkSpan) {
     let owner = |v: usize| dag.inside[v].last().copied();
     let mut sites: BTreeMap<Key, Expected> = BTreeMap::new();
     let mut root_local = WorkSpan::default();
-    for v in 0..dag.weight.len() {
+    for (v, (&weight, &on)) in dag.weight.iter().zip(&on_path).enumerate() {
         if owner(v).is_none() {
-            root_local.work += dag.weight[v];
-            if on_path[v] {
-                root_local.span += dag.weight[v];
+            root_local.work += weight;
+            if on {
+                root_local.span += weight;
             }
         }
     }
