@@ -135,12 +135,14 @@ impl Profile {
             other.clear_on_span();
         }
         let mut site_map = Vec::with_capacity(other.sites.len());
+        let mut site_index: HashMap<(CallSite, SiteKind), usize> = self
+            .sites
+            .iter()
+            .enumerate()
+            .map(|(i, m)| ((m.site, m.kind), i))
+            .collect();
         for s in &other.sites {
-            let i = match self
-                .sites
-                .iter()
-                .position(|m| (m.site, m.kind) == (s.site, s.kind))
-            {
+            let i = match site_index.get(&(s.site, s.kind)).copied() {
                 Some(i) => {
                     let m = &mut self.sites[i];
                     m.invocations += s.invocations;
@@ -152,6 +154,7 @@ impl Profile {
                 }
                 None => {
                     self.sites.push(*s);
+                    site_index.insert((s.site, s.kind), self.sites.len() - 1);
                     self.sites.len() - 1
                 }
             };
