@@ -1,10 +1,19 @@
 #!/usr/bin/env bash
-# Engine throughput and peak memory at three run lengths (the engine alone, no tracing).
+# Engine throughput and peak memory at three run lengths (the engine alone, no tracing), without
+# and with call-site profiling, and a profiled run with 10^6 distinct call sites.
 # Usage: scripts/bench-engine.sh [N ...]   (default: 10^7 10^8 10^9 events)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build -q --release -p cilkview-engine --example throughput
+bin=target/release/examples/throughput
 echo "machine: $(uname -m), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 for n in "${@:-10000000 100000000 1000000000}"; do
-  for n1 in $n; do target/release/examples/throughput "$n1"; done
+  for n1 in $n; do
+    echo "plain:    $($bin "$n1")"
+    echo "profiled: $($bin "$n1" --profile)"
+  done
+done
+# Memory proportional to the sites: 10^5 and 10^6 distinct sites, each invoked ~10 times.
+for s in 100000 1000000; do
+  echo "profiled, $s distinct sites: $($bin $((s * 90)) --profile --sites "$s")"
 done

@@ -3,23 +3,35 @@
 //! second and the process's peak resident memory.
 //!
 //!     cargo run --release -p cilkview-engine --example throughput -- 100000000
+//!     … -- 100000000 --profile              (call-site profiles: 3 sites, as fib's)
+//!     … -- 100000000 --profile --sites 1000000
+//!                                           (fib(2)s called from 10^6 distinct sites in turn)
 
 use std::time::Instant;
 
-use cilkview_engine::{Engine, Event, EventKind::*, RegionId};
+use cilkview_engine::{CallSite, Config, Engine, Event, EventKind::*, RegionId};
 
-/// Emits the events of fib(n) (spawn fib(n-1), call fib(n-2), sync) until `budget` runs out.
-fn fib(n: u32, engine: &mut Engine, budget: &mut u64) {
+const SPAWN_SITE: u64 = 1;
+const CALL_SITE: u64 = 2;
+
+/// Emits the events of fib(n) (spawn fib(n-1), call fib(n-2), sync) until `budget` runs out;
+/// `site` is the call site of this invocation (None: unprofiled stream, as before).
+fn fib(n: u32, site: Option<CallSite>, engine: &mut Engine, budget: &mut u64, sites: bool) {
     if *budget == 0 {
         return;
     }
-    engine.process(Event::new(3, FunctionEnter));
+    let (spawn_site, call_site) = if sites {
+        (CallSite::new(SPAWN_SITE), CallSite::new(CALL_SITE))
+    } else {
+        (None, None)
+    };
+    engine.process(Event::at(3, FunctionEnter, site));
     *budget = budget.saturating_sub(1);
     if n >= 2 {
-        engine.process(Event::new(5, Spawn));
-        fib(n - 1, engine, budget);
+        engine.process(Event::at(5, Spawn, spawn_site));
+        fib(n - 1, None, engine, budget, sites);
         engine.process(Event::new(2, SpawnReturn));
-        fib(n - 2, engine, budget);
+        fib(n - 2, call_site, engine, budget, sites);
         engine.process(Event::new(1, Sync));
         *budget = budget.saturating_sub(3);
     } else if n == 1 {
@@ -46,25 +58,51 @@ fn peak_rss_kib() -> Option<u64> {
 }
 
 fn main() {
-    let target: u64 = std::env::args()
-        .nth(1)
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let target: u64 = args
+        .first()
         .and_then(|a| a.parse().ok())
         .unwrap_or(10_000_000);
-    let mut engine = Engine::default();
+    let profile = args.iter().any(|a| a == "--profile");
+    let distinct: Option<u64> = args
+        .iter()
+        .position(|a| a == "--sites")
+        .and_then(|i| args.get(i + 1)?.parse().ok());
+    let mut engine = if profile {
+        Engine::with_profile(Config::default())
+    } else {
+        Engine::default()
+    };
     let start = Instant::now();
+    let mut next_site = 0u64;
     while engine.events() < target {
         let mut budget = target - engine.events();
-        fib(30, &mut engine, &mut budget);
+        match distinct {
+            // fib(2) from call sites 1000, 1001, … in turn (each with fib's own inner sites).
+            Some(s) => {
+                let site = CallSite::new(1000 + next_site % s.max(1));
+                next_site += 1;
+                fib(2, site, &mut engine, &mut budget, profile);
+            }
+            None => fib(30, CallSite::new(3), &mut engine, &mut budget, profile),
+        }
     }
     let elapsed = start.elapsed();
     let report = engine.finish();
+    let sites = report.profile.as_ref().map_or(0, |p| p.sites.len());
+    let contexts = report.profile.as_ref().map_or(0, |p| p.contexts.len());
     println!(
-        "events {}  time {:.3}s  {:.1} M events/s  {:.1} ns/event  peak RSS {} KiB  parallelism {:.2}",
+        "events {}  time {:.3}s  {:.1} M events/s  {:.1} ns/event  peak RSS {} KiB  parallelism {:.2}{}",
         report.events,
         elapsed.as_secs_f64(),
         report.events as f64 / elapsed.as_secs_f64() / 1e6,
         elapsed.as_nanos() as f64 / report.events as f64,
         peak_rss_kib().map_or("?".into(), |k| k.to_string()),
         report.total.parallelism(),
+        if profile {
+            format!("  profile: {sites} sites, {contexts} contexts")
+        } else {
+            String::new()
+        },
     );
 }

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use crate::event::{Event, EventKind, RegionId};
 use crate::measures::{Anomalies, Measures, RegionMeasures, Report};
+use crate::profiler::Profiler;
 
 /// Cilkview's default burden: the cost of a steal, in instructions, put on every continuation edge.
 pub const DEFAULT_BURDEN: u64 = 15_000;
@@ -89,7 +90,7 @@ impl Paths {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum FrameKind {
+pub(crate) enum FrameKind {
     Root = 0,
     Function = 1,
     Spawn = 2,
@@ -291,6 +292,8 @@ pub struct Engine {
     events: u64,
     regions: BTreeMap<RegionId, RegionMeasures>,
     anomalies: Anomalies,
+    /// Call-site profiling state, when enabled (boxed: the unprofiled engine stays as it was).
+    profiler: Option<Box<Profiler>>,
 }
 
 impl Default for Engine {
@@ -312,7 +315,22 @@ impl Engine {
             events: 0,
             regions: BTreeMap::new(),
             anomalies: Anomalies::default(),
+            profiler: None,
         }
+    }
+
+    /// An engine that also computes call-site profiles (Cilkprof) from the events' sites, in the
+    /// same pass: O(1) amortized more per event. The report then has a [`crate::Profile`].
+    pub fn with_profile(config: Config) -> Self {
+        Engine {
+            profiler: Some(Box::new(Profiler::new())),
+            ..Engine::new(config)
+        }
+    }
+
+    /// Whether this engine computes call-site profiles.
+    pub fn profiling(&self) -> bool {
+        self.profiler.is_some()
     }
 
     pub fn config(&self) -> &Config {
@@ -341,13 +359,29 @@ impl Engine {
         self.events += 1;
         // The strand that ends here ran in the current frame.
         self.top().serial(Cost::strand(event.cost));
+        if let Some(p) = &mut self.profiler {
+            p.strand(event.cost);
+        }
         match event.kind {
-            EventKind::FunctionEnter => self.push(Frame::new(FrameKind::Function)),
+            EventKind::FunctionEnter => {
+                self.push(Frame::new(FrameKind::Function));
+                if let Some(p) = &mut self.profiler {
+                    p.push(FrameKind::Function, event.site);
+                }
+            }
             EventKind::Spawn => {
                 self.spawns += 1;
                 self.push(Frame::new(FrameKind::Spawn));
+                if let Some(p) = &mut self.profiler {
+                    p.push(FrameKind::Spawn, event.site);
+                }
             }
-            EventKind::LoopBegin { grain } => self.push(Frame::new_loop(grain)),
+            EventKind::LoopBegin { grain } => {
+                self.push(Frame::new_loop(grain));
+                if let Some(p) = &mut self.profiler {
+                    p.push_loop(grain);
+                }
+            }
             EventKind::FunctionExit => self.close(FrameKind::Function),
             EventKind::SpawnReturn => self.close(FrameKind::Spawn),
             EventKind::IterationEnd => self.close(FrameKind::Iteration),
@@ -364,10 +398,14 @@ impl Engine {
                     lp.begin_iteration();
                 }
                 self.push(Frame::new(FrameKind::Iteration));
+                if let Some(p) = &mut self.profiler {
+                    p.begin_iteration();
+                    p.push(FrameKind::Iteration, None);
+                }
             }
             EventKind::Sync => {
                 self.syncs += 1;
-                self.top().sync();
+                self.sync_top();
             }
             EventKind::RegionBegin(id) => {
                 let (spawns_at_begin, syncs_at_begin) = (self.spawns, self.syncs);
@@ -400,6 +438,9 @@ impl Engine {
     /// or instructions of threads that hit no mark. It runs in the current frame.
     pub fn charge(&mut self, cost: u64) {
         self.top().serial(Cost::strand(cost));
+        if let Some(p) = &mut self.profiler {
+            p.strand(cost);
+        }
     }
 
     /// Measures of everything seen so far, as if every open frame ended now. Does not change the
@@ -418,6 +459,10 @@ impl Engine {
             self.syncs += 1;
         }
         self.end_regions(&mut root);
+        let profile = self
+            .profiler
+            .take()
+            .map(|p| p.finish(root.paths.cur.work, root.paths.cur.span));
         Report {
             total: Measures {
                 work: root.paths.cur.work,
@@ -429,11 +474,20 @@ impl Engine {
             events: self.events,
             regions: self.regions.into_values().collect(),
             anomalies: self.anomalies,
+            profile,
         }
     }
 
     fn top(&mut self) -> &mut Frame {
         self.stack.last_mut().expect("root frame is never popped")
+    }
+
+    /// Syncs the top frame; returns whether it had children out.
+    fn sync_top(&mut self) -> bool {
+        if let Some(p) = &mut self.profiler {
+            p.sync();
+        }
+        self.top().sync()
     }
 
     fn push(&mut self, frame: Frame) {
@@ -450,7 +504,7 @@ impl Engine {
             while self.stack.len() > 1 {
                 self.pop_implicit();
             }
-            if matches!(kind, FrameKind::Function | FrameKind::Spawn) && self.top().sync() {
+            if matches!(kind, FrameKind::Function | FrameKind::Spawn) && self.sync_top() {
                 self.syncs += 1;
             }
             return;
@@ -472,6 +526,9 @@ impl Engine {
         self.open[frame.kind as usize] -= 1;
         let burden = self.config.burden;
         if let Some(lp) = frame.lp.take() {
+            if let Some(p) = &mut self.profiler {
+                p.pop(frame.kind, 0, 0);
+            }
             let (tree, chunks, tail) = lp.finish(burden);
             let internal = chunks.saturating_sub(1);
             self.spawns += internal;
@@ -486,6 +543,9 @@ impl Engine {
         }
         self.end_regions(&mut frame);
         let measured = frame.paths.cur;
+        if let Some(p) = &mut self.profiler {
+            p.pop(frame.kind, measured.work, measured.span);
+        }
         let parent = self.top();
         match frame.kind {
             FrameKind::Spawn => parent.child_returned(measured, burden),

@@ -1,5 +1,7 @@
 //! The event stream the engine consumes.
 
+use crate::profile::CallSite;
+
 /// Identifies a labeled region. The producer of the stream (the CLI, from the marks' labels) assigns
 /// ids; the engine reports measures per id and never sees label strings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -34,14 +36,26 @@ pub enum EventKind {
 
 /// One event: `cost` is the cost (instructions, or any additive unit such as cycles) of the strand
 /// that ends at this event, i.e. everything executed since the previous event of the stream.
+/// `site` identifies the call site of a `FunctionEnter` or `Spawn` for call-site profiles
+/// ([`crate::Engine::with_profile`]); it is ignored on other events and when not profiling.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Event {
     pub cost: u64,
     pub kind: EventKind,
+    pub site: Option<CallSite>,
 }
 
 impl Event {
     pub fn new(cost: u64, kind: EventKind) -> Self {
-        Event { cost, kind }
+        Event {
+            cost,
+            kind,
+            site: None,
+        }
+    }
+
+    /// An event at call site `site` (a `FunctionEnter` or a `Spawn`).
+    pub fn at(cost: u64, kind: EventKind, site: Option<CallSite>) -> Self {
+        Event { cost, kind, site }
     }
 }

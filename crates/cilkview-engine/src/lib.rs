@@ -17,6 +17,28 @@
 //! assert_eq!(report.total.burdened_span, 1 + 15_000 + 10);
 //! ```
 //!
+//! With [`Engine::with_profile`], enters and spawns may carry a [`CallSite`], and the report also
+//! says where the work and the span come from, per call site (Cilkprof):
+//!
+//! ```
+//! use cilkview_engine::{CallSite, Config, Engine, Event, EventKind::*};
+//! let mut engine = Engine::with_profile(Config::default());
+//! let (helper, sibling) = (CallSite::new(0x4011a7), CallSite::new(0x4011c3));
+//! for e in [
+//!     Event::at(1, Spawn, sibling),         // spawn a child of cost 10 …
+//!     Event::new(10, SpawnReturn),
+//!     Event::at(0, FunctionEnter, helper),  // … and call a serial helper of cost 50
+//!     Event::new(50, FunctionExit),
+//!     Event::new(0, Sync),
+//! ] {
+//!     engine.process(e);
+//! }
+//! let report = engine.finish();
+//! let profile = report.profile.unwrap();
+//! let h = profile.sites.iter().find(|s| Some(s.site) == helper).unwrap();
+//! assert_eq!((h.local_on_span.span, report.total.span), (50, 51)); // the helper holds the span
+//! ```
+//!
 //! The model and every formula are explained in `docs/engine.md`.
 
 #![forbid(unsafe_code)]
@@ -24,6 +46,9 @@
 mod engine;
 mod event;
 mod measures;
+mod prof;
+mod profile;
+mod profiler;
 
 pub use engine::{Config, Engine, DEFAULT_BURDEN};
 pub use event::{Event, EventKind, RegionId};
@@ -31,3 +56,4 @@ pub use measures::{
     core_counts, speedup, Anomalies, Measures, RegionMeasures, Report, Speedup,
     DEFAULT_SPAN_COEFFICIENT,
 };
+pub use profile::{CallSite, ContextProfile, Profile, SiteKind, SiteProfile, WorkSpan};

@@ -1,6 +1,7 @@
 //! Measures and the speedup estimates derived from them (pure arithmetic).
 
 use crate::event::RegionId;
+use crate::profile::Profile;
 
 /// Work, span and burdened span of a (sub-)computation, with its spawn and sync counts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -124,6 +125,8 @@ pub struct Report {
     /// Per label, ordered by id.
     pub regions: Vec<RegionMeasures>,
     pub anomalies: Anomalies,
+    /// Call-site profile, when the engine was built with [`crate::Engine::with_profile`].
+    pub profile: Option<Profile>,
 }
 
 impl Report {
@@ -144,6 +147,10 @@ impl Report {
             }
         }
         self.regions.sort_by_key(|r| r.id);
+        self.profile = match (self.profile.take(), other.profile) {
+            (Some(a), Some(b)) => Some(a.beside(b)),
+            (a, b) => a.or(b),
+        };
         self
     }
 }
@@ -283,6 +290,7 @@ mod tests {
             events: 5,
             regions: vec![region(0, 10), region(2, 5)],
             anomalies: Anomalies::default(),
+            profile: None,
         };
         let b = Report {
             total: m(50, 50),
@@ -292,6 +300,7 @@ mod tests {
                 unmatched_closers: 1,
                 ..Anomalies::default()
             },
+            profile: None,
         };
         let c = a.beside(b);
         assert_eq!(

@@ -8,14 +8,25 @@
 
 #![forbid(unsafe_code)]
 
+mod callgrind;
 mod export;
+mod flamegraph;
 mod gate;
 mod gnuplot;
 mod json;
 mod model;
+mod profile_csv;
+mod profile_model;
+mod profile_text;
 mod text;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+pub use callgrind::CallgrindExporter;
+pub use flamegraph::FlameGraphExporter;
+pub use profile_csv::ProfileCsvExporter;
+pub use profile_model::{CallContextReport, CallSiteReport, SiteName, WorkSpanReport};
+pub use profile_text::TopSitesExporter;
 
 pub use cilkview_events::{CounterMode, Ending, ExitStatus};
 pub use export::{ExportManager, ExportOptions, OutputError};
@@ -47,6 +58,18 @@ pub struct Artifact {
 pub enum ExportError {
     #[error("cannot encode the report as JSON: {0}")]
     Json(#[from] serde_json::Error),
+    #[error("cannot write the call-site profile as CSV: {0}")]
+    Csv(#[from] csv::Error),
+    #[error("cannot render the {0}: {1}")]
+    Io(&'static str, std::io::Error),
+}
+
+/// `PREFIX.extension` (the prefix may itself contain dots).
+pub(crate) fn prefixed(prefix: &Path, extension: &str) -> PathBuf {
+    let mut s = prefix.as_os_str().to_owned();
+    s.push(".");
+    s.push(extension);
+    PathBuf::from(s)
 }
 
 /// An output format.

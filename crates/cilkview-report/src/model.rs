@@ -5,6 +5,8 @@ use cilkview_engine::{core_counts, speedup, Measures, Report};
 use cilkview_events::{CounterInfo, CounterMode, Ending, ExitStatus};
 use serde::{Deserialize, Serialize};
 
+use crate::{CallContextReport, CallSiteReport};
+
 /// Which instruction counter produced the costs, and why it was chosen.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CounterReport {
@@ -85,6 +87,12 @@ pub struct RunReport {
     /// Present when the measures come from `cilkview-rs attach`: they cover only that window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attach: Option<AttachReport>,
+    /// Per-call-site profile (Cilkprof), present only when the run was profiled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_sites: Option<Vec<CallSiteReport>>,
+    /// The calling-context tree of the profile; the first context is the root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_contexts: Option<Vec<CallContextReport>>,
     /// Things the user should know (no marks found, partial stream, …). Shown in the text report;
     /// not part of the JSON schema.
     #[serde(skip)]
@@ -186,6 +194,8 @@ impl RunReport {
                 })
                 .collect(),
             attach: None,
+            call_sites: None,
+            call_contexts: None,
             warnings: Vec::new(),
         }
     }

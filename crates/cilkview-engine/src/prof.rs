@@ -1,0 +1,251 @@
+//! The *prof* data structure of the Cilkprof paper (§5, Figure 4): a sparse map from a key (here a
+//! calling-context id) to an [`Entry`], supporting update, union, assign and free in Θ(1) amortized
+//! time. A prof is a singly linked list of updates (nodes live in one shared [`Arena`], so
+//! concatenating and freeing a list are O(1) pointer splices) plus, once the list has grown to the
+//! number S of keys, a dense array of S entries into which the list is flushed.
+
+/// The on-span data of one calling context, summed over the invocations it holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Entry {
+    /// Work of the top-call-site invocations (whole invocation).
+    pub on_span_work: u64,
+    /// Span of the top-call-site invocations.
+    pub on_span_span: u64,
+    /// Work of the invocations, excluding the invocations of call sites nested in them.
+    pub local_work: u64,
+    /// Length of the critical path's strands that ran directly in the invocations.
+    pub local_span: u64,
+    /// Invocations on the critical path (recursive ones included).
+    pub count: u64,
+}
+
+impl Entry {
+    fn add(&mut self, o: &Entry) {
+        self.on_span_work = self.on_span_work.saturating_add(o.on_span_work);
+        self.on_span_span = self.on_span_span.saturating_add(o.on_span_span);
+        self.local_work = self.local_work.saturating_add(o.local_work);
+        self.local_span = self.local_span.saturating_add(o.local_span);
+        self.count = self.count.saturating_add(o.count);
+    }
+}
+
+const NIL: u32 = u32::MAX;
+
+#[derive(Clone, Copy, Debug)]
+struct Node {
+    key: u32,
+    next: u32,
+    entry: Entry,
+}
+
+/// Storage of every list node of every prof, with a free list.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Arena {
+    nodes: Vec<Node>,
+    free: u32,
+    /// Nodes in use (for tests of the memory bound).
+    live: usize,
+}
+
+impl Arena {
+    pub fn new() -> Self {
+        Arena {
+            nodes: Vec::new(),
+            free: NIL,
+            live: 0,
+        }
+    }
+
+    fn alloc(&mut self, key: u32, entry: Entry) -> u32 {
+        self.live += 1;
+        let node = Node {
+            key,
+            next: NIL,
+            entry,
+        };
+        if self.free != NIL {
+            let i = self.free;
+            self.free = self.nodes[i as usize].next;
+            self.nodes[i as usize] = node;
+            i
+        } else {
+            self.nodes.push(node);
+            (self.nodes.len() - 1) as u32
+        }
+    }
+
+    /// Capacity in nodes (the high-water mark of live nodes).
+    pub fn capacity(&self) -> usize {
+        self.nodes.len()
+    }
+}
+
+/// One sparse profile: a list of updates and, once flushed, a dense array.
+#[derive(Clone, Debug)]
+pub(crate) struct Prof {
+    head: u32,
+    tail: u32,
+    len: usize,
+    arr: Option<Box<[Entry]>>,
+}
+
+impl Default for Prof {
+    fn default() -> Self {
+        Prof {
+            head: NIL,
+            tail: NIL,
+            len: 0,
+            arr: None,
+        }
+    }
+}
+
+impl Prof {
+    /// UPDATE: adds `entry` at `key`; `keys` is the current number S of keys.
+    pub fn update(&mut self, arena: &mut Arena, keys: usize, key: u32, entry: Entry) {
+        if let Some(arr) = &mut self.arr {
+            if let Some(slot) = arr.get_mut(key as usize) {
+                slot.add(&entry);
+                return;
+            }
+        }
+        let node = arena.alloc(key, entry);
+        if self.head == NIL {
+            self.head = node;
+        } else {
+            arena.nodes[self.tail as usize].next = node;
+        }
+        self.tail = node;
+        self.len += 1;
+        if self.len >= keys {
+            self.flush(arena, keys);
+        }
+    }
+
+    /// UNION: moves everything of `other` into `self`, leaving `other` empty.
+    pub fn union(&mut self, arena: &mut Arena, keys: usize, other: &mut Prof) {
+        let other = std::mem::take(other);
+        self.arr = match (self.arr.take(), other.arr) {
+            (Some(a), Some(b)) => {
+                let (mut big, small) = if a.len() >= b.len() { (a, b) } else { (b, a) };
+                for (x, y) in big.iter_mut().zip(small.iter()) {
+                    x.add(y);
+                }
+                Some(big)
+            }
+            (a, b) => a.or(b),
+        };
+        if other.head != NIL {
+            if self.head == NIL {
+                self.head = other.head;
+            } else {
+                arena.nodes[self.tail as usize].next = other.head;
+            }
+            self.tail = other.tail;
+            self.len += other.len;
+        }
+        if self.len >= keys && self.len > 0 {
+            self.flush(arena, keys);
+        }
+    }
+
+    /// INIT: empties the prof (O(1): the list is spliced onto the free list).
+    pub fn free(&mut self, arena: &mut Arena) {
+        if self.head != NIL {
+            arena.nodes[self.tail as usize].next = arena.free;
+            arena.free = self.head;
+            arena.live -= self.len;
+        }
+        *self = Prof::default();
+    }
+
+    /// Moves the list into a dense array of `keys` entries.
+    fn flush(&mut self, arena: &mut Arena, keys: usize) {
+        let mut arr = match self.arr.take() {
+            Some(a) if a.len() >= keys => a,
+            Some(a) => {
+                let mut v = vec![Entry::default(); keys];
+                v[..a.len()].copy_from_slice(&a);
+                v.into_boxed_slice()
+            }
+            None => vec![Entry::default(); keys].into_boxed_slice(),
+        };
+        let mut i = self.head;
+        while i != NIL {
+            let n = arena.nodes[i as usize];
+            arr[n.key as usize].add(&n.entry);
+            i = n.next;
+        }
+        self.free(arena);
+        self.arr = Some(arr);
+    }
+
+    /// PRINT: every (key, entry) with the entries of one key summed; empties the prof.
+    pub fn drain(&mut self, arena: &mut Arena, keys: usize) -> Vec<(u32, Entry)> {
+        self.flush(arena, keys.max(1));
+        let arr = self.arr.take().unwrap_or_default();
+        arr.iter()
+            .enumerate()
+            .filter(|(_, e)| **e != Entry::default())
+            .map(|(k, e)| (k as u32, *e))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn e(x: u64) -> Entry {
+        Entry {
+            local_span: x,
+            count: 1,
+            ..Entry::default()
+        }
+    }
+
+    #[test]
+    fn update_union_free_and_drain() {
+        let mut arena = Arena::new();
+        let (mut a, mut b) = (Prof::default(), Prof::default());
+        let keys = 4;
+        a.update(&mut arena, keys, 0, e(1));
+        a.update(&mut arena, keys, 2, e(2));
+        b.update(&mut arena, keys, 2, e(3));
+        a.union(&mut arena, keys, &mut b);
+        assert_eq!(b.len, 0);
+        let mut c = Prof::default();
+        for k in 0..4 {
+            c.update(&mut arena, keys, k, e(10)); // reaches S: flushed into an array
+        }
+        assert!(c.arr.is_some() && c.len == 0);
+        a.union(&mut arena, keys, &mut c);
+        let got = a.drain(&mut arena, keys);
+        let spans: Vec<(u32, u64, u64)> = got
+            .iter()
+            .map(|(k, e)| (*k, e.local_span, e.count))
+            .collect();
+        assert_eq!(spans, [(0, 11, 2), (1, 10, 1), (2, 15, 3), (3, 10, 1)]);
+        assert_eq!(arena.live, 0);
+        let mut d = Prof::default();
+        d.update(&mut arena, keys, 1, e(1));
+        d.free(&mut arena);
+        assert_eq!(arena.live, 0);
+        // Freed nodes are reused.
+        let cap = arena.capacity();
+        d.update(&mut arena, keys, 1, e(1));
+        assert_eq!(arena.capacity(), cap);
+    }
+
+    #[test]
+    fn keys_discovered_after_the_array_grows_it() {
+        let mut arena = Arena::new();
+        let mut a = Prof::default();
+        a.update(&mut arena, 1, 0, e(1)); // S = 1: array of 1
+        a.update(&mut arena, 3, 2, e(2)); // key 2 beyond the array: listed
+        a.update(&mut arena, 3, 1, e(3));
+        let got = a.drain(&mut arena, 3);
+        assert_eq!(got.len(), 3);
+        assert_eq!(got[2].1.local_span, 2);
+    }
+}

@@ -1,0 +1,424 @@
+//! The profiling half of the engine: Cilkprof's algorithm (paper Figure 3 with a prof per span
+//! variable, §4) over a shadow of the engine's frame stack. The engine calls one hook per event;
+//! each costs O(1) amortized. See docs/engine.md, "Call-site profiles".
+
+use std::collections::HashMap;
+
+use crate::engine::FrameKind;
+use crate::prof::{Arena, Entry, Prof};
+use crate::profile::{CallSite, ContextProfile, Profile, SiteKind, SiteProfile, WorkSpan};
+
+/// A path (a span variable of Figure 3) and the on-span data of the invocations on it.
+#[derive(Clone, Debug, Default)]
+struct PathProf {
+    span: u64,
+    /// Length of the path's strands that ran under no call site nested in the frame's context:
+    /// the local span of the invocation that will own it.
+    own: u64,
+    prof: Prof,
+}
+
+impl PathProf {
+    /// `self` followed by `o` in series.
+    fn then(&mut self, arena: &mut Arena, keys: usize, mut o: PathProf) {
+        self.span = self.span.saturating_add(o.span);
+        self.own = self.own.saturating_add(o.own);
+        self.prof.union(arena, keys, &mut o.prof);
+    }
+
+    fn free(self, arena: &mut Arena) {
+        let mut p = self.prof;
+        p.free(arena);
+    }
+}
+
+/// A parallel loop: its critical path runs through its longest chunk (the divide-and-conquer tree
+/// adds nothing to the unburdened span), so it keeps the open chunk, the loop control not yet in a
+/// chunk, and the longest chunk so far — mirroring the engine's `LoopState`.
+#[derive(Clone, Debug)]
+struct LoopProf {
+    grain: u64,
+    in_chunk: u64,
+    chunk: Option<PathProf>,
+    control: PathProf,
+    best: Option<PathProf>,
+}
+
+impl LoopProf {
+    fn serial(&mut self, arena: &mut Arena, keys: usize, x: PathProf) {
+        match &mut self.chunk {
+            Some(c) => c.then(arena, keys, x),
+            None => self.control.then(arena, keys, x),
+        }
+    }
+
+    fn strand(&mut self, cost: u64) {
+        let p = self.chunk.as_mut().unwrap_or(&mut self.control);
+        p.span = p.span.saturating_add(cost);
+        p.own = p.own.saturating_add(cost);
+    }
+
+    fn flush(&mut self, arena: &mut Arena) {
+        if let Some(chunk) = self.chunk.take() {
+            self.in_chunk = 0;
+            match self.best.take() {
+                Some(best) if best.span >= chunk.span => {
+                    chunk.free(arena);
+                    self.best = Some(best);
+                }
+                other => {
+                    if let Some(b) = other {
+                        b.free(arena);
+                    }
+                    self.best = Some(chunk);
+                }
+            }
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+struct PFrame {
+    /// The calling context the frame's strands belong to.
+    ctx: u32,
+    /// For a frame that is an invocation of a call site: the site and whether the invocation is a
+    /// top-call-site invocation.
+    invocation: Option<(u32, bool)>,
+    /// Work in the frame outside nested call sites.
+    local_work: u64,
+    /// Figure 3's prefix p, longest child ℓ and continuation c.
+    p: PathProf,
+    l: PathProf,
+    c: PathProf,
+    lp: Option<Box<LoopProf>>,
+}
+
+impl PFrame {
+    fn new(ctx: u32, invocation: Option<(u32, bool)>) -> Self {
+        PFrame {
+            ctx,
+            invocation,
+            local_work: 0,
+            p: PathProf::default(),
+            l: PathProf::default(),
+            c: PathProf::default(),
+            lp: None,
+        }
+    }
+
+    fn serial(&mut self, arena: &mut Arena, keys: usize, x: PathProf) {
+        match &mut self.lp {
+            Some(lp) => lp.serial(arena, keys, x),
+            None => self.c.then(arena, keys, x),
+        }
+    }
+
+    /// A spawned child returned with path `x` (Figure 3, lines 8–13).
+    fn spawned(&mut self, arena: &mut Arena, keys: usize, x: PathProf) {
+        if self.lp.is_some() {
+            return self.serial(arena, keys, x);
+        }
+        if self.c.span.saturating_add(x.span) >= self.l.span {
+            let c = std::mem::take(&mut self.c);
+            self.p.then(arena, keys, c);
+            std::mem::replace(&mut self.l, x).free(arena);
+        } else {
+            x.free(arena);
+        }
+    }
+
+    /// Figure 3, lines 14–19.
+    fn sync(&mut self, arena: &mut Arena, keys: usize) {
+        if self.lp.is_some() {
+            return;
+        }
+        let (c, l) = (std::mem::take(&mut self.c), std::mem::take(&mut self.l));
+        let (longer, shorter) = if c.span >= l.span { (c, l) } else { (l, c) };
+        self.p.then(arena, keys, longer);
+        shorter.free(arena);
+    }
+}
+
+#[derive(Clone, Debug)]
+struct SiteState {
+    site: CallSite,
+    kind: SiteKind,
+    /// Invocations of the site open on the stack.
+    active: u32,
+    /// The context of the outermost open invocation.
+    top_ctx: u32,
+}
+
+#[derive(Clone, Debug, Default)]
+struct CtxState {
+    parent: u32,
+    site: u32,
+    invocations: u64,
+    on_work: WorkSpan,
+    local_work: u64,
+}
+
+const ROOT: u32 = 0;
+/// How many calling contexts beyond twice the number of sites are kept as full paths.
+pub(crate) const CONTEXT_SLACK: usize = 1 << 16;
+const NONE: u32 = u32::MAX;
+
+#[derive(Clone, Debug)]
+pub(crate) struct Profiler {
+    sites: Vec<SiteState>,
+    site_index: HashMap<(CallSite, SiteKind), u32>,
+    contexts: Vec<CtxState>,
+    ctx_index: HashMap<(u32, u32), u32>,
+    arena: Arena,
+    stack: Vec<PFrame>,
+}
+
+impl Profiler {
+    pub fn new() -> Self {
+        Profiler {
+            sites: Vec::new(),
+            site_index: HashMap::new(),
+            contexts: vec![CtxState {
+                parent: NONE,
+                site: NONE,
+                ..CtxState::default()
+            }],
+            ctx_index: HashMap::new(),
+            arena: Arena::new(),
+            stack: vec![PFrame::new(ROOT, None)],
+        }
+    }
+
+    fn top(&mut self) -> &mut PFrame {
+        self.stack.last_mut().expect("root frame")
+    }
+
+    /// A strand of `cost` ran in the current frame.
+    pub fn strand(&mut self, cost: u64) {
+        let f = self.top();
+        f.local_work = f.local_work.saturating_add(cost);
+        match &mut f.lp {
+            Some(lp) => lp.strand(cost),
+            None => {
+                f.c.span = f.c.span.saturating_add(cost);
+                f.c.own = f.c.own.saturating_add(cost);
+            }
+        }
+    }
+
+    /// A frame is pushed; `site` only for function enters and spawns.
+    pub fn push(&mut self, kind: FrameKind, site: Option<CallSite>) {
+        let ctx = self.top().ctx;
+        let frame = match site {
+            None => PFrame::new(ctx, None),
+            Some(site) => {
+                let kind = if kind == FrameKind::Spawn {
+                    SiteKind::Spawn
+                } else {
+                    SiteKind::Call
+                };
+                let next = self.sites.len() as u32;
+                let s = *self.site_index.entry((site, kind)).or_insert(next);
+                if s == next {
+                    self.sites.push(SiteState {
+                        site,
+                        kind,
+                        active: 0,
+                        top_ctx: NONE,
+                    });
+                }
+                let top = self.sites[s as usize].active == 0;
+                let ctx = if top {
+                    let c = self.context(ctx, s);
+                    self.sites[s as usize].top_ctx = c;
+                    c
+                } else {
+                    self.sites[s as usize].top_ctx
+                };
+                self.sites[s as usize].active += 1;
+                self.contexts[ctx as usize].invocations += 1;
+                PFrame::new(ctx, Some((s, top)))
+            }
+        };
+        self.stack.push(frame);
+    }
+
+    /// The context of site `s` called from context `parent`. Beyond [`CONTEXT_SLACK`] more
+    /// contexts than twice the sites, a new path is cut short: its context is the site's directly
+    /// under the root (at most one more per site), so memory stays O(sites).
+    fn context(&mut self, parent: u32, s: u32) -> u32 {
+        if let Some(&c) = self.ctx_index.get(&(parent, s)) {
+            return c;
+        }
+        let parent = if self.contexts.len() >= 2 * self.sites.len() + CONTEXT_SLACK {
+            ROOT
+        } else {
+            parent
+        };
+        let next = self.contexts.len() as u32;
+        let c = *self.ctx_index.entry((parent, s)).or_insert(next);
+        if c == next {
+            self.contexts.push(CtxState {
+                parent,
+                site: s,
+                ..CtxState::default()
+            });
+        }
+        c
+    }
+
+    pub fn push_loop(&mut self, grain: u64) {
+        let mut f = PFrame::new(self.top().ctx, None);
+        f.lp = Some(Box::new(LoopProf {
+            grain: grain.max(1),
+            in_chunk: 0,
+            chunk: None,
+            control: PathProf::default(),
+            best: None,
+        }));
+        self.stack.push(f);
+    }
+
+    /// The top frame is a loop and an iteration begins.
+    pub fn begin_iteration(&mut self) {
+        if let Some(lp) = &mut self.top().lp {
+            if lp.chunk.is_none() {
+                lp.chunk = Some(std::mem::take(&mut lp.control));
+            }
+        }
+    }
+
+    pub fn sync(&mut self) {
+        let keys = self.contexts.len();
+        let f = self.stack.last_mut().expect("root frame");
+        f.sync(&mut self.arena, keys);
+    }
+
+    /// The top frame, of `kind`, ends with the engine's measures (`work`, `span`) and folds into
+    /// its parent the way the engine's `pop` does.
+    pub fn pop(&mut self, kind: FrameKind, work: u64, span: u64) {
+        let keys = self.contexts.len();
+        let arena = &mut self.arena;
+        let mut f = self.stack.pop().expect("never pops the root");
+        if let Some(mut lp) = f.lp.take() {
+            lp.flush(arena);
+            let tree = lp.best.take().unwrap_or_default();
+            let parent = self.stack.last_mut().expect("root frame");
+            parent.local_work = parent.local_work.saturating_add(f.local_work);
+            parent.serial(arena, keys, tree);
+            parent.serial(arena, keys, lp.control);
+            return;
+        }
+        f.sync(arena, keys);
+        let mut path = std::mem::take(&mut f.p);
+        debug_assert_eq!(path.span, span, "profiler and engine disagree on a span");
+        match f.invocation {
+            Some((s, top)) => {
+                self.sites[s as usize].active -= 1;
+                let ctx = &mut self.contexts[f.ctx as usize];
+                ctx.local_work = ctx.local_work.saturating_add(f.local_work);
+                if top {
+                    ctx.on_work.add(WorkSpan::new(work, span));
+                }
+                let entry = Entry {
+                    on_span_work: if top { work } else { 0 },
+                    on_span_span: if top { span } else { 0 },
+                    local_work: f.local_work,
+                    local_span: path.own,
+                    count: 1,
+                };
+                path.own = 0;
+                path.prof.update(arena, keys, f.ctx, entry);
+            }
+            None => {
+                let parent = self.stack.last_mut().expect("root frame");
+                parent.local_work = parent.local_work.saturating_add(f.local_work);
+            }
+        }
+        let parent = self.stack.last_mut().expect("root frame");
+        match kind {
+            FrameKind::Spawn => parent.spawned(arena, keys, path),
+            FrameKind::Iteration => match &mut parent.lp {
+                Some(lp) => {
+                    lp.serial(arena, keys, path);
+                    lp.in_chunk += 1;
+                    if lp.in_chunk >= lp.grain {
+                        lp.flush(arena);
+                    }
+                }
+                None => parent.serial(arena, keys, path),
+            },
+            FrameKind::Function | FrameKind::Root | FrameKind::Loop => {
+                parent.serial(arena, keys, path)
+            }
+        }
+    }
+
+    /// Nodes of the arena (its high-water mark), for memory tests.
+    #[allow(dead_code)]
+    pub fn arena_capacity(&self) -> usize {
+        self.arena.capacity()
+    }
+
+    /// Ends the root (every other frame has been popped) whose measures are `work`, `span`.
+    pub fn finish(mut self, work: u64, span: u64) -> Profile {
+        debug_assert_eq!(self.stack.len(), 1);
+        let keys = self.contexts.len();
+        let mut root = self.stack.pop().expect("root frame");
+        root.sync(&mut self.arena, keys);
+        debug_assert_eq!(
+            root.p.span, span,
+            "profiler and engine disagree on the span"
+        );
+        let mut contexts: Vec<ContextProfile> = self
+            .contexts
+            .iter()
+            .map(|c| ContextProfile {
+                parent: (c.parent != NONE).then_some(c.parent as usize),
+                site: (c.site != NONE).then_some(c.site as usize),
+                invocations: c.invocations,
+                on_work: c.on_work,
+                local_work: c.local_work,
+                ..ContextProfile::default()
+            })
+            .collect();
+        let r = &mut contexts[0];
+        r.invocations = 1;
+        r.invocations_on_span = 1;
+        r.on_work = WorkSpan::new(work, span);
+        r.on_span = WorkSpan::new(work, span);
+        r.local_work = root.local_work;
+        r.local_on_span = WorkSpan::new(root.local_work, root.p.own);
+        for (k, e) in root.p.prof.drain(&mut self.arena, keys) {
+            let c = &mut contexts[k as usize];
+            c.invocations_on_span += e.count;
+            c.on_span.add(WorkSpan::new(e.on_span_work, e.on_span_span));
+            c.local_on_span
+                .add(WorkSpan::new(e.local_work, e.local_span));
+        }
+        let mut sites: Vec<SiteProfile> = self
+            .sites
+            .iter()
+            .map(|s| SiteProfile {
+                site: s.site,
+                kind: s.kind,
+                invocations: 0,
+                invocations_on_span: 0,
+                on_work: WorkSpan::default(),
+                on_span: WorkSpan::default(),
+                local_on_span: WorkSpan::default(),
+            })
+            .collect();
+        for c in &contexts {
+            if let Some(s) = c.site {
+                let s = &mut sites[s];
+                s.invocations += c.invocations;
+                s.invocations_on_span += c.invocations_on_span;
+                s.on_work.add(c.on_work);
+                s.on_span.add(c.on_span);
+                s.local_on_span.add(c.local_on_span);
+            }
+        }
+        Profile { sites, contexts }
+    }
+}

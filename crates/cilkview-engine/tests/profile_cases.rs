@@ -1,0 +1,388 @@
+//! Call-site profiles whose numbers are known by construction: a serial helper on the critical
+//! path, a spawned sibling off it, nested calls, fib (sites that call themselves: top-call-site
+//! semantics), the Cilkprof paper's quicksort (Figure 1), profiling off, threads side by side.
+
+use cilkview_engine::{
+    CallSite, Config, Engine, Event, EventKind, EventKind::*, Profile, Report, SiteKind,
+    SiteProfile, WorkSpan,
+};
+
+fn site(k: u64) -> Option<CallSite> {
+    CallSite::new(k)
+}
+
+#[derive(Default)]
+struct Stream {
+    events: Vec<Event>,
+    pending: u64,
+}
+
+impl Stream {
+    fn work(&mut self, c: u64) {
+        self.pending += c;
+    }
+    fn ev(&mut self, kind: EventKind, s: Option<CallSite>) {
+        let cost = std::mem::take(&mut self.pending);
+        self.events.push(Event::at(cost, kind, s));
+    }
+    fn run(&self) -> Report {
+        let mut e = Engine::with_profile(Config::default());
+        e.process_batch(&self.events);
+        e.charge(self.pending);
+        let r = e.finish();
+        assert!(r.anomalies.is_clean());
+        r
+    }
+}
+
+fn find(p: &Profile, key: u64) -> SiteProfile {
+    *p.sites
+        .iter()
+        .find(|s| s.site.key() == key)
+        .unwrap_or_else(|| panic!("no site {key}"))
+}
+
+fn ws(work: u64, span: u64) -> WorkSpan {
+    WorkSpan { work, span }
+}
+
+/// Local spans on span of all sites plus the root's add up to the span, and so do the contexts'.
+fn assert_local_spans_add_up(r: &Report) {
+    let p = r.profile.as_ref().unwrap();
+    let sites: u64 = p.sites.iter().map(|s| s.local_on_span.span).sum();
+    assert_eq!(sites + p.root().local_on_span.span, r.total.span);
+    let contexts: u64 = p.contexts.iter().map(|c| c.local_on_span.span).sum();
+    assert_eq!(contexts, r.total.span);
+}
+
+#[test]
+fn serial_helper_on_the_span_and_spawned_sibling_off_it() {
+    // root: 1; spawn A (10); call H (50); sync.  span 1 + max(10, 50) = 51, work 61.
+    let mut s = Stream::default();
+    s.work(1);
+    s.ev(Spawn, site(0xA));
+    s.work(10);
+    s.ev(SpawnReturn, None);
+    s.ev(FunctionEnter, site(0x4));
+    s.work(50);
+    s.ev(FunctionExit, None);
+    s.ev(Sync, None);
+    let r = s.run();
+    assert_eq!((r.total.work, r.total.span), (61, 51));
+    let p = r.profile.as_ref().unwrap();
+    let a = find(p, 0xA);
+    assert_eq!(a.kind, SiteKind::Spawn);
+    assert_eq!((a.invocations, a.invocations_on_span), (1, 0));
+    assert_eq!(a.on_work, ws(10, 10));
+    assert_eq!((a.on_span, a.local_on_span), (ws(0, 0), ws(0, 0)));
+    let h = find(p, 0x4);
+    assert_eq!(h.kind, SiteKind::Call);
+    assert_eq!(
+        (h.on_work, h.on_span, h.local_on_span),
+        (ws(50, 50), ws(50, 50), ws(50, 50))
+    );
+    assert_eq!(p.root().local_on_span, ws(1, 1));
+    assert_local_spans_add_up(&r);
+}
+
+#[test]
+fn nested_calls_and_sites_without_a_key() {
+    // root: call F { 2; call G { 5 }; 3; call (no site) { 7 } }; 4
+    let mut s = Stream::default();
+    s.ev(FunctionEnter, site(1));
+    s.work(2);
+    s.ev(FunctionEnter, site(2));
+    s.work(5);
+    s.ev(FunctionExit, None);
+    s.work(3);
+    s.ev(FunctionEnter, None);
+    s.work(7);
+    s.ev(FunctionExit, None);
+    s.ev(FunctionExit, None);
+    s.work(4);
+    let r = s.run();
+    assert_eq!((r.total.work, r.total.span), (21, 21));
+    let p = r.profile.as_ref().unwrap();
+    let (f, g) = (find(p, 1), find(p, 2));
+    assert_eq!((f.on_work, f.on_span), (ws(17, 17), ws(17, 17)));
+    // The unsited call's strands belong to F.
+    assert_eq!(f.local_on_span, ws(12, 12));
+    assert_eq!((g.on_work, g.local_on_span), (ws(5, 5), ws(5, 5)));
+    assert_eq!(p.root().local_on_span, ws(4, 4));
+    assert_eq!(
+        p.stack(p.contexts.iter().position(|c| c.site == Some(1)).unwrap()),
+        [0, 1]
+    );
+    assert_local_spans_add_up(&r);
+}
+
+// ---------------------------------------------------------------- fib (paper Figure 5)
+
+const MAIN: u64 = 13;
+const SPAWN: u64 = 4;
+const CALL: u64 = 5;
+
+/// fib(n): n < 2 costs n + 1 (so no two paths tie); else 1, spawn fib(n-1) at line 4,
+/// call fib(n-2) at line 5, sync, 1.
+fn fib(s: &mut Stream, n: u64) {
+    if n < 2 {
+        s.work(n + 1);
+        return;
+    }
+    s.work(1);
+    s.ev(Spawn, site(SPAWN));
+    fib(s, n - 1);
+    s.ev(SpawnReturn, None);
+    s.ev(FunctionEnter, site(CALL));
+    fib(s, n - 2);
+    s.ev(FunctionExit, None);
+    s.ev(Sync, None);
+    s.work(1);
+}
+
+/// Work and span of fib(n) by its recurrences.
+fn fib_ws(n: u64) -> WorkSpan {
+    if n < 2 {
+        return ws(n + 1, n + 1);
+    }
+    let (a, b) = (fib_ws(n - 1), fib_ws(n - 2));
+    ws(2 + a.work + b.work, 2 + a.span.max(b.span))
+}
+
+#[test]
+fn fib_top_call_sites_do_not_double_count_recursion() {
+    let n = 12;
+    let mut s = Stream::default();
+    s.ev(FunctionEnter, site(MAIN));
+    fib(&mut s, n);
+    s.ev(FunctionExit, None);
+    let r = s.run();
+    let whole = fib_ws(n);
+    assert_eq!((r.total.work, r.total.span), (whole.work, whole.span));
+    assert_eq!(whole.span, 2 * n);
+    let p = r.profile.as_ref().unwrap();
+
+    let main = find(p, MAIN);
+    assert_eq!(
+        (main.invocations, main.on_work, main.on_span),
+        (1, whole, whole)
+    );
+    assert_eq!(main.local_on_span, ws(2, 2));
+
+    // Top-call-site invocations of line 4: the spawns of fib(n - 2k) reached from main through
+    // line-5 calls only; of line 5: the calls of fib(n - k) reached through line-4 spawns only.
+    let mut top4 = WorkSpan::default();
+    for k in (0..).map(|k| 2 * k).take_while(|&k| k + 2 <= n) {
+        let c = fib_ws(n - k - 1);
+        top4 = ws(top4.work + c.work, top4.span + c.span);
+    }
+    let mut top5 = WorkSpan::default();
+    for k in (0..).take_while(|&k| k + 2 <= n) {
+        let c = fib_ws(n - k - 2);
+        top5 = ws(top5.work + c.work, top5.span + c.span);
+    }
+    let (l4, l5) = (find(p, SPAWN), find(p, CALL));
+    assert_eq!(l4.on_work, top4);
+    assert_eq!(l5.on_work, top5);
+    // Every invocation is counted, recursive ones included.
+    assert_eq!(l4.invocations + l5.invocations + 1, count_fibs(n));
+
+    // The critical path is main → fib(n) → 4 → fib(n-1) → … → 4 → fib(1): line 5 is off it.
+    assert_eq!(l4.invocations_on_span, n - 1);
+    assert_eq!(
+        l4.on_span,
+        fib_ws(n - 1),
+        "only the top invocation of line 4 on the span"
+    );
+    assert_eq!(l4.local_on_span, ws(2 * (n - 1), 2 * (n - 1)));
+    assert_eq!(
+        (l5.invocations_on_span, l5.on_span, l5.local_on_span),
+        (0, ws(0, 0), ws(0, 0))
+    );
+    assert_eq!(p.root().local_on_span, ws(0, 0));
+    assert_local_spans_add_up(&r);
+    // Recursion is folded: contexts root, 13, 13→4, 13→5, 13→4→5, 13→5→4.
+    assert_eq!(p.contexts.len(), 6);
+}
+
+fn count_fibs(n: u64) -> u64 {
+    if n < 2 {
+        1
+    } else {
+        1 + count_fibs(n - 1) + count_fibs(n - 2)
+    }
+}
+
+// ---------------------------------------------------------------- quicksort (paper Figure 1)
+
+const PARTITION: u64 = 20;
+const LEFT: u64 = 21;
+const RIGHT: u64 = 22;
+const TOP: u64 = 31;
+const COARSENING: u64 = 32;
+
+/// pqsort of n elements: base case n (insertion sort); else 1, partition (n), spawn pqsort of the
+/// smaller or larger part (alternating by depth, so both recursive sites reach the span), call the
+/// rest, sync.
+fn pqsort(s: &mut Stream, n: u64, depth: u32) {
+    if n < COARSENING {
+        s.work(n);
+        return;
+    }
+    s.work(1);
+    s.ev(FunctionEnter, site(PARTITION));
+    s.work(n);
+    s.ev(FunctionExit, None);
+    let (a, b) = split(n, depth);
+    s.ev(Spawn, site(LEFT));
+    pqsort(s, a, depth + 1);
+    s.ev(SpawnReturn, None);
+    s.ev(FunctionEnter, site(RIGHT));
+    pqsort(s, b, depth + 1);
+    s.ev(FunctionExit, None);
+    s.ev(Sync, None);
+}
+
+fn split(n: u64, depth: u32) -> (u64, u64) {
+    let a = if depth.is_multiple_of(2) {
+        2 * n / 5
+    } else {
+        3 * n / 5
+    };
+    (a, n - a)
+}
+
+/// (span, partition's share of it along the critical path).
+fn pqsort_span(n: u64, depth: u32) -> (u64, u64) {
+    if n < COARSENING {
+        return (n, 0);
+    }
+    let (a, b) = split(n, depth);
+    let (sa, pa) = pqsort_span(a, depth + 1);
+    let (sb, pb) = pqsort_span(b, depth + 1);
+    assert_ne!(sa, sb, "no ties by construction");
+    let (s, p) = if sa > sb { (sa, pa) } else { (sb, pb) };
+    (1 + n + s, n + p)
+}
+
+#[test]
+fn quicksort_partition_holds_the_span() {
+    let n = 100_000;
+    let mut s = Stream::default();
+    s.ev(FunctionEnter, site(TOP));
+    pqsort(&mut s, n, 0);
+    s.ev(FunctionExit, None);
+    let r = s.run();
+    let (span, partition_span) = pqsort_span(n, 0);
+    assert_eq!(r.total.span, span);
+    let p = r.profile.as_ref().unwrap();
+    let part = find(p, PARTITION);
+    assert_eq!(part.local_on_span.span, partition_span);
+    assert_eq!(
+        part.on_span.parallelism(),
+        1.0,
+        "partition is serial on the span"
+    );
+    assert!(
+        part.local_on_span.span as f64 > 0.99 * span as f64,
+        "{} of {span}",
+        part.local_on_span.span
+    );
+    let top = find(p, TOP);
+    assert_eq!((top.on_work.work, top.on_work.span), (r.total.work, span));
+    // The recursive sites are both on the span, and parallel there.
+    for k in [LEFT, RIGHT] {
+        let rec = find(p, k);
+        assert!(rec.invocations_on_span > 0, "{k}");
+        assert!(rec.on_span.parallelism() > 1.5, "{k}: {:?}", rec.on_span);
+        assert!(rec.on_span.parallelism() < top.on_work.parallelism() + 1.0);
+    }
+    // The paper's reading: lines 20, 21, 22, 31 account for the span of line 31.
+    let locals: u64 = [PARTITION, LEFT, RIGHT, TOP]
+        .iter()
+        .map(|&k| find(p, k).local_on_span.span)
+        .sum();
+    assert_eq!(locals, top.on_work.span);
+    assert_local_spans_add_up(&r);
+}
+
+#[test]
+fn profiling_off_reports_no_profile_and_the_same_measures() {
+    let mut s = Stream::default();
+    s.ev(FunctionEnter, site(MAIN));
+    fib(&mut s, 8);
+    s.ev(FunctionExit, None);
+    let profiled = s.run();
+    let mut plain = Engine::new(Config::default());
+    plain.process_batch(&s.events);
+    let plain = plain.finish();
+    assert!(plain.profile.is_none());
+    assert_eq!(plain.total, profiled.total);
+}
+
+#[test]
+fn snapshots_and_partial_streams_keep_the_identity() {
+    let mut s = Stream::default();
+    s.ev(FunctionEnter, site(MAIN));
+    fib(&mut s, 9);
+    let mut e = Engine::with_profile(Config::default());
+    // A stream that begins inside a frame: an unmatched exit first.
+    e.process(Event::new(5, FunctionExit));
+    e.process_batch(&s.events[..s.events.len() / 2]);
+    let snap = e.snapshot();
+    assert_local_spans_add_up(&snap);
+    e.process_batch(&s.events[s.events.len() / 2..]);
+    let r = e.finish();
+    assert_local_spans_add_up(&r);
+}
+
+#[test]
+fn threads_side_by_side_keep_the_longer_span() {
+    let thread = |n: u64| {
+        let mut s = Stream::default();
+        s.ev(FunctionEnter, site(MAIN));
+        fib(&mut s, n);
+        s.ev(FunctionExit, None);
+        s.run()
+    };
+    let (a, b) = (thread(6), thread(9));
+    let main_b = find(b.profile.as_ref().unwrap(), MAIN);
+    let r = a.clone().beside(b.clone());
+    let p = r.profile.as_ref().unwrap();
+    let main = find(p, MAIN);
+    assert_eq!(main.invocations, 2);
+    assert_eq!(main.on_work.work, a.total.work + b.total.work);
+    assert_eq!(main.on_span, main_b.on_span);
+    assert_local_spans_add_up(&r);
+}
+
+#[test]
+fn calling_contexts_stay_proportional_to_sites() {
+    // root → i → j for 400 × 400 site pairs: 160,400 paths, more than the 2·sites + 65,536
+    // contexts kept as paths; the rest are cut short under the root. The identities still hold.
+    let n = 400;
+    let mut s = Stream::default();
+    for i in 1..=n {
+        s.ev(FunctionEnter, site(i));
+        for j in 1..=n {
+            s.work(1);
+            s.ev(FunctionEnter, site(1000 + j));
+            s.work(2);
+            s.ev(FunctionExit, None);
+        }
+        s.ev(FunctionExit, None);
+    }
+    let r = s.run();
+    let p = r.profile.as_ref().unwrap();
+    assert_eq!(p.sites.len(), 2 * n as usize);
+    // At most one more context per site once the cap is reached (its path cut under the root).
+    assert!(
+        p.contexts.len() <= 3 * p.sites.len() + (1 << 16),
+        "{}",
+        p.contexts.len()
+    );
+    assert!(p.contexts.len() > 1 << 16);
+    assert_eq!(find(p, 1005).local_on_span, ws(2 * n, 2 * n));
+    assert_eq!(find(p, 7).local_on_span, ws(n, n));
+    assert_local_spans_add_up(&r);
+}

@@ -1,0 +1,66 @@
+//! `PREFIX.csv` of `--profile PREFIX`: one row per call site, the columns of the Cilkprof paper's
+//! Figure 2 plus the invocations and the names.
+
+use std::path::PathBuf;
+
+use crate::{prefixed, Artifact, Destination, ExportError, Exporter, RunReport};
+
+pub struct ProfileCsvExporter {
+    pub prefix: PathBuf,
+}
+
+const HEADER: [&str; 13] = [
+    "location",
+    "function",
+    "kind",
+    "invocations",
+    "work_on_work",
+    "span_on_work",
+    "parallelism_on_work",
+    "work_on_span",
+    "span_on_span",
+    "parallelism_on_span",
+    "local_work_on_span",
+    "local_span_on_span",
+    "local_parallelism_on_span",
+];
+
+impl ProfileCsvExporter {
+    /// The CSV text of the report's call sites.
+    pub fn to_csv(report: &RunReport) -> Result<Vec<u8>, ExportError> {
+        let mut w = csv::Writer::from_writer(Vec::new());
+        w.write_record(HEADER)?;
+        for s in report.call_sites.as_deref().unwrap_or_default() {
+            w.write_record([
+                s.location.clone(),
+                s.function.clone(),
+                s.kind.clone(),
+                s.invocations.to_string(),
+                s.on_work.work.to_string(),
+                s.on_work.span.to_string(),
+                format!("{:.2}", s.on_work.parallelism()),
+                s.on_span.work.to_string(),
+                s.on_span.span.to_string(),
+                format!("{:.2}", s.on_span.parallelism()),
+                s.local_on_span.work.to_string(),
+                s.local_on_span.span.to_string(),
+                format!("{:.2}", s.local_on_span.parallelism()),
+            ])?;
+        }
+        w.into_inner()
+            .map_err(|e| ExportError::Io("CSV", e.into_error()))
+    }
+}
+
+impl Exporter for ProfileCsvExporter {
+    fn destinations(&self) -> Vec<Destination> {
+        vec![Destination::File(prefixed(&self.prefix, "csv"))]
+    }
+
+    fn render(&self, report: &RunReport) -> Result<Vec<Artifact>, ExportError> {
+        Ok(vec![Artifact {
+            destination: Destination::File(prefixed(&self.prefix, "csv")),
+            bytes: Self::to_csv(report)?,
+        }])
+    }
+}

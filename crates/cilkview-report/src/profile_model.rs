@@ -1,0 +1,149 @@
+//! The call-site profile in the report (Cilkprof): the JSON `call_sites` and `call_contexts`
+//! arrays (docs/json-schema.md), present only when the run was profiled.
+
+use cilkview_engine::{Profile, SiteKind, SiteProfile, WorkSpan};
+use serde::{Deserialize, Serialize};
+
+use crate::RunReport;
+
+/// A work and a span.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkSpanReport {
+    pub work: u64,
+    pub span: u64,
+}
+
+impl WorkSpanReport {
+    /// work / span (0 / 0 = 1).
+    pub fn parallelism(&self) -> f64 {
+        WorkSpan::new(self.work, self.span).parallelism()
+    }
+}
+
+impl From<WorkSpan> for WorkSpanReport {
+    fn from(w: WorkSpan) -> Self {
+        WorkSpanReport {
+            work: w.work,
+            span: w.span,
+        }
+    }
+}
+
+/// One call site (docs/engine.md, "Call-site profiles", for the definitions).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CallSiteReport {
+    /// `file:line` of the call site, or `symbol+0xoff`, or the address.
+    pub location: String,
+    /// The function that contains the call site.
+    pub function: String,
+    /// `"spawn"` or `"call"`.
+    pub kind: String,
+    pub invocations: u64,
+    pub on_work: WorkSpanReport,
+    pub on_span: WorkSpanReport,
+    pub local_on_span: WorkSpanReport,
+}
+
+impl CallSiteReport {
+    /// `function location` (with `[spawn]` for a spawn): how the site is drawn in stacks.
+    pub fn label(&self) -> String {
+        let spawn = if self.kind == "spawn" { " [spawn]" } else { "" };
+        format!("{} {}{spawn}", self.function, self.location).replace(';', ":")
+    }
+}
+
+/// One node of the calling-context tree (recursion folded); the first one is the root, the code
+/// under no call site.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CallContextReport {
+    /// Index of the parent context (absent for the root).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<usize>,
+    /// Index into `call_sites` (absent for the root).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub site: Option<usize>,
+    pub invocations: u64,
+    pub on_work: WorkSpanReport,
+    /// Work of the context's invocations outside nested call sites (all invocations).
+    pub local_work: u64,
+    pub on_span: WorkSpanReport,
+    pub local_on_span: WorkSpanReport,
+}
+
+/// How the producer of the report names one call site.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SiteName {
+    pub function: String,
+    pub location: String,
+}
+
+impl RunReport {
+    /// Adds the engine's call-site profile; `name` gives each site's function and location
+    /// (symbolication is the caller's business).
+    pub fn with_profile(
+        mut self,
+        profile: &Profile,
+        mut name: impl FnMut(&SiteProfile) -> SiteName,
+    ) -> RunReport {
+        self.call_sites = Some(
+            profile
+                .sites
+                .iter()
+                .map(|s| {
+                    let n = name(s);
+                    CallSiteReport {
+                        location: n.location,
+                        function: n.function,
+                        kind: match s.kind {
+                            SiteKind::Spawn => "spawn",
+                            SiteKind::Call => "call",
+                        }
+                        .to_string(),
+                        invocations: s.invocations,
+                        on_work: s.on_work.into(),
+                        on_span: s.on_span.into(),
+                        local_on_span: s.local_on_span.into(),
+                    }
+                })
+                .collect(),
+        );
+        self.call_contexts = Some(
+            profile
+                .contexts
+                .iter()
+                .map(|c| CallContextReport {
+                    parent: c.parent,
+                    site: c.site,
+                    invocations: c.invocations,
+                    on_work: c.on_work.into(),
+                    local_work: c.local_work,
+                    on_span: c.on_span.into(),
+                    local_on_span: c.local_on_span.into(),
+                })
+                .collect(),
+        );
+        self
+    }
+
+    /// The call sites from the root to context `i` (indices into `call_sites`).
+    pub fn context_stack(&self, i: usize) -> Vec<usize> {
+        let contexts = self.call_contexts.as_deref().unwrap_or_default();
+        let mut out = Vec::new();
+        let mut c = contexts.get(i);
+        while let Some(ctx) = c {
+            out.extend(ctx.site);
+            c = ctx.parent.and_then(|p| contexts.get(p));
+        }
+        out.reverse();
+        out
+    }
+
+    /// The root's local work and span on span (the code under no call site).
+    pub fn outside_call_sites(&self) -> WorkSpanReport {
+        self.call_contexts
+            .as_deref()
+            .and_then(|c| c.first())
+            .map(|r| r.local_on_span)
+            .unwrap_or_default()
+    }
+}

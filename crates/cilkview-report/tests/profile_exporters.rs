@@ -1,0 +1,280 @@
+//! The call-site profile outputs (CSV, top-sites table, folded stacks and flame graph, Callgrind,
+//! JSON) on a profile the engine computes from the Cilkprof paper's quicksort (Figure 1) as a
+//! synthetic event stream, whose numbers are known by construction.
+
+use std::process::Command;
+
+use cilkview_engine::{CallSite, Config, Engine, Event, EventKind, EventKind::*, Report};
+use cilkview_report::{
+    read_json, CallgrindExporter, CounterReport, Destination, Ending, Exporter, FlameGraphExporter,
+    JsonExporter, ProfileCsvExporter, RunInfo, RunReport, SiteName, TopSitesExporter,
+};
+
+const COARSENING: u64 = 32;
+
+struct Stream {
+    engine: Engine,
+    pending: u64,
+}
+
+impl Stream {
+    fn ev(&mut self, kind: EventKind, site: u64) {
+        let cost = std::mem::take(&mut self.pending);
+        self.engine
+            .process(Event::at(cost, kind, CallSite::new(site)));
+    }
+}
+
+/// pqsort as in the engine's profile_cases test: partition at line 20, spawn at 21, call at 22,
+/// main's call at 31.
+fn pqsort(s: &mut Stream, n: u64, depth: u32) {
+    if n < COARSENING {
+        s.pending += n;
+        return;
+    }
+    s.pending += 1;
+    s.ev(FunctionEnter, 20);
+    s.pending += n;
+    s.ev(FunctionExit, 0);
+    let a = if depth.is_multiple_of(2) {
+        2 * n / 5
+    } else {
+        3 * n / 5
+    };
+    s.ev(Spawn, 21);
+    pqsort(s, a, depth + 1);
+    s.ev(SpawnReturn, 0);
+    s.ev(FunctionEnter, 22);
+    pqsort(s, n - a, depth + 1);
+    s.ev(FunctionExit, 0);
+    s.ev(Sync, 0);
+}
+
+/// (span, partition's share of it).
+fn pqsort_span(n: u64, depth: u32) -> (u64, u64) {
+    if n < COARSENING {
+        return (n, 0);
+    }
+    let a = if depth.is_multiple_of(2) {
+        2 * n / 5
+    } else {
+        3 * n / 5
+    };
+    let (sa, pa) = pqsort_span(a, depth + 1);
+    let (sb, pb) = pqsort_span(n - a, depth + 1);
+    let (s, p) = if sa > sb { (sa, pa) } else { (sb, pb) };
+    (1 + n + s, n + p)
+}
+
+const N: u64 = 100_000;
+
+fn engine_report() -> Report {
+    let mut s = Stream {
+        engine: Engine::with_profile(Config::default()),
+        pending: 5,
+    };
+    s.ev(FunctionEnter, 31);
+    pqsort(&mut s, N, 0);
+    s.ev(FunctionExit, 0);
+    s.engine.charge(7);
+    s.engine.finish()
+}
+
+fn info() -> RunInfo {
+    RunInfo {
+        program: "./qsort".into(),
+        args: vec![N.to_string()],
+        ending: Ending::Exited(0),
+        counter: CounterReport {
+            mode: "single-step".into(),
+            reason: "test".into(),
+        },
+        burden: 15_000,
+        span_coefficient: 0.85,
+        max_cores: 8,
+    }
+}
+
+fn report() -> RunReport {
+    let r = engine_report();
+    RunReport::new(info(), &r, |i| i.to_string()).with_profile(r.profile.as_ref().unwrap(), |s| {
+        let line = s.site.key();
+        SiteName {
+            function: if line == 31 { "main" } else { "pqsort" }.into(),
+            location: format!("qsort.c:{line}"),
+        }
+    })
+}
+
+#[test]
+fn json_has_call_sites_only_when_profiled() {
+    let r = engine_report();
+    let plain = RunReport::new(info(), &r, |i| i.to_string());
+    let plain_json = serde_json::to_value(&plain).unwrap();
+    assert!(plain_json.get("call_sites").is_none() && plain_json.get("call_contexts").is_none());
+
+    let report = report();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.json");
+    let bytes = &JsonExporter { path: path.clone() }.render(&report).unwrap()[0].bytes;
+    std::fs::write(&path, bytes).unwrap();
+    assert_eq!(read_json(&path).unwrap(), report);
+    let v: serde_json::Value = serde_json::from_slice(bytes).unwrap();
+    let sites = v["call_sites"].as_array().unwrap();
+    assert_eq!(sites.len(), 4);
+    let keys: Vec<&str> = sites[0]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(|k| k.as_str())
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "location",
+            "function",
+            "kind",
+            "invocations",
+            "on_work",
+            "on_span",
+            "local_on_span"
+        ]
+    );
+    let (span, partition) = pqsort_span(N, 0);
+    let part = sites
+        .iter()
+        .find(|s| s["location"] == "qsort.c:20")
+        .unwrap();
+    assert_eq!(part["kind"], "call");
+    assert_eq!(part["local_on_span"]["span"], partition);
+    assert_eq!(v["span"], span + 12);
+    let spawn = sites
+        .iter()
+        .find(|s| s["location"] == "qsort.c:21")
+        .unwrap();
+    assert_eq!(spawn["kind"], "spawn");
+}
+
+#[test]
+fn csv_has_the_columns_of_figure_2() {
+    let report = report();
+    let a = ProfileCsvExporter {
+        prefix: "out/qsort".into(),
+    }
+    .render(&report)
+    .unwrap();
+    assert_eq!(a[0].destination, Destination::File("out/qsort.csv".into()));
+    let mut rd = csv::Reader::from_reader(a[0].bytes.as_slice());
+    let header: Vec<String> = rd.headers().unwrap().iter().map(String::from).collect();
+    assert_eq!(header[..4], ["location", "function", "kind", "invocations"]);
+    assert_eq!(header.len(), 13);
+    let rows: Vec<csv::StringRecord> = rd.records().map(|r| r.unwrap()).collect();
+    assert_eq!(rows.len(), 4);
+    let (_, partition) = pqsort_span(N, 0);
+    let part = rows.iter().find(|r| &r[0] == "qsort.c:20").unwrap();
+    assert_eq!(&part[1], "pqsort");
+    assert_eq!(&part[11], partition.to_string());
+    assert_eq!(&part[9], "1.00", "partition is serial on the span");
+    let top = rows.iter().find(|r| &r[0] == "qsort.c:31").unwrap();
+    assert_eq!(&top[3], "1");
+    assert_eq!(top[4].parse::<u64>().unwrap(), report.work - 12);
+}
+
+#[test]
+fn top_sites_table_puts_partition_first() {
+    let report = report();
+    let text = TopSitesExporter { top: 2 }.to_text(&report);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines[0],
+        "Top 2 of 4 call sites on the span (by local span on span):"
+    );
+    assert!(lines[1].contains("local span on span"), "{text}");
+    assert!(
+        lines[2].trim_start().starts_with("qsort.c:20  pqsort"),
+        "{text}"
+    );
+    let (span, partition) = pqsort_span(N, 0);
+    let pct = format!("{:.1}%", 100.0 * partition as f64 / (span + 12) as f64);
+    assert!(lines[2].contains(&pct), "{pct} in {text}");
+    assert_eq!(lines.len(), 5, "{text}");
+    assert!(lines[4].contains("outside every call site: 12"), "{text}");
+    assert_eq!(TopSitesExporter::default().top, 10);
+}
+
+#[test]
+fn folded_stacks_add_up_to_the_span_and_draw_a_flame_graph() {
+    let report = report();
+    let folded = FlameGraphExporter::to_folded(&report);
+    let total: u64 = folded
+        .lines()
+        .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(total, report.span);
+    assert!(folded.contains("qsort 12\n"), "{folded}");
+    assert!(
+        folded.contains("qsort;main qsort.c:31;pqsort qsort.c:20 "),
+        "{folded}"
+    );
+    let a = FlameGraphExporter { prefix: "p".into() }
+        .render(&report)
+        .unwrap();
+    assert_eq!(a[1].destination, Destination::File("p.svg".into()));
+    let svg = String::from_utf8(a[1].bytes.clone()).unwrap();
+    assert!(svg.contains("<svg") && svg.contains("pqsort qsort.c:20"));
+}
+
+#[test]
+fn callgrind_self_costs_add_up_and_callgrind_annotate_reads_it() {
+    let report = report();
+    let text = CallgrindExporter::to_callgrind(&report);
+    assert!(text.starts_with("# callgrind format\n"));
+    assert!(text.contains("events: Work Span\n"));
+    // Self-cost lines follow `fn=` lines.
+    let lines: Vec<&str> = text.lines().collect();
+    let (mut work, mut span) = (0u64, 0u64);
+    for w in lines.windows(2) {
+        if w[0].starts_with("fn=") {
+            let v: Vec<u64> = w[1].split(' ').map(|x| x.parse().unwrap()).collect();
+            work += v[1];
+            span += v[2];
+        }
+    }
+    assert_eq!((work, span), (report.work, report.span));
+    assert!(text.contains("cfn=pqsort qsort.c:20\ncalls="), "{text}");
+
+    // callgrind_annotate --version exits 255: look for it by running it.
+    if Command::new("callgrind_annotate")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        return cilkview_fixtures::skip("callgrind_annotate is not installed");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("qsort.callgrind");
+    std::fs::write(&path, &text).unwrap();
+    let out = Command::new("callgrind_annotate")
+        .arg("--inclusive=yes")
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let commas = |n: u64| {
+        let digits = n.to_string();
+        let groups: Vec<&str> = digits
+            .as_bytes()
+            .rchunks(3)
+            .rev()
+            .map(|c| std::str::from_utf8(c).unwrap())
+            .collect();
+        groups.join(",")
+    };
+    assert!(stdout.contains(&commas(report.work)), "{stdout}");
+    assert!(stdout.contains("pqsort qsort.c:20"), "{stdout}");
+}
