@@ -10,5 +10,7 @@
 //! License: GPL-2.0-or-later (the plugin is loaded into QEMU and declares
 //! QEMU's plugin API); see README.md in this crate.
 
+#![forbid(unsafe_code)]
+
 /// The plugin, a shared object for x86-64 Linux hosts.
 pub static PLUGIN_SO: &[u8] = include_bytes!(env!("CILKVIEW_PLUGIN_SO"));

@@ -6,8 +6,9 @@ use std::process::Command;
 
 use cilkview_engine::{CallSite, Config, Engine, Event, EventKind, EventKind::*, Report};
 use cilkview_report::{
-    read_json, CallgrindExporter, CounterReport, Destination, Ending, Exporter, FlameGraphExporter,
-    JsonExporter, ProfileCsvExporter, RunInfo, RunReport, SiteName, TopSitesExporter,
+    read_json, CallgrindExporter, CounterMode, CounterReport, Destination, Ending, ExitStatus,
+    Exporter, FlameGraphExporter, JsonExporter, ProfileCsvExporter, RunInfo, RunReport, SiteName,
+    TopSitesExporter,
 };
 
 const COARSENING: u64 = 32;
@@ -84,9 +85,9 @@ fn info() -> RunInfo {
     RunInfo {
         program: "./qsort".into(),
         args: vec![N.to_string()],
-        ending: Ending::Exited(0),
+        ending: Ending::Exited(ExitStatus::Exited(0)),
         counter: CounterReport {
-            mode: "single-step".into(),
+            mode: CounterMode::Step,
             reason: "test".into(),
         },
         burden: 15_000,
