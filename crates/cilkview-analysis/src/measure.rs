@@ -146,7 +146,7 @@ pub fn attach(
         stop: request.stop.clone(),
     };
     let started = SystemTime::now();
-    let (backend, counter) = cilkview_tracer::choose(request.counter)?;
+    let (backend, counter) = cilkview_tracer::choose_for_attach(request.counter)?;
     let outcome = backend.attach(&options, counter, &mut session)?;
     let ending = outcome.ending;
     let info = RunInfo {

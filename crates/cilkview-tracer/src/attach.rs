@@ -222,7 +222,7 @@ where
     P: FnMut(&Path) -> Result<Vec<Probe>, String>,
     F: FnMut(TraceEvent),
 {
-    let (backend, info) = crate::choose(opts.counter)?;
+    let (backend, info) = crate::choose_for_attach(opts.counter)?;
     backend.attach(
         opts,
         info,

@@ -182,6 +182,25 @@ pub fn choose(mode: CounterMode) -> Result<(Box<dyn Backend>, CounterInfo), Trac
         CounterMode::Emulate => vec![Box::new(Emulate)],
         CounterMode::Step => vec![Box::new(Step)],
     };
+    first_available(mode, candidates)
+}
+
+/// [`choose`] for attaching to a running process: only the ptrace backends can (`Auto`:
+/// [`Hardware`], then [`Step`]; `Emulate` is an error).
+pub fn choose_for_attach(mode: CounterMode) -> Result<(Box<dyn Backend>, CounterInfo), TraceError> {
+    let candidates: Vec<Box<dyn Backend>> = match mode {
+        CounterMode::Auto => vec![Box::new(Hardware), Box::new(Step)],
+        CounterMode::Hardware => vec![Box::new(Hardware)],
+        CounterMode::Step => vec![Box::new(Step)],
+        CounterMode::Emulate => return Err(TraceError::AttachUnsupported { mode }),
+    };
+    first_available(mode, candidates)
+}
+
+fn first_available(
+    mode: CounterMode,
+    candidates: Vec<Box<dyn Backend>>,
+) -> Result<(Box<dyn Backend>, CounterInfo), TraceError> {
     let mut refused: Vec<String> = Vec::new();
     for backend in candidates {
         match backend.check() {
