@@ -47,7 +47,8 @@ impl BandwidthReport {
         match self.verdict {
             BandwidthVerdict::Limited => format!(
                 "{} copies at once each ran {pct:.0}% slower than one alone (ratio {:.2} ≥ {LIMITED}): \
-                 they compete for memory bandwidth, and that, not parallelism, limits this program's speedup",
+                 they compete for memory bandwidth, and that, not parallelism, limits this program's speedup \
+                 (if the machine is otherwise quiet: other load slows the copies too)",
                 self.copies, self.ratio
             ),
             BandwidthVerdict::Contention => format!(
@@ -92,7 +93,10 @@ pub fn bandwidth(
     let mut together = Vec::new();
     for t in 1..=opts.trials {
         let label = format!("bandwidth test, trial {t}, alone");
-        let one = launch.start(1, single_cpu(cpu(0))?)?.wait()?.check(1, label)?;
+        let one = launch
+            .start(1, single_cpu(cpu(0))?)?
+            .wait()?
+            .check(1, label)?;
         alone.push(one.elapsed.as_secs_f64());
         progress(Progress::Ran {
             cores: 1,

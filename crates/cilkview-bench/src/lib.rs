@@ -102,8 +102,7 @@ fn ending(code: Option<i32>, signal: Option<i32>) -> String {
 
 impl BenchOptions {
     fn launch(&self) -> Launch {
-        let mut workers_env: Vec<String> =
-            WORKER_VARIABLES.iter().map(|s| s.to_string()).collect();
+        let mut workers_env: Vec<String> = WORKER_VARIABLES.iter().map(|s| s.to_string()).collect();
         for name in &self.extra_workers_env {
             if !workers_env.contains(name) {
                 workers_env.push(name.clone());

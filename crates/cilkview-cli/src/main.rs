@@ -1,6 +1,7 @@
 //! `cilkview-rs`: scalability analysis of fork-join programs from one serial run.
 
 mod attach;
+mod bench;
 mod cli;
 mod gate;
 mod outputs;
@@ -19,6 +20,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run::run(args),
         Command::Attach(args) => attach::attach(args),
         Command::Report(args) => outputs::report(args),
+        Command::Bench(args) => bench::bench(args),
         Command::Header => {
             print!("{}", cilkview_marks::HEADER);
             Ok(ExitCode::SUCCESS)

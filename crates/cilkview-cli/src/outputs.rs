@@ -8,13 +8,19 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use cilkview_report::{
-    read_json, Destination, Exporter, GnuplotExporter, JsonExporter, RunReport, TextExporter,
+    read_json, Destination, Exporter, GnuplotExporter, JsonExporter, MeasuredPoint, PlotExporter,
+    RunReport, TextExporter,
 };
 
 use crate::cli::{OutputOptions, ReportArgs};
 
 /// The exporters for these options: always the text report, then the files asked for.
 pub fn exporters(opts: &OutputOptions) -> Vec<Box<dyn Exporter>> {
+    exporters_with(opts, &[])
+}
+
+/// The exporters, with benchmarked speedups for the plots.
+pub fn exporters_with(opts: &OutputOptions, measured: &[MeasuredPoint]) -> Vec<Box<dyn Exporter>> {
     let mut out: Vec<Box<dyn Exporter>> = vec![Box::new(TextExporter)];
     if let Some(path) = &opts.json {
         out.push(Box::new(JsonExporter { path: path.clone() }));
@@ -22,6 +28,13 @@ pub fn exporters(opts: &OutputOptions) -> Vec<Box<dyn Exporter>> {
     if let Some(prefix) = &opts.gnuplot {
         out.push(Box::new(GnuplotExporter {
             prefix: prefix.clone(),
+            measured: measured.to_vec(),
+        }));
+    }
+    if let Some(path) = &opts.plot {
+        out.push(Box::new(PlotExporter {
+            path: path.clone(),
+            measured: measured.to_vec(),
         }));
     }
     out
@@ -76,11 +89,20 @@ pub fn check_writable(exporters: &[Box<dyn Exporter>]) -> Result<Reserved> {
 /// Renders and writes every exporter's output; then prints warnings and checks the gates.
 /// Returns whether every gate passed.
 pub fn emit(report: &RunReport, opts: &OutputOptions) -> Result<bool> {
+    emit_with(report, opts, &[])
+}
+
+/// [`emit`], with benchmarked speedups for the plots.
+pub fn emit_with(
+    report: &RunReport,
+    opts: &OutputOptions,
+    measured: &[MeasuredPoint],
+) -> Result<bool> {
     let mut stderr = std::io::stderr().lock();
     for w in &report.warnings {
         let _ = writeln!(stderr, "warning: {w}");
     }
-    for exporter in exporters(opts) {
+    for exporter in exporters_with(opts, measured) {
         for artifact in exporter.render(report)? {
             match artifact.destination {
                 Destination::Stderr => {

@@ -15,7 +15,7 @@ use crate::outputs;
 use crate::session::{counter_mode, counter_report, ending, Session};
 
 /// Finds the program as the shell would and checks it can be run, before anything runs.
-fn resolve_program(program: &OsString) -> Result<PathBuf> {
+pub fn resolve_program(program: &OsString) -> Result<PathBuf> {
     let path = PathBuf::from(program);
     let path = if path.components().count() == 1 && !path.exists() {
         which::which(&path).with_context(|| {
@@ -63,6 +63,9 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         read_marks(&program).with_context(|| format!("cannot analyze {}", program.display()))?;
     }
     let reserved = outputs::check_writable(&outputs::exporters(&args.output))?;
+    if args.bench {
+        crate::bench::precheck(&args.bench_tuning, &program)?;
+    }
 
     let session = Session::new(&args.model, "tracing");
     let options = TraceOptions {
@@ -97,7 +100,23 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     };
     let subject = program.display().to_string();
     let (report, _) = session.into_inner().finish(info, &subject, false);
-    let gates_passed = outputs::emit(&report, &args.output)?;
+    let bench = match args.bench {
+        true => {
+            match crate::bench::after_analysis(&args.bench_tuning, &program, &args.args, &report)? {
+                Ok(bench) => Some(bench),
+                Err(code) => return Ok(code),
+            }
+        }
+        false => None,
+    };
+    let measured = bench
+        .as_ref()
+        .map(crate::bench::measured_points)
+        .unwrap_or_default();
+    let gates_passed = outputs::emit_with(&report, &args.output, &measured)?;
+    if let Some(bench) = &bench {
+        eprint!("\n{}", crate::bench::table(bench));
+    }
     reserved.keep();
     let status = outcome.status.code();
     Ok(if status != 0 {

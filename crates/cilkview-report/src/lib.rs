@@ -7,6 +7,7 @@
 mod gnuplot;
 mod json;
 mod model;
+mod plot;
 mod text;
 
 use std::path::PathBuf;
@@ -16,6 +17,9 @@ pub use json::{read_json, JsonExporter};
 pub use model::{
     signal_name, speedup_table, AttachReport, CounterReport, Ending, RegionReport, RunInfo,
     RunReport, SpeedupRow,
+};
+pub use plot::{
+    render_plot, MeasuredPoint, PlotExporter, PlotFormat, Prediction, Profile, PLOT_SIZE,
 };
 pub use text::TextExporter;
 
@@ -38,6 +42,10 @@ pub struct Artifact {
 pub enum ExportError {
     #[error("cannot encode the report as JSON: {0}")]
     Json(#[from] serde_json::Error),
+    #[error("cannot draw the plot: {0}")]
+    Plot(String),
+    #[error("{0}: a plot file must end in .svg or .png")]
+    PlotFormat(PathBuf),
 }
 
 /// An output format.
