@@ -67,6 +67,10 @@ pub struct BenchArgs {
     /// measured speedup.
     #[arg(long, value_name = "FILE.json")]
     pub analysis: Option<PathBuf>,
+    /// With --analysis: predict from this region's measures (cv_region_begin("LABEL")) instead
+    /// of the whole run's (whose serial start-up weighs heavily on a small analysed input).
+    #[arg(long, value_name = "LABEL", requires = "analysis")]
+    pub region: Option<String>,
     /// Write the benchmark as JSON (schema: docs/json-schema.md).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -91,6 +95,33 @@ pub fn predicted(report: &RunReport, cores: u32) -> PredictedRange {
         lower: s.lower,
         upper: s.upper,
     }
+}
+
+/// The report whose measures predict: the whole run, or one region's measures in its place.
+fn prediction_source(mut report: RunReport, region: Option<&str>) -> Result<RunReport> {
+    let Some(label) = region else {
+        return Ok(report);
+    };
+    let Some(r) = report.regions.iter().find(|r| r.label == label).cloned() else {
+        let known: Vec<&str> = report.regions.iter().map(|r| r.label.as_str()).collect();
+        anyhow::bail!(
+            "the analysis has no region \"{label}\" (its regions: {})",
+            if known.is_empty() {
+                "none".to_string()
+            } else {
+                known.join(", ")
+            }
+        );
+    };
+    report.program = format!("{} [{label}]", report.program);
+    report.work = r.work;
+    report.span = r.span;
+    report.burdened_span = r.burdened_span;
+    report.parallelism = r.parallelism;
+    report.burdened_parallelism = r.burdened_parallelism;
+    report.spawns = r.spawns;
+    report.syncs = r.syncs;
+    Ok(report)
 }
 
 /// The measured speedups as plot points.
@@ -335,7 +366,7 @@ pub fn bench(args: BenchArgs) -> Result<ExitCode> {
     let (program, program_args) = split_command(&args.command);
     let program = crate::run::resolve_program(&program)?;
     let analysis = match &args.analysis {
-        Some(path) => Some(read_json(path)?),
+        Some(path) => Some(prediction_source(read_json(path)?, args.region.as_deref())?),
         None => None,
     };
     if let Some(plot) = &args.plot {
