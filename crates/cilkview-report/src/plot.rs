@@ -48,9 +48,11 @@ pub struct Profile {
 }
 
 impl Profile {
-    /// The prediction of a report, over its table's core counts (at least 8), with `measured`.
+    /// The prediction of a report with `measured`. The x axis spans the report's table (its
+    /// `--max-cores`) when nothing was measured; with measurements, the cores measured, and at
+    /// least 8 so that the prediction's shape shows beyond a small machine.
     pub fn of_report(report: &RunReport, measured: Vec<MeasuredPoint>) -> Profile {
-        let widest = measured.iter().map(|m| m.cores).max().unwrap_or(1);
+        let widest = measured.iter().map(|m| m.cores).max();
         Profile {
             program: report.program.clone(),
             prediction: Some(Prediction {
@@ -58,7 +60,10 @@ impl Profile {
                 span_coefficient: report.span_coefficient,
             }),
             measured,
-            max_cores: report.max_cores().max(widest).max(8),
+            max_cores: match widest {
+                Some(w) => w.max(8),
+                None => report.max_cores().max(2),
+            },
         }
     }
 

@@ -118,3 +118,38 @@ fn measured_only_and_bad_extension() {
         "out.pdf: a plot file must end in .svg or .png"
     );
 }
+
+/// The gnuplot files gain the measured points: a second data block (`index 1`) and an
+/// error-bar plot of it; gnuplot still draws the script.
+#[test]
+fn gnuplot_files_carry_the_measured_points() {
+    use cilkview_report::GnuplotExporter;
+    let dir = tempfile::tempdir().unwrap();
+    let exporter = GnuplotExporter {
+        prefix: dir.path().join("qsort"),
+        measured: figure2_measured(),
+    };
+    for a in exporter.render(&figure6()).unwrap() {
+        let Destination::File(path) = a.destination else {
+            panic!("gnuplot writes files")
+        };
+        std::fs::write(path, a.bytes).unwrap();
+    }
+    let dat = std::fs::read_to_string(dir.path().join("qsort.dat")).unwrap();
+    let (prediction, measured) = dat.split_once("\n\n\n").expect("two data blocks");
+    assert_eq!(
+        prediction.lines().filter(|l| !l.starts_with('#')).count(),
+        32
+    );
+    let rows: Vec<&str> = measured.lines().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(rows.len(), 8);
+    assert_eq!(rows[1], "2\t1.900000\t1.805000\t1.976000");
+    let plt = std::fs::read_to_string(dir.path().join("qsort.plt")).unwrap();
+    assert!(
+        plt.contains("index 1 using 1:2:3:4 with yerrorbars"),
+        "{plt}"
+    );
+    if let Some(png) = cilkview_fixtures::gnuplot_render(dir.path(), "qsort.plt", "qsort.png") {
+        assert!(png.len() > 5000);
+    }
+}

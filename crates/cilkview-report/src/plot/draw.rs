@@ -96,7 +96,14 @@ pub fn draw<DB: DrawingBackend>(
             ))
             .map_err(e)?
             .label("Work law: speedup ≤ P")
-            .legend(|(x, y)| PathElement::new([(x, y), (x + 24, y)], WORK.stroke_width(2)));
+            .legend(|(x, y)| {
+                plotters::element::DashedPathElement::new(
+                    [(x, y), (x + 24, y)],
+                    6,
+                    4,
+                    WORK.stroke_width(2),
+                )
+            });
 
         let par = pred.measures.parallelism();
         let label = format!("Span law: speedup ≤ parallelism ({par:.2})");
@@ -131,7 +138,14 @@ pub fn draw<DB: DrawingBackend>(
             ))
             .map_err(e)?
             .label("Linear speedup")
-            .legend(|(x, y)| PathElement::new([(x, y), (x + 24, y)], WORK.stroke_width(2)));
+            .legend(|(x, y)| {
+                plotters::element::DashedPathElement::new(
+                    [(x, y), (x + 24, y)],
+                    6,
+                    4,
+                    WORK.stroke_width(2),
+                )
+            });
     }
 
     if !profile.measured.is_empty() {
@@ -162,7 +176,7 @@ pub fn draw<DB: DrawingBackend>(
         .configure_series_labels()
         .position(SeriesLabelPosition::UpperLeft)
         .label_font(("sans-serif", 15))
-        .background_style(WHITE.mix(0.9))
+        .background_style(WHITE)
         .border_style(BLACK.mix(0.4))
         .margin(12)
         .draw()
