@@ -28,6 +28,14 @@ fn parse_core_list(s: &str) -> Result<CoreList, String> {
     parse_cores(s).map(CoreList)
 }
 
+/// A `--plot` file name: refused now, before anything runs, unless it ends in .svg or .png.
+pub fn parse_plot_path(s: &str) -> Result<PathBuf, String> {
+    let path = PathBuf::from(s);
+    PlotFormat::of(&path)
+        .map(|_| path)
+        .map_err(|_| "a plot file must end in .svg or .png".to_string())
+}
+
 /// How to benchmark (shared by `bench` and `run --bench`).
 #[derive(Args, Debug, Clone, Default)]
 pub struct BenchTuning {
@@ -78,7 +86,7 @@ pub struct BenchArgs {
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
     /// Draw the measured speedups (and the prediction, with --analysis): FILE.svg or FILE.png.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", value_parser = parse_plot_path)]
     pub plot: Option<PathBuf>,
     /// The program, then its arguments. Options end at PROGRAM: everything after it is the
     /// program's (an optional `--` right after PROGRAM is dropped).
@@ -369,9 +377,6 @@ pub fn bench(args: BenchArgs) -> Result<ExitCode> {
         Some(path) => Some(prediction_source(read_json(path)?, args.region.as_deref())?),
         None => None,
     };
-    if let Some(plot) = &args.plot {
-        PlotFormat::of(plot)?;
-    }
     let opts = options(&args.tuning, &program, &program_args)?;
     let files: Vec<PathBuf> = [&args.json, &args.csv, &args.plot]
         .into_iter()

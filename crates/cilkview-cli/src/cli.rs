@@ -81,7 +81,7 @@ pub struct OutputOptions {
     #[arg(long, value_name = "PREFIX")]
     pub gnuplot: Option<PathBuf>,
     /// Draw the scalability profile (no gnuplot needed): FILE.svg or FILE.png.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", value_parser = crate::bench::parse_plot_path)]
     pub plot: Option<PathBuf>,
     /// Exit non-zero if a measure falls below N (CI gate). MEASURE=N with MEASURE parallelism or
     /// burdened_parallelism, or region:LABEL:MEASURE=N. Repeatable.

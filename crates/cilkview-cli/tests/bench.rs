@@ -498,3 +498,42 @@ fn bandwidth_test_reports_a_ratio_and_a_verdict() {
         );
     }
 }
+
+/// `report --plot`: the prediction alone, from a saved report, as a PNG and an SVG.
+#[test]
+fn report_draws_a_saved_analysis() {
+    let dir = tempfile::tempdir().unwrap();
+    let figure6 = cilkview_fixtures::fixtures_dir().join("figure6.json");
+    for name in ["p.png", "p.svg"] {
+        let plot = dir.path().join(name);
+        let out = bin()
+            .arg("report")
+            .arg(&figure6)
+            .arg("--plot")
+            .arg(&plot)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        let bytes = std::fs::read(&plot).unwrap();
+        if name.ends_with("png") {
+            assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"));
+        } else {
+            let svg = String::from_utf8(bytes).unwrap();
+            assert!(svg.contains("qsort: parallelism 21.31, burdened parallelism 21.26"));
+            assert!(!svg.contains("Measured"), "nothing was measured");
+        }
+    }
+    let out = bin()
+        .arg("report")
+        .arg(&figure6)
+        .arg("--plot")
+        .arg(dir.path().join("p.pdf"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("a plot file must end in .svg or .png"),
+        "{}",
+        stderr(&out)
+    );
+}
