@@ -536,4 +536,17 @@ fn report_draws_a_saved_analysis() {
         "{}",
         stderr(&out)
     );
+    // `run --plot` with a bad extension: refused before the program runs.
+    let out = bin()
+        .args(["run", "--plot", "profile.pdf"])
+        .arg(fixture("omp_fib"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty(), "the program ran");
+    let err = stderr(&out);
+    assert!(
+        err.starts_with("error: invalid value 'profile.pdf' for '--plot <FILE>': a plot file must end in .svg or .png"),
+        "{err}"
+    );
 }
