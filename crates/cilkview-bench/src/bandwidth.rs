@@ -87,6 +87,7 @@ pub fn bandwidth(
     let launch = opts.launch();
     let cpu = |i: u32| available[i as usize % available.len()];
     progress(Progress::Begin {
+        what: "bandwidth test",
         runs: u64::from(opts.trials) * u64::from(copies + 1),
     });
     let mut alone = Vec::new();

@@ -51,8 +51,9 @@ pub struct BenchOptions {
 /// What the benchmark is doing, for a progress display.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Progress {
-    /// About to start; `runs` runs in all (warm-ups included).
-    Begin { runs: u64 },
+    /// About to start `what` (`"benchmarking"`, `"bandwidth test"`): `runs` runs in all
+    /// (warm-ups included).
+    Begin { what: &'static str, runs: u64 },
     /// One run ended.
     Ran {
         cores: u32,
@@ -148,6 +149,7 @@ pub fn run(
     let cores = opts.checked_cores(available.len())?;
     let launch = opts.launch();
     progress(Progress::Begin {
+        what: "benchmarking",
         runs: cores.len() as u64 * u64::from(opts.warmup + opts.trials),
     });
     let mut times: Vec<(u32, Vec<f64>)> = Vec::new();

@@ -16,7 +16,7 @@ use cilkview_report::{
     read_json, render_plot, Exporter, MeasuredPoint, PlotExporter, PlotFormat, Profile, RunReport,
 };
 use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::outputs;
 
@@ -171,22 +171,23 @@ fn options(tuning: &BenchTuning, program: &Path, args: &[OsString]) -> Result<Be
 
 /// A progress bar on a terminal; nothing otherwise.
 fn progress_display() -> (ProgressBar, impl FnMut(Progress)) {
-    let bar = if std::io::stderr().is_terminal() {
-        ProgressBar::new(0)
-    } else {
-        ProgressBar::hidden()
-    };
+    // Hidden until the number of runs is known (then drawn on a terminal only).
+    let terminal = std::io::stderr().is_terminal();
+    let bar = ProgressBar::hidden();
     bar.set_style(
         ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} runs {msg}")
             .expect("a valid template")
             .progress_chars("=> "),
     );
-    bar.set_prefix("benchmarking");
     let handle = bar.clone();
     let update = move |p: Progress| match p {
-        Progress::Begin { runs } => {
+        Progress::Begin { what, runs } => {
+            handle.set_prefix(what);
             handle.set_position(0);
             handle.set_length(runs);
+            if terminal {
+                handle.set_draw_target(ProgressDrawTarget::stderr());
+            }
         }
         Progress::Ran {
             cores,
