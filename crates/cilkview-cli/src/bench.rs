@@ -97,7 +97,7 @@ pub struct BenchArgs {
 
 /// The predicted range at P of an analysis report.
 pub fn predicted(report: &RunReport, cores: u32) -> PredictedRange {
-    let s = cilkview_engine::speedup(&report.measures(), cores, report.span_coefficient);
+    let s = cilkview_report::predicted(report, cores);
     PredictedRange {
         cores,
         lower: s.lower,

@@ -8,6 +8,7 @@ mod gnuplot;
 mod json;
 mod model;
 mod plot;
+mod prediction;
 mod text;
 
 use std::path::PathBuf;
@@ -21,6 +22,7 @@ pub use model::{
 pub use plot::{
     render_plot, MeasuredPoint, PlotExporter, PlotFormat, Prediction, Profile, PLOT_SIZE,
 };
+pub use prediction::predicted;
 pub use text::TextExporter;
 
 /// Where an artifact goes.
