@@ -27,6 +27,9 @@ pub enum Command {
     Attach(AttachArgs),
     /// Re-render a JSON report saved by `run --json` (text, gnuplot, gates) without running anything.
     Report(ReportArgs),
+    /// Run a program natively at each worker count (CPU affinity + CILK_NWORKERS,
+    /// OMP_NUM_THREADS, …) and report its measured speedups, beside a prediction if given.
+    Bench(crate::bench::BenchArgs),
     /// Print the cilkview.h annotation header (e.g. `cilkview-rs header > cilkview.h`).
     Header,
 }
@@ -77,6 +80,9 @@ pub struct OutputOptions {
     /// Write PREFIX.dat and PREFIX.plt; `gnuplot PREFIX.plt` draws the scalability profile.
     #[arg(long, value_name = "PREFIX")]
     pub gnuplot: Option<PathBuf>,
+    /// Draw the scalability profile (no gnuplot needed): FILE.svg or FILE.png.
+    #[arg(long, value_name = "FILE", value_parser = crate::bench::parse_plot_path)]
+    pub plot: Option<PathBuf>,
     /// Exit non-zero if a measure falls below N (CI gate). MEASURE=N with MEASURE parallelism or
     /// burdened_parallelism, or region:LABEL:MEASURE=N. Repeatable.
     #[arg(long, value_name = "MEASURE=N", value_parser = Gate::parse)]
@@ -88,6 +94,7 @@ impl From<&OutputOptions> for ExportOptions {
         ExportOptions {
             json: o.json.clone(),
             gnuplot: o.gnuplot.clone(),
+            plot: o.plot.clone(),
             gates: o.fail_below.clone(),
         }
     }
@@ -106,6 +113,12 @@ pub struct RunArgs {
     pub model: ModelOptions,
     #[command(flatten)]
     pub output: OutputOptions,
+    /// After the analysis, benchmark the program natively (as `cilkview-rs bench`) and show
+    /// the measured speedups beside the prediction (table, --plot, --gnuplot).
+    #[arg(long)]
+    pub bench: bool,
+    #[command(flatten)]
+    pub bench_tuning: crate::bench::BenchTuning,
     /// The program to run (searched in PATH when it has no slash).
     #[arg(value_name = "PROGRAM")]
     pub program: OsString,

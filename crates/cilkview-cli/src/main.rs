@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 mod attach;
+mod bench;
 mod cli;
 mod progress;
 mod report;
@@ -23,6 +24,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run::run(args),
         Command::Attach(args) => attach::attach(args),
         Command::Report(args) => report::report(args),
+        Command::Bench(args) => bench::bench(args),
         Command::Header => {
             print!("{}", cilkview_analysis::HEADER);
             Ok(ExitCode::SUCCESS)

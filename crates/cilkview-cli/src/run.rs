@@ -12,7 +12,7 @@ use crate::cli::RunArgs;
 use crate::progress::Spinner;
 
 /// Finds the program as the shell would and checks it can be run, before anything runs.
-fn resolve_program(program: &OsString) -> Result<PathBuf> {
+pub fn resolve_program(program: &OsString) -> Result<PathBuf> {
     let path = PathBuf::from(program);
     let path = if path.components().count() == 1 && !path.exists() {
         which::which(&path).with_context(|| {
@@ -48,6 +48,9 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     // Not ELF, wrong architecture, truncated, corrupt marks: say so before running anything.
     check_program(&program).with_context(|| format!("cannot analyze {}", program.display()))?;
     let mut outputs = ExportManager::new(&(&args.output).into())?;
+    if args.bench {
+        crate::bench::precheck(&args.bench_tuning, &program)?;
+    }
 
     let mut progress = Spinner::new("tracing");
     let request = RunRequest {
@@ -65,7 +68,22 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     drop(interrupts);
     let analysis = analysis.with_context(|| format!("cannot analyze {}", program.display()))?;
 
+    let bench = if args.bench {
+        let report = &analysis.report;
+        match crate::bench::after_analysis(&args.bench_tuning, &program, &args.args, report)? {
+            Ok(bench) => Some(bench),
+            Err(code) => return Ok(code),
+        }
+    } else {
+        None
+    };
+    if let Some(bench) = &bench {
+        outputs.set_measured(crate::bench::measured_points(bench));
+    }
     let gates_passed = outputs.write(&analysis.report, &mut std::io::stderr().lock())?;
+    if let Some(bench) = &bench {
+        eprint!("\n{}", crate::bench::table(bench));
+    }
     let status = analysis.ending.status().map_or(0, |s| s.code());
     Ok(if status != 0 {
         ExitCode::from(status.clamp(0, 255) as u8)

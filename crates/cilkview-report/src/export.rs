@@ -7,8 +7,8 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use crate::{
-    Destination, ExportError, Exporter, Gate, GnuplotExporter, JsonExporter, RunReport,
-    TextExporter,
+    Destination, ExportError, Exporter, Gate, GnuplotExporter, JsonExporter, MeasuredPoint,
+    PlotExporter, RunReport, TextExporter,
 };
 
 /// What to write and check: the command line's output options.
@@ -18,6 +18,8 @@ pub struct ExportOptions {
     pub json: Option<PathBuf>,
     /// `--gnuplot PREFIX`: `PREFIX.dat` and `PREFIX.plt`.
     pub gnuplot: Option<PathBuf>,
+    /// `--plot FILE.svg|FILE.png`: the scalability profile drawn with plotters.
+    pub plot: Option<PathBuf>,
     /// `--fail-below` gates.
     pub gates: Vec<Gate>,
 }
@@ -39,19 +41,57 @@ pub enum OutputError {
     Export(#[from] ExportError),
 }
 
-/// The exporters of one report and its gates. [`ExportManager::new`] creates the output files
-/// that do not exist yet (so that an unwritable path is reported before an hour of tracing);
-/// unless [`ExportManager::write`] ran, they are removed again when the manager is dropped, so a
-/// failed run leaves no empty files behind.
-pub struct ExportManager {
-    exporters: Vec<Box<dyn Exporter>>,
-    gates: Vec<Gate>,
-    /// Files `new` created, removed on drop until the report is written.
-    reserved: Vec<PathBuf>,
+/// Output files created before a run so that an unwritable path is reported before an hour of
+/// tracing; unless [`Reservation::keep`] is called, the files it created are removed again when
+/// it is dropped, so a failed run leaves no empty files behind.
+#[derive(Debug, Default)]
+pub struct Reservation {
+    created: Vec<PathBuf>,
 }
 
-/// The exporters for these options: always the text report, then the files asked for.
-fn exporters(options: &ExportOptions) -> Vec<Box<dyn Exporter>> {
+impl Reservation {
+    /// Creates each file of `paths` that does not exist yet and checks every one is writable.
+    pub fn reserve(paths: impl IntoIterator<Item = PathBuf>) -> Result<Reservation, OutputError> {
+        let mut reservation = Reservation::default();
+        for path in paths {
+            let existed = path.exists();
+            if let Err(source) = OpenOptions::new().append(true).create(true).open(&path) {
+                // Dropping `reservation` removes what was created so far.
+                return Err(OutputError::Unwritable { path, source });
+            }
+            if !existed {
+                reservation.created.push(path);
+            }
+        }
+        Ok(reservation)
+    }
+
+    /// The files are written: keep them.
+    pub fn keep(&mut self) {
+        self.created.clear();
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        for path in &self.created {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// The exporters of one report and its gates. [`ExportManager::new`] reserves the output files
+/// (see [`Reservation`]); [`ExportManager::write`] writes them all and checks the gates.
+pub struct ExportManager {
+    options: ExportOptions,
+    /// Benchmarked speedups for the plots (`run --bench`), set after the run.
+    measured: Vec<MeasuredPoint>,
+    reserved: Reservation,
+}
+
+/// The exporters for these options: always the text report, then the files asked for; the
+/// plots carry the `measured` points.
+fn exporters(options: &ExportOptions, measured: &[MeasuredPoint]) -> Vec<Box<dyn Exporter>> {
     let mut out: Vec<Box<dyn Exporter>> = vec![Box::new(TextExporter)];
     if let Some(path) = &options.json {
         out.push(Box::new(JsonExporter { path: path.clone() }));
@@ -59,6 +99,13 @@ fn exporters(options: &ExportOptions) -> Vec<Box<dyn Exporter>> {
     if let Some(prefix) = &options.gnuplot {
         out.push(Box::new(GnuplotExporter {
             prefix: prefix.clone(),
+            measured: measured.to_vec(),
+        }));
+    }
+    if let Some(path) = &options.plot {
+        out.push(Box::new(PlotExporter {
+            path: path.clone(),
+            measured: measured.to_vec(),
         }));
     }
     out
@@ -67,29 +114,24 @@ fn exporters(options: &ExportOptions) -> Vec<Box<dyn Exporter>> {
 impl ExportManager {
     /// The exporters of `options`, their files checked writable (and created if missing).
     pub fn new(options: &ExportOptions) -> Result<ExportManager, OutputError> {
-        let mut manager = ExportManager {
-            exporters: exporters(options),
-            gates: options.gates.clone(),
-            reserved: Vec::new(),
-        };
-        let destinations: Vec<Destination> = manager
-            .exporters
+        let files = exporters(options, &[])
             .iter()
             .flat_map(|e| e.destinations())
-            .collect();
-        for destination in destinations {
-            if let Destination::File(path) = destination {
-                let existed = path.exists();
-                if let Err(source) = OpenOptions::new().append(true).create(true).open(&path) {
-                    // Dropping `manager` removes what was created so far.
-                    return Err(OutputError::Unwritable { path, source });
-                }
-                if !existed {
-                    manager.reserved.push(path);
-                }
-            }
-        }
-        Ok(manager)
+            .filter_map(|d| match d {
+                Destination::File(path) => Some(path),
+                Destination::Stderr => None,
+            })
+            .collect::<Vec<_>>();
+        Ok(ExportManager {
+            options: options.clone(),
+            measured: Vec::new(),
+            reserved: Reservation::reserve(files)?,
+        })
+    }
+
+    /// Measured speedups (`run --bench`) to draw with the prediction.
+    pub fn set_measured(&mut self, measured: Vec<MeasuredPoint>) {
+        self.measured = measured;
     }
 
     /// Writes the report's warnings, then every exporter's output (the text report to
@@ -100,11 +142,11 @@ impl ExportManager {
         report: &RunReport,
         stderr: &mut dyn Write,
     ) -> Result<bool, OutputError> {
-        self.reserved.clear();
+        self.reserved.keep();
         for w in &report.warnings {
             let _ = writeln!(stderr, "warning: {w}");
         }
-        for exporter in &self.exporters {
+        for exporter in exporters(&self.options, &self.measured) {
             for artifact in exporter.render(report)? {
                 match artifact.destination {
                     Destination::Stderr => {
@@ -119,21 +161,13 @@ impl ExportManager {
             }
         }
         let mut passed = true;
-        for gate in &self.gates {
+        for gate in &self.options.gates {
             if let Some(line) = gate.check(report) {
                 let _ = writeln!(stderr, "cilkview-rs: {line}");
                 passed = false;
             }
         }
         Ok(passed)
-    }
-}
-
-impl Drop for ExportManager {
-    fn drop(&mut self) {
-        for path in &self.reserved {
-            let _ = std::fs::remove_file(path);
-        }
     }
 }
 
@@ -153,6 +187,7 @@ mod tests {
         let options = ExportOptions {
             json: Some(dir.path().join("r.json")),
             gnuplot: Some(dir.path().join("p")),
+            plot: None,
             gates: vec![],
         };
         let manager = ExportManager::new(&options).unwrap();
@@ -195,6 +230,7 @@ mod tests {
         let options = ExportOptions {
             json: Some(dir.path().join("r.json")),
             gnuplot: Some(dir.path().join("missing/p")),
+            plot: None,
             gates: vec![],
         };
         let err = ExportManager::new(&options).err().expect("unwritable");

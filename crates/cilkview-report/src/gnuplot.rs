@@ -6,10 +6,13 @@ use std::path::{Path, PathBuf};
 
 use cilkview_engine::speedup;
 
-use crate::{Artifact, Destination, ExportError, Exporter, RunReport};
+use crate::{Artifact, Destination, ExportError, Exporter, MeasuredPoint, RunReport};
 
 pub struct GnuplotExporter {
     pub prefix: PathBuf,
+    /// Benchmarked speedups (`bench`, `run --bench`): a second data block of the `.dat`
+    /// (`index 1`), drawn as points with min–max error bars.
+    pub measured: Vec<MeasuredPoint>,
 }
 
 impl GnuplotExporter {
@@ -42,7 +45,8 @@ impl Exporter for GnuplotExporter {
 
     fn render(&self, report: &RunReport) -> Result<Vec<Artifact>, ExportError> {
         let m = report.measures();
-        let max = report.max_cores().max(2);
+        let widest = self.measured.iter().map(|m| m.cores).max().unwrap_or(1);
+        let max = report.max_cores().max(2).max(widest);
         let mut dat = String::new();
         let _ = writeln!(
             dat,
@@ -56,6 +60,19 @@ impl Exporter for GnuplotExporter {
                 "{p}\t{p}\t{:.6}\t{:.6}\t{:.6}",
                 report.parallelism, s.lower, s.upper
             );
+        }
+        if !self.measured.is_empty() {
+            let _ = writeln!(
+                dat,
+                "\n\n# measured speedup (index 1)\n# cores\tmedian\tmin\tmax"
+            );
+            for m in &self.measured {
+                let _ = writeln!(
+                    dat,
+                    "{}\t{:.6}\t{:.6}\t{:.6}",
+                    m.cores, m.median, m.min, m.max
+                );
+            }
         }
         let dat_path = self.path("dat");
         let png = {
@@ -88,7 +105,12 @@ impl Exporter for GnuplotExporter {
         let dat_name = quoted(&file_name(&dat_path));
         let _ = writeln!(
             plt,
-            "plot {dat_name} using 1:4:5 with filledcurves lc rgb '#bcd6ee' title 'Estimated speedup range', \\\n     {dat_name} using 1:2 with lines lw 2 lc rgb '#444444' title 'Work law (linear speedup)', \\\n     {dat_name} using 1:3 with lines lw 2 lc rgb '#d62728' title 'Span law (parallelism)', \\\n     {dat_name} using 1:4 with lines lw 2 lc rgb '#1f77b4' title 'Burdened speedup (lower bound)'"
+            "plot {dat_name} index 0 using 1:4:5 with filledcurves lc rgb '#bcd6ee' title 'Estimated speedup range', \\\n     {dat_name} index 0 using 1:2 with lines lw 2 lc rgb '#444444' title 'Work law (linear speedup)', \\\n     {dat_name} index 0 using 1:3 with lines lw 2 lc rgb '#d62728' title 'Span law (parallelism)', \\\n     {dat_name} index 0 using 1:4 with lines lw 2 lc rgb '#1f77b4' title 'Burdened speedup (lower bound)'{}",
+            if self.measured.is_empty() {
+                String::new()
+            } else {
+                format!(", \\\n     {dat_name} index 1 using 1:2:3:4 with yerrorbars pt 2 ps 1.5 lw 2 lc rgb '#e06c00' title 'Measured speedup (median, min-max)'")
+            }
         );
         Ok(vec![
             Artifact {

@@ -15,6 +15,8 @@ mod gate;
 mod gnuplot;
 mod json;
 mod model;
+mod plot;
+mod prediction;
 mod profile_csv;
 mod profile_model;
 mod profile_text;
@@ -29,7 +31,7 @@ pub use profile_model::{CallContextReport, CallSiteReport, SiteName, WorkSpanRep
 pub use profile_text::TopSitesExporter;
 
 pub use cilkview_events::{CounterMode, Ending, ExitStatus};
-pub use export::{ExportManager, ExportOptions, OutputError};
+pub use export::{ExportManager, ExportOptions, OutputError, Reservation};
 pub use gate::{Gate, GateMeasure};
 pub use gnuplot::GnuplotExporter;
 pub use json::{read_json, JsonExporter};
@@ -37,6 +39,10 @@ pub use model::{
     signal_name, speedup_table, AttachReport, CounterReport, RegionReport, RunInfo, RunReport,
     SpeedupRow,
 };
+pub use plot::{
+    render_plot, MeasuredPoint, PlotExporter, PlotFormat, Prediction, Profile, PLOT_SIZE,
+};
+pub use prediction::predicted;
 pub use text::TextExporter;
 
 /// Where an artifact goes.
@@ -58,6 +64,10 @@ pub struct Artifact {
 pub enum ExportError {
     #[error("cannot encode the report as JSON: {0}")]
     Json(#[from] serde_json::Error),
+    #[error("cannot draw the plot: {0}")]
+    Plot(String),
+    #[error("{0}: a plot file must end in .svg or .png")]
+    PlotFormat(PathBuf),
     #[error("cannot write the call-site profile as CSV: {0}")]
     Csv(#[from] csv::Error),
     #[error("cannot render the {0}: {1}")]

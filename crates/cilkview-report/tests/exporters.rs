@@ -113,6 +113,7 @@ fn gnuplot_script_renders_a_png() {
     let dir = tempfile::tempdir().unwrap();
     let exporter = GnuplotExporter {
         prefix: dir.path().join("qsort profile"),
+        measured: Vec::new(),
     };
     let files = write_all(&exporter.render(&figure6()).unwrap());
     assert_eq!(files.len(), 2);

@@ -1,0 +1,185 @@
+//! The chart itself, for any plotters backend.
+
+use std::path::Path;
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use super::Profile;
+
+const BAND: RGBColor = RGBColor(0xbc, 0xd6, 0xee);
+const WORK: RGBColor = RGBColor(0x55, 0x55, 0x55);
+const SPAN: RGBColor = RGBColor(0xd6, 0x27, 0x28);
+const BURDENED: RGBColor = RGBColor(0x1f, 0x77, 0xb4);
+const MEASURED: RGBColor = RGBColor(0xe0, 0x6c, 0x00);
+
+/// How many x labels: one per core up to 12, then fewer (plotters picks round steps).
+fn ticks(max: u32) -> usize {
+    max.min(12) as usize
+}
+
+fn title(profile: &Profile) -> String {
+    let name = Path::new(&profile.program)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| profile.program.clone());
+    match &profile.prediction {
+        Some(p) => format!(
+            "{name}: parallelism {:.2}, burdened parallelism {:.2}",
+            p.measures.parallelism(),
+            p.measures.burdened_parallelism()
+        ),
+        None => format!("{name}: measured speedup"),
+    }
+}
+
+pub fn draw<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    profile: &Profile,
+) -> Result<(), String> {
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    root.fill(&WHITE).map_err(e)?;
+    let curve = profile.curve();
+    let xmax = f64::from(profile.max_cores.max(2));
+    // Room above the highest curve or point for the legend.
+    let top = curve
+        .iter()
+        .flatten()
+        .map(|c| c.2)
+        .chain(profile.measured.iter().map(|m| m.max))
+        .fold(1.0f64, f64::max);
+    let ymax = top * 1.45;
+
+    let mut chart = ChartBuilder::on(root)
+        .caption(title(profile), ("sans-serif", 24).into_font())
+        .margin(18)
+        .x_label_area_size(50)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.8f64..xmax + 0.2, 0f64..ymax)
+        .map_err(e)?;
+    chart
+        .configure_mesh()
+        .x_labels(ticks(profile.max_cores.max(2)))
+        .x_desc("Cores (P)")
+        .y_desc("Speedup T(1)/T(P)")
+        .axis_desc_style(("sans-serif", 18))
+        .label_style(("sans-serif", 15))
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_label_formatter(&|y| {
+            if ymax >= 10.0 {
+                format!("{y:.0}")
+            } else {
+                format!("{y:.1}")
+            }
+        })
+        .bold_line_style(BLACK.mix(0.12))
+        .light_line_style(TRANSPARENT)
+        .draw()
+        .map_err(e)?;
+
+    if let (Some(curve), Some(pred)) = (&curve, &profile.prediction) {
+        let mut band: Vec<(f64, f64)> = curve.iter().map(|c| (c.0, c.1)).collect();
+        band.extend(curve.iter().rev().map(|c| (c.0, c.2)));
+        chart
+            .draw_series(std::iter::once(Polygon::new(band, BAND.filled())))
+            .map_err(e)?
+            .label("Estimated speedup range")
+            .legend(|(x, y)| Rectangle::new([(x, y - 6), (x + 24, y + 6)], BAND.filled()));
+
+        let work_end = xmax.min(ymax);
+        chart
+            .draw_series(DashedLineSeries::new(
+                [(1.0, 1.0), (work_end, work_end)],
+                8,
+                5,
+                WORK.stroke_width(2),
+            ))
+            .map_err(e)?
+            .label("Work law: speedup ≤ P")
+            .legend(|(x, y)| {
+                plotters::element::DashedPathElement::new(
+                    [(x, y), (x + 24, y)],
+                    6,
+                    4,
+                    WORK.stroke_width(2),
+                )
+            });
+
+        let par = pred.measures.parallelism();
+        let label = format!("Span law: speedup ≤ parallelism ({par:.2})");
+        let span_line: Vec<(f64, f64)> = if par <= ymax {
+            vec![(1.0, par), (xmax, par)]
+        } else {
+            Vec::new() // above the chart: the legend still names it
+        };
+        chart
+            .draw_series(LineSeries::new(span_line, SPAN.stroke_width(2)))
+            .map_err(e)?
+            .label(label)
+            .legend(|(x, y)| PathElement::new([(x, y), (x + 24, y)], SPAN.stroke_width(2)));
+
+        chart
+            .draw_series(LineSeries::new(
+                curve.iter().map(|c| (c.0, c.1)),
+                BURDENED.stroke_width(3),
+            ))
+            .map_err(e)?
+            .label("Burdened speedup (lower bound)")
+            .legend(|(x, y)| PathElement::new([(x, y), (x + 24, y)], BURDENED.stroke_width(3)));
+    } else if !profile.measured.is_empty() {
+        // No prediction: the work law alone, for scale.
+        let work_end = xmax.min(ymax);
+        chart
+            .draw_series(DashedLineSeries::new(
+                [(1.0, 1.0), (work_end, work_end)],
+                8,
+                5,
+                WORK.stroke_width(2),
+            ))
+            .map_err(e)?
+            .label("Linear speedup")
+            .legend(|(x, y)| {
+                plotters::element::DashedPathElement::new(
+                    [(x, y), (x + 24, y)],
+                    6,
+                    4,
+                    WORK.stroke_width(2),
+                )
+            });
+    }
+
+    if !profile.measured.is_empty() {
+        chart
+            .draw_series(profile.measured.iter().map(|m| {
+                ErrorBar::new_vertical(
+                    f64::from(m.cores),
+                    m.min,
+                    m.median,
+                    m.max,
+                    MEASURED.stroke_width(2),
+                    12,
+                )
+            }))
+            .map_err(e)?;
+        chart
+            .draw_series(
+                profile.measured.iter().map(|m| {
+                    Cross::new((f64::from(m.cores), m.median), 7, MEASURED.stroke_width(3))
+                }),
+            )
+            .map_err(e)?
+            .label("Measured speedup (median; bar: fastest to slowest trial)")
+            .legend(|(x, y)| Cross::new((x + 12, y), 6, MEASURED.stroke_width(3)));
+    }
+
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .label_font(("sans-serif", 15))
+        .background_style(WHITE)
+        .border_style(BLACK.mix(0.4))
+        .margin(12)
+        .draw()
+        .map_err(e)?;
+    Ok(())
+}
