@@ -99,7 +99,7 @@ pub fn run(request: &RunRequest, progress: &mut dyn Progress) -> Result<Analysis
         counter: request.counter,
         bind_cpu: request.bind_cpu,
     };
-    let (backend, counter) = cilkview_tracer::choose(request.counter)?;
+    let (backend, counter) = cilkview_tracer::choose_for_run(&options)?;
     let outcome = backend.run(&options, counter, &mut session)?;
     let ending = Ending::Exited(outcome.status);
     let info = RunInfo {

@@ -10,8 +10,15 @@ use std::process::{Command, Stdio};
 mod common;
 
 use cilkview_fixtures::{build, compile_source, Lang};
-use common::{analyze as trace, static_opts};
+use common::{analyze_with, static_opts};
 use serde_json::Value;
+
+/// The exact counters' behaviour: single-stepping (the ptrace backend). Under emulation a
+/// program killed by a signal it did not send itself loses its last buffered marks, and an image
+/// it execs runs natively: those cases are checked apart (`emulation_says_what_it_missed`).
+fn trace(exe: &Path, args: &[&str]) -> common::Analysis {
+    analyze_with(exe, &["--counter", "step"], args)
+}
 
 fn cilkview() -> Command {
     Command::new(assert_cmd::cargo::cargo_bin("cilkview-rs"))
@@ -45,7 +52,7 @@ impl Job {
         let dir = tempfile::tempdir().unwrap();
         let json = dir.path().join("r.json");
         let mut child = cilkview()
-            .arg("run")
+            .args(["run", "--counter", "step"])
             .arg("--json")
             .arg(&json)
             .arg(exe)
@@ -402,4 +409,53 @@ fn a_wrapper_that_execs_a_dynamically_linked_program() {
         wrapped.json
     );
     assert_eq!(wrapped.parallel_part(), direct.parallel_part());
+}
+
+/// What emulation cannot see is said in the report's counter line: the marks lost when a fault
+/// kills the program, an image the program execs (qemu-user runs it natively).
+#[test]
+fn emulation_says_what_it_missed() {
+    if let Err(why) = cilkview_fixtures::emulator() {
+        cilkview_fixtures::skip(format!("emulation: {why}"));
+        return;
+    }
+    let segv = program(
+        "segv",
+        &format!("{SPAWN_THEN} int main(void) {{ f(); puts(\"before\"); fflush(stdout); *(volatile int *)0 = 1; return 0; }}"),
+    );
+    let t = analyze_with(&segv, &["--counter", "emulate"], &[]);
+    assert_eq!(t.code(), Some(128 + 11));
+    assert_eq!(t.stdout(), "before\n");
+    assert_eq!(t.json["signal"], 11);
+    let reason = t.json["counter"]["reason"].as_str().unwrap();
+    assert!(reason.contains("killed by signal 11"), "{reason}");
+
+    let exe = build("known_spawn", &static_opts());
+    let t = analyze_with(
+        Path::new("/usr/bin/env"),
+        &["--counter", "emulate"],
+        &[exe.to_str().unwrap()],
+    );
+    assert_eq!(t.code(), Some(0));
+    let reason = t.json["counter"]["reason"].as_str().unwrap();
+    assert!(reason.contains("ran natively"), "{reason}");
+    assert_eq!(t.json["spawns"], 0, "the exec'd image is not counted");
+}
+
+/// Under `auto` a `#!` script is single-stepped: emulation would run its interpreter and every
+/// image it execs natively.
+#[test]
+fn auto_single_steps_a_script() {
+    let exe = build("known_spawn", &static_opts());
+    let dir = tempfile::tempdir().unwrap();
+    let wrapper = dir.path().join("wrapper.sh");
+    std::fs::write(&wrapper, format!("#!/bin/sh\nexec {}\n", exe.display())).unwrap();
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let t = common::analyze(&wrapper, &[]);
+    assert_eq!(t.json["spawns"], 2, "{}", t.json);
+    if cilkview_fixtures::emulator().is_ok() {
+        assert_eq!(t.json["counter"]["mode"], "single-step", "{}", t.json);
+        let reason = t.json["counter"]["reason"].as_str().unwrap();
+        assert!(reason.contains("is a script"), "{reason}");
+    }
 }

@@ -374,6 +374,20 @@ pub fn skip(reason: impl fmt::Display) {
     let _ = writeln!(std::io::stderr().lock(), "skipped: {reason}");
 }
 
+/// Whether a plugin-capable `qemu-x86_64` is installed (what `--counter emulate` and `auto`
+/// need): `Err(why not)` otherwise, to pass to [`skip`].
+pub fn emulator() -> Result<(), String> {
+    let out = Command::new("qemu-x86_64")
+        .arg("-h")
+        .output()
+        .map_err(|e| format!("qemu-x86_64 not found ({e}): apt-get install qemu-user"))?;
+    if String::from_utf8_lossy(&out.stdout).contains("-plugin") {
+        Ok(())
+    } else {
+        Err("this qemu-x86_64 does not accept -plugin (a static build?)".into())
+    }
+}
+
 /// Runs `gnuplot SCRIPT` in `dir`, as a user would, and returns the bytes of the PNG it drew
 /// (`png`, relative to `dir`); panics if gnuplot fails. `None`, after printing
 /// `skipped: gnuplot is not installed`, where it is missing.

@@ -22,6 +22,11 @@ pub trait Backend {
     /// Whether it can count here: the counter it would use (with the reason it is chosen), or
     /// why not, with what to do about it.
     fn check(&self) -> Result<CounterInfo, String>;
+    /// Whether it can run this program (under `auto`, a backend that cannot is passed over for
+    /// the next one): `Err(why not)`.
+    fn supports(&self, _opts: &TraceOptions) -> Result<(), String> {
+        Ok(())
+    }
     /// Run `opts.program` to its end, feeding `sink`. `info` is what [`Backend::check`] gave.
     /// If this returns an error, the program has been killed.
     fn run(
@@ -130,6 +135,13 @@ impl Backend for Emulate {
             bias: 0,
         })
     }
+    fn supports(&self, opts: &TraceOptions) -> Result<(), String> {
+        match crate::emulate::check_program(opts) {
+            // A script: qemu-user would run its interpreter and every exec after it natively.
+            Err(TraceError::Emulator { message }) => Err(format!("emulation: {message}")),
+            _ => Ok(()), // runnable, or an error every backend will report
+        }
+    }
     fn run(
         &self,
         opts: &TraceOptions,
@@ -182,7 +194,18 @@ pub fn choose(mode: CounterMode) -> Result<(Box<dyn Backend>, CounterInfo), Trac
         CounterMode::Emulate => vec![Box::new(Emulate)],
         CounterMode::Step => vec![Box::new(Step)],
     };
-    first_available(mode, candidates)
+    first_available(mode, candidates, |_| Ok(()))
+}
+
+/// [`choose`] for running `opts.program`: under `Auto`, a backend that cannot run this program
+/// (e.g. emulation for a `#!` script) is passed over too.
+pub fn choose_for_run(opts: &TraceOptions) -> Result<(Box<dyn Backend>, CounterInfo), TraceError> {
+    if opts.counter != CounterMode::Auto {
+        return choose(opts.counter);
+    }
+    let candidates: Vec<Box<dyn Backend>> =
+        vec![Box::new(Hardware), Box::new(Emulate), Box::new(Step)];
+    first_available(CounterMode::Auto, candidates, |b| b.supports(opts))
 }
 
 /// [`choose`] for attaching to a running process: only the ptrace backends can (`Auto`:
@@ -194,16 +217,22 @@ pub fn choose_for_attach(mode: CounterMode) -> Result<(Box<dyn Backend>, Counter
         CounterMode::Step => vec![Box::new(Step)],
         CounterMode::Emulate => return Err(TraceError::AttachUnsupported { mode }),
     };
-    first_available(mode, candidates)
+    first_available(mode, candidates, |_| Ok(()))
 }
 
+/// The first of `candidates` that can count here and `accepts`; its reason says why the ones
+/// before it were passed over.
 fn first_available(
     mode: CounterMode,
     candidates: Vec<Box<dyn Backend>>,
+    accepts: impl Fn(&dyn Backend) -> Result<(), String>,
 ) -> Result<(Box<dyn Backend>, CounterInfo), TraceError> {
     let mut refused: Vec<String> = Vec::new();
     for backend in candidates {
-        match backend.check() {
+        match backend
+            .check()
+            .and_then(|info| accepts(backend.as_ref()).map(|()| info))
+        {
             Ok(mut info) => {
                 if !refused.is_empty() {
                     info.reason = refused.join("; ");

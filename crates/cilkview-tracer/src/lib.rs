@@ -44,7 +44,7 @@ pub use emulate::{emulator_available, run_emulated, EmulationNotes, CPU_MODEL};
 
 #[doc(hidden)]
 pub use backend::BreakpointsOnly;
-pub use backend::{choose, choose_for_attach, Backend, Emulate, Hardware, Step};
+pub use backend::{choose, choose_for_attach, choose_for_run, Backend, Emulate, Hardware, Step};
 pub use cilkview_events::{
     CounterInfo, CounterMode, Ending, EventSink, ExitStatus, Outcome, Probe, TraceEvent,
 };

@@ -522,12 +522,15 @@ pub fn bind_with_child(pid: Tid) -> Option<(PinnedThread, usize)> {
     Some((PinnedThread { previous }, cpu))
 }
 
-/// Makes the child spawned by `cmd` inherit exactly these descriptors (their FD_CLOEXEC flag is
-/// cleared in the child, between fork and exec).
-pub fn inherit_fds<const N: usize>(cmd: &mut std::process::Command, fds: [c_int; N]) {
+/// Prepares the child spawned by `cmd` as `spawn_blocked` prepares its own: it inherits exactly
+/// these descriptors (their FD_CLOEXEC flag is cleared between fork and exec), gets back the
+/// SIGINT/SIGQUIT dispositions the tool changed (see [`RESET_IN_CHILD`]) and an empty signal mask.
+pub fn prepare_child<const N: usize>(cmd: &mut std::process::Command, fds: [c_int; N]) {
     use std::os::unix::process::CommandExt;
-    // SAFETY: the closure runs in the forked child before exec and only calls fcntl(2), which
-    // is async-signal-safe; it allocates nothing and touches no lock.
+    let reset = RESET_IN_CHILD.load(std::sync::atomic::Ordering::SeqCst);
+    // SAFETY: the closure runs in the forked child before exec and only calls fcntl(2),
+    // signal(2) and sigprocmask(2), which are async-signal-safe; it allocates nothing and
+    // touches no lock.
     unsafe {
         cmd.pre_exec(move || {
             for fd in fds {
@@ -535,6 +538,15 @@ pub fn inherit_fds<const N: usize>(cmd: &mut std::process::Command, fds: [c_int;
                     return Err(io::Error::last_os_error());
                 }
             }
+            if reset & 1 != 0 {
+                libc::signal(libc::SIGINT, libc::SIG_DFL);
+            }
+            if reset & 2 != 0 {
+                libc::signal(libc::SIGQUIT, libc::SIG_DFL);
+            }
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
             Ok(())
         });
     }

@@ -191,7 +191,7 @@ pub fn launch(emu: &Emulator, program: &Path, opts: &TraceOptions) -> Result<Lau
         .arg(&opts.program)
         .arg(program)
         .args(&opts.args);
-    crate::sys::inherit_fds(&mut cmd, keep);
+    crate::sys::prepare_child(&mut cmd, keep);
     let child = cmd.spawn().map_err(|source| TraceError::Spawn {
         program: emu.path.clone(),
         source,

@@ -16,6 +16,7 @@ use std::path::PathBuf;
 
 use nix::libc;
 
+pub(crate) use launch::check_program;
 pub use launch::CPU_MODEL;
 use protocol::Record;
 
@@ -83,6 +84,14 @@ pub fn run_emulated(
             notes.forked_children.len()
         );
     }
+    if let Some(sig) = s.lost_at_death {
+        reason += &format!(
+            "; the program was killed by signal {sig} from outside its own code: the marks it hit \
+             shortly before (up to {} per thread) and the threads' last strands are missing \
+             (--counter step measures such runs exactly)",
+            protocol::CHUNK_WORDS
+        );
+    }
     if let Some(p) = &notes.native_exec {
         reason += &format!(
             "; the program exec'd `{}`, which ran natively, outside the emulator: not counted",
@@ -120,6 +129,10 @@ struct Session {
     exec_path: Option<Vec<u8>>,
     native_exec: Option<PathBuf>,
     at_exit: bool,
+    /// The program died of this signal, sent by no thread of its own (a fault, a kill from
+    /// outside): QEMU 7.2 ran no plugin callback, so the plugin's buffered hits and the threads'
+    /// tails since their last flush are missing.
+    lost_at_death: Option<i32>,
     forks: Vec<i32>,
     self_signals: HashSet<i32>,
     /// The thread of the previous record (0: none): seen, and snapshot dropped.
@@ -142,6 +155,7 @@ impl Session {
             exec_path: None,
             native_exec: None,
             at_exit: false,
+            lost_at_death: None,
             forks: Vec::new(),
             self_signals: HashSet::new(),
             last_tid: 0,
@@ -431,6 +445,9 @@ impl Session {
                          --counter step"
                     ),
                 });
+            }
+            if !normal_end && !self.self_signals.contains(&sig) {
+                self.lost_at_death = Some(sig);
             }
             return Ok(ExitStatus::Signaled(sig));
         }
