@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
-# Tracing cost on this machine, all in one run so the numbers compare (timings here are noisy:
-# read ratios). Prints a markdown table for docs/benchmarks.md.
+# Counting cost on this machine, all in one run so the numbers compare (timings here are noisy:
+# read ratios). Prints markdown tables for docs/benchmarks.md:
+#   - native vs --counter emulate vs --counter step, per fixture (step only where it takes seconds),
+#     a fine-grained fib with >= 25 million mark hits and a coarse program (emulate vs native);
+#   - the cost of a mark hit under emulation (marked vs -DCILKVIEW_DISABLE, both emulated);
+#   - peak memory (tool + emulated program) from 10^7 to 10^9 instructions;
 #   - bare costs: a ptrace stop at an int3, one PTRACE_SINGLESTEP (scripts/bench/ptrace_cost.c);
 #   - cilkview-rs per fixture: instructions, marks hit, native time, traced time, overhead ratio,
 #     instructions per second, and the cost per mark hit: traced time of the marked binary minus
@@ -26,6 +30,77 @@ secs() { # seconds taken by a command, stdout/stderr discarded
     python3 -c "print(f'{$t1 - $t0:.3f}')"
 }
 
+# time_of CMD...: "wall user+sys maxrss_kib" of a command (stdout/stderr discarded)
+time_of() {
+    /usr/bin/time -f "%e %U %S %M" -o "$work/t" "$@" >/dev/null 2>&1 || true
+    python3 -c "w,u,s,m=open('$work/t').read().split()[-4:];print(f'{float(w):.3f} {float(u)+float(s):.3f} {m}')"
+}
+if "$bin" run --counter emulate --json "$work/e.json" /bin/true >/dev/null 2>&1; then
+    echo
+    echo "Emulation: $(python3 -c "import json;print(json.load(open('$work/e.json'))['counter']['reason'])")"
+    echo
+    echo "| program (args) | instructions | marks hit | native s (cpu) | emulate s (cpu) | emulate / native | step s | step / native |"
+    echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+    while read -r name args step; do
+        cc -O2 -static $inc "fixtures/$name.c" -o "$work/$name"
+        read -r nw nc _ < <(time_of "$work/$name" $args)
+        read -r ew ec _ < <(time_of "$bin" run --counter emulate --json "$work/$name.json" "$work/$name" $args)
+        if [ "$step" = step ]; then
+            read -r sw sc _ < <(time_of "$bin" run --counter step "$work/$name" $args)
+        else
+            sw=-; sc=-
+        fi
+        python3 - "$name" "$args" "$work/$name.json" "$nw" "$nc" "$ew" "$ec" "$sw" <<'PY'
+import json, sys
+name, args, path = sys.argv[1:4]
+nw, nc, ew, ec = map(float, sys.argv[4:8])
+sw = sys.argv[8]
+r = json.load(open(path))
+w, e = r["work"], r["events"]
+ratio = lambda a, b: f"{a / max(b, 1e-3):,.1f}×"
+step = f"{float(sw):.2f} | {ratio(float(sw), nw)}" if sw != "-" else "– | –"
+print(f"| {name} ({args}) | {w:,} | {e:,} | {nw:.3f} ({nc:.3f}) | {ew:.3f} ({ec:.3f}) | {ratio(ew, nw)} wall, {ratio(ec, nc)} cpu | {step} |")
+PY
+    done <<'LIST'
+known_spawn  step
+known_loop 1 step
+known_regions  step
+fib 15 step
+nqueens 6 step
+fib 33 -
+nqueens 10 -
+matmul 256 -
+stencil_outer 256 400 -
+LIST
+    echo
+    echo "Cost of a mark hit under emulation (fib, marked vs its serial elision, both emulated):"
+    cc -O2 -static $inc fixtures/fib.c -o "$work/fibm"
+    cc -O2 -static -DCILKVIEW_DISABLE $inc fixtures/fib.c -o "$work/fibe"
+    read -r _ mc _ < <(time_of "$bin" run --counter emulate --json "$work/fibm.json" "$work/fibm" 32)
+    read -r _ xc _ < <(time_of "$bin" run --counter emulate --json "$work/fibe.json" "$work/fibe" 32)
+    python3 - "$work/fibm.json" "$work/fibe.json" "$mc" "$xc" <<'PY'
+import json, sys
+m, x = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+mc, xc = float(sys.argv[3]), float(sys.argv[4])
+hits = m["events"]
+extra = m["work"] - x["work"]
+print(f"fib 32: {hits:,} mark hits; CPU {mc:.3f} s marked vs {xc:.3f} s elided "
+      f"({extra:,} more instructions executed by the marked build): "
+      f"{(mc - xc) / hits * 1e9:.1f} ns per mark hit, plugin, pipe and analysis included")
+PY
+    echo
+    echo "Peak memory (max RSS of the tool and the emulated program) as the run grows:"
+    echo
+    echo "| fib n | instructions | marks hit | emulate s | peak RSS KiB |"
+    echo "|---:|---:|---:|---:|---:|"
+    for n in 25 30 35; do
+        read -r ew _ rss < <(time_of "$bin" run --counter emulate --json "$work/m$n.json" "$work/fibm" $n)
+        python3 -c "import json;r=json.load(open('$work/m$n.json'));print(f\"| {$n} | {r['work']:,} | {r['events']:,} | $ew | $rss |\")"
+    done
+fi
+
+echo
+echo "Single-stepping (--counter step) per fixture:"
 echo
 echo "| fixture (args) | instructions | marks hit | native s | traced s | overhead | instr/s traced | µs per mark hit (≥1000 hits) |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|"
@@ -33,8 +108,8 @@ while read -r name args; do
     cc -O2 -static $inc "fixtures/$name.c" -o "$work/$name"
     cc -O2 -static -DCILKVIEW_DISABLE $inc "fixtures/$name.c" -o "$work/$name.elided"
     native=$(secs "$work/$name" $args)
-    traced=$(secs "$bin" run --json "$work/$name.json" "$work/$name" -- $args)
-    elided=$(secs "$bin" run "$work/$name.elided" -- $args)
+    traced=$(secs "$bin" run --counter step --json "$work/$name.json" "$work/$name" -- $args)
+    elided=$(secs "$bin" run --counter step "$work/$name.elided" -- $args)
     python3 - "$name" "$args" "$work/$name.json" "$native" "$traced" "$elided" <<'PY'
 import json, sys
 name, args, path, native, traced, elided = sys.argv[1], sys.argv[2], sys.argv[3], *map(float, sys.argv[4:])
