@@ -83,6 +83,10 @@ pub struct OutputOptions {
     /// Draw the scalability profile (no gnuplot needed): FILE.svg or FILE.png.
     #[arg(long, value_name = "FILE", value_parser = crate::bench::parse_plot_path)]
     pub plot: Option<PathBuf>,
+    /// Draw the region LABEL (cv_region_begin/end) instead of the whole program in --plot and
+    /// --gnuplot: a small run's whole-program profile is mostly its serial start-up.
+    #[arg(long, value_name = "LABEL")]
+    pub plot_region: Option<String>,
     /// Exit non-zero if a measure falls below N (CI gate). MEASURE=N with MEASURE parallelism or
     /// burdened_parallelism, or region:LABEL:MEASURE=N. Repeatable.
     #[arg(long, value_name = "MEASURE=N", value_parser = Gate::parse)]
@@ -95,6 +99,7 @@ impl From<&OutputOptions> for ExportOptions {
             json: o.json.clone(),
             gnuplot: o.gnuplot.clone(),
             plot: o.plot.clone(),
+            plot_region: o.plot_region.clone(),
             gates: o.fail_below.clone(),
         }
     }

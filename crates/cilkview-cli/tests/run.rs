@@ -12,6 +12,7 @@ use std::process::Command;
 
 use cilkview_fixtures::{build, compile_source, gnuplot_render, BuildOptions, Lang};
 use common::{analyze, analyze_with, bin, fixture};
+use serde_json::Value;
 
 fn assert_near(what: &str, got: u64, expected: u64, tolerance: u64) {
     assert!(
@@ -409,4 +410,79 @@ fn threads_each_have_their_own_fork_join_stack() {
     // The second thread's 3 steps (work − span = 3 × 3004 of it runs beside the main thread's span)
     // make the whole more parallel than one thread's steps alone could.
     assert!(a.parallel_part() >= 6 * 3004, "{}", a.json);
+}
+
+/// A small run's whole-program figures are mostly its start-up: the text report puts the whole
+/// program and each region side by side, and `--plot-region` draws a region instead of the run.
+#[test]
+fn regions_side_by_side_and_plot_region() {
+    let dir = tempfile::tempdir().unwrap();
+    let (json, svg, dat) = (
+        dir.path().join("r.json"),
+        dir.path().join("p.svg"),
+        dir.path().join("g.dat"),
+    );
+    let out = bin()
+        .arg("run")
+        .arg("--json")
+        .arg(&json)
+        .arg("--plot")
+        .arg(&svg)
+        .arg("--gnuplot")
+        .arg(dir.path().join("g"))
+        .args(["--plot-region", "step"])
+        .arg(fixture("known_regions"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let step = r["regions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["label"] == "step")
+        .unwrap();
+    let (work, span) = (step["work"].as_u64().unwrap(), step["span"].as_u64().unwrap());
+    // Three instances of work 8004, span 6002 (fixtures/known_regions.c), a few dozen apart.
+    assert!(work.abs_diff(3 * 8004) < 100 && span.abs_diff(3 * 6002) < 100, "{step}");
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("region \"step\""))
+        .unwrap_or_else(|| panic!("no side-by-side row: {err}"));
+    let fmt = |v: u64| {
+        let s = v.to_string();
+        let mut out = String::new();
+        for (i, c) in s.chars().enumerate() {
+            if i > 0 && (s.len() - i) % 3 == 0 {
+                out.push(',');
+            }
+            out.push(c);
+        }
+        out
+    };
+    assert!(line.contains(&fmt(work)) && line.contains(&fmt(span)), "{line}");
+    assert!(err.contains("Whole program and regions"), "{err}");
+    // The plots show the region: its title and its parallelism (work / span = 1.33).
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(svg.contains("[region step]") && svg.contains("parallelism 1.33"), "{svg}");
+    let dat = std::fs::read_to_string(&dat).unwrap();
+    assert!(dat.contains("1.33"), "{dat}");
+    // A region that does not exist: the text and JSON are still written, then one error line.
+    let out = bin()
+        .arg("run")
+        .arg("--plot")
+        .arg(dir.path().join("q.svg"))
+        .args(["--plot-region", "nope"])
+        .arg(fixture("known_regions"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("Parallelism Profile"), "{err}");
+    assert!(
+        err.trim_end().ends_with("error: no region \"nope\" to plot (its regions: step, outer, inner)"),
+        "{err}"
+    );
+    assert!(!dir.path().join("q.svg").exists());
 }

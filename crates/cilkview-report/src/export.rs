@@ -7,8 +7,8 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use crate::{
-    Destination, ExportError, Exporter, Gate, GnuplotExporter, JsonExporter, MeasuredPoint,
-    PlotExporter, RunReport, TextExporter,
+    Artifact, Destination, ExportError, Exporter, Gate, GnuplotExporter, JsonExporter,
+    MeasuredPoint, PlotExporter, RunReport, TextExporter,
 };
 
 /// What to write and check: the command line's output options.
@@ -20,6 +20,8 @@ pub struct ExportOptions {
     pub gnuplot: Option<PathBuf>,
     /// `--plot FILE.svg|FILE.png`: the scalability profile drawn with plotters.
     pub plot: Option<PathBuf>,
+    /// `--plot-region LABEL`: `--plot` and `--gnuplot` draw this region instead of the whole run.
+    pub plot_region: Option<String>,
     /// `--fail-below` gates.
     pub gates: Vec<Gate>,
 }
@@ -89,13 +91,16 @@ pub struct ExportManager {
     reserved: Reservation,
 }
 
-/// The exporters for these options: always the text report, then the files asked for; the
-/// plots carry the `measured` points.
-fn exporters(options: &ExportOptions, measured: &[MeasuredPoint]) -> Vec<Box<dyn Exporter>> {
-    let mut out: Vec<Box<dyn Exporter>> = vec![Box::new(TextExporter)];
+type Exporters = Vec<Box<dyn Exporter>>;
+
+/// The exporters for these options: always the text report and the JSON asked for (`whole`),
+/// then the plots (`plots`), which carry the `measured` points.
+fn exporters(options: &ExportOptions, measured: &[MeasuredPoint]) -> (Exporters, Exporters) {
+    let mut whole: Vec<Box<dyn Exporter>> = vec![Box::new(TextExporter)];
     if let Some(path) = &options.json {
-        out.push(Box::new(JsonExporter { path: path.clone() }));
+        whole.push(Box::new(JsonExporter { path: path.clone() }));
     }
+    let mut out: Vec<Box<dyn Exporter>> = Vec::new();
     if let Some(prefix) = &options.gnuplot {
         out.push(Box::new(GnuplotExporter {
             prefix: prefix.clone(),
@@ -108,14 +113,33 @@ fn exporters(options: &ExportOptions, measured: &[MeasuredPoint]) -> Vec<Box<dyn
             measured: measured.to_vec(),
         }));
     }
-    out
+    (whole, out)
+}
+
+/// Sends each artifact where it goes: the text to `stderr`, files to their paths.
+fn write_artifacts(artifacts: Vec<Artifact>, stderr: &mut dyn Write) -> Result<(), OutputError> {
+    for artifact in artifacts {
+        match artifact.destination {
+            Destination::Stderr => {
+                let _ = stderr.write_all(&artifact.bytes);
+            }
+            Destination::File(path) => {
+                if let Err(source) = std::fs::write(&path, &artifact.bytes) {
+                    return Err(OutputError::Write { path, source });
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 impl ExportManager {
     /// The exporters of `options`, their files checked writable (and created if missing).
     pub fn new(options: &ExportOptions) -> Result<ExportManager, OutputError> {
-        let files = exporters(options, &[])
+        let (whole, plots) = exporters(options, &[]);
+        let files = whole
             .iter()
+            .chain(&plots)
             .flat_map(|e| e.destinations())
             .filter_map(|d| match d {
                 Destination::File(path) => Some(path),
@@ -146,18 +170,31 @@ impl ExportManager {
         for w in &report.warnings {
             let _ = writeln!(stderr, "warning: {w}");
         }
-        for exporter in exporters(&self.options, &self.measured) {
-            for artifact in exporter.render(report)? {
-                match artifact.destination {
-                    Destination::Stderr => {
-                        let _ = stderr.write_all(&artifact.bytes);
-                    }
-                    Destination::File(path) => {
-                        if let Err(source) = std::fs::write(&path, &artifact.bytes) {
-                            return Err(OutputError::Write { path, source });
+        let (whole, plots) = exporters(&self.options, &self.measured);
+        for exporter in &whole {
+            write_artifacts(exporter.render(report)?, stderr)?;
+        }
+        if !plots.is_empty() {
+            // The text and JSON are written even if the region to plot does not exist.
+            let focused = match &self.options.plot_region {
+                Some(label) => match report.focus(label) {
+                    Ok(r) => Some(r),
+                    Err(e) => {
+                        // Leave no empty plot file behind.
+                        for path in plots.iter().flat_map(|p| p.destinations()) {
+                            if let Destination::File(path) = path {
+                                if path.metadata().is_ok_and(|m| m.len() == 0) {
+                                    let _ = std::fs::remove_file(path);
+                                }
+                            }
                         }
+                        return Err(e.into());
                     }
-                }
+                },
+                None => None,
+            };
+            for exporter in &plots {
+                write_artifacts(exporter.render(focused.as_ref().unwrap_or(report))?, stderr)?;
             }
         }
         let mut passed = true;
@@ -188,6 +225,7 @@ mod tests {
             json: Some(dir.path().join("r.json")),
             gnuplot: Some(dir.path().join("p")),
             plot: None,
+            plot_region: None,
             gates: vec![],
         };
         let manager = ExportManager::new(&options).unwrap();
@@ -231,6 +269,7 @@ mod tests {
             json: Some(dir.path().join("r.json")),
             gnuplot: Some(dir.path().join("missing/p")),
             plot: None,
+            plot_region: None,
             gates: vec![],
         };
         let err = ExportManager::new(&options).err().expect("unwritable");

@@ -11,6 +11,7 @@
 mod callgrind;
 mod export;
 mod flamegraph;
+mod focus;
 mod gate;
 mod gnuplot;
 mod json;
@@ -64,6 +65,8 @@ pub struct Artifact {
 pub enum ExportError {
     #[error("cannot encode the report as JSON: {0}")]
     Json(#[from] serde_json::Error),
+    #[error("no region \"{label}\" to plot ({known})")]
+    NoSuchRegion { label: String, known: String },
     #[error("cannot draw the plot: {0}")]
     Plot(String),
     #[error("{0}: a plot file must end in .svg or .png")]

@@ -34,6 +34,42 @@ fn table(out: &mut String, rows: &[SpeedupRow]) {
     }
 }
 
+/// The whole run and each region in one table: a small run's whole-program numbers are mostly
+/// its serial start-up, the region's are the computation's.
+fn side_by_side(out: &mut String, report: &RunReport) {
+    let mut rows = vec![("whole program".to_string(), report.measures())];
+    rows.extend(
+        report
+            .regions
+            .iter()
+            .map(|r| (format!("region \"{}\"", r.label), r.measures())),
+    );
+    const TITLE: &str = "Whole program and regions";
+    let width = rows
+        .iter()
+        .map(|(name, _)| name.chars().count())
+        .chain([TITLE.len()])
+        .max()
+        .unwrap_or(0);
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "{:width$}  {:>15}  {:>15}  {:>11}  {:>20}  {:>10}",
+        TITLE, "work", "span", "parallelism", "burdened parallelism", "% of work"
+    );
+    for (name, m) in &rows {
+        let _ = writeln!(
+            out,
+            "{name:width$}  {:>15}  {:>15}  {:>11.2}  {:>20.2}  {:>9.1}%",
+            n(m.work),
+            n(m.span),
+            m.parallelism(),
+            m.burdened_parallelism(),
+            100.0 * m.work as f64 / report.work.max(1) as f64
+        );
+    }
+}
+
 impl TextExporter {
     /// The report as text.
     pub fn to_text(report: &RunReport) -> String {
@@ -86,6 +122,9 @@ impl TextExporter {
         let _ = writeln!(out);
         let _ = writeln!(out, "2) Speedup Estimate");
         table(&mut out, &report.speedup);
+        if !report.regions.is_empty() {
+            side_by_side(&mut out, report);
+        }
         let max_cores = report.max_cores();
         for (i, r) in report.regions.iter().enumerate() {
             let _ = writeln!(out);
