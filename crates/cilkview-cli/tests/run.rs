@@ -443,9 +443,15 @@ fn regions_side_by_side_and_plot_region() {
         .iter()
         .find(|x| x["label"] == "step")
         .unwrap();
-    let (work, span) = (step["work"].as_u64().unwrap(), step["span"].as_u64().unwrap());
+    let (work, span) = (
+        step["work"].as_u64().unwrap(),
+        step["span"].as_u64().unwrap(),
+    );
     // Three instances of work 8004, span 6002 (fixtures/known_regions.c), a few dozen apart.
-    assert!(work.abs_diff(3 * 8004) < 100 && span.abs_diff(3 * 6002) < 100, "{step}");
+    assert!(
+        work.abs_diff(3 * 8004) < 100 && span.abs_diff(3 * 6002) < 100,
+        "{step}"
+    );
     let line = err
         .lines()
         .find(|l| l.starts_with("region \"step\""))
@@ -454,18 +460,24 @@ fn regions_side_by_side_and_plot_region() {
         let s = v.to_string();
         let mut out = String::new();
         for (i, c) in s.chars().enumerate() {
-            if i > 0 && (s.len() - i) % 3 == 0 {
+            if i > 0 && (s.len() - i).is_multiple_of(3) {
                 out.push(',');
             }
             out.push(c);
         }
         out
     };
-    assert!(line.contains(&fmt(work)) && line.contains(&fmt(span)), "{line}");
+    assert!(
+        line.contains(&fmt(work)) && line.contains(&fmt(span)),
+        "{line}"
+    );
     assert!(err.contains("Whole program and regions"), "{err}");
     // The plots show the region: its title and its parallelism (work / span = 1.33).
     let svg = std::fs::read_to_string(&svg).unwrap();
-    assert!(svg.contains("[region step]") && svg.contains("parallelism 1.33"), "{svg}");
+    assert!(
+        svg.contains("[region step]") && svg.contains("parallelism 1.33"),
+        "{svg}"
+    );
     let dat = std::fs::read_to_string(&dat).unwrap();
     assert!(dat.contains("1.33"), "{dat}");
     // A region that does not exist: the text and JSON are still written, then one error line.
@@ -481,7 +493,8 @@ fn regions_side_by_side_and_plot_region() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("Parallelism Profile"), "{err}");
     assert!(
-        err.trim_end().ends_with("error: no region \"nope\" to plot (its regions: step, outer, inner)"),
+        err.trim_end()
+            .ends_with("error: no region \"nope\" to plot (its regions: step, outer, inner)"),
         "{err}"
     );
     assert!(!dir.path().join("q.svg").exists());

@@ -1,6 +1,8 @@
 //! Test support: compile tiny C programs with the system compiler.
 #![allow(dead_code)]
 
+pub mod emulated;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
