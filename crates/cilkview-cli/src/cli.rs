@@ -106,21 +106,45 @@ pub struct RunArgs {
     pub model: ModelOptions,
     #[command(flatten)]
     pub output: OutputOptions,
-    /// The program to run (searched in PATH when it has no slash).
-    #[arg(value_name = "PROGRAM")]
-    pub program: OsString,
-    /// Its arguments, after `--`.
+    /// The program to run (searched in PATH when it has no slash), then its arguments. Options
+    /// end at PROGRAM: everything after it is the program's (a `--` right after PROGRAM is
+    /// dropped).
     #[arg(
-        value_name = "ARGS",
+        value_name = "PROGRAM [ARGS]",
+        required = true,
+        num_args = 1..,
         trailing_var_arg = true,
         allow_hyphen_values = true
     )]
-    pub args: Vec<OsString>,
+    pub command: Vec<OsString>,
 }
+
+impl RunArgs {
+    /// The program to run, as the user named it.
+    pub fn program(&self) -> &OsString {
+        &self.command[0]
+    }
+
+    /// Its arguments: everything after PROGRAM, without a leading `--` separator.
+    pub fn args(&self) -> &[OsString] {
+        let rest = &self.command[1..];
+        match rest.first() {
+            Some(first) if first == "--" => &rest[1..],
+            _ => rest,
+        }
+    }
+}
+
+/// The longest `--duration`: 10^9 s, about 31 years.
+pub const MAX_DURATION_SECS: f64 = 1e9;
 
 fn parse_duration(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
-        Ok(d) if d.is_finite() && d > 0.0 => Ok(d),
+        Ok(d) if d.is_finite() && d > 0.0 && d <= MAX_DURATION_SECS => Ok(d),
+        Ok(d) if d > MAX_DURATION_SECS => Err(format!(
+            "at most {MAX_DURATION_SECS:.0} seconds (about 31 years); leave --duration out to \
+             measure until Ctrl-C or the process's end"
+        )),
         _ => Err("expected a number of seconds > 0, e.g. 10 or 0.5".into()),
     }
 }

@@ -22,6 +22,20 @@ pub struct ExportOptions {
     pub gates: Vec<Gate>,
 }
 
+impl ExportOptions {
+    /// Every file these options write (`PREFIX.dat` and `PREFIX.plt` for gnuplot).
+    pub fn files(&self) -> Vec<PathBuf> {
+        exporters(self)
+            .iter()
+            .flat_map(|e| e.destinations())
+            .filter_map(|d| match d {
+                Destination::File(path) => Some(path),
+                Destination::Stderr => None,
+            })
+            .collect()
+    }
+}
+
 /// Why the outputs could not be prepared or written.
 #[derive(Debug, thiserror::Error)]
 pub enum OutputError {
