@@ -3,7 +3,9 @@
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use cilkview_analysis::{check_program, ignore_terminal_interrupts, RunRequest};
+use cilkview_analysis::{
+    check_program, forward_signals, ignore_terminal_interrupts, RunRequest, FORWARDED_SIGNALS,
+};
 use cilkview_report::ExportManager;
 
 use crate::cli::RunArgs;
@@ -29,7 +31,12 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     // Ctrl-C at the terminal goes to the program (same process group); the tool lives on to
     // report what it measured.
     let interrupts = ignore_terminal_interrupts();
+    // `kill PID` of the tool (SIGTERM, SIGHUP) is meant for the program: it gets the signal and
+    // ends as it would without the tool, which lives on to write the report of what was measured.
+    let forwarding = forward_signals(&FORWARDED_SIGNALS)
+        .context("cannot install the handlers that forward SIGTERM and SIGHUP to the program")?;
     let analysis = cilkview_analysis::run(&request, &mut progress);
+    drop(forwarding);
     drop(interrupts);
     let analysis = analysis.with_context(|| format!("cannot analyze {}", program.display()))?;
 

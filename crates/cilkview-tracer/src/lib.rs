@@ -25,6 +25,7 @@ mod attach;
 mod backend;
 #[allow(unsafe_code)]
 mod counter;
+mod forward;
 mod procfs;
 mod ptrace;
 #[allow(unsafe_code)]
@@ -46,6 +47,7 @@ pub use backend::{choose, Backend, Hardware, Step};
 pub use cilkview_events::{
     CounterInfo, CounterMode, Ending, EventSink, ExitStatus, Outcome, Probe, TraceEvent,
 };
+pub use forward::{forward_signals, ForwardGuard, FORWARDED_SIGNALS};
 
 /// What to run and how to count.
 #[derive(Clone, Debug)]
