@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use cilkview_engine::{Config, Engine, Event, EventKind, RegionId, Report};
 use cilkview_events::{EventSink, Probe, TraceEvent};
-use cilkview_marks::{read_marks, MarkKind, MarkedImage};
+use cilkview_marks::{has_marks_section, read_marks, MarkKind, MarkedImage};
 use cilkview_report::{RunInfo, RunReport};
 
 use crate::Progress;
@@ -156,8 +156,9 @@ impl EventSink for Session<'_> {
         let marked = match (self.read)(image) {
             Ok(m) => m,
             // The first image is the program, checked before it started; a later one we cannot
-            // read (an interpreter, a library we do not understand) runs as unmarked code.
-            Err(e) if self.images.is_empty() => return Err(e),
+            // read (an interpreter, a library we do not understand) runs as unmarked code,
+            // unless it has a marks section: corrupt marks are an error wherever they are.
+            Err(e) if self.images.is_empty() || has_marks_section(image) => return Err(e),
             Err(_) => MarkedImage::default(),
         };
         self.images.push((image.to_path_buf(), marked.marks.len()));

@@ -342,3 +342,58 @@ int main(void) { f(); puts("ready"); fflush(stdout); for (;;) pause(); }
         assert_eq!(report["spawns"], 1);
     }
 }
+
+/// Item 11: corrupt marks in an image a wrapper script execs are the same error as when that image
+/// is run directly (they were silently taken for "no marks").
+#[test]
+fn corrupt_marks_behind_a_wrapper_are_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::copy(fixture("known_spawn"), &src).unwrap();
+    // A record of an unknown version in place of the marks.
+    let garbage = dir.path().join("garbage.bin");
+    std::fs::write(
+        &garbage,
+        [9u8, 3, 0xff, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+    )
+    .unwrap();
+    let corrupt = dir.path().join("corrupt");
+    let made = Command::new("objcopy")
+        .arg(format!(
+            "--update-section=.cilkview_marks={}",
+            garbage.display()
+        ))
+        .arg(&src)
+        .arg(&corrupt)
+        .status();
+    if !matches!(made, Ok(s) if s.success()) {
+        cilkview_fixtures::skip("objcopy not available to corrupt a marks section");
+        return;
+    }
+    std::fs::set_permissions(&corrupt, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let direct = one_error(&["run".as_ref(), corrupt.as_os_str()]);
+    let cause = direct
+        .split_once(": ")
+        .map(|(_, c)| c.trim_end().to_string())
+        .unwrap();
+    assert!(cause.starts_with("malformed"), "{direct}");
+    let wrapper = script(
+        dir.path(),
+        "wrapper.sh",
+        &format!("#!/bin/sh\nexec {} \"$@\"\n", corrupt.display()),
+    );
+    let json = dir.path().join("r.json");
+    let (code, _, err) = tool(&[
+        "run".as_ref(),
+        "--json".as_ref(),
+        json.as_os_str(),
+        wrapper.as_os_str(),
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.starts_with("error: ") && err.contains(&cause), "{err}");
+    assert!(
+        err.contains(&corrupt.display().to_string()),
+        "names the image: {err}"
+    );
+    assert!(!json.exists(), "no empty report left");
+}
