@@ -19,6 +19,7 @@
 #![forbid(unsafe_code)]
 
 mod measure;
+mod nesting;
 mod progress;
 mod session;
 
