@@ -171,6 +171,19 @@ pub struct ReportArgs {
     /// A report written by `cilkview-rs run --json FILE`.
     #[arg(value_name = "FILE.json")]
     pub file: PathBuf,
+    /// Span coefficient δ of the speedup table, recomputed (default: the report's).
+    #[arg(long, value_name = "D", value_parser = parse_span_coefficient,
+          allow_negative_numbers = true)]
+    pub span_coefficient: Option<f64>,
+    /// Largest core count of the speedup table, recomputed (default: the report's).
+    #[arg(long, value_name = "P",
+          value_parser = clap::value_parser!(u32).range(1..=4096), allow_negative_numbers = true)]
+    pub max_cores: Option<u32>,
+    /// Accepted only if equal to the report's burden: the burdened span was measured with it and
+    /// cannot be recomputed without running the program again.
+    #[arg(long, value_name = "INSTRUCTIONS", value_parser = parse_burden,
+          allow_negative_numbers = true)]
+    pub burden: Option<u64>,
     #[command(flatten)]
     pub output: OutputOptions,
 }

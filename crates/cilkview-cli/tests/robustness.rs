@@ -397,3 +397,65 @@ fn corrupt_marks_behind_a_wrapper_are_an_error() {
     );
     assert!(!json.exists(), "no empty report left");
 }
+
+/// Item 14: `report` derives the speedup table and parallelisms from the measures and the model,
+/// accepts --max-cores and --span-coefficient, and refuses a --burden it cannot honour.
+#[test]
+fn report_rederives_from_the_measures_and_the_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let saved = dir.path().join("measures.json");
+    std::fs::write(
+        &saved,
+        r#"{"work": 1000000, "span": 10000, "burdened_span": 40000, "spawns": 100, "syncs": 50}"#,
+    )
+    .unwrap();
+    let (code, _, err) = tool(&["report".as_ref(), saved.as_os_str()]);
+    assert_eq!(code, Some(0), "{err}");
+    for line in [
+        "Parallelism: 100.00\n",
+        "Burdened parallelism: 25.00\n",
+        "2 processors: 1.87 – 2.00\n",
+        "32 processors: 10.30 – 32.00\n",
+    ] {
+        assert!(err.contains(line), "{line} in:\n{err}");
+    }
+    let out = dir.path().join("out.json");
+    let (code, _, err) = tool(&[
+        "report".as_ref(),
+        saved.as_os_str(),
+        "--max-cores".as_ref(),
+        "4".as_ref(),
+        "--span-coefficient".as_ref(),
+        "1".as_ref(),
+        "--json".as_ref(),
+        out.as_os_str(),
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    // 1e6 / (1e6/4 + 2·1·(3/4)·40000) = 3.23
+    assert!(
+        err.contains("4 processors: 3.23 – 4.00\n") && !err.contains("8 processors"),
+        "{err}"
+    );
+    let json: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(json["span_coefficient"], 1.0);
+    assert_eq!(json["parallelism"], 100.0);
+    assert_eq!(json["speedup"].as_array().unwrap().len(), 2);
+    let err = one_error(&[
+        "report".as_ref(),
+        saved.as_os_str(),
+        "--burden".as_ref(),
+        "100".as_ref(),
+    ]);
+    assert!(
+        err.contains("run the program again with --burden 100"),
+        "{err}"
+    );
+    // The burden it was measured with is fine.
+    let (code, _, _) = tool(&[
+        "report".as_ref(),
+        saved.as_os_str(),
+        "--burden".as_ref(),
+        "15000".as_ref(),
+    ]);
+    assert_eq!(code, Some(0));
+}
