@@ -31,10 +31,10 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     // Ctrl-C at the terminal goes to the program (same process group); the tool lives on to
     // report what it measured.
     let interrupts = ignore_terminal_interrupts();
-    // `kill PID` of the tool (SIGTERM, SIGHUP) is meant for the program: it gets the signal and
+    // `kill PID` of the tool (SIGTERM, SIGHUP, SIGUSR1, …) is meant for the program: it gets the signal and
     // ends as it would without the tool, which lives on to write the report of what was measured.
     let forwarding = forward_signals(&FORWARDED_SIGNALS)
-        .context("cannot install the handlers that forward SIGTERM and SIGHUP to the program")?;
+        .context("cannot install the handlers that forward signals to the program")?;
     let analysis = cilkview_analysis::run(&request, &mut progress);
     drop(forwarding);
     drop(interrupts);

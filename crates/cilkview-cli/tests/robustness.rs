@@ -290,10 +290,10 @@ fn attaching_to_a_zombie_says_it_has_exited() {
     assert!(!err.contains("root"), "{err}");
 }
 
-/// Item 3: `kill PID` of the tool (SIGTERM, SIGHUP) goes to the program, which ends as it would
+/// Item 3: `kill PID` of the tool (SIGTERM, SIGHUP, SIGUSR1…) goes to the program, which ends as it would
 /// without the tool; the report of what was measured is written, no empty file is left.
 #[test]
-fn sigterm_and_sighup_to_run_reach_the_program_and_the_report_is_written() {
+fn sigterm_sighup_sigusr1_to_run_reach_the_program_and_the_report_is_written() {
     let exe = program(
         "wait_for_term",
         r#"
@@ -306,7 +306,11 @@ static void f(void) { cv_function(); cv_spawn(child()); CV_WORK(100); cv_sync();
 int main(void) { f(); puts("ready"); fflush(stdout); for (;;) pause(); }
 "#,
     );
-    for (sig, name, number) in [("-TERM", "SIGTERM", 15), ("-HUP", "SIGHUP", 1)] {
+    for (sig, name, number) in [
+        ("-TERM", "SIGTERM", 15),
+        ("-HUP", "SIGHUP", 1),
+        ("-USR1", "SIGUSR1", 10),
+    ] {
         let dir = tempfile::tempdir().unwrap();
         let json = dir.path().join("r.json");
         let mut child = std_bin()
@@ -373,9 +377,9 @@ fn corrupt_marks_behind_a_wrapper_are_an_error() {
     std::fs::set_permissions(&corrupt, std::fs::Permissions::from_mode(0o755)).unwrap();
     let direct = one_error(&["run".as_ref(), corrupt.as_os_str()]);
     let cause = direct
-        .split_once(": ")
+        .split_once(&format!("cannot analyze {}: ", corrupt.display()))
         .map(|(_, c)| c.trim_end().to_string())
-        .unwrap();
+        .unwrap_or_else(|| panic!("{direct}"));
     assert!(cause.starts_with("malformed"), "{direct}");
     let wrapper = script(
         dir.path(),

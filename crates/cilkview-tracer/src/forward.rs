@@ -1,4 +1,4 @@
-//! Signals sent to the tool by `kill PID` (SIGTERM, SIGHUP) are meant for the measured program:
+//! Signals sent to the tool by `kill PID` (SIGTERM, SIGHUP, …) are meant for the measured program:
 //! [`forward_signals`] passes them on to the program the tracer launched, so that it ends as it
 //! would have without the tool and the tool lives on to write the report of what was measured.
 
@@ -9,9 +9,21 @@ use signal_hook::iterator::{Handle, Signals};
 
 use crate::sys;
 
-/// What `kill` sends (SIGTERM) and a closed terminal or ssh session (SIGHUP): the signals `run`
-/// forwards to the program.
-pub const FORWARDED_SIGNALS: [i32; 2] = [nix::libc::SIGTERM, nix::libc::SIGHUP];
+/// The signals `run` forwards to the program: what `kill` sends (SIGTERM), a closed terminal or
+/// ssh session (SIGHUP), and the other catchable signals whose default action ends a process and
+/// that someone else sends. Not forwarded: SIGINT and SIGQUIT (the terminal sends them to the
+/// whole process group, the program included; the tool ignores them), the tool's own faults
+/// (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGSYS, SIGTRAP, SIGABRT), SIGPIPE, and SIGXCPU / SIGXFSZ
+/// (the tool's own resource limits).
+pub const FORWARDED_SIGNALS: [i32; 7] = [
+    nix::libc::SIGTERM,
+    nix::libc::SIGHUP,
+    nix::libc::SIGUSR1,
+    nix::libc::SIGUSR2,
+    nix::libc::SIGALRM,
+    nix::libc::SIGVTALRM,
+    nix::libc::SIGPROF,
+];
 
 /// The program launched by [`crate::run`], while it runs (0 otherwise).
 static PROGRAM: AtomicI32 = AtomicI32::new(0);
@@ -32,7 +44,7 @@ pub(crate) fn ended() {
     PROGRAM.store(0, Ordering::SeqCst);
 }
 
-/// Forwards `signals` (normally SIGTERM and SIGHUP) to the program launched by [`crate::run`]
+/// Forwards `signals` (normally [`FORWARDED_SIGNALS`]) to the program launched by [`crate::run`]
 /// until the guard is dropped; meanwhile they no longer end the tool. (Terminal interrupts need
 /// no forwarding: they reach the whole foreground process group, see
 /// [`crate::ignore_terminal_interrupts`].)
