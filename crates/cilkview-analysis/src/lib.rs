@@ -19,6 +19,7 @@
 #![forbid(unsafe_code)]
 
 mod measure;
+mod nesting;
 mod progress;
 mod session;
 
@@ -34,8 +35,8 @@ pub use cilkview_events::{
 };
 pub use cilkview_marks::{MarksError, HEADER};
 pub use cilkview_tracer::{
-    ignore_terminal_interrupts, survive_tool_death, SignalGuard, StopFlag, TerminalInterruptGuard,
-    TraceError, STOP_SIGNALS,
+    forward_signals, ignore_terminal_interrupts, survive_tool_death, ForwardGuard, SignalGuard,
+    StopFlag, TerminalInterruptGuard, TraceError, FORWARDED_SIGNALS, STOP_SIGNALS,
 };
 
 #[cfg(test)]

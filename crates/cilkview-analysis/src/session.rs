@@ -7,9 +7,10 @@ use std::path::{Path, PathBuf};
 
 use cilkview_engine::{Config, Engine, Event, EventKind, RegionId, Report};
 use cilkview_events::{EventSink, Probe, TraceEvent};
-use cilkview_marks::{read_marks, MarkKind, MarkedImage};
+use cilkview_marks::{has_marks_section, read_marks, MarkKind, MarkedImage};
 use cilkview_report::{RunInfo, RunReport};
 
+use crate::nesting::{Nesting, Site};
 use crate::Progress;
 
 /// Label strings ↔ region ids.
@@ -46,10 +47,12 @@ pub struct Session<'a> {
     /// What each probe of the current program image means, indexed like the backend's probe
     /// numbers: the executable's marks, then those of each library, in the order the backend
     /// asked for them. Region labels are already interned.
-    marks: Vec<(MarkKind, Option<RegionId>)>,
+    marks: Vec<(MarkKind, Option<RegionId>, Site)>,
     labels: Labels,
     /// Every image (executable or library) whose marks were read, with its number of marks.
     images: Vec<(PathBuf, usize)>,
+    /// Marks that did not nest, for the warning.
+    nesting: Nesting,
     read: MarksReader<'a>,
     progress: &'a mut dyn Progress,
 }
@@ -65,6 +68,7 @@ impl<'a> Session<'a> {
             marks: Vec::new(),
             labels: Labels::default(),
             images: Vec::new(),
+            nesting: Nesting::default(),
             read: Box::new(|image| read_marks(image).map_err(|e| e.to_string())),
             progress,
         }
@@ -89,7 +93,7 @@ impl<'a> Session<'a> {
     }
 
     fn hit(&mut self, probe: usize, tid: i32, cost: u64, operand: Option<u64>) {
-        let Some(&(kind, label)) = self.marks.get(probe) else {
+        let Some(&(kind, label, site)) = self.marks.get(probe) else {
             // Not a probe we gave: its cost is still work of the thread.
             self.engine(tid).charge(cost);
             return;
@@ -110,7 +114,11 @@ impl<'a> Session<'a> {
             MarkKind::RegionBegin => EventKind::RegionBegin(region()),
             MarkKind::RegionEnd => EventKind::RegionEnd(region()),
         };
-        self.engine(tid).process(Event::new(cost, kind));
+        let engine = self.engine(tid);
+        let before = engine.anomalies();
+        engine.process(Event::new(cost, kind));
+        let after = engine.anomalies();
+        self.nesting.record(Some(site), &before, &after);
         self.hits += 1;
         self.progress.hits(self.hits);
     }
@@ -120,10 +128,16 @@ impl<'a> Session<'a> {
     /// of the run (attach), so closers without openers are expected.
     pub fn finish(self, info: RunInfo, subject: &str, partial: bool) -> RunReport {
         self.progress.finished();
+        let mut nesting = self.nesting;
         let measured = self
             .engines
             .into_values()
-            .map(Engine::finish)
+            .map(|engine| {
+                let before = engine.anomalies();
+                let report = engine.finish();
+                nesting.record(None, &before, &report.anomalies);
+                report
+            })
             .reduce(Report::beside)
             .unwrap_or_default();
         let names = &self.labels.names;
@@ -136,16 +150,8 @@ impl<'a> Session<'a> {
                  Mark its parallel structure with cilkview.h (`cilkview-rs header > cilkview.h`)."
             ));
         }
-        let mut anomalies = measured.anomalies;
-        if partial {
-            anomalies.unmatched_closers = 0;
-            anomalies.implicit_frame_ends = 0;
-        }
-        if !anomalies.is_clean() {
-            report.warnings.push(format!(
-                "the marks did not nest as fork-join control should ({anomalies:?}); measures \
-                 may be off"
-            ));
+        if let Some(warning) = nesting.warning(&self.images, partial) {
+            report.warnings.push(warning);
         }
         report
     }
@@ -156,14 +162,21 @@ impl EventSink for Session<'_> {
         let marked = match (self.read)(image) {
             Ok(m) => m,
             // The first image is the program, checked before it started; a later one we cannot
-            // read (an interpreter, a library we do not understand) runs as unmarked code.
-            Err(e) if self.images.is_empty() => return Err(e),
+            // read (an interpreter, a library we do not understand) runs as unmarked code,
+            // unless it has a marks section: corrupt marks are an error wherever they are.
+            Err(e) if self.images.is_empty() || has_marks_section(image) => return Err(e),
             Err(_) => MarkedImage::default(),
         };
+        let index = self.images.len();
         self.images.push((image.to_path_buf(), marked.marks.len()));
         for m in &marked.marks {
             let label = m.label.as_deref().map(|l| self.labels.id(l));
-            self.marks.push((m.kind, label));
+            let site = Site {
+                image: index,
+                address: m.address,
+                kind: m.kind,
+            };
+            self.marks.push((m.kind, label, site));
         }
         Ok(marked
             .marks

@@ -1,6 +1,6 @@
 //! `cilkview-rs attach PID`: measure a running process for a while, then let it go unharmed.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -15,7 +15,13 @@ pub fn attach(args: AttachArgs) -> Result<ExitCode> {
     // From here on a fork does the work: killing the process the user sees (even with SIGKILL)
     // makes the fork detach cleanly instead of leaving the process traced.
     survive_tool_death().context("cannot start the attach session")?;
-    let mut outputs = ExportManager::new(&(&args.output).into())?;
+    let options = (&args.output).into();
+    // The process's own executable is no output file either.
+    crate::program::refuse_overwriting(
+        std::path::Path::new(&format!("/proc/{}/exe", args.pid)),
+        &options,
+    )?;
+    let mut outputs = ExportManager::new(&options)?;
     let stop = StopFlag::new();
     // Ctrl-C, SIGTERM, SIGHUP and the other catchable fatal signals end the measurement: the
     // probes are restored and the process detached, instead of the tool dying with the process
@@ -25,7 +31,8 @@ pub fn attach(args: AttachArgs) -> Result<ExitCode> {
         .context("cannot install the signal handlers that end an attach cleanly")?;
     if std::io::stderr().is_terminal() {
         let (program, _) = command_line(args.pid);
-        eprintln!(
+        let _ = writeln!(
+            std::io::stderr(),
             "cilkview-rs: measuring process {} ({program}); Ctrl-C stops measuring and lets it run on",
             args.pid
         );

@@ -372,7 +372,7 @@ fn split_command(command: &[OsString]) -> (OsString, Vec<OsString>) {
 /// `cilkview-rs bench`.
 pub fn bench(args: BenchArgs) -> Result<ExitCode> {
     let (program, program_args) = split_command(&args.command);
-    let program = crate::run::resolve_program(&program)?;
+    let program = crate::program::resolve(&program)?;
     let analysis = match &args.analysis {
         Some(path) => Some(prediction_source(read_json(path)?, args.region.as_deref())?),
         None => None,

@@ -124,21 +124,45 @@ pub struct RunArgs {
     pub bench: bool,
     #[command(flatten)]
     pub bench_tuning: crate::bench::BenchTuning,
-    /// The program to run (searched in PATH when it has no slash).
-    #[arg(value_name = "PROGRAM")]
-    pub program: OsString,
-    /// Its arguments, after `--`.
+    /// The program to run (searched in PATH when it has no slash), then its arguments. Options
+    /// end at PROGRAM: everything after it is the program's (a `--` right after PROGRAM is
+    /// dropped).
     #[arg(
-        value_name = "ARGS",
+        value_name = "PROGRAM [ARGS]",
+        required = true,
+        num_args = 1..,
         trailing_var_arg = true,
         allow_hyphen_values = true
     )]
-    pub args: Vec<OsString>,
+    pub command: Vec<OsString>,
 }
+
+impl RunArgs {
+    /// The program to run, as the user named it.
+    pub fn program(&self) -> &OsString {
+        &self.command[0]
+    }
+
+    /// Its arguments: everything after PROGRAM, without a leading `--` separator.
+    pub fn args(&self) -> &[OsString] {
+        let rest = &self.command[1..];
+        match rest.first() {
+            Some(first) if first == "--" => &rest[1..],
+            _ => rest,
+        }
+    }
+}
+
+/// The longest `--duration`: 10^9 s, about 31 years.
+pub const MAX_DURATION_SECS: f64 = 1e9;
 
 fn parse_duration(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
-        Ok(d) if d.is_finite() && d > 0.0 => Ok(d),
+        Ok(d) if d.is_finite() && d > 0.0 && d <= MAX_DURATION_SECS => Ok(d),
+        Ok(d) if d > MAX_DURATION_SECS => Err(format!(
+            "at most {MAX_DURATION_SECS:.0} seconds (about 31 years); leave --duration out to \
+             measure until Ctrl-C or the process's end"
+        )),
         _ => Err("expected a number of seconds > 0, e.g. 10 or 0.5".into()),
     }
 }
@@ -165,6 +189,19 @@ pub struct ReportArgs {
     /// A report written by `cilkview-rs run --json FILE`.
     #[arg(value_name = "FILE.json")]
     pub file: PathBuf,
+    /// Span coefficient δ of the speedup table, recomputed (default: the report's).
+    #[arg(long, value_name = "D", value_parser = parse_span_coefficient,
+          allow_negative_numbers = true)]
+    pub span_coefficient: Option<f64>,
+    /// Largest core count of the speedup table, recomputed (default: the report's).
+    #[arg(long, value_name = "P",
+          value_parser = clap::value_parser!(u32).range(1..=4096), allow_negative_numbers = true)]
+    pub max_cores: Option<u32>,
+    /// Accepted only if equal to the report's burden: the burdened span was measured with it and
+    /// cannot be recomputed without running the program again.
+    #[arg(long, value_name = "INSTRUCTIONS", value_parser = parse_burden,
+          allow_negative_numbers = true)]
+    pub burden: Option<u64>,
     #[command(flatten)]
     pub output: OutputOptions,
 }

@@ -8,11 +8,15 @@
 mod attach;
 mod bench;
 mod cli;
+mod program;
 mod progress;
 mod report;
 mod run;
 
+use std::io::Write;
 use std::process::ExitCode;
+
+use anyhow::Context;
 
 use clap::Parser;
 
@@ -25,19 +29,48 @@ fn main() -> ExitCode {
         Command::Attach(args) => attach::attach(args),
         Command::Report(args) => report::report(args),
         Command::Bench(args) => bench::bench(args),
-        Command::Header => {
-            print!("{}", cilkview_analysis::HEADER);
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Header => header(),
     };
     match result {
         Ok(code) => code,
         Err(e) => {
-            // One line: what went wrong, with its causes.
-            eprintln!("error: {e:#}");
+            // One line: what went wrong, with its causes. (If stderr is closed too, there is no
+            // one left to tell.)
+            let _ = writeln!(std::io::stderr().lock(), "error: {}", error_line(&e));
             ExitCode::from(2)
         }
     }
+}
+
+/// `cilkview-rs header`: the header on stdout. A reader that went away (`| head -1`) is no
+/// error; a full disk is.
+fn header() -> anyhow::Result<ExitCode> {
+    let mut out = std::io::stdout().lock();
+    match out
+        .write_all(cilkview_analysis::HEADER.as_bytes())
+        .and_then(|()| out.flush())
+    {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
+        Err(e) => Err(e).context("cannot write the header to standard output"),
+    }
+}
+
+/// An error and its causes on one line, each cause once: a message that already ends with its
+/// cause's text (`#[error("cannot read {path}: {source}")]`) is not followed by it again.
+fn error_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if line.ends_with(&text) || line.contains(&format!("{text}: ")) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
 }
 
 /// The exit code once the report is written: failure when a `--fail-below` gate failed.

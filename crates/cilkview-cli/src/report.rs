@@ -1,14 +1,25 @@
-//! `cilkview-rs report FILE.json`: re-render a saved report, without running anything.
+//! `cilkview-rs report FILE.json`: re-render a saved report, without running anything; what is
+//! derivable (parallelism, speedup table) is derived from the measures and the model.
 
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 use cilkview_report::{read_json, ExportManager};
 
 use crate::cli::ReportArgs;
 
 pub fn report(args: ReportArgs) -> Result<ExitCode> {
-    let report = read_json(&args.file)?;
+    let mut report = read_json(&args.file)?;
+    if let Some(burden) = args.burden.filter(|&b| b != report.burden) {
+        bail!(
+            "--burden {burden} cannot be applied to a saved report: its burdened span was \
+             measured with a burden of {} instructions per continuation; run the program again \
+             with --burden {burden}",
+            report.burden
+        );
+    }
+    // What the measures and the model determine, the report need not hold.
+    report.derive(args.max_cores, args.span_coefficient);
     let mut outputs = ExportManager::new(&(&args.output).into())?;
     let passed = outputs.write(&report, &mut std::io::stderr().lock())?;
     Ok(crate::gate_exit_code(passed))

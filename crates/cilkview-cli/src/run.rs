@@ -1,53 +1,23 @@
 //! `cilkview-rs run`: launch the program under the tracer, report its scalability.
 
-use std::ffi::OsString;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{bail, Context, Result};
-use cilkview_analysis::{check_program, ignore_terminal_interrupts, RunRequest};
+use anyhow::{Context, Result};
+use cilkview_analysis::{
+    check_program, forward_signals, ignore_terminal_interrupts, RunRequest, FORWARDED_SIGNALS,
+};
 use cilkview_report::ExportManager;
 
 use crate::cli::RunArgs;
 use crate::progress::Spinner;
 
-/// Finds the program as the shell would and checks it can be run, before anything runs.
-pub fn resolve_program(program: &OsString) -> Result<PathBuf> {
-    let path = PathBuf::from(program);
-    let path = if path.components().count() == 1 && !path.exists() {
-        which::which(&path).with_context(|| {
-            format!(
-                "program `{}` not found in PATH (give a path such as ./{0})",
-                path.display()
-            )
-        })?
-    } else {
-        path
-    };
-    let meta = match std::fs::metadata(&path) {
-        Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            bail!("{}: no such file (check the path)", path.display())
-        }
-        Err(e) => return Err(e).with_context(|| format!("cannot run {}", path.display())),
-    };
-    if meta.is_dir() {
-        bail!("{} is a directory, not a program", path.display());
-    }
-    if std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o111 == 0 {
-        bail!(
-            "{} is not executable (chmod +x it, or build it with cc)",
-            path.display()
-        );
-    }
-    Ok(path)
-}
-
 pub fn run(args: RunArgs) -> Result<ExitCode> {
-    let program = resolve_program(&args.program)?;
+    let program = crate::program::resolve(args.program())?;
     // Not ELF, wrong architecture, truncated, corrupt marks: say so before running anything.
     check_program(&program).with_context(|| format!("cannot analyze {}", program.display()))?;
-    let mut outputs = ExportManager::new(&(&args.output).into())?;
+    let options = (&args.output).into();
+    crate::program::refuse_overwriting(&program, &options)?;
+    let mut outputs = ExportManager::new(&options)?;
     if args.bench {
         crate::bench::precheck(&args.bench_tuning, &program)?;
     }
@@ -55,8 +25,8 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let mut progress = Spinner::new("tracing");
     let request = RunRequest {
         program: program.clone(),
-        name: args.program.to_string_lossy().into_owned(),
-        args: args.args.clone(),
+        name: args.program().to_string_lossy().into_owned(),
+        args: args.args().to_vec(),
         counter: args.counter,
         bind_cpu: !args.no_cpu_binding,
         model: (&args.model).into(),
@@ -64,13 +34,18 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     // Ctrl-C at the terminal goes to the program (same process group); the tool lives on to
     // report what it measured.
     let interrupts = ignore_terminal_interrupts();
+    // `kill PID` of the tool (SIGTERM, SIGHUP, SIGUSR1, …) is meant for the program: it gets the signal and
+    // ends as it would without the tool, which lives on to write the report of what was measured.
+    let forwarding = forward_signals(&FORWARDED_SIGNALS)
+        .context("cannot install the handlers that forward signals to the program")?;
     let analysis = cilkview_analysis::run(&request, &mut progress);
+    drop(forwarding);
     drop(interrupts);
     let analysis = analysis.with_context(|| format!("cannot analyze {}", program.display()))?;
 
     let bench = if args.bench {
         let report = &analysis.report;
-        match crate::bench::after_analysis(&args.bench_tuning, &program, &args.args, report)? {
+        match crate::bench::after_analysis(&args.bench_tuning, &program, args.args(), report)? {
             Ok(bench) => Some(bench),
             Err(code) => return Ok(code),
         }

@@ -342,6 +342,12 @@ impl Engine {
         self.events
     }
 
+    /// The malformed-stream situations absorbed so far (a caller comparing them before and after
+    /// an event knows which event caused one).
+    pub fn anomalies(&self) -> Anomalies {
+        self.anomalies
+    }
+
     /// Current fork-join nesting depth (frames open above the implicit root).
     pub fn depth(&self) -> usize {
         self.stack.len() - 1

@@ -212,6 +212,21 @@ pub fn read_marks(path: &Path) -> Result<MarkedImage, MarksError> {
     parse_marks(&data)
 }
 
+/// Whether the file at `path` is a 64-bit ELF file with a `.cilkview_marks` section, whatever
+/// its contents: a [`read_marks`] error about such a file means corrupt marks, not merely a file
+/// that is not a marked program (a script's interpreter, a foreign library).
+pub fn has_marks_section(path: &Path) -> bool {
+    let Ok(data) = std::fs::read(path) else {
+        return false;
+    };
+    let Ok(header) = elf::FileHeader64::<LE>::parse(&*data) else {
+        return false;
+    };
+    header
+        .sections(LE, &*data)
+        .is_ok_and(|s| s.section_by_name(LE, SECTION_NAME.as_bytes()).is_some())
+}
+
 fn malformed(offset: u64, reason: impl Into<String>) -> MarksError {
     MarksError::Malformed {
         offset,

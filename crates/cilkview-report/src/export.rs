@@ -26,6 +26,22 @@ pub struct ExportOptions {
     pub gates: Vec<Gate>,
 }
 
+impl ExportOptions {
+    /// Every file these options write (`PREFIX.dat` and `PREFIX.plt` for gnuplot).
+    pub fn files(&self) -> Vec<PathBuf> {
+        let (whole, plots) = exporters(self, &[]);
+        whole
+            .iter()
+            .chain(&plots)
+            .flat_map(|e| e.destinations())
+            .filter_map(|d| match d {
+                Destination::File(path) => Some(path),
+                Destination::Stderr => None,
+            })
+            .collect()
+    }
+}
+
 /// Why the outputs could not be prepared or written.
 #[derive(Debug, thiserror::Error)]
 pub enum OutputError {
@@ -136,16 +152,7 @@ fn write_artifacts(artifacts: Vec<Artifact>, stderr: &mut dyn Write) -> Result<(
 impl ExportManager {
     /// The exporters of `options`, their files checked writable (and created if missing).
     pub fn new(options: &ExportOptions) -> Result<ExportManager, OutputError> {
-        let (whole, plots) = exporters(options, &[]);
-        let files = whole
-            .iter()
-            .chain(&plots)
-            .flat_map(|e| e.destinations())
-            .filter_map(|d| match d {
-                Destination::File(path) => Some(path),
-                Destination::Stderr => None,
-            })
-            .collect::<Vec<_>>();
+        let files = options.files();
         Ok(ExportManager {
             options: options.clone(),
             measured: Vec::new(),

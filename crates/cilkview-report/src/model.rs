@@ -16,6 +16,33 @@ pub struct CounterReport {
     pub reason: String,
 }
 
+impl Default for CounterReport {
+    /// A saved report that does not say.
+    fn default() -> CounterReport {
+        CounterReport {
+            mode: CounterMode::Auto,
+            reason: "not recorded in the report".into(),
+        }
+    }
+}
+
+/// A derived measure not read yet (JSON has no NaN, so it never comes from a file).
+fn underived() -> f64 {
+    f64::NAN
+}
+
+fn unrecorded() -> String {
+    "(program not recorded)".into()
+}
+
+fn default_burden() -> u64 {
+    cilkview_engine::DEFAULT_BURDEN
+}
+
+fn default_span_coefficient() -> f64 {
+    cilkview_engine::DEFAULT_SPAN_COEFFICIENT
+}
+
 impl From<&CounterInfo> for CounterReport {
     fn from(info: &CounterInfo) -> CounterReport {
         CounterReport {
@@ -40,9 +67,15 @@ pub struct RegionReport {
     pub work: u64,
     pub span: u64,
     pub burdened_span: u64,
+    /// Derived.
+    #[serde(default = "underived")]
     pub parallelism: f64,
+    /// Derived.
+    #[serde(default = "underived")]
     pub burdened_parallelism: f64,
+    #[serde(default)]
     pub spawns: u64,
+    #[serde(default)]
     pub syncs: u64,
 }
 
@@ -58,10 +91,15 @@ impl RegionReport {
     }
 }
 
-/// A whole analysis report. Field order is the JSON key order.
+/// A whole analysis report. Field order is the JSON key order. Reading one back, only `work`,
+/// `span` and `burdened_span` are required: what is derivable from them (marked "derived") may be
+/// absent and is then NaN or empty until [`RunReport::derive`] fills it in; other absent keys take
+/// the defaults of `run`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunReport {
+    #[serde(default = "unrecorded")]
     pub program: String,
+    #[serde(default)]
     pub args: Vec<String>,
     /// The program's exit code, when it exited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -69,20 +107,35 @@ pub struct RunReport {
     /// The signal that killed the program, when one did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signal: Option<i32>,
+    #[serde(default)]
     pub counter: CounterReport,
+    #[serde(default = "default_burden")]
     pub burden: u64,
+    #[serde(default = "default_span_coefficient")]
     pub span_coefficient: f64,
     pub work: u64,
     pub span: u64,
     pub burdened_span: u64,
+    /// Derived.
+    #[serde(default = "underived")]
     pub parallelism: f64,
+    /// Derived.
+    #[serde(default = "underived")]
     pub burdened_parallelism: f64,
+    #[serde(default)]
     pub spawns: u64,
+    #[serde(default)]
     pub syncs: u64,
     /// Marks hit (events consumed by the engine).
+    #[serde(default)]
     pub events: u64,
+    /// Derived.
+    #[serde(default = "underived")]
     pub average_maximal_strand: f64,
+    /// Derived.
+    #[serde(default)]
     pub speedup: Vec<SpeedupRow>,
+    #[serde(default)]
     pub regions: Vec<RegionReport>,
     /// Present when the measures come from `cilkview-rs attach`: they cover only that window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -210,6 +263,39 @@ impl RunReport {
         }
     }
 
+    /// Fills in what is derivable from the measures and the model and was not read: parallelism,
+    /// burdened parallelism, average maximal strand (also of each region) and the speedup table
+    /// up to `max_cores` (or the stored table's, 32 without one). With `max_cores` or
+    /// `span_coefficient` given (the `report` options), the speedup table is computed anew.
+    /// Stored derived values are kept otherwise, so a re-rendered report is unchanged.
+    pub fn derive(&mut self, max_cores: Option<u32>, span_coefficient: Option<f64>) {
+        let m = self.measures();
+        let fill = |stored: &mut f64, derived: f64| {
+            if stored.is_nan() {
+                *stored = derived;
+            }
+        };
+        fill(&mut self.parallelism, m.parallelism());
+        fill(&mut self.burdened_parallelism, m.burdened_parallelism());
+        fill(&mut self.average_maximal_strand, m.average_maximal_strand());
+        for r in &mut self.regions {
+            let rm = r.measures();
+            fill(&mut r.parallelism, rm.parallelism());
+            fill(&mut r.burdened_parallelism, rm.burdened_parallelism());
+        }
+        if let Some(delta) = span_coefficient {
+            self.span_coefficient = delta;
+        }
+        if self.speedup.is_empty() || max_cores.is_some() || span_coefficient.is_some() {
+            let cores = max_cores.unwrap_or(if self.speedup.is_empty() {
+                32
+            } else {
+                self.max_cores()
+            });
+            self.speedup = speedup_table(&m, cores, self.span_coefficient);
+        }
+    }
+
     /// The largest core count of the speedup table (the report's `--max-cores`), 1 if empty.
     pub fn max_cores(&self) -> u32 {
         self.speedup.iter().map(|s| s.cores).max().unwrap_or(1)
@@ -225,7 +311,7 @@ impl RunReport {
                     .unwrap_or_default()
             ),
             (Some(code), None) => format!("exited with status {code}"),
-            (None, None) => "still running".to_string(),
+            (None, None) => "its end is not recorded".to_string(),
         }
     }
 }

@@ -26,6 +26,7 @@ mod backend;
 #[allow(unsafe_code)]
 mod counter;
 mod emulate;
+mod forward;
 mod procfs;
 mod ptrace;
 #[allow(unsafe_code)]
@@ -48,6 +49,7 @@ pub use backend::{choose, choose_for_attach, choose_for_run, Backend, Emulate, H
 pub use cilkview_events::{
     CounterInfo, CounterMode, Ending, EventSink, ExitStatus, Outcome, Probe, TraceEvent,
 };
+pub use forward::{forward_signals, ForwardGuard, FORWARDED_SIGNALS};
 
 /// What to run and how to count.
 #[derive(Clone, Debug)]

@@ -82,6 +82,12 @@ pub fn exists(tid: Tid) -> bool {
 /// Why `PTRACE_SEIZE` of `pid` failed with EPERM, and what to do.
 pub fn attach_denied_reason(pid: Tid) -> String {
     let status = format!("/proc/{pid}/status");
+    // A zombie cannot be traced: it has exited and only waits for its parent to reap it.
+    if status_field(&status, "State").is_some_and(|s| s.starts_with('Z')) {
+        return "it has already exited (a zombie, waiting for its parent to collect its exit \
+                status); there is nothing left to measure"
+            .into();
+    }
     if let Some(tracer) = status_field(&status, "TracerPid").and_then(|v| v.parse::<Tid>().ok()) {
         if tracer != 0 {
             let comm = std::fs::read_to_string(format!("/proc/{tracer}/comm"))

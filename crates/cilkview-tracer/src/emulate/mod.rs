@@ -62,15 +62,20 @@ pub fn run_emulated(
     let program = launch::check_program(opts)?;
     let mut launched = launch::launch(&emu, &program, opts)?;
     let pid = launched.child.id() as i32;
+    // Signals sent to the tool go to QEMU, which delivers them to the program.
+    crate::forward::launched(pid);
     let mut s = Session::new(pid, opts.program.clone());
     let pumped = s.pump(&mut launched, sink);
     if let Err(e) = pumped {
         let _ = launched.child.kill();
         let _ = launched.child.wait();
+        crate::forward::ended();
         return Err(e);
     }
     drop(launched.replies);
-    let status = launched.child.wait().map_err(TraceError::Wait)?;
+    let status = launched.child.wait().map_err(TraceError::Wait);
+    crate::forward::ended();
+    let status = status?;
     let status = s.finish(status, sink)?;
     let notes = EmulationNotes {
         emulator: format!("{} ({})", emu.path.display(), emu.version),

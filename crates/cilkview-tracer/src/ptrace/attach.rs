@@ -197,8 +197,7 @@ impl<C: Counting> Tracer<'_, C> {
             }
             if alarm.pid.is_none() {
                 let ms = deadline.map_or(-1, |d| {
-                    let left = d.saturating_duration_since(Instant::now());
-                    (left.as_millis() as i32).saturating_add(1)
+                    alarm_ms(d.saturating_duration_since(Instant::now()))
                 });
                 alarm.pid =
                     Some(
@@ -465,5 +464,31 @@ impl<C: Counting> Tracer<'_, C> {
         if let Ok(Ok(stopped)) = self.stop_all() {
             let _ = self.detach_all(&stopped);
         }
+    }
+}
+
+/// The alarm's timeout for `left` until the deadline, in poll(2)'s milliseconds: rounded up, and
+/// at most `i32::MAX` (about 24.8 days; a longer wait takes several alarms, the deadline being
+/// checked after each).
+fn alarm_ms(left: std::time::Duration) -> i32 {
+    i32::try_from(left.as_millis().saturating_add(1)).unwrap_or(i32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::alarm_ms;
+
+    #[test]
+    fn alarm_timeouts_never_wrap() {
+        assert_eq!(alarm_ms(Duration::ZERO), 1);
+        assert_eq!(alarm_ms(Duration::from_millis(1500)), 1501);
+        // 2^31 ms and more (--duration 2147483.648 and beyond) used to wrap to a negative
+        // ("never") or a tiny timeout (4294967.5 s became 204 ms).
+        assert_eq!(alarm_ms(Duration::from_millis(1 << 31)), i32::MAX);
+        assert_eq!(alarm_ms(Duration::from_secs_f64(4294967.5)), i32::MAX);
+        assert_eq!(alarm_ms(Duration::from_secs(30 * 86400)), i32::MAX);
+        assert_eq!(alarm_ms(Duration::MAX), i32::MAX);
     }
 }

@@ -35,6 +35,7 @@ pub(crate) fn run<C: Counting>(
         argv.push(CString::new(a.as_bytes()).map_err(|_| nul())?);
     }
     let mut child = sys::spawn_blocked(&program, &argv).map_err(spawn_err)?;
+    crate::forward::launched(child.pid);
     let mut t = Tracer::new(child.pid, counting, sink);
     t.core.nthreads = 1;
     if let Some(note) = t.counting.launched(child.pid) {
@@ -44,6 +45,7 @@ pub(crate) fn run<C: Counting>(
     let result = t
         .start(&mut child)
         .and_then(|()| t.event_loop(&child, opts));
+    crate::forward::ended();
     match result {
         Ok(status) => Ok(Outcome {
             status,

@@ -1,0 +1,115 @@
+//! PROGRAM of `run`: found as `execvp` would find it, and checked before anything runs (a
+//! regular executable file, a `#!` interpreter that exists, no output file that is the program).
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use cilkview_report::ExportOptions;
+
+/// Finds the program as `execvp` does (a name without a slash is searched in PATH only, never in
+/// the current directory) and checks that it can be run, before anything runs.
+pub fn resolve(program: &OsStr) -> Result<PathBuf> {
+    let path = if program.as_bytes().contains(&b'/') {
+        PathBuf::from(program)
+    } else {
+        which::which(program).with_context(|| {
+            format!(
+                "program `{}` not found in PATH (give a path such as ./{0})",
+                Path::new(program).display()
+            )
+        })?
+    };
+    check_file(&path, "")?;
+    check_interpreter(&path)?;
+    Ok(path)
+}
+
+/// `path` is a regular file that can be executed. `what` prefixes the messages (e.g. "the
+/// interpreter of x.sh, ").
+fn check_file(path: &Path, what: &str) -> Result<()> {
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            bail!("{what}{}: no such file (check the path)", path.display())
+        }
+        Err(e) => return Err(e).with_context(|| format!("cannot run {what}{}", path.display())),
+    };
+    let kind = meta.file_type();
+    if kind.is_dir() {
+        bail!("{what}{} is a directory, not a program", path.display());
+    }
+    if !kind.is_file() {
+        let is = if kind.is_fifo() {
+            "a FIFO (named pipe)"
+        } else if kind.is_socket() {
+            "a socket"
+        } else if kind.is_char_device() || kind.is_block_device() {
+            "a device"
+        } else {
+            "not a regular file"
+        };
+        bail!("{what}{} is {is}, not a program", path.display());
+    }
+    if meta.permissions().mode() & 0o111 == 0 {
+        bail!(
+            "{what}{} is not executable (chmod +x it, or build it with cc)",
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+/// The interpreter named on the `#!` line of `script`, if it is one.
+fn interpreter(script: &Path) -> Option<PathBuf> {
+    use std::io::Read;
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(script)
+        .and_then(|mut f| f.read(&mut head))
+        .ok()?;
+    let line = head[..n].strip_prefix(b"#!")?;
+    let line = &line[..line.iter().position(|&b| b == b'\n').unwrap_or(line.len())];
+    // As the kernel reads it: blanks, then the interpreter up to the next blank.
+    let start = line.iter().position(|&b| b != b' ' && b != b'\t')?;
+    let rest = &line[start..];
+    let end = rest
+        .iter()
+        .position(|&b| b == b' ' || b == b'\t')
+        .unwrap_or(rest.len());
+    Some(PathBuf::from(OsStr::from_bytes(&rest[..end])))
+}
+
+/// A `#!` script's interpreter exists and is executable (else the kernel's ENOENT would name the
+/// script, which does exist).
+fn check_interpreter(script: &Path) -> Result<()> {
+    if let Some(interp) = interpreter(script) {
+        check_file(
+            &interp,
+            &format!("{}: its interpreter (on its #! line) ", script.display()),
+        )?;
+    }
+    Ok(())
+}
+
+/// Refuses, before running, an output file that is the program itself (same device and inode):
+/// writing the report would replace the program.
+pub fn refuse_overwriting(program: &Path, outputs: &ExportOptions) -> Result<()> {
+    let Ok(prog) = std::fs::metadata(program) else {
+        return Ok(());
+    };
+    for path in outputs.files() {
+        if let Ok(out) = std::fs::metadata(&path) {
+            if out.dev() == prog.dev() && out.ino() == prog.ino() {
+                bail!(
+                    "output file {} is the program {} itself; writing the report would replace \
+                     it (choose another output path)",
+                    path.display(),
+                    program.display()
+                );
+            }
+        }
+    }
+    Ok(())
+}
