@@ -21,6 +21,7 @@
 mod measure;
 mod progress;
 mod session;
+mod sites;
 
 pub use measure::{
     attach, check_program, command_line, run, Analysis, AttachRequest, Model, RunRequest,

@@ -81,6 +81,8 @@ pub struct OutputOptions {
     /// burdened_parallelism, or region:LABEL:MEASURE=N. Repeatable.
     #[arg(long, value_name = "MEASURE=N", value_parser = Gate::parse)]
     pub fail_below: Vec<Gate>,
+    #[command(flatten)]
+    pub profile: crate::profile::ProfileOptions,
 }
 
 impl From<&OutputOptions> for ExportOptions {
@@ -89,6 +91,8 @@ impl From<&OutputOptions> for ExportOptions {
             json: o.json.clone(),
             gnuplot: o.gnuplot.clone(),
             gates: o.fail_below.clone(),
+            profile: o.profile.profile.clone(),
+            top: o.profile.top(),
         }
     }
 }

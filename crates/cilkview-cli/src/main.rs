@@ -7,6 +7,7 @@
 
 mod attach;
 mod cli;
+mod profile;
 mod progress;
 mod report;
 mod run;

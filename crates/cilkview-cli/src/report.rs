@@ -9,6 +9,7 @@ use crate::cli::ReportArgs;
 
 pub fn report(args: ReportArgs) -> Result<ExitCode> {
     let report = read_json(&args.file)?;
+    args.output.profile.check_report(&report, &args.file)?;
     let mut outputs = ExportManager::new(&(&args.output).into())?;
     let passed = outputs.write(&report, &mut std::io::stderr().lock())?;
     Ok(crate::gate_exit_code(passed))

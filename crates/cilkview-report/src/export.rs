@@ -7,8 +7,8 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use crate::{
-    Destination, ExportError, Exporter, Gate, GnuplotExporter, JsonExporter, RunReport,
-    TextExporter,
+    CallgrindExporter, Destination, ExportError, Exporter, FlameGraphExporter, Gate,
+    GnuplotExporter, JsonExporter, ProfileCsvExporter, RunReport, TextExporter, TopSitesExporter,
 };
 
 /// What to write and check: the command line's output options.
@@ -20,6 +20,11 @@ pub struct ExportOptions {
     pub gnuplot: Option<PathBuf>,
     /// `--fail-below` gates.
     pub gates: Vec<Gate>,
+    /// `--profile PREFIX`: `PREFIX.csv`, `PREFIX.folded`, `PREFIX.svg`, `PREFIX.callgrind`, and
+    /// the "top call sites on the span" table after the text report.
+    pub profile: Option<PathBuf>,
+    /// `--top N`: rows of that table (`None`: 10).
+    pub top: Option<usize>,
 }
 
 /// Why the outputs could not be prepared or written.
@@ -53,6 +58,19 @@ pub struct ExportManager {
 /// The exporters for these options: always the text report, then the files asked for.
 fn exporters(options: &ExportOptions) -> Vec<Box<dyn Exporter>> {
     let mut out: Vec<Box<dyn Exporter>> = vec![Box::new(TextExporter)];
+    if let Some(prefix) = &options.profile {
+        let top = options.top.unwrap_or(TopSitesExporter::default().top);
+        out.push(Box::new(TopSitesExporter { top }));
+        out.push(Box::new(ProfileCsvExporter {
+            prefix: prefix.clone(),
+        }));
+        out.push(Box::new(FlameGraphExporter {
+            prefix: prefix.clone(),
+        }));
+        out.push(Box::new(CallgrindExporter {
+            prefix: prefix.clone(),
+        }));
+    }
     if let Some(path) = &options.json {
         out.push(Box::new(JsonExporter { path: path.clone() }));
     }
@@ -153,7 +171,7 @@ mod tests {
         let options = ExportOptions {
             json: Some(dir.path().join("r.json")),
             gnuplot: Some(dir.path().join("p")),
-            gates: vec![],
+            ..Default::default()
         };
         let manager = ExportManager::new(&options).unwrap();
         for f in ["r.json", "p.dat", "p.plt"] {
@@ -195,7 +213,7 @@ mod tests {
         let options = ExportOptions {
             json: Some(dir.path().join("r.json")),
             gnuplot: Some(dir.path().join("missing/p")),
-            gates: vec![],
+            ..Default::default()
         };
         let err = ExportManager::new(&options).err().expect("unwritable");
         assert!(
