@@ -8,7 +8,7 @@
 //! * Where that is not possible the site is, in order: the inlined call (the marked function was
 //!   inlined into its caller: the mark is in the caller, named by the inline call's `file:line`);
 //!   the callee (no CFI at the mark, the return address unreadable, or the caller in another
-//!   file: every call of the function is one site, named by the function's entry, `(callee)`).
+//!   file: every call of the function is one site, named by the entry mark's `file:line`, function `NAME (callee)`).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -151,13 +151,13 @@ impl Sites {
                 .inlined_call(offset)
                 .unwrap_or_else(|| symbols.lookup(offset)),
         };
-        let mut location = symbol.location();
+        let mut function = symbol.function_name();
         if origin == Origin::Callee {
-            location.push_str(" (callee)");
+            function.push_str(" (callee)");
         }
         SiteName {
-            function: symbol.function_name(),
-            location,
+            function,
+            location: symbol.location(),
         }
     }
 }

@@ -184,13 +184,15 @@ impl Core<'_> {
                 o => o,
             };
             let return_address = match p.return_address {
-                Some(ra) if ra.cfa_register > 15 => return Err(TraceError::Probes {
-                    image: image.to_path_buf(),
-                    message: format!(
+                Some(ra) if ra.cfa_register > 15 => {
+                    return Err(TraceError::Probes {
+                        image: image.to_path_buf(),
+                        message: format!(
                         "probe {i}: CFA register {} is not a DWARF x86-64 general register (0-15)",
                         ra.cfa_register
                     ),
-                }),
+                    })
+                }
                 ra => ra.map(|ra| (ra, base)),
             };
             if self
