@@ -22,6 +22,7 @@ mod measure;
 mod nesting;
 mod progress;
 mod session;
+mod sites;
 
 pub use measure::{
     attach, check_program, command_line, run, Analysis, AttachRequest, Model, RunRequest,

@@ -58,6 +58,8 @@ pub struct RunRequest {
     /// program sees a one-CPU affinity mask).
     pub bind_cpu: bool,
     pub model: Model,
+    /// Profile call sites (Cilkprof): the report gets `call_sites` and `call_contexts`.
+    pub profile: bool,
 }
 
 /// A running process to measure until `stop`, `duration` or its exit.
@@ -68,6 +70,8 @@ pub struct AttachRequest {
     pub duration: Option<Duration>,
     pub stop: StopFlag,
     pub model: Model,
+    /// Profile call sites, as [`RunRequest::profile`].
+    pub profile: bool,
 }
 
 /// Whether the file starts with `#!` (a script that will exec an interpreter: the marks are those
@@ -93,6 +97,9 @@ pub fn check_program(program: &Path) -> Result<(), MarksError> {
 /// stdin, stdout, stderr and exit status are its own.
 pub fn run(request: &RunRequest, progress: &mut dyn Progress) -> Result<Analysis, TraceError> {
     let mut session = Session::new(request.model.burden, progress);
+    if request.profile {
+        session = session.with_profile();
+    }
     let options = TraceOptions {
         program: request.program.clone(),
         args: request.args.clone(),
@@ -139,6 +146,9 @@ pub fn attach(
 ) -> Result<Analysis, TraceError> {
     let (program, args) = command_line(request.pid);
     let mut session = Session::new(request.model.burden, progress);
+    if request.profile {
+        session = session.with_profile();
+    }
     let options = AttachOptions {
         pid: request.pid,
         counter: request.counter,

@@ -11,6 +11,7 @@ use cilkview_marks::{has_marks_section, read_marks, MarkKind, MarkedImage};
 use cilkview_report::{RunInfo, RunReport};
 
 use crate::nesting::{Nesting, Site};
+use crate::sites::Sites;
 use crate::Progress;
 
 /// Label strings ↔ region ids.
@@ -55,6 +56,8 @@ pub struct Session<'a> {
     nesting: Nesting,
     read: MarksReader<'a>,
     progress: &'a mut dyn Progress,
+    /// Call-site profiling (`with_profile`): the sites of entries and spawns.
+    sites: Option<Sites>,
 }
 
 impl<'a> Session<'a> {
@@ -71,7 +74,15 @@ impl<'a> Session<'a> {
             nesting: Nesting::default(),
             read: Box::new(|image| read_marks(image).map_err(|e| e.to_string())),
             progress,
+            sites: None,
         }
+    }
+
+    /// The same session, also profiling call sites (Cilkprof; docs/engine.md): the report gets
+    /// `call_sites` and `call_contexts`, named from the images' symbols.
+    pub fn with_profile(mut self) -> Session<'a> {
+        self.sites = Some(Sites::default());
+        self
     }
 
     /// The same session, reading marks with `read` instead of from the files (tests, or marks
@@ -86,14 +97,18 @@ impl<'a> Session<'a> {
 
     /// The engine of thread `tid`.
     fn engine(&mut self, tid: i32) -> &mut Engine {
-        let burden = self.burden;
-        self.engines
-            .entry(tid)
-            .or_insert_with(|| Engine::new(Config { burden }))
+        let (burden, profile) = (self.burden, self.sites.is_some());
+        self.engines.entry(tid).or_insert_with(|| {
+            if profile {
+                Engine::with_profile(Config { burden })
+            } else {
+                Engine::new(Config { burden })
+            }
+        })
     }
 
     fn hit(&mut self, probe: usize, tid: i32, cost: u64, operand: Option<u64>) {
-        let Some(&(kind, label, site)) = self.marks.get(probe) else {
+        let Some(&(kind, label, mark)) = self.marks.get(probe) else {
             // Not a probe we gave: its cost is still work of the thread.
             self.engine(tid).charge(cost);
             return;
@@ -114,11 +129,17 @@ impl<'a> Session<'a> {
             MarkKind::RegionBegin => EventKind::RegionBegin(region()),
             MarkKind::RegionEnd => EventKind::RegionEnd(region()),
         };
+        let site = match (kind, &mut self.sites) {
+            (EventKind::FunctionEnter | EventKind::Spawn, Some(sites)) => {
+                sites.site(probe, operand)
+            }
+            _ => None,
+        };
         let engine = self.engine(tid);
         let before = engine.anomalies();
-        engine.process(Event::new(cost, kind));
+        engine.process(Event::at(cost, kind, site));
         let after = engine.anomalies();
-        self.nesting.record(Some(site), &before, &after);
+        self.nesting.record(Some(mark), &before, &after);
         self.hits += 1;
         self.progress.hits(self.hits);
     }
@@ -144,6 +165,10 @@ impl<'a> Session<'a> {
         let mut report = RunReport::new(info, &measured, |id| {
             names.get(id as usize).cloned().unwrap_or_default()
         });
+        if let Some(sites) = &self.sites {
+            let profile = measured.profile.clone().unwrap_or_default();
+            report = report.with_profile(&profile, |s| sites.name(s.site));
+        }
         if self.images.iter().all(|(_, marks)| *marks == 0) {
             report.warnings.push(format!(
                 "{subject} has no cilkview marks: measured as serial code (parallelism 1.00). \
@@ -178,14 +203,15 @@ impl EventSink for Session<'_> {
             };
             self.marks.push((m.kind, label, site));
         }
-        Ok(marked
+        let mut probes: Vec<Probe> = marked
             .marks
             .iter()
-            .map(|m| Probe {
-                offset: m.offset(&marked),
-                operand: m.operand,
-            })
-            .collect())
+            .map(|m| Probe::new(m.offset(&marked), m.operand))
+            .collect();
+        if let Some(sites) = &mut self.sites {
+            sites.image(image, &marked, &mut probes);
+        }
+        Ok(probes)
     }
 
     fn event(&mut self, event: TraceEvent) {
@@ -200,6 +226,9 @@ impl EventSink for Session<'_> {
                     // A new program image: the numbering restarts with the probes of the calls
                     // made at its exec, the last `probes` entries.
                     self.marks.drain(..self.marks.len().saturating_sub(probes));
+                    if let Some(sites) = &mut self.sites {
+                        sites.restart(probes);
+                    }
                     // A wrapper (shell script, env, launcher) that ran no marks is not part of
                     // the analyzed program.
                     if self.hits == 0 {

@@ -174,10 +174,7 @@ fn probes_are_numbered_across_libraries() {
     let probes = |offsets: &[u64]| -> Vec<Probe> {
         offsets
             .iter()
-            .map(|&offset| Probe {
-                offset,
-                operand: None,
-            })
+            .map(|&offset| Probe::new(offset, None))
             .collect()
     };
     assert_eq!(

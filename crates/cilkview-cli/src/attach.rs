@@ -44,6 +44,7 @@ pub fn attach(args: AttachArgs) -> Result<ExitCode> {
         duration: args.duration.map(Duration::from_secs_f64),
         stop,
         model: (&args.model).into(),
+        profile: args.output.profile.enabled(),
     };
     let analysis = cilkview_analysis::attach(&request, &mut progress)
         .with_context(|| format!("cannot measure process {}", args.pid))?;

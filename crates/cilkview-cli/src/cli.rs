@@ -91,6 +91,8 @@ pub struct OutputOptions {
     /// burdened_parallelism, or region:LABEL:MEASURE=N. Repeatable.
     #[arg(long, value_name = "MEASURE=N", value_parser = Gate::parse)]
     pub fail_below: Vec<Gate>,
+    #[command(flatten)]
+    pub profile: crate::profile::ProfileOptions,
 }
 
 impl From<&OutputOptions> for ExportOptions {
@@ -101,6 +103,8 @@ impl From<&OutputOptions> for ExportOptions {
             plot: o.plot.clone(),
             plot_region: o.plot_region.clone(),
             gates: o.fail_below.clone(),
+            profile: o.profile.profile.clone(),
+            top: o.profile.top(),
         }
     }
 }

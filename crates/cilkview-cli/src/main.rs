@@ -8,6 +8,7 @@
 mod attach;
 mod bench;
 mod cli;
+mod profile;
 mod program;
 mod progress;
 mod report;

@@ -30,6 +30,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         counter: args.counter,
         bind_cpu: !args.no_cpu_binding,
         model: (&args.model).into(),
+        profile: args.output.profile.enabled(),
     };
     // Ctrl-C at the terminal goes to the program (same process group); the tool lives on to
     // report what it measured.

@@ -74,6 +74,45 @@ pub struct Probe {
     /// DWARF x86-64 register number whose value to report at each hit
     /// (0 rax, 1 rdx, 2 rcx, 3 rbx, 4 rsi, 5 rdi, 6 rbp, 7 rsp, 8–15 r8–r15).
     pub operand: Option<u16>,
+    /// Report the return address of the function this probe is in instead of an operand (for
+    /// call-site profiles: the probe of a function's entry mark). The hit's `operand` is then the
+    /// return address found on the stack at the hit, **relative to the load address of this
+    /// probe's file** (`address - load`, wrapping: a caller in another file gives a value outside
+    /// this file), or `None` if it could not be read exactly. `operand` must be `None`.
+    pub return_address: Option<ReturnAddress>,
+}
+
+/// Where a probe's function keeps its return address at the probe (from the file's `.eh_frame`
+/// CFI): in memory at CFA − 8, CFA = value of `cfa_register` + `cfa_offset`. The ptrace backends
+/// use the rule at the hit; the emulation backend reads `[rsp]` when the function is entered at
+/// `function_entry` (the start of its FDE, file-relative like [`Probe::offset`]) and reports it at
+/// the probe's next hit by the same thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReturnAddress {
+    /// DWARF x86-64 register number (7 = rsp, 6 = rbp).
+    pub cfa_register: u16,
+    pub cfa_offset: i64,
+    pub function_entry: u64,
+}
+
+impl ReturnAddress {
+    /// The address of the saved return address, given the CFA register's value at the probe.
+    pub fn slot(&self, cfa_register_value: u64) -> u64 {
+        cfa_register_value
+            .wrapping_add_signed(self.cfa_offset)
+            .wrapping_sub(8)
+    }
+}
+
+impl Probe {
+    /// A probe at `offset` reporting register `operand` (or nothing) at each hit.
+    pub fn new(offset: u64, operand: Option<u16>) -> Probe {
+        Probe {
+            offset,
+            operand,
+            return_address: None,
+        }
+    }
 }
 
 /// One event of a run, delivered in order. Costs are user-space instructions

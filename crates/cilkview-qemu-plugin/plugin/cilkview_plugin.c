@@ -55,6 +55,7 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
 #define MAX_VCPUS 8192
 #define BUF_WORDS 8192 /* one chunk: header + records, 64 KiB, written under g_write_lock */
 #define TAIL_BITS 10  /* a block has at most 512 instructions */
+#define NO_RA UINT64_MAX
 
 struct vstate {
     uint64_t count;  /* instructions since the thread's last event (block counted at entry) */
@@ -63,6 +64,7 @@ struct vstate {
     uint32_t len; /* records in buf[1..] */
     int32_t tid;
     int live;
+    uint64_t ra;     /* return address at the last function entry (file-relative), or NO_RA */
     int64_t sc_num; /* the syscall in progress and its first arguments */
     uint64_t sc_a1, sc_a2, sc_a3;
     uint64_t buf[BUF_WORDS];
@@ -247,6 +249,50 @@ __asm__(".text\n"
         "    jmp cv_mark_op_cb\n"
         ".size cv_mark_op_tramp, .-cv_mark_op_tramp\n");
 
+/* A function entry mark's probe (call-site profiles): report the return address the thread
+ * read when it last entered the function (see cv_entry_cb), if it could. */
+static void mark_ra_cb(unsigned int vcpu, void *ud)
+{
+    struct vstate *s = vs[vcpu];
+    uint64_t u = (uintptr_t)ud;
+    uint64_t tail = u & ((1u << TAIL_BITS) - 1), idx = u >> TAIL_BITS;
+    uint64_t cost = s->count - tail, ra = s->ra;
+    s->count = tail;
+    s->ra = NO_RA;
+    push_hit(s, idx, cost, ra != NO_RA, ra);
+}
+
+/* The entry of a function whose entry mark reports the return address. A call
+ * target begins a translation block, so env holds every guest register:
+ * the return address is at guest [rsp] (env->regs[R_ESP]), which in user mode
+ * is host memory at guest_base + rsp. udata: the load address (guest) of the
+ * function's file, so the value kept is file-relative. */
+__attribute__((used, visibility("hidden"))) void cv_entry_cb(unsigned int vcpu, void *ud,
+                                                            const uint64_t *env)
+{
+    uint64_t rsp = env[4];
+    uint64_t ra;
+    memcpy(&ra, (const void *)(uintptr_t)(rsp + g_guest_base), 8);
+    vs[vcpu]->ra = ra - (uint64_t)(uintptr_t)ud;
+}
+
+void cv_entry_tramp(unsigned int vcpu, void *ud);
+__asm__(".text\n"
+        ".p2align 4\n"
+        ".type cv_entry_tramp,@function\n"
+        "cv_entry_tramp:\n"
+        "    mov %rbp, %rdx\n"
+        "    jmp cv_entry_cb\n"
+        ".size cv_entry_tramp, .-cv_entry_tramp\n");
+
+/* A function entry inside a block (reached by falling through): registers are
+ * not readable exactly there, so the return address is unknown. */
+static void entry_unknown_cb(unsigned int vcpu, void *ud)
+{
+    (void)ud;
+    vs[vcpu]->ra = NO_RA;
+}
+
 /* A mark whose operand cannot be read exactly (it does not begin its block). */
 static void mark_no_operand_cb(unsigned int vcpu, void *ud)
 {
@@ -262,6 +308,7 @@ struct probe {
     uint64_t gaddr;
     uint64_t index;
     int32_t operand; /* DWARF register or -1 */
+    int32_t ra;      /* 1: report the return address (see mark_ra_cb) */
 };
 
 struct file {
@@ -272,6 +319,8 @@ struct file {
     int dead;
     size_t n;
     struct probe *probes; /* sorted by gaddr */
+    size_t nentries;
+    uint64_t *entries; /* guest addresses of the functions of `ra` probes, sorted */
 };
 
 static struct file *files;
@@ -382,6 +431,12 @@ static int cmp_probe(const void *a, const void *b)
     return x->gaddr < y->gaddr ? -1 : x->gaddr > y->gaddr;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
 /* Ask the analyzer for the probes of the file mapped at maps[i] (a new one). */
 static struct file *request(size_t i)
 {
@@ -417,14 +472,21 @@ static struct file *request(size_t i)
     else
         f->n = head[2];
     f->probes = calloc(f->n ? f->n : 1, sizeof *f->probes);
+    f->entries = calloc(f->n ? f->n : 1, sizeof *f->entries);
+    if (!f->probes || !f->entries)
+        die("out of memory");
     for (size_t k = 0; k < f->n; k++) {
-        uint64_t p[2]; /* offset, operand register or all ones */
+        uint64_t p[3]; /* offset, operand register or all ones, function entry or all ones */
         read_all(p, sizeof p);
         f->probes[k].gaddr = lo - g_guest_base + p[0];
         f->probes[k].index = head[1] + k;
         f->probes[k].operand = p[1] > 15 ? -1 : (int32_t)p[1];
+        f->probes[k].ra = p[2] != UINT64_MAX;
+        if (f->probes[k].ra)
+            f->entries[f->nentries++] = lo - g_guest_base + p[2];
     }
     qsort(f->probes, f->n, sizeof *f->probes, cmp_probe);
+    qsort(f->entries, f->nentries, sizeof *f->entries, cmp_u64);
     return f;
 }
 
@@ -588,6 +650,23 @@ static void vcpu_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
         while (pend < f->probes + f->n && pend->gaddr <= vlast)
             pend++;
     }
+    /* Function entries of this block whose return address is wanted. */
+    uint64_t *e = NULL, *eend = NULL;
+    if (f && f->nentries) {
+        uint64_t vlast = qemu_plugin_insn_vaddr(qemu_plugin_tb_get_insn(tb, n - 1));
+        size_t a = 0, b = f->nentries;
+        while (a < b) {
+            size_t m = (a + b) / 2;
+            if (f->entries[m] < v0)
+                a = m + 1;
+            else
+                b = m;
+        }
+        e = f->entries + a;
+        eend = e;
+        while (eend < f->entries + f->nentries && *eend <= vlast)
+            eend++;
+    }
 
     size_t after = counted; /* block-counted instructions at index >= i */
     for (size_t i = 0; i < n && i < 512; i++) {
@@ -595,12 +674,24 @@ static void vcpu_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
         uint64_t v = qemu_plugin_insn_vaddr(insn);
         if (alone[i])
             qemu_plugin_register_vcpu_insn_exec_cb(insn, one_cb, QEMU_PLUGIN_CB_NO_REGS, NULL);
+        while (e && e < eend && *e < v)
+            e++;
+        if (e && e < eend && *e == v) {
+            if (i == 0)
+                qemu_plugin_register_vcpu_insn_exec_cb(insn, cv_entry_tramp, QEMU_PLUGIN_CB_R_REGS,
+                                                       (void *)(uintptr_t)(f->base - g_guest_base));
+            else
+                qemu_plugin_register_vcpu_insn_exec_cb(insn, entry_unknown_cb, QEMU_PLUGIN_CB_NO_REGS, NULL);
+        }
         while (p && p < pend && p->gaddr < v)
             p++;
         if (p && p < pend && p->gaddr == v && qemu_plugin_insn_size(insn) == 5 &&
             !memcmp(qemu_plugin_insn_data(insn), MARK_NOP, 5)) {
             uint64_t tail = after + alone[i];
-            if (p->operand < 0)
+            if (p->ra)
+                qemu_plugin_register_vcpu_insn_exec_cb(insn, mark_ra_cb, QEMU_PLUGIN_CB_NO_REGS,
+                                                       (void *)(uintptr_t)((p->index << TAIL_BITS) | tail));
+            else if (p->operand < 0)
                 qemu_plugin_register_vcpu_insn_exec_cb(insn, mark_cb, QEMU_PLUGIN_CB_NO_REGS,
                                                        (void *)(uintptr_t)((p->index << TAIL_BITS) | tail));
             else if (i == 0)
@@ -632,6 +723,7 @@ static void vcpu_init(qemu_plugin_id_t id, unsigned int vcpu)
             die("out of memory");
     }
     memset(s, 0, offsetof(struct vstate, buf));
+    s->ra = NO_RA;
     s->live = 1;
     s->tid = g_first_init ? tid_now() : 0; /* others: set at clone's return, or lazily */
     g_first_init = 0;

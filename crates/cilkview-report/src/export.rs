@@ -7,8 +7,9 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use crate::{
-    Artifact, Destination, ExportError, Exporter, Gate, GnuplotExporter, JsonExporter,
-    MeasuredPoint, PlotExporter, RunReport, TextExporter,
+    Artifact, CallgrindExporter, Destination, ExportError, Exporter, FlameGraphExporter, Gate,
+    GnuplotExporter, JsonExporter, MeasuredPoint, PlotExporter, ProfileCsvExporter, RunReport,
+    TextExporter, TopSitesExporter,
 };
 
 /// What to write and check: the command line's output options.
@@ -24,6 +25,11 @@ pub struct ExportOptions {
     pub plot_region: Option<String>,
     /// `--fail-below` gates.
     pub gates: Vec<Gate>,
+    /// `--profile PREFIX`: `PREFIX.csv`, `PREFIX.folded`, `PREFIX.svg`, `PREFIX.callgrind`, and
+    /// the "top call sites on the span" table after the text report.
+    pub profile: Option<PathBuf>,
+    /// `--top N`: rows of that table (`None`: 10).
+    pub top: Option<usize>,
 }
 
 impl ExportOptions {
@@ -109,10 +115,23 @@ pub struct ExportManager {
 
 type Exporters = Vec<Box<dyn Exporter>>;
 
-/// The exporters for these options: always the text report and the JSON asked for (`whole`),
-/// then the plots (`plots`), which carry the `measured` points.
+/// The exporters for these options: always the text report, the profile and the JSON asked for
+/// (`whole`), then the plots (`plots`), which carry the `measured` points.
 fn exporters(options: &ExportOptions, measured: &[MeasuredPoint]) -> (Exporters, Exporters) {
     let mut whole: Vec<Box<dyn Exporter>> = vec![Box::new(TextExporter)];
+    if let Some(prefix) = &options.profile {
+        let top = options.top.unwrap_or(TopSitesExporter::default().top);
+        whole.push(Box::new(TopSitesExporter { top }));
+        whole.push(Box::new(ProfileCsvExporter {
+            prefix: prefix.clone(),
+        }));
+        whole.push(Box::new(FlameGraphExporter {
+            prefix: prefix.clone(),
+        }));
+        whole.push(Box::new(CallgrindExporter {
+            prefix: prefix.clone(),
+        }));
+    }
     if let Some(path) = &options.json {
         whole.push(Box::new(JsonExporter { path: path.clone() }));
     }
@@ -231,9 +250,7 @@ mod tests {
         let options = ExportOptions {
             json: Some(dir.path().join("r.json")),
             gnuplot: Some(dir.path().join("p")),
-            plot: None,
-            plot_region: None,
-            gates: vec![],
+            ..Default::default()
         };
         let manager = ExportManager::new(&options).unwrap();
         for f in ["r.json", "p.dat", "p.plt"] {
@@ -275,9 +292,7 @@ mod tests {
         let options = ExportOptions {
             json: Some(dir.path().join("r.json")),
             gnuplot: Some(dir.path().join("missing/p")),
-            plot: None,
-            plot_region: None,
-            gates: vec![],
+            ..Default::default()
         };
         let err = ExportManager::new(&options).err().expect("unwritable");
         assert!(

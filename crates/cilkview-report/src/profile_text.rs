@@ -113,9 +113,10 @@ impl Exporter for TopSitesExporter {
         if text.is_empty() {
             return Ok(Vec::new());
         }
+        // A blank line after the text report's last section.
         Ok(vec![Artifact {
             destination: Destination::Stderr,
-            bytes: text.into_bytes(),
+            bytes: format!("\n{text}").into_bytes(),
         }])
     }
 }

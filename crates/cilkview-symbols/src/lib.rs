@@ -101,6 +101,8 @@ pub struct Symbolizer {
     /// (address, demangled name), sorted.
     symbols: Vec<(u64, String)>,
     unwind: unwind::Cfi,
+    /// `PT_LOAD` segments: [start, end) virtual addresses.
+    segments: Vec<(u64, u64)>,
 }
 
 const PAGE: u64 = 4096;
@@ -179,6 +181,10 @@ impl Symbolizer {
                     path: path.to_owned(),
                 })?
                 & !(PAGE - 1);
+        let segments = file
+            .segments()
+            .map(|s| (s.address(), s.address() + s.size()))
+            .collect();
         let mut symbols = symbol_table(&file);
         let unwind = unwind::Cfi::load(&file);
         let (dwarf, debug_file) = if has_dwarf(&file) {
@@ -213,6 +219,7 @@ impl Symbolizer {
             debug_file,
             symbols,
             unwind,
+            segments,
         })
     }
 
@@ -240,6 +247,38 @@ impl Symbolizer {
     /// the call instruction, so that a call ending a function or a line is named correctly.
     pub fn lookup_return_address(&self, offset: u64) -> Symbol {
         self.lookup_at(offset, self.address(offset).wrapping_sub(1))
+    }
+
+    /// Whether file-relative `offset` lies in one of the file's `PT_LOAD` segments.
+    pub fn contains(&self, offset: u64) -> bool {
+        let a = self.address(offset);
+        self.segments.iter().any(|&(lo, hi)| lo <= a && a < hi)
+    }
+
+    /// If the code at file-relative `offset` is a function inlined into another, the place of
+    /// the inlined call: the calling function and the call's `file:line` (DWARF inline frames).
+    pub fn inlined_call(&self, offset: u64) -> Option<Symbol> {
+        let ctx = self.dwarf.as_ref()?;
+        let mut frames = ctx
+            .find_frames(self.address(offset))
+            .skip_all_loads()
+            .ok()?;
+        frames.next().ok()??; // the innermost frame: the inlined function itself
+        let caller = frames.next().ok()??;
+        let mut out = Symbol {
+            offset,
+            ..Symbol::default()
+        };
+        out.function = caller
+            .function
+            .as_ref()
+            .and_then(|f| f.demangle().ok())
+            .map(|n| n.into_owned());
+        if let Some(loc) = caller.location {
+            out.file = loc.file.map(String::from);
+            out.line = loc.line;
+        }
+        Some(out)
     }
 
     fn lookup_at(&self, offset: u64, probe: u64) -> Symbol {
@@ -278,8 +317,14 @@ impl Symbolizer {
 
     /// How to find the return address at file-relative `offset` (a mark's address) from the
     /// registers there, by the file's `.eh_frame` CFI.
+    /// `function_start` is file-relative.
     pub fn return_address_rule(&self, offset: u64) -> Result<ReturnAddressRule, SymbolError> {
-        self.unwind.rule(self.address(offset)).map_err(|e| match e {
+        let rule = self.unwind.rule(self.address(offset));
+        rule.map(|r| ReturnAddressRule {
+            function_start: r.function_start.wrapping_sub(self.base),
+            ..r
+        })
+        .map_err(|e| match e {
             None => SymbolError::NoCfi {
                 path: self.path.clone(),
                 offset,

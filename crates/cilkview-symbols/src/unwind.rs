@@ -23,6 +23,9 @@ pub enum CfaRule {
 pub struct ReturnAddressRule {
     pub cfa: CfaRule,
     pub return_address_offset: i64,
+    /// The start of the FDE covering the address (the function's entry), as an ELF virtual
+    /// address here; [`crate::Symbolizer::return_address_rule`] makes it file-relative.
+    pub function_start: u64,
 }
 
 impl ReturnAddressRule {
@@ -101,6 +104,7 @@ impl Cfi {
         Ok(ReturnAddressRule {
             cfa,
             return_address_offset,
+            function_start: fde.initial_address(),
         })
     }
 }

@@ -35,10 +35,7 @@ fn main() {
             .map(|m| {
                 m.marks
                     .iter()
-                    .map(|k| Probe {
-                        offset: k.offset(&m),
-                        operand: k.operand,
-                    })
+                    .map(|k| Probe::new(k.offset(&m), k.operand))
                     .collect()
             })
             .unwrap_or_default())

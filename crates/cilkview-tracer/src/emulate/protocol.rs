@@ -171,12 +171,16 @@ fn string(words: &[u64], i: &mut usize, len: u64) -> Result<Vec<u8>, BadRecord> 
 }
 
 /// The reply to a [`Record::Request`]: status (0 ok), the first index, the
-/// count, then (offset, operand register or all ones) per probe.
+/// count, then (offset, operand register or all ones, function entry or all
+/// ones) per probe. A probe with a function entry reports, as its operand, the
+/// return address read at `[rsp]` when its thread last entered that function
+/// (file-relative, like the offsets).
 pub fn reply(first: usize, probes: &[crate::Probe]) -> Vec<u8> {
     let mut w: Vec<u64> = vec![0, first as u64, probes.len() as u64];
     for p in probes {
         w.push(p.offset);
         w.push(p.operand.map_or(u64::MAX, u64::from));
+        w.push(p.return_address.map_or(u64::MAX, |r| r.function_entry));
     }
     w.iter().flat_map(|x| x.to_le_bytes()).collect()
 }

@@ -8,6 +8,8 @@ use super::Core;
 use crate::procfs::{self, Mapping, Mem};
 use crate::sys::Tid;
 use crate::{Probe, TraceError};
+use cilkview_events::ReturnAddress;
+use nix::libc;
 
 /// The bytes of a cilkview mark: `nopl 0x0(%rax,%rax,1)`.
 pub const MARK_NOP: [u8; 5] = cilkview_marks::MARK_NOP;
@@ -23,6 +25,31 @@ pub(crate) struct Patch {
     pub(crate) len: usize,
 }
 
+/// A placed probe: its index and what to report at a hit.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ProbeAt {
+    pub(crate) index: usize,
+    /// The operand register.
+    pub(crate) operand: Option<u16>,
+    /// The return-address rule and the load address of the probe's file.
+    pub(crate) return_address: Option<(ReturnAddress, u64)>,
+}
+
+impl ProbeAt {
+    /// The hit's operand, from the thread's registers at the probe: the register's value, or the
+    /// return address read at `[CFA - 8]`, relative to the file's load address (`None` if that
+    /// memory cannot be read).
+    pub(crate) fn operand(&self, tid: Tid, regs: &libc::user_regs_struct) -> Option<u64> {
+        if let Some((rule, load)) = self.return_address {
+            let slot = rule.slot(super::reg(regs, rule.cfa_register));
+            return crate::sys::peek(tid, slot)
+                .ok()
+                .map(|ra| ra.wrapping_sub(load));
+        }
+        self.operand.map(|r| super::reg(regs, r))
+    }
+}
+
 /// A mapped file, by identity: (dev, inode, path, lowest mapping start).
 pub(crate) type FileKey = (String, u64, String, u64);
 
@@ -30,8 +57,8 @@ pub(crate) type FileKey = (String, u64, String, u64);
 /// Reset at each exec.
 #[derive(Default)]
 pub(crate) struct Armed {
-    /// address -> (probe index, operand register)
-    addrs: HashMap<u64, (usize, Option<u16>)>,
+    /// address -> the probe there
+    addrs: HashMap<u64, ProbeAt>,
     /// Patched spots (probes with `ARMED`, the loader hook with `int3`), in breakpoints mode.
     pub(crate) patched: Vec<Patch>,
     /// Index of the first probe of the next `probes_for` vector: indices
@@ -78,8 +105,8 @@ pub(crate) fn exec_files(pid: Tid, maps: &[Mapping]) -> Vec<MappedFile> {
 }
 
 impl Core<'_> {
-    /// The probe at `addr`, if any: (index, operand register).
-    pub(crate) fn probe_at(&self, addr: u64) -> Option<(usize, Option<u16>)> {
+    /// The probe at `addr`, if any.
+    pub(crate) fn probe_at(&self, addr: u64) -> Option<ProbeAt> {
         self.armed.addrs.get(&addr).copied()
     }
 
@@ -156,10 +183,29 @@ impl Core<'_> {
                 }
                 o => o,
             };
+            let return_address = match p.return_address {
+                Some(ra) if ra.cfa_register > 15 => {
+                    return Err(TraceError::Probes {
+                        image: image.to_path_buf(),
+                        message: format!(
+                        "probe {i}: CFA register {} is not a DWARF x86-64 general register (0-15)",
+                        ra.cfa_register
+                    ),
+                    })
+                }
+                ra => ra.map(|ra| (ra, base)),
+            };
             if self
                 .armed
                 .addrs
-                .insert(addr, (first + i, operand))
+                .insert(
+                    addr,
+                    ProbeAt {
+                        index: first + i,
+                        operand,
+                        return_address,
+                    },
+                )
                 .is_some()
             {
                 return Err(TraceError::DuplicateProbe {

@@ -76,10 +76,7 @@ pub fn marks_of(img: &Path) -> Result<Vec<Probe>, String> {
         Ok(m) => m
             .marks
             .iter()
-            .map(|k| Probe {
-                offset: k.offset(&m),
-                operand: k.operand,
-            })
+            .map(|k| Probe::new(k.offset(&m), k.operand))
             .collect(),
         Err(_) => vec![],
     })

@@ -45,10 +45,7 @@ pub fn offset_of(exe: &Path, sym: &str) -> u64 {
 
 pub fn probes(exe: &Path, syms: &[(&str, Option<u16>)]) -> Vec<Probe> {
     syms.iter()
-        .map(|&(s, operand)| Probe {
-            offset: offset_of(exe, s),
-            operand,
-        })
+        .map(|&(s, operand)| Probe::new(offset_of(exe, s), operand))
         .collect()
 }
 

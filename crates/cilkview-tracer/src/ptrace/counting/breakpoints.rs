@@ -11,7 +11,7 @@ use nix::libc;
 use super::Counting;
 use crate::counter;
 use crate::ptrace::loader_hook::{self, LoaderHook};
-use crate::ptrace::{ptrace_err, reg, Core};
+use crate::ptrace::{ptrace_err, Core};
 use crate::sys::{self, Tid};
 use crate::{TraceError, TraceEvent};
 
@@ -205,11 +205,11 @@ impl<K: InstructionCounter> Counting for Breakpoints<K> {
                 self.loader_hook(core, tid, &regs, hook)?;
                 return Ok(Some(0));
             }
-            if let Some((probe, op)) = core.probe_at(at) {
+            if let Some(probe) = core.probe_at(at) {
                 let cost = self.cost(tid, self.bias)?;
-                let operand = op.map(|r| reg(&regs, r));
+                let operand = probe.operand(tid, &regs);
                 core.emit(TraceEvent::Hit {
-                    probe,
+                    probe: probe.index,
                     tid,
                     cost,
                     operand,

@@ -8,7 +8,7 @@ use nix::libc;
 
 use super::sigtrap_guard::Guard;
 use super::Counting;
-use crate::ptrace::{ptrace_err, reg, Core};
+use crate::ptrace::{ptrace_err, Core};
 use crate::sys::{self, Tid};
 use crate::{TraceError, TraceEvent};
 
@@ -56,13 +56,13 @@ impl Stepping {
         let th = self.thread(tid);
         th.step_from = rip;
         th.guard.at_boundary(tid, regs);
-        if let Some((probe, op)) = hit {
+        if let Some(at) = hit {
             if th.reported_at != Some(rip) {
                 th.reported_at = Some(rip);
                 let cost = std::mem::take(&mut th.pending);
-                let operand = op.map(|r| reg(regs, r));
+                let operand = at.operand(tid, regs);
                 core.emit(TraceEvent::Hit {
-                    probe,
+                    probe: at.index,
                     tid,
                     cost,
                     operand,

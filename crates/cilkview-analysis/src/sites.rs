@@ -1,0 +1,163 @@
+//! Call sites for call-site profiles (Cilkprof): which site each spawn and function-entry hit
+//! belongs to, and the names of the sites (function and `file:line`, by `cilkview-symbols`).
+//!
+//! * A spawn's site is its mark (named by where the spawn statement is).
+//! * A call of a function that has `cv_function()` is keyed by the caller's return address: the
+//!   entry mark's probe asks the backend for it ([`ReturnAddress`], from the file's `.eh_frame`),
+//!   and it is named by the caller's function and the call's `file:line`.
+//! * Where that is not possible the site is, in order: the inlined call (the marked function was
+//!   inlined into its caller: the mark is in the caller, named by the inline call's `file:line`);
+//!   the callee (no CFI at the mark, the return address unreadable, or the caller in another
+//!   file: every call of the function is one site, named by the entry mark's `file:line`, function `NAME (callee)`).
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use cilkview_engine::CallSite;
+use cilkview_events::{Probe, ReturnAddress};
+use cilkview_marks::{MarkKind, MarkedImage};
+use cilkview_report::SiteName;
+use cilkview_symbols::{CfaRule, Symbolizer};
+
+/// What a site key stands for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Origin {
+    /// The spawn mark at this offset.
+    Spawn,
+    /// A call whose return address is at this offset.
+    Call,
+    /// A marked function inlined at the mark at this offset.
+    Inlined,
+    /// Any call of the function whose entry mark is at this offset.
+    Callee,
+}
+
+/// What a probe's hits say about sites.
+#[derive(Clone, Copy, Debug)]
+enum ProbeSite {
+    /// Not an entry or a spawn.
+    None,
+    /// Always this site.
+    Fixed(CallSite),
+    /// An entry reporting the return address in its image; `fallback` when it is not usable.
+    Caller { image: u32, fallback: CallSite },
+}
+
+/// The call sites of one session, over every image and thread.
+#[derive(Default)]
+pub(crate) struct Sites {
+    /// Per image asked for (in `probes_for` order): its symbols, if it has entry or spawn marks
+    /// and could be read.
+    symbols: Vec<Option<Symbolizer>>,
+    /// Per probe of the current program image, indexed like the session's marks.
+    probes: Vec<ProbeSite>,
+    /// (image, file-relative offset, origin) → key; `names[key - 1]` is the reverse.
+    keys: HashMap<(u32, u64, Origin), CallSite>,
+    names: Vec<(u32, u64, Origin)>,
+}
+
+impl Sites {
+    fn key(&mut self, image: u32, offset: u64, origin: Origin) -> CallSite {
+        let next = self.names.len() as u64 + 1;
+        *self.keys.entry((image, offset, origin)).or_insert_with(|| {
+            self.names.push((image, offset, origin));
+            CallSite::new(next).expect("non-zero")
+        })
+    }
+
+    /// The probes of a newly asked-for image (`probes`, one per mark of `marked`): records each
+    /// one's site and asks for the return address at function entries.
+    pub(crate) fn image(&mut self, path: &Path, marked: &MarkedImage, probes: &mut [Probe]) {
+        let image = self.symbols.len() as u32;
+        let wanted = marked
+            .marks
+            .iter()
+            .any(|m| matches!(m.kind, MarkKind::FunctionEnter | MarkKind::Spawn));
+        self.symbols
+            .push(wanted.then(|| Symbolizer::open(path).ok()).flatten());
+        for (m, probe) in marked.marks.iter().zip(probes.iter_mut()) {
+            let offset = probe.offset;
+            let site = match m.kind {
+                MarkKind::Spawn => ProbeSite::Fixed(self.key(image, offset, Origin::Spawn)),
+                MarkKind::FunctionEnter => {
+                    let symbols = self.symbols[image as usize].as_ref();
+                    if symbols.is_some_and(|s| s.inlined_call(offset).is_some()) {
+                        ProbeSite::Fixed(self.key(image, offset, Origin::Inlined))
+                    } else {
+                        let rule = symbols.and_then(|s| s.return_address_rule(offset).ok());
+                        let fallback = self.key(image, offset, Origin::Callee);
+                        match rule {
+                            Some(r) if r.return_address_offset == -8 && probe.operand.is_none() => {
+                                let CfaRule::RegisterOffset {
+                                    register, offset, ..
+                                } = r.cfa;
+                                probe.return_address = Some(ReturnAddress {
+                                    cfa_register: register,
+                                    cfa_offset: offset,
+                                    function_entry: r.function_start,
+                                });
+                                ProbeSite::Caller { image, fallback }
+                            }
+                            _ => ProbeSite::Fixed(fallback),
+                        }
+                    }
+                }
+                _ => ProbeSite::None,
+            };
+            self.probes.push(site);
+        }
+    }
+
+    /// A new program image: only the last `probes` probes remain numbered (see the session).
+    pub(crate) fn restart(&mut self, probes: usize) {
+        self.probes
+            .drain(..self.probes.len().saturating_sub(probes));
+    }
+
+    /// The site of a hit of `probe` with `operand` (the return address, for an entry).
+    pub(crate) fn site(&mut self, probe: usize, operand: Option<u64>) -> Option<CallSite> {
+        match *self.probes.get(probe)? {
+            ProbeSite::None => None,
+            ProbeSite::Fixed(site) => Some(site),
+            ProbeSite::Caller { image, fallback } => {
+                let inside = |ra: &u64| {
+                    self.symbols[image as usize]
+                        .as_ref()
+                        .is_some_and(|s| s.contains(*ra))
+                };
+                match operand.filter(inside) {
+                    Some(ra) => Some(self.key(image, ra, Origin::Call)),
+                    None => Some(fallback),
+                }
+            }
+        }
+    }
+
+    /// The name of `site`: the function containing it and its location.
+    pub(crate) fn name(&self, site: CallSite) -> SiteName {
+        let Some(&(image, offset, origin)) = self.names.get(site.key() as usize - 1) else {
+            return SiteName::default();
+        };
+        let Some(symbols) = self.symbols.get(image as usize).and_then(Option::as_ref) else {
+            return SiteName {
+                function: "??".into(),
+                location: format!("{offset:#x}"),
+            };
+        };
+        let symbol = match origin {
+            Origin::Spawn | Origin::Callee => symbols.lookup(offset),
+            Origin::Call => symbols.lookup_return_address(offset),
+            Origin::Inlined => symbols
+                .inlined_call(offset)
+                .unwrap_or_else(|| symbols.lookup(offset)),
+        };
+        let mut function = symbol.function_name();
+        if origin == Origin::Callee {
+            function.push_str(" (callee)");
+        }
+        SiteName {
+            function,
+            location: symbol.location(),
+        }
+    }
+}

@@ -1,0 +1,327 @@
+//! `--profile`: call-site profiles (Cilkprof) measured on real programs, under emulation and
+//! single-stepping. fixtures/profile_known.c has per-site numbers known by construction (CV_WORK:
+//! exactly 2N + 2 instructions, plus a few dozen per invocation for calls, prologues and marks);
+//! fixtures/qsort_profile.c is the Cilkprof paper's quicksort.
+
+mod common;
+
+use std::path::Path;
+
+use cilkview_fixtures::{build, skip, BuildOptions};
+use common::{bin, fixture};
+use serde_json::Value;
+
+/// The line of `fixtures/NAME.c` holding `marker`, as `.c:LINE`: how a location ends (the
+/// fixture is compiled from a copy named `NAME.N.N.c`).
+fn line_of(name: &str, marker: &str) -> String {
+    let path = cilkview_fixtures::fixtures_dir().join(format!("{name}.c"));
+    let src = std::fs::read_to_string(path).unwrap();
+    let n = src
+        .lines()
+        .position(|l| l.contains(marker))
+        .unwrap_or_else(|| panic!("{marker} in {name}"));
+    format!(".c:{}", n + 1)
+}
+
+/// `run --profile DIR/p --json DIR/r.json` with `counter`: the JSON, stderr, or `None` (after
+/// saying why) where that counter cannot run here.
+fn profiled(exe: &Path, counter: &str, args: &[&str], dir: &Path) -> Option<(Value, String)> {
+    let json = dir.join("r.json");
+    let out = bin()
+        .args(["run", "--counter", counter, "--profile"])
+        .arg(dir.join("p"))
+        .arg("--json")
+        .arg(&json)
+        .arg(exe)
+        .args(args)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    if !out.status.success() && counter == "emulate" && stderr.contains("qemu") {
+        skip(format!("emulation unavailable here: {stderr}"));
+        return None;
+    }
+    assert!(out.status.success(), "{stderr}");
+    let json = serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    Some((json, stderr))
+}
+
+/// The call site of `kind` at `location` (see [`line_of`]) in fixture `stem`.
+fn site<'a>(json: &'a Value, stem: &str, location: &str, kind: &str) -> &'a Value {
+    json["call_sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| {
+            let at = s["location"].as_str().unwrap();
+            at.ends_with(location) && at.contains(stem) && s["kind"] == kind
+        })
+        .unwrap_or_else(|| panic!("{kind} site {location} in {}", json["call_sites"]))
+}
+
+fn ws(v: &Value) -> (u64, u64) {
+    (v["work"].as_u64().unwrap(), v["span"].as_u64().unwrap())
+}
+
+/// `got` is `expected` plus at most `overhead` instructions (calls, prologues, marks).
+fn near(what: &str, got: (u64, u64), expected: (u64, u64), overhead: u64) {
+    let ok = |g: u64, e: u64| g >= e && g <= e + overhead;
+    assert!(
+        ok(got.0, expected.0) && ok(got.1, expected.1),
+        "{what}: got {got:?}, expected {expected:?} + at most {overhead}"
+    );
+}
+
+#[test]
+fn known_sites_under_emulation_and_single_step() {
+    let exe = fixture("profile_known");
+    let mut sites = Vec::new();
+    for counter in ["emulate", "step"] {
+        let dir = tempfile::tempdir().unwrap();
+        let Some((json, stderr)) = profiled(&exe, counter, &[], dir.path()) else {
+            continue;
+        };
+        let f = "profile_known";
+        let at = |marker: &str, kind: &str| site(&json, f, &line_of(f, marker), kind).clone();
+        let (helper, sibling) = (at("SITE_HELPER", "call"), at("SITE_SIBLING", "spawn"));
+        assert_eq!(
+            (helper["function"].as_str(), helper["invocations"].as_u64()),
+            (Some("run"), Some(1))
+        );
+        // The serial helper holds the critical path: on work = on span = local on span.
+        for key in ["on_work", "on_span", "local_on_span"] {
+            near(
+                &format!("{counter}: helper {key}"),
+                ws(&helper[key]),
+                (100_002, 100_002),
+                8,
+            );
+        }
+        // The spawned sibling is off it.
+        near(
+            &format!("{counter}: sibling on work"),
+            ws(&sibling["on_work"]),
+            (20_002, 20_002),
+            16,
+        );
+        assert_eq!(ws(&sibling["on_span"]), (0, 0), "{counter}");
+        // Nested calls: outer's local part excludes its two inner sites.
+        let outer = at("SITE_OUTER", "call");
+        near(
+            &format!("{counter}: outer on work"),
+            ws(&outer["on_work"]),
+            (14_006, 14_006),
+            24,
+        );
+        near(
+            &format!("{counter}: outer local"),
+            ws(&outer["local_on_span"]),
+            (2_004, 2_004),
+            16,
+        );
+        for marker in ["SITE_INNER_1", "SITE_INNER_2"] {
+            let inner = at(marker, "call");
+            assert_eq!(inner["function"], "outer");
+            assert_eq!(inner["invocations"], 1);
+            near(
+                &format!("{counter}: {marker}"),
+                ws(&inner["local_on_span"]),
+                (6_002, 6_002),
+                4,
+            );
+        }
+        // Recursion: down(3) from run, then 3 invocations from down's own site; the recursive
+        // site's on-work counts its top invocation only (no double counting).
+        let (first, rec) = (at("SITE_DOWN", "call"), at("SITE_RECURSION", "call"));
+        assert_eq!(
+            (first["invocations"].as_u64(), rec["invocations"].as_u64()),
+            (Some(1), Some(3))
+        );
+        near(
+            &format!("{counter}: down on work"),
+            ws(&first["on_work"]),
+            (8_008, 8_008),
+            40,
+        );
+        near(
+            &format!("{counter}: down local"),
+            ws(&first["local_on_span"]),
+            (2_002, 2_002),
+            12,
+        );
+        near(
+            &format!("{counter}: recursion on work"),
+            ws(&rec["on_work"]),
+            (6_006, 6_006),
+            30,
+        );
+        near(
+            &format!("{counter}: recursion local"),
+            ws(&rec["local_on_span"]),
+            (6_006, 6_006),
+            30,
+        );
+        // Local spans on span of all sites plus the code outside them add up to the span.
+        let total: u64 = json["call_sites"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["local_on_span"]["span"].as_u64().unwrap())
+            .sum::<u64>()
+            + json["call_contexts"][0]["local_on_span"]["span"]
+                .as_u64()
+                .unwrap();
+        assert_eq!(total, json["span"].as_u64().unwrap(), "{counter}");
+        assert!(stderr.contains("call sites on the span"), "{stderr}");
+        assert!(stderr.contains(&line_of(f, "SITE_HELPER")), "{stderr}");
+        sites.push(json["call_sites"].clone());
+    }
+    // Both backends see the same strands between marks, hence the same per-site numbers.
+    if sites.len() == 2 {
+        assert_eq!(sites[0], sites[1]);
+    }
+}
+
+#[test]
+fn quicksort_partition_holds_the_span() {
+    let exe = build(
+        "qsort_profile",
+        &BuildOptions::default().compiler("gcc").opt(2),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let Some((json, stderr)) = profiled(&exe, "emulate", &["100000"], dir.path()) else {
+        return;
+    };
+    let f = "qsort_profile";
+    let partition = site(&json, f, &line_of(f, "SITE_PARTITION"), "call");
+    let sort = site(&json, f, &line_of(f, "sample_qsort(a, a + n)"), "call");
+    assert_eq!(partition["function"], "sample_qsort");
+    // The sort's span (the main → sample_qsort site) is practically all partition's.
+    let (local, whole) = (
+        partition["local_on_span"]["span"].as_u64().unwrap(),
+        sort["on_span"]["span"].as_u64().unwrap(),
+    );
+    assert!(
+        local as f64 > 0.9 * whole as f64,
+        "partition {local} of {whole}"
+    );
+    // The recursive sites run about serially on the span.
+    for marker in ["SITE_SPAWN", "SITE_CALL"] {
+        let s = site(
+            &json,
+            f,
+            &line_of(f, marker),
+            if marker == "SITE_SPAWN" {
+                "spawn"
+            } else {
+                "call"
+            },
+        );
+        let (w, sp) = ws(&s["on_span"]);
+        assert!(w > sp, "{marker}: {s}");
+    }
+    // The table: partition's site first, with its file:line.
+    let table: Vec<&str> = stderr
+        .lines()
+        .skip_while(|l| !l.starts_with("Top "))
+        .collect();
+    assert!(
+        table.len() > 2 && table[2].contains(&line_of(f, "SITE_PARTITION")),
+        "{stderr}"
+    );
+    // The files.
+    let read = |ext: &str| std::fs::read_to_string(dir.path().join(format!("p.{ext}"))).unwrap();
+    let csv = read("csv");
+    assert!(
+        csv.starts_with("location,function,kind,invocations,"),
+        "{csv}"
+    );
+    assert_eq!(
+        csv.lines().count(),
+        json["call_sites"].as_array().unwrap().len() + 1
+    );
+    let folded = read("folded");
+    let sum: u64 = folded
+        .lines()
+        .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(sum, json["span"].as_u64().unwrap());
+    let svg = read("svg");
+    assert!(svg.contains("<svg") && svg.contains("sample_qsort"), "svg");
+    let callgrind = dir.path().join("p.callgrind");
+    assert!(read("callgrind").starts_with("# callgrind format\n"));
+    // (`callgrind_annotate --version` exits 255, so run it on the file to know if it is here.)
+    match std::process::Command::new("callgrind_annotate")
+        .arg(&callgrind)
+        .output()
+    {
+        Ok(out) => {
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success() && text.contains("PROGRAM TOTALS"),
+                "{text}"
+            );
+            assert!(text.contains("sample_qsort"), "{text}");
+        }
+        Err(_) => {
+            skip("callgrind_annotate (valgrind) not installed: the .callgrind file is not parsed")
+        }
+    }
+    // `report --profile` re-renders the same files from the JSON.
+    let again = dir.path().join("again");
+    let out = bin()
+        .arg("report")
+        .arg(dir.path().join("r.json"))
+        .arg("--profile")
+        .arg(&again)
+        .arg("--top")
+        .arg("2")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("Top 2 of "), "{text}");
+    for ext in ["csv", "folded", "callgrind"] {
+        let a = std::fs::read(dir.path().join(format!("again.{ext}"))).unwrap();
+        assert_eq!(a, read(ext).into_bytes(), "{ext}");
+    }
+}
+
+#[test]
+fn without_profile_no_call_sites_and_report_profile_needs_them() {
+    let exe = fixture("known_spawn");
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let out = bin()
+        .args(["run", "--counter", "step", "--json"])
+        .arg(&json)
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = std::fs::read_to_string(&json).unwrap();
+    assert!(!text.contains("call_sites") && !text.contains("call_contexts"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("call sites"), "{stderr}");
+    let out = bin()
+        .arg("report")
+        .arg(&json)
+        .arg("--profile")
+        .arg(dir.path().join("p"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.starts_with("error: ") && stderr.contains("no call-site profile"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("p.csv").exists());
+    // --top needs --profile.
+    let out = bin()
+        .args(["report", "--top", "3"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+}
