@@ -30,10 +30,10 @@ secs() { # seconds taken by a command, stdout/stderr discarded
     python3 -c "print(f'{$t1 - $t0:.3f}')"
 }
 
-# time_of CMD...: "wall user+sys maxrss_kib" of a command (stdout/stderr discarded)
+# time_of CMD...: "wall cpu maxrss_kib" of a command, the fastest of 3 runs (cpu: user+sys of the
+# command and its children, e.g. QEMU; maxrss: the largest process of the tree)
 time_of() {
-    /usr/bin/time -f "%e %U %S %M" -o "$work/t" "$@" >/dev/null 2>&1 || true
-    python3 -c "w,u,s,m=open('$work/t').read().split()[-4:];print(f'{float(w):.3f} {float(u)+float(s):.3f} {m}')"
+    python3 scripts/bench/timeit.py 3 "$@"
 }
 if "$bin" run --counter emulate --json "$work/e.json" /bin/true >/dev/null 2>&1; then
     echo
@@ -41,7 +41,7 @@ if "$bin" run --counter emulate --json "$work/e.json" /bin/true >/dev/null 2>&1;
     echo
     echo "| program (args) | instructions | marks hit | native s (cpu) | emulate s (cpu) | emulate / native | step s | step / native |"
     echo "|---|---:|---:|---:|---:|---:|---:|---:|"
-    while read -r name args step; do
+    while IFS='|' read -r name args step; do
         cc -O2 -static $inc "fixtures/$name.c" -o "$work/$name"
         read -r nw nc _ < <(time_of "$work/$name" $args)
         read -r ew ec _ < <(time_of "$bin" run --counter emulate --json "$work/$name.json" "$work/$name" $args)
@@ -59,18 +59,19 @@ r = json.load(open(path))
 w, e = r["work"], r["events"]
 ratio = lambda a, b: f"{a / max(b, 1e-3):,.1f}×"
 step = f"{float(sw):.2f} | {ratio(float(sw), nw)}" if sw != "-" else "– | –"
-print(f"| {name} ({args}) | {w:,} | {e:,} | {nw:.3f} ({nc:.3f}) | {ew:.3f} ({ec:.3f}) | {ratio(ew, nw)} wall, {ratio(ec, nc)} cpu | {step} |")
+print(f"| {name} ({args}) | {w:,} | {e:,} | {nw:.4f} ({nc:.4f}) | {ew:.3f} ({ec:.3f}) | {ratio(ew, nw)} wall, {ratio(ec, nc)} cpu | {step} |")
 PY
     done <<'LIST'
-known_spawn  step
-known_loop 1 step
-known_regions  step
-fib 15 step
-nqueens 6 step
-fib 33 -
-nqueens 10 -
-matmul 256 -
-stencil_outer 256 400 -
+known_spawn||step
+known_loop|1|step
+known_regions||step
+fib|15|step
+nqueens|6|step
+fib|33|-
+fib|38|-
+nqueens|11|-
+matmul|256|-
+stencil_outer|256 400|-
 LIST
     echo
     echo "Cost of a mark hit under emulation (fib, marked vs its serial elision, both emulated):"
@@ -93,7 +94,7 @@ PY
     echo
     echo "| fib n | instructions | marks hit | emulate s | peak RSS KiB |"
     echo "|---:|---:|---:|---:|---:|"
-    for n in 25 30 35; do
+    for n in 28 33 38; do
         read -r ew _ rss < <(time_of "$bin" run --counter emulate --json "$work/m$n.json" "$work/fibm" $n)
         python3 -c "import json;r=json.load(open('$work/m$n.json'));print(f\"| {$n} | {r['work']:,} | {r['events']:,} | $ew | $rss |\")"
     done

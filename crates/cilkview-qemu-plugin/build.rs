@@ -6,7 +6,7 @@ use std::path::PathBuf;
 fn main() {
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR"));
     let so = out.join("cilkview_plugin.so");
-    println!("cargo:rerun-if-changed=plugin/cilkview_plugin.c");
+    println!("cargo:rerun-if-changed=plugin");
     println!("cargo:rerun-if-changed=plugin/qemu_plugin_v1.h");
     let compiler = cc::Build::new()
         .cargo_metadata(false)

@@ -99,6 +99,7 @@ const LISTED: usize = 5;
 
 impl Nesting {
     /// Records what changed between `before` and `after`, caused by the mark at `site`.
+    #[inline]
     pub fn record(&mut self, site: Option<Site>, before: &Anomalies, after: &Anomalies) {
         if before == after {
             return;

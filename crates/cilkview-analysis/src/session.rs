@@ -40,9 +40,14 @@ pub type MarksReader<'a> = Box<dyn FnMut(&Path) -> Result<MarkedImage, String> +
 /// every event), then [`Session::finish`] for the report.
 pub struct Session<'a> {
     burden: u64,
-    /// One engine per thread: each thread has its own fork-join stack. Their measures combine at
-    /// the end as computations running in parallel (`Report::beside`).
-    engines: HashMap<i32, Engine>,
+    /// One engine per thread, in the order threads appeared: each thread has its own fork-join
+    /// stack. Their measures combine at the end as computations running in parallel
+    /// (`Report::beside`).
+    engines: Vec<(i32, Engine)>,
+    /// Thread id → index in `engines`.
+    engine_of: HashMap<i32, usize>,
+    /// The index of the last engine used (events come in runs of one thread).
+    last_engine: usize,
     /// Marks hit, over all threads.
     hits: u64,
     /// What each probe of the current program image means, indexed like the backend's probe
@@ -66,7 +71,9 @@ impl<'a> Session<'a> {
     pub fn new(burden: u64, progress: &'a mut dyn Progress) -> Session<'a> {
         Session {
             burden,
-            engines: HashMap::new(),
+            engines: Vec::new(),
+            engine_of: HashMap::new(),
+            last_engine: 0,
             hits: 0,
             marks: Vec::new(),
             labels: Labels::default(),
@@ -97,14 +104,21 @@ impl<'a> Session<'a> {
 
     /// The engine of thread `tid`.
     fn engine(&mut self, tid: i32) -> &mut Engine {
-        let (burden, profile) = (self.burden, self.sites.is_some());
-        self.engines.entry(tid).or_insert_with(|| {
-            if profile {
-                Engine::with_profile(Config { burden })
-            } else {
-                Engine::new(Config { burden })
-            }
-        })
+        if !matches!(self.engines.get(self.last_engine), Some((t, _)) if *t == tid) {
+            let (burden, profile) = (self.burden, self.sites.is_some());
+            let engines = &mut self.engines;
+            self.last_engine = *self.engine_of.entry(tid).or_insert_with(|| {
+                let config = Config { burden };
+                let engine = if profile {
+                    Engine::with_profile(config)
+                } else {
+                    Engine::new(config)
+                };
+                engines.push((tid, engine));
+                engines.len() - 1
+            });
+        }
+        &mut self.engines[self.last_engine].1
     }
 
     fn hit(&mut self, probe: usize, tid: i32, cost: u64, operand: Option<u64>) {
@@ -152,8 +166,8 @@ impl<'a> Session<'a> {
         let mut nesting = self.nesting;
         let measured = self
             .engines
-            .into_values()
-            .map(|engine| {
+            .into_iter()
+            .map(|(_, engine)| {
                 let before = engine.anomalies();
                 let report = engine.finish();
                 nesting.record(None, &before, &report.anomalies);
@@ -233,6 +247,7 @@ impl EventSink for Session<'_> {
                     // the analyzed program.
                     if self.hits == 0 {
                         self.engines.clear();
+                        self.engine_of.clear();
                         return;
                     }
                 }

@@ -1,6 +1,8 @@
 //! Shared by the integration tests: run the real `cilkview-rs` on fixtures and read its JSON.
 #![allow(dead_code)] // each test file uses a part
 
+pub mod bench;
+
 use std::path::{Path, PathBuf};
 use std::process::Output;
 

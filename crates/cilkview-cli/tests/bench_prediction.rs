@@ -1,0 +1,239 @@
+//! `cilkview-rs bench` beside a prediction: the OpenMP fixtures analysed (serial build, known by
+//! construction) and benchmarked (-fopenmp build), `run --bench`, `report --plot`.
+
+mod common;
+
+use cilkview_fixtures::skip;
+use common::bench::*;
+use common::{analyze, bin, fixture};
+
+/// The OpenMP fixtures' serial builds, analysed: numbers known by construction.
+#[test]
+fn openmp_fixtures_analysed_serially() {
+    let _timing = timing();
+    // 8 iterations of 20,001 instructions: parallelism 8.
+    let a = analyze(&fixture("omp_loop"), &["8", "10000"]);
+    let r = a.region("loop");
+    let par = r["parallelism"].as_f64().unwrap();
+    assert!((7.9..=8.0).contains(&par), "{par}");
+    assert!(r["work"].as_u64().unwrap() >= 8 * 20_001);
+    assert_eq!(r["spawns"], 7, "a divide-and-conquer loop of 8 iterations");
+    // 200 tasks of ~50 instructions, each continuation burdened with 15,000 instructions:
+    // plenty of parallelism, a burdened parallelism near zero.
+    let a = analyze(&fixture("omp_fine"), &["200", "20", "1"]);
+    let r = a.region("tasks");
+    assert_eq!(r["spawns"], 200);
+    assert!(r["parallelism"].as_f64().unwrap() > 5.0, "{r}");
+    assert!(r["burdened_parallelism"].as_f64().unwrap() < 0.01, "{r}");
+    assert!(r["burdened_span"].as_u64().unwrap() >= 199 * 15_000, "{r}");
+    // fib(14) with tasks above 8: 33 spawns (fib calls with n >= 8 that spawn).
+    let a = analyze(&fixture("omp_fib"), &["14", "8"]);
+    assert_eq!(a.region("fib")["spawns"], 33);
+    assert!(a.stdout().contains("fib(14) = 377"));
+}
+
+/// The measured speedups beside the prediction: table, JSON, CSV, SVG and PNG.
+#[test]
+fn bench_against_an_analysis() {
+    let _timing = timing();
+    let dir = tempfile::tempdir().unwrap();
+    let analysis = dir.path().join("loop.json");
+    let a = common::analyze_with(&fixture("omp_loop"), &[], &["8", "10000"]);
+    std::fs::write(&analysis, a.json.to_string()).unwrap();
+    let (json, csv, svg, png) = (
+        dir.path().join("b.json"),
+        dir.path().join("b.csv"),
+        dir.path().join("b.svg"),
+        dir.path().join("b.png"),
+    );
+    let cores = if cpus() >= 2 { "1,2" } else { "1" };
+    let Some(exe) = openmp("omp_loop") else {
+        return;
+    };
+    for plot in [&svg, &png] {
+        let out = bench(&[
+            os("--cores"),
+            os(cores),
+            os("--trials"),
+            os("3"),
+            os("--analysis"),
+            analysis.as_os_str(),
+            os("--region"),
+            os("loop"),
+            os("--json"),
+            json.as_os_str(),
+            os("--csv"),
+            csv.as_os_str(),
+            os("--plot"),
+            plot.as_os_str(),
+            exe.as_os_str(),
+            os("8"),
+            os("2000000"),
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let table = stderr(&out);
+        assert!(table.contains("measured vs predicted"), "{table}");
+        assert!(table.contains("1.00 – 1.00  inside"), "{table}");
+    }
+    let j = read_json(&json);
+    let results = j["results"].as_array().unwrap();
+    assert_eq!(results.len(), cores.split(',').count());
+    let one = &results[0];
+    assert_eq!(one["predicted"]["lower"].as_f64().unwrap(), 1.0);
+    assert_eq!(one["predicted"]["upper"].as_f64().unwrap(), 1.0);
+    assert_eq!(one["placement"], "inside");
+    if let Some(two) = results.get(1) {
+        // Parallelism 8: the upper bound at P = 2 is 2; the burdened bound below it.
+        assert_eq!(two["predicted"]["upper"].as_f64().unwrap(), 2.0);
+        let lower = two["predicted"]["lower"].as_f64().unwrap();
+        assert!(lower > 1.0 && lower < 2.0, "{lower}");
+        assert!(["inside", "above", "below"].contains(&two["placement"].as_str().unwrap()));
+        let s = &two["speedup"];
+        let (min, med, max) = (
+            s["min"].as_f64().unwrap(),
+            s["median"].as_f64().unwrap(),
+            s["max"].as_f64().unwrap(),
+        );
+        assert!(min <= med && med <= max);
+        assert!((two["efficiency"].as_f64().unwrap() - med / 2.0).abs() < 1e-12);
+    }
+    let csv_text = std::fs::read_to_string(&csv).unwrap();
+    let mut lines = csv_text.lines();
+    assert_eq!(
+        lines.next().unwrap(),
+        "cores,time_median,time_min,time_max,speedup_median,speedup_min,speedup_max,efficiency,\
+         predicted_lower,predicted_upper,placement"
+    );
+    assert!(lines.next().unwrap().starts_with("1,"));
+    assert!(csv_text.lines().next_back().unwrap().ends_with(",inside") || cores != "1");
+    let svg_text = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        svg_text.contains("omp_loop [loop]: parallelism 8.00"),
+        "title"
+    );
+    assert!(svg_text.contains("Measured speedup"));
+    let png_bytes = std::fs::read(&png).unwrap();
+    assert!(png_bytes.starts_with(b"\x89PNG\r\n\x1a\n"));
+    assert!(png_bytes.len() > 20_000, "{} bytes", png_bytes.len());
+}
+
+/// `run --bench`: analysis, then the benchmark of the same program, and both on the plot.
+#[test]
+fn run_then_bench() {
+    let _timing = timing();
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("p.svg");
+    let out = bin()
+        .args([
+            "run", "--bench", "--cores", "1", "--trials", "1", "--warmup", "0",
+        ])
+        .arg("--plot")
+        .arg(&svg)
+        .arg(fixture("omp_fib"))
+        .args(["14", "8"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    let analysis = err.find("1) Parallelism Profile").expect("the analysis");
+    let table = err.find("cilkview-rs bench:").expect("the benchmark table");
+    assert!(analysis < table, "{err}");
+    assert!(err.contains("measured vs predicted"), "{err}");
+    // Only the analysis run's output reaches stdout: the benchmark's is discarded.
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "fib(14) = 377\n");
+    let svg_text = std::fs::read_to_string(&svg).unwrap();
+    assert!(svg_text.contains("Measured speedup") && svg_text.contains("Burdened speedup"));
+}
+
+/// `report --plot`: the prediction alone, from a saved report, as a PNG and an SVG.
+#[test]
+fn report_draws_a_saved_analysis() {
+    let _timing = timing();
+    let dir = tempfile::tempdir().unwrap();
+    let figure6 = cilkview_fixtures::fixtures_dir().join("figure6.json");
+    for name in ["p.png", "p.svg"] {
+        let plot = dir.path().join(name);
+        let out = bin()
+            .arg("report")
+            .arg(&figure6)
+            .arg("--plot")
+            .arg(&plot)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        let bytes = std::fs::read(&plot).unwrap();
+        if name.ends_with("png") {
+            assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"));
+        } else {
+            let svg = String::from_utf8(bytes).unwrap();
+            assert!(svg.contains("qsort: parallelism 21.31, burdened parallelism 21.26"));
+            assert!(!svg.contains("Measured"), "nothing was measured");
+        }
+    }
+    let out = bin()
+        .arg("report")
+        .arg(&figure6)
+        .arg("--plot")
+        .arg(dir.path().join("p.pdf"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("a plot file must end in .svg or .png"),
+        "{}",
+        stderr(&out)
+    );
+    // `run --plot` with a bad extension: refused before the program runs.
+    let out = bin()
+        .args(["run", "--plot", "profile.pdf"])
+        .arg(fixture("omp_fib"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty(), "the program ran");
+    let err = stderr(&out);
+    assert!(
+        err.starts_with("error: invalid value 'profile.pdf' for '--plot <FILE>': a plot file must end in .svg or .png"),
+        "{err}"
+    );
+}
+
+/// The fine-grained fixture (one tiny task per element) runs slower on 2 workers than on 1:
+/// libgomp's cost per task dwarfs the task (measured 0.35 here), while the prediction's burdened
+/// bound, near zero, allows it: inside the predicted range, as in the paper's Figure 8.
+#[test]
+fn fine_grained_tasks_measure_a_slowdown() {
+    let _timing = timing();
+    if cpus() < 2 {
+        skip("fewer than 2 CPUs available: cannot bench at P = 2");
+        return;
+    }
+    let Some(exe) = openmp("omp_fine") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let analysis = dir.path().join("fine.json");
+    let a = analyze(&fixture("omp_fine"), &["200", "20", "1"]);
+    std::fs::write(&analysis, a.json.to_string()).unwrap();
+    let json = dir.path().join("b.json");
+    let out = bench(&[
+        os("--cores"),
+        os("1,2"),
+        os("--analysis"),
+        analysis.as_os_str(),
+        os("--region"),
+        os("tasks"),
+        os("--trials"),
+        os("5"),
+        os("--json"),
+        json.as_os_str(),
+        exe.as_os_str(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let results = read_json(&json)["results"].clone();
+    let two = &results[1];
+    let speedup = two["speedup"]["median"].as_f64().unwrap();
+    assert!(speedup < 0.9, "fine-grained tasks sped up: {results}");
+    assert!(two["predicted"]["lower"].as_f64().unwrap() < 0.05);
+    assert_eq!(two["placement"], "inside");
+}

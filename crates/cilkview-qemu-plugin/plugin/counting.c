@@ -1,0 +1,151 @@
+/*
+ * counting.c -- counting instructions per thread and reporting the marks hit (the execution callbacks).
+ * Part of cilkview_plugin.c, which includes it (one translation unit, so the hot paths inline).
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+/* ---------------------------- counting ---------------------------- */
+
+/* A block was entered: add its instructions (udata: how many). */
+static void tb_cb(unsigned int vcpu, void *ud) { vs[vcpu]->count += (uintptr_t)ud; }
+
+/* An instruction counted on its own (one that may be a page-crossing phantom). */
+static void one_cb(unsigned int vcpu, void *ud)
+{
+    (void)ud;
+    vs[vcpu]->count += 1;
+}
+
+/* A block that starts with a REP string instruction at `ud` (the block is that
+ * one instruction). QEMU runs each iteration as one execution of this block;
+ * the instruction retires once. A continuation: the previous block this
+ * thread executed was this instruction and nothing counted since. */
+static void rep_tb_cb(unsigned int vcpu, void *ud)
+{
+    struct vstate *s = vs[vcpu];
+    if (!(s->rep_pc == (uintptr_t)ud && s->rep_at == s->count))
+        s->count += 1;
+}
+
+/* After the REP string instruction at `ud` (the last of its block) started. */
+static void rep_insn_cb(unsigned int vcpu, void *ud)
+{
+    struct vstate *s = vs[vcpu];
+    s->rep_pc = (uintptr_t)ud;
+    s->rep_at = s->count;
+}
+
+static void push_hit(struct vstate *s, uint64_t idx, uint64_t cost, int has_op, uint64_t op)
+{
+    if (likely(idx < (1ull << HIT_PROBE_BITS) && cost < (1ull << HIT_COST_BITS))) {
+        uint64_t w[2] = {(cost << 26) | (idx << 2) | (has_op ? TAG_HIT_OP : TAG_HIT), op};
+        push(s, w, has_op ? 2 : 1);
+    } else {
+        uint64_t w[4] = {ctrl(K_BIGHIT, has_op ? 1 : 0), idx, cost, op};
+        push(s, w, has_op ? 4 : 3);
+    }
+}
+
+/* A mark: udata = probe index << TAIL_BITS | tail, where tail is how many of
+ * the instructions already added for this block are at or after the mark
+ * (the mark's NOP belongs to the following strand). The hot path. */
+static void mark_cb(unsigned int vcpu, void *ud)
+{
+    struct vstate *s = vs[vcpu];
+    uint64_t u = (uintptr_t)ud;
+    uint64_t tail = u & ((1u << TAIL_BITS) - 1), idx = u >> TAIL_BITS;
+    uint64_t cost = s->count - tail;
+    s->count = tail;
+    if (likely(idx < (1ull << HIT_PROBE_BITS) && cost < (1ull << HIT_COST_BITS) &&
+               s->len + 1 < BUF_WORDS)) {
+        s->buf[++s->len] = (cost << 26) | (idx << 2) | TAG_HIT;
+        return;
+    }
+    push_hit(s, idx, cost, 0, 0);
+}
+
+/* QEMU's register order (R_EAX, R_ECX, R_EDX, R_EBX, R_ESP, R_EBP, R_ESI, R_EDI, r8..) for
+ * each DWARF x86-64 register number (rax, rdx, rcx, rbx, rsi, rdi, rbp, rsp, r8..). */
+static const uint8_t qemu_reg_of_dwarf[16] = {0, 2, 1, 3, 6, 7, 5, 4, 8, 9, 10, 11, 12, 13, 14, 15};
+
+/* A mark with an operand; it begins its block, so every guest register is in
+ * CPUX86State. `env`: TCG's env pointer (see the trampoline below);
+ * CPUX86State starts with `target_ulong regs[16]` in QEMU 7.2. udata =
+ * probe index << 14 | DWARF register << TAIL_BITS | tail. */
+__attribute__((used, visibility("hidden"))) void cv_mark_op_cb(unsigned int vcpu, void *ud,
+                                                              const uint64_t *env)
+{
+    struct vstate *s = vs[vcpu];
+    uint64_t u = (uintptr_t)ud;
+    uint64_t tail = u & ((1u << TAIL_BITS) - 1), reg = (u >> TAIL_BITS) & 15, idx = u >> 14;
+    uint64_t cost = s->count - tail;
+    s->count = tail;
+    push_hit(s, idx, cost, 1, env[qemu_reg_of_dwarf[reg]]);
+}
+
+/* TCG on an x86-64 host keeps env (TCG_AREG0) in %rbp in generated code and
+ * calls plugin callbacks directly from it; %rbp is callee-saved, so at our
+ * entry it still holds env. Pass it as the third argument. */
+void cv_mark_op_tramp(unsigned int vcpu, void *ud);
+__asm__(".text\n"
+        ".p2align 4\n"
+        ".type cv_mark_op_tramp,@function\n"
+        "cv_mark_op_tramp:\n"
+        "    mov %rbp, %rdx\n"
+        "    jmp cv_mark_op_cb\n"
+        ".size cv_mark_op_tramp, .-cv_mark_op_tramp\n");
+
+/* A function entry mark's probe (call-site profiles): report the return address the thread
+ * read when it last entered the function (see cv_entry_cb), if it could. */
+static void mark_ra_cb(unsigned int vcpu, void *ud)
+{
+    struct vstate *s = vs[vcpu];
+    uint64_t u = (uintptr_t)ud;
+    uint64_t tail = u & ((1u << TAIL_BITS) - 1), idx = u >> TAIL_BITS;
+    uint64_t cost = s->count - tail, ra = s->ra;
+    s->count = tail;
+    s->ra = NO_RA;
+    push_hit(s, idx, cost, ra != NO_RA, ra);
+}
+
+/* The entry of a function whose entry mark reports the return address. A call
+ * target begins a translation block, so env holds every guest register:
+ * the return address is at guest [rsp] (env->regs[R_ESP]), which in user mode
+ * is host memory at guest_base + rsp. udata: the load address (guest) of the
+ * function's file, so the value kept is file-relative. */
+__attribute__((used, visibility("hidden"))) void cv_entry_cb(unsigned int vcpu, void *ud,
+                                                            const uint64_t *env)
+{
+    uint64_t rsp = env[4];
+    uint64_t ra;
+    memcpy(&ra, (const void *)(uintptr_t)(rsp + g_guest_base), 8);
+    vs[vcpu]->ra = ra - (uint64_t)(uintptr_t)ud;
+}
+
+void cv_entry_tramp(unsigned int vcpu, void *ud);
+__asm__(".text\n"
+        ".p2align 4\n"
+        ".type cv_entry_tramp,@function\n"
+        "cv_entry_tramp:\n"
+        "    mov %rbp, %rdx\n"
+        "    jmp cv_entry_cb\n"
+        ".size cv_entry_tramp, .-cv_entry_tramp\n");
+
+/* A function entry inside a block (reached by falling through): registers are
+ * not readable exactly there, so the return address is unknown. */
+static void entry_unknown_cb(unsigned int vcpu, void *ud)
+{
+    (void)ud;
+    vs[vcpu]->ra = NO_RA;
+}
+
+/* A mark whose operand cannot be read exactly (it does not begin its block). */
+static void mark_no_operand_cb(unsigned int vcpu, void *ud)
+{
+    struct vstate *s = vs[vcpu];
+    uint64_t w = ctrl(K_NO_OPERAND, (uintptr_t)ud);
+    push(s, &w, 1);
+    flush(s);
+}
+

@@ -1,0 +1,121 @@
+/*
+ * translate.c -- instrumenting each translation block: its count, its marks, function entries.
+ * Part of cilkview_plugin.c, which includes it (one translation unit, so the hot paths inline).
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+static const uint8_t MARK_NOP[5] = {0x0f, 0x1f, 0x44, 0x00, 0x00};
+
+static void vcpu_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
+{
+    (void)id;
+    size_t n = qemu_plugin_tb_n_insns(tb);
+    if (n == 0)
+        return;
+    struct qemu_plugin_insn *first = qemu_plugin_tb_get_insn(tb, 0);
+    uint64_t v0 = qemu_plugin_insn_vaddr(first);
+    uint64_t h0 = (uint64_t)(uintptr_t)qemu_plugin_insn_haddr(first);
+
+    /* A block that is one REP string instruction: iterations are re-executions. */
+    if (n == 1 && is_rep_string(qemu_plugin_insn_data(first), qemu_plugin_insn_size(first))) {
+        qemu_plugin_register_vcpu_tb_exec_cb(tb, rep_tb_cb, QEMU_PLUGIN_CB_NO_REGS, (void *)(uintptr_t)v0);
+        qemu_plugin_register_vcpu_insn_exec_cb(first, rep_insn_cb, QEMU_PLUGIN_CB_NO_REGS,
+                                               (void *)(uintptr_t)v0);
+        return;
+    }
+
+    pthread_mutex_lock(&g_map_lock);
+    if (!g_started)
+        start(v0, h0);
+    struct file *f = file_of_code(h0);
+    pthread_mutex_unlock(&g_map_lock);
+
+    /* Phantom fix: an instruction (not the first) that starts within 15 bytes of
+     * a page end may be dropped from the block while still listed; count it
+     * with its own callback, which runs only if it executes here. */
+    uint8_t alone[512];
+    size_t counted = 0;
+    for (size_t i = 0; i < n && i < 512; i++) {
+        uint64_t v = qemu_plugin_insn_vaddr(qemu_plugin_tb_get_insn(tb, i));
+        alone[i] = i > 0 && (v & 0xfff) > 0xfff - 15;
+        counted += !alone[i];
+    }
+    qemu_plugin_register_vcpu_tb_exec_cb(tb, tb_cb, QEMU_PLUGIN_CB_NO_REGS, (void *)(uintptr_t)counted);
+
+    /* Probes of this block, if its file has any. */
+    struct probe *p = NULL, *pend = NULL;
+    if (f && f->n) {
+        uint64_t vlast = qemu_plugin_insn_vaddr(qemu_plugin_tb_get_insn(tb, n - 1));
+        size_t a = 0, b = f->n;
+        while (a < b) {
+            size_t m = (a + b) / 2;
+            if (f->probes[m].gaddr < v0)
+                a = m + 1;
+            else
+                b = m;
+        }
+        p = f->probes + a;
+        pend = p;
+        while (pend < f->probes + f->n && pend->gaddr <= vlast)
+            pend++;
+    }
+    /* Function entries of this block whose return address is wanted. */
+    uint64_t *e = NULL, *eend = NULL;
+    if (f && f->nentries) {
+        uint64_t vlast = qemu_plugin_insn_vaddr(qemu_plugin_tb_get_insn(tb, n - 1));
+        size_t a = 0, b = f->nentries;
+        while (a < b) {
+            size_t m = (a + b) / 2;
+            if (f->entries[m] < v0)
+                a = m + 1;
+            else
+                b = m;
+        }
+        e = f->entries + a;
+        eend = e;
+        while (eend < f->entries + f->nentries && *eend <= vlast)
+            eend++;
+    }
+
+    size_t after = counted; /* block-counted instructions at index >= i */
+    for (size_t i = 0; i < n && i < 512; i++) {
+        struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
+        uint64_t v = qemu_plugin_insn_vaddr(insn);
+        if (alone[i])
+            qemu_plugin_register_vcpu_insn_exec_cb(insn, one_cb, QEMU_PLUGIN_CB_NO_REGS, NULL);
+        while (e && e < eend && *e < v)
+            e++;
+        if (e && e < eend && *e == v) {
+            if (i == 0)
+                qemu_plugin_register_vcpu_insn_exec_cb(insn, cv_entry_tramp, QEMU_PLUGIN_CB_R_REGS,
+                                                       (void *)(uintptr_t)(f->base - g_guest_base));
+            else
+                qemu_plugin_register_vcpu_insn_exec_cb(insn, entry_unknown_cb, QEMU_PLUGIN_CB_NO_REGS, NULL);
+        }
+        while (p && p < pend && p->gaddr < v)
+            p++;
+        if (p && p < pend && p->gaddr == v && qemu_plugin_insn_size(insn) == 5 &&
+            !memcmp(qemu_plugin_insn_data(insn), MARK_NOP, 5)) {
+            uint64_t tail = after + alone[i];
+            if (p->ra)
+                qemu_plugin_register_vcpu_insn_exec_cb(insn, mark_ra_cb, QEMU_PLUGIN_CB_NO_REGS,
+                                                       (void *)(uintptr_t)((p->index << TAIL_BITS) | tail));
+            else if (p->operand < 0)
+                qemu_plugin_register_vcpu_insn_exec_cb(insn, mark_cb, QEMU_PLUGIN_CB_NO_REGS,
+                                                       (void *)(uintptr_t)((p->index << TAIL_BITS) | tail));
+            else if (i == 0)
+                qemu_plugin_register_vcpu_insn_exec_cb(
+                    insn, cv_mark_op_tramp, QEMU_PLUGIN_CB_R_REGS,
+                    (void *)(uintptr_t)((p->index << 14) | ((uint64_t)p->operand << TAIL_BITS) | tail));
+            else
+                qemu_plugin_register_vcpu_insn_exec_cb(insn, mark_no_operand_cb, QEMU_PLUGIN_CB_NO_REGS,
+                                                       (void *)(uintptr_t)p->index);
+        }
+        if (i == n - 1 && is_rep_string(qemu_plugin_insn_data(insn), qemu_plugin_insn_size(insn)))
+            qemu_plugin_register_vcpu_insn_exec_cb(insn, rep_insn_cb, QEMU_PLUGIN_CB_NO_REGS,
+                                                   (void *)(uintptr_t)v);
+        after -= !alone[i];
+    }
+}
+
