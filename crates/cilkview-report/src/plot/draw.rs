@@ -2,6 +2,7 @@
 
 use std::path::Path;
 
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -31,6 +32,34 @@ fn title(profile: &Profile) -> String {
         ),
         None => format!("{name}: measured speedup"),
     }
+}
+
+type Chart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// The work law, speedup = P, dashed from 1 to `end`.
+fn work_law<DB: DrawingBackend>(
+    chart: &mut Chart<'_, DB>,
+    end: f64,
+    label: &str,
+) -> Result<(), String> {
+    chart
+        .draw_series(DashedLineSeries::new(
+            [(1.0, 1.0), (end, end)],
+            8,
+            5,
+            WORK.stroke_width(2),
+        ))
+        .map_err(|e| e.to_string())?
+        .label(label)
+        .legend(|(x, y)| {
+            plotters::element::DashedPathElement::new(
+                [(x, y), (x + 24, y)],
+                6,
+                4,
+                WORK.stroke_width(2),
+            )
+        });
+    Ok(())
 }
 
 pub fn draw<DB: DrawingBackend>(
@@ -86,24 +115,7 @@ pub fn draw<DB: DrawingBackend>(
             .label("Estimated speedup range")
             .legend(|(x, y)| Rectangle::new([(x, y - 6), (x + 24, y + 6)], BAND.filled()));
 
-        let work_end = xmax.min(ymax);
-        chart
-            .draw_series(DashedLineSeries::new(
-                [(1.0, 1.0), (work_end, work_end)],
-                8,
-                5,
-                WORK.stroke_width(2),
-            ))
-            .map_err(e)?
-            .label("Work law: speedup ≤ P")
-            .legend(|(x, y)| {
-                plotters::element::DashedPathElement::new(
-                    [(x, y), (x + 24, y)],
-                    6,
-                    4,
-                    WORK.stroke_width(2),
-                )
-            });
+        work_law(&mut chart, xmax.min(ymax), "Work law: speedup ≤ P")?;
 
         let par = pred.measures.parallelism();
         let label = format!("Span law: speedup ≤ parallelism ({par:.2})");
@@ -128,24 +140,7 @@ pub fn draw<DB: DrawingBackend>(
             .legend(|(x, y)| PathElement::new([(x, y), (x + 24, y)], BURDENED.stroke_width(3)));
     } else if !profile.measured.is_empty() {
         // No prediction: the work law alone, for scale.
-        let work_end = xmax.min(ymax);
-        chart
-            .draw_series(DashedLineSeries::new(
-                [(1.0, 1.0), (work_end, work_end)],
-                8,
-                5,
-                WORK.stroke_width(2),
-            ))
-            .map_err(e)?
-            .label("Linear speedup")
-            .legend(|(x, y)| {
-                plotters::element::DashedPathElement::new(
-                    [(x, y), (x + 24, y)],
-                    6,
-                    4,
-                    WORK.stroke_width(2),
-                )
-            });
+        work_law(&mut chart, xmax.min(ymax), "Linear speedup")?;
     }
 
     if !profile.measured.is_empty() {
