@@ -3,7 +3,6 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 mod common;
 
@@ -88,31 +87,14 @@ fn foreign_truncated_and_corrupt_elf_files() {
     ));
     assert!(err.contains("truncated"), "{err}");
 
-    // Corrupt records: replace the marks section with a record of an unknown version.
-    let garbage = dir.path().join("garbage.bin");
-    std::fs::write(
-        &garbage,
-        [9u8, 3, 0xff, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
-    )
-    .unwrap();
-    let corrupt = dir.path().join("corrupt");
-    let status = Command::new("objcopy")
-        .arg(format!(
-            "--update-section=.cilkview_marks={}",
-            garbage.display()
-        ))
-        .arg(executable_copy(dir.path(), "src", &good))
-        .arg(&corrupt)
-        .status();
-    match status {
-        Ok(s) if s.success() => {
-            let err = run_fails(&corrupt);
-            assert!(
-                err.contains("malformed") && err.contains("cilkview.h"),
-                "{err}"
-            );
-        }
-        _ => cilkview_fixtures::skip("objcopy not available to corrupt a marks section"),
+    // Corrupt records: the marks section holds a record of an unknown version.
+    let src = executable_copy(dir.path(), "src", &good);
+    if let Some(corrupt) = common::with_corrupt_marks(&src, dir.path(), "corrupt") {
+        let err = run_fails(&corrupt);
+        assert!(
+            err.contains("malformed") && err.contains("cilkview.h"),
+            "{err}"
+        );
     }
 }
 

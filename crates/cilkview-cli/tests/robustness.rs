@@ -354,29 +354,10 @@ int main(void) { f(); puts("ready"); fflush(stdout); for (;;) pause(); }
 #[test]
 fn corrupt_marks_behind_a_wrapper_are_an_error() {
     let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("src");
-    std::fs::copy(fixture("known_spawn"), &src).unwrap();
-    // A record of an unknown version in place of the marks.
-    let garbage = dir.path().join("garbage.bin");
-    std::fs::write(
-        &garbage,
-        [9u8, 3, 0xff, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
-    )
-    .unwrap();
-    let corrupt = dir.path().join("corrupt");
-    let made = Command::new("objcopy")
-        .arg(format!(
-            "--update-section=.cilkview_marks={}",
-            garbage.display()
-        ))
-        .arg(&src)
-        .arg(&corrupt)
-        .status();
-    if !matches!(made, Ok(s) if s.success()) {
-        cilkview_fixtures::skip("objcopy not available to corrupt a marks section");
+    let Some(corrupt) = common::with_corrupt_marks(&fixture("known_spawn"), dir.path(), "corrupt")
+    else {
         return;
-    }
-    std::fs::set_permissions(&corrupt, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
     let direct = one_error(&["run".as_ref(), corrupt.as_os_str()]);
     let cause = direct
         .split_once(&format!("cannot analyze {}: ", corrupt.display()))

@@ -89,3 +89,30 @@ pub fn analyze_with(exe: &Path, flags: &[&str], args: &[&str]) -> Analysis {
 pub fn analyze(exe: &Path, args: &[&str]) -> Analysis {
     analyze_with(exe, &[], args)
 }
+
+/// A copy of `exe` in `dir` (as `name`) whose `.cilkview_marks` section holds one record of an
+/// unknown format version: corrupt marks. `None`, said aloud, where `objcopy` is missing.
+pub fn with_corrupt_marks(exe: &Path, dir: &Path, name: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let garbage = dir.join(format!("{name}.garbage"));
+    std::fs::write(
+        &garbage,
+        [9u8, 3, 0xff, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+    )
+    .unwrap();
+    let corrupt = dir.join(name);
+    let made = std::process::Command::new("objcopy")
+        .arg(format!(
+            "--update-section=.cilkview_marks={}",
+            garbage.display()
+        ))
+        .arg(exe)
+        .arg(&corrupt)
+        .status();
+    if !matches!(made, Ok(s) if s.success()) {
+        cilkview_fixtures::skip("objcopy not available to corrupt a marks section");
+        return None;
+    }
+    std::fs::set_permissions(&corrupt, std::fs::Permissions::from_mode(0o755)).unwrap();
+    Some(corrupt)
+}
