@@ -232,3 +232,47 @@ fn killing_the_tool_in_any_way_leaves_the_process_unharmed() {
         }
     }
 }
+
+/// `--profile` on `attach`: the window's call sites, named from the running executable (each
+/// round of fixtures/long_running.c calls step(), which spawns child() twice).
+#[test]
+fn attach_profiles_the_call_sites_of_the_window() {
+    let exe = long_running();
+    let args = ["12", "0"];
+    let expected = unattached(&exe, &args);
+    let running = start(&exe, &args);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let prefix = dir.path().join("p");
+    let tool = cilkview_attach(
+        running.child.id(),
+        &["--duration", "0.8", "--profile", prefix.to_str().unwrap()],
+        &json,
+    );
+    let (r, err, code) = report(tool, &json);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(finish(running), expected);
+    let sites = r["call_sites"].as_array().unwrap_or_else(|| panic!("{r}"));
+    let spawn = sites
+        .iter()
+        .find(|s| s["kind"] == "spawn")
+        .unwrap_or_else(|| panic!("{r}"));
+    // step() spawns child() at lines 28 and 29, once each per round: on work, a spawn's work is
+    // 2002 per invocation (a few more for the call); the window saw at least one round.
+    let (n, work) = (
+        spawn["invocations"].as_u64().unwrap(),
+        spawn["on_work"]["work"].as_u64().unwrap(),
+    );
+    assert!(n >= 1 && work >= 2002 * n && work < 2100 * n, "{spawn}");
+    assert_eq!(spawn["function"], "step", "{spawn}");
+    let location = spawn["location"].as_str().unwrap();
+    assert!(
+        location.contains("long_running")
+            && (location.ends_with(":28") || location.ends_with(":29")),
+        "{spawn}"
+    );
+    assert!(err.contains("call sites on the span"), "{err}");
+    for ext in ["csv", "folded", "svg", "callgrind"] {
+        assert!(dir.path().join(format!("p.{ext}")).is_file(), "p.{ext}");
+    }
+}
