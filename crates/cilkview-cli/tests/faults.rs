@@ -411,8 +411,9 @@ fn a_wrapper_that_execs_a_dynamically_linked_program() {
     assert_eq!(wrapped.parallel_part(), direct.parallel_part());
 }
 
-/// What emulation cannot see is said in the report's counter line: the marks lost when a fault
-/// kills the program, an image the program execs (qemu-user runs it natively).
+/// What emulation cannot see, or saw differently, is said in the report's counter line: a fault
+/// that killed the program (its last marks are recovered from the plugin's shared buffers), an
+/// image the program execs (qemu-user runs it natively).
 #[test]
 fn emulation_says_what_it_missed() {
     if let Err(why) = cilkview_fixtures::emulator() {
@@ -429,6 +430,8 @@ fn emulation_says_what_it_missed() {
     assert_eq!(t.json["signal"], 11);
     let reason = t.json["counter"]["reason"].as_str().unwrap();
     assert!(reason.contains("killed by signal 11"), "{reason}");
+    // QEMU ran no exit path, but the marks the program hit were in the plugin's shared buffers.
+    assert_eq!(t.json["spawns"], 1, "{}", t.json);
 
     let exe = build("known_spawn", &static_opts());
     let t = analyze_with(

@@ -14,6 +14,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -57,21 +58,31 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
 #define TAIL_BITS 10  /* a block has at most 512 instructions */
 #define NO_RA UINT64_MAX
 
+/*
+ * A thread's state. It lives in a slot of the shared memory the analyzer passes (shm=FD), at
+ * offset vcpu * SLOT_BYTES: if QEMU dies without running the plugin's exit path (a fault of
+ * the program, a kill from outside), the analyzer still reads each thread's buffered records
+ * and count there. The first fields have fixed offsets (keep in sync with protocol.rs).
+ */
 struct vstate {
-    uint64_t count;  /* instructions since the thread's last event (block counted at entry) */
+    uint64_t count; /* 0: instructions since the thread's last event (block counted at entry) */
+    uint32_t len;   /* 8: records in buf[1..] */
+    int32_t tid;    /* 12 */
+    int32_t live;   /* 16 */
+    int32_t pad0;
     uint64_t rep_pc; /* REP string instruction last executed, and `count` after it */
     uint64_t rep_at;
-    uint32_t len; /* records in buf[1..] */
-    int32_t tid;
-    int live;
     uint64_t ra;     /* return address at the last function entry (file-relative), or NO_RA */
     int64_t sc_num; /* the syscall in progress and its first arguments */
     uint64_t sc_a1, sc_a2, sc_a3;
-    uint64_t buf[BUF_WORDS];
+    uint64_t buf[BUF_WORDS]; /* 80 */
 } __attribute__((aligned(64)));
+_Static_assert(offsetof(struct vstate, buf) == 80, "slot layout (protocol.rs)");
+#define SLOT_BYTES ((sizeof(struct vstate) + 4095) & ~(size_t)4095)
 
 static struct vstate *vs[MAX_VCPUS];
-static int g_out = -1, g_in = -1;
+static int g_out = -1, g_in = -1, g_shm = -1;
+static pthread_mutex_t g_shm_lock = PTHREAD_MUTEX_INITIALIZER;
 static int g_started, g_finalized, g_first_init = 1;
 static uint64_t g_guest_base;
 static pthread_mutex_t g_map_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -98,17 +109,36 @@ static void die(const char *msg)
 
 /* ---------------------------- threads, syscalls ---------------------------- */
 
+/* The state of vCPU `vcpu`: its slot of the shared memory (grown as needed), or private memory
+ * without it. */
+static struct vstate *new_slot(unsigned int vcpu)
+{
+    if (g_shm < 0) {
+        struct vstate *s = aligned_alloc(64, sizeof *s);
+        if (!s)
+            die("out of memory");
+        return s;
+    }
+    pthread_mutex_lock(&g_shm_lock);
+    off_t need = (off_t)(vcpu + 1) * (off_t)SLOT_BYTES;
+    struct stat st;
+    if (fstat(g_shm, &st) != 0 || (st.st_size < need && ftruncate(g_shm, need) != 0))
+        die("cannot grow the shared thread buffers");
+    void *p = mmap(NULL, SLOT_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, g_shm, (off_t)vcpu * (off_t)SLOT_BYTES);
+    pthread_mutex_unlock(&g_shm_lock);
+    if (p == MAP_FAILED)
+        die("cannot map a thread's shared buffer");
+    return p;
+}
+
 static void vcpu_init(qemu_plugin_id_t id, unsigned int vcpu)
 {
     (void)id;
     if (vcpu >= MAX_VCPUS)
         die("too many threads");
     struct vstate *s = vs[vcpu];
-    if (!s) {
-        s = aligned_alloc(64, sizeof *s);
-        if (!s)
-            die("out of memory");
-    }
+    if (!s)
+        s = new_slot(vcpu);
     memset(s, 0, offsetof(struct vstate, buf));
     s->ra = NO_RA;
     s->live = 1;
@@ -303,15 +333,26 @@ static void prefork(void)
     pthread_mutex_lock(&g_map_lock);
     pthread_mutex_lock(&g_fin_lock);
     pthread_mutex_lock(&g_write_lock);
+    pthread_mutex_lock(&g_shm_lock);
 }
 static void postfork_parent(void)
 {
+    pthread_mutex_unlock(&g_shm_lock);
     pthread_mutex_unlock(&g_write_lock);
     pthread_mutex_unlock(&g_fin_lock);
     pthread_mutex_unlock(&g_map_lock);
 }
 static void postfork_child(void)
 {
+    /* The child's buffers must not write into the parent's shared slots: private from now on
+     * (zeroed: the child is not counted). */
+    for (unsigned i = 0; i < MAX_VCPUS && g_shm >= 0; i++)
+        if (vs[i] && mmap(vs[i], SLOT_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED)
+            die("cannot unshare a thread buffer in a forked child");
+    if (g_shm >= 0)
+        close(g_shm);
+    g_shm = -1;
+    pthread_mutex_unlock(&g_shm_lock);
     pthread_mutex_unlock(&g_write_lock);
     pthread_mutex_unlock(&g_fin_lock);
     pthread_mutex_unlock(&g_map_lock);
@@ -351,6 +392,8 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
             in = atoi(argv[i] + 3);
         else if (!strncmp(argv[i], "so=", 3))
             close(atoi(argv[i] + 3));
+        else if (!strncmp(argv[i], "shm=", 4))
+            g_shm = high_fd(atoi(argv[i] + 4));
     }
     if (out < 0 || in < 0) {
         qemu_plugin_outs("cilkview-rs plugin: needs out=FD,in=FD (it is run by cilkview-rs)\n");

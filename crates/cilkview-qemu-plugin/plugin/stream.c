@@ -58,8 +58,12 @@ static void push(struct vstate *s, const uint64_t *w, unsigned n)
 {
     if (s->len + n >= BUF_WORDS)
         flush(s);
-    for (unsigned i = 0; i < n; i++)
-        s->buf[++s->len] = w[i];
+    /* The word first, then the length: a reader of the shared slot after a crash sees whole
+     * records only. */
+    for (unsigned i = 0; i < n; i++) {
+        s->buf[s->len + 1] = w[i];
+        s->len++;
+    }
 }
 
 /* A chunk of control words written at once, outside any thread buffer. */

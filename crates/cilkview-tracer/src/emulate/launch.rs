@@ -148,6 +148,8 @@ pub struct Launched {
     pub records: File,
     /// Replies to the plugin's requests.
     pub replies: File,
+    /// The threads' states, shared with the plugin (see `protocol::slot`).
+    pub threads: File,
 }
 
 fn os_err(what: &str) -> impl Fn(nix::errno::Errno) -> TraceError + '_ {
@@ -177,10 +179,19 @@ pub fn launch(emu: &Emulator, program: &Path, opts: &TraceOptions) -> Result<Lau
     let (rep_r, rep_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(os_err("pipe"))?;
     // A deep pipe: the plugin blocks (and we wake up) once per megabyte, not per 64 KiB.
     let _ = fcntl(rec_r.as_raw_fd(), FcntlArg::F_SETPIPE_SZ(1 << 20));
-    let keep: [i32; 3] = [so.as_raw_fd(), rec_w.as_raw_fd(), rep_r.as_raw_fd()];
+    // The threads' states, shared: readable after a crash of the program (see protocol::slot).
+    let shm_name = CString::new("cilkview-threads").expect("no NUL");
+    let shm =
+        memfd_create(&shm_name, MemFdCreateFlag::MFD_CLOEXEC).map_err(os_err("memfd_create"))?;
+    let keep: [i32; 4] = [
+        so.as_raw_fd(),
+        rec_w.as_raw_fd(),
+        rep_r.as_raw_fd(),
+        shm.as_raw_fd(),
+    ];
     let plugin = format!(
-        "/proc/self/fd/{},out={},in={},so={}",
-        keep[0], keep[1], keep[2], keep[0]
+        "/proc/self/fd/{},out={},in={},so={},shm={}",
+        keep[0], keep[1], keep[2], keep[0], keep[3]
     );
     let mut cmd = Command::new(&emu.path);
     cmd.arg("-cpu")
@@ -198,6 +209,7 @@ pub fn launch(emu: &Emulator, program: &Path, opts: &TraceOptions) -> Result<Lau
     })?;
     drop::<[OwnedFd; 3]>([so, rec_w, rep_r]);
     Ok(Launched {
+        threads: File::from(shm),
         child,
         records: File::from(rec_r),
         replies: File::from(rep_w),

@@ -72,8 +72,12 @@ pub fn run_emulated(
         crate::forward::ended();
         return Err(e);
     }
-    drop(launched.replies);
     let status = launched.child.wait().map_err(TraceError::Wait);
+    if !s.at_exit {
+        // No exit path ran in QEMU: what the threads had buffered is in the shared slots.
+        s.leftovers(&mut launched.threads, &mut launched.replies, sink)?;
+    }
+    drop(launched.replies);
     crate::forward::ended();
     let status = status?;
     let status = s.finish(status, sink)?;
@@ -91,10 +95,9 @@ pub fn run_emulated(
     }
     if let Some(sig) = s.lost_at_death {
         reason += &format!(
-            "; the program was killed by signal {sig} from outside its own code: the marks it hit \
-             shortly before (up to {} per thread) and the threads' last strands are missing \
-             (--counter step measures such runs exactly)",
-            protocol::CHUNK_WORDS
+            "; the program was killed by signal {sig} from outside its own code: QEMU ran no exit \
+             path, so the threads' last marks and counts were read from the plugin's shared \
+             buffers (each thread's last strand counts its whole last translation block)"
         );
     }
     if let Some(p) = &notes.native_exec {
@@ -118,6 +121,13 @@ pub fn run_emulated(
     Ok((outcome, notes))
 }
 
+/// The plugin sent something that is not its protocol.
+fn bad(m: String) -> TraceError {
+    TraceError::Emulator {
+        message: format!("corrupt record stream from the emulator's plugin: {m}"),
+    }
+}
+
 /// The analyzer's side of one run.
 struct Session {
     pid: i32,
@@ -135,8 +145,8 @@ struct Session {
     native_exec: Option<PathBuf>,
     at_exit: bool,
     /// The program died of this signal, sent by no thread of its own (a fault, a kill from
-    /// outside): QEMU 7.2 ran no plugin callback, so the plugin's buffered hits and the threads'
-    /// tails since their last flush are missing.
+    /// outside): QEMU 7.2 ran no plugin callback; the buffered hits and the threads' counts were
+    /// read from the shared slots (`leftovers`).
     lost_at_death: Option<i32>,
     forks: Vec<i32>,
     self_signals: HashSet<i32>,
@@ -201,9 +211,6 @@ impl Session {
         let mut input = BufReader::with_capacity(1 << 20, &l.records);
         let mut bytes = vec![0u8; protocol::CHUNK_WORDS * 8];
         let mut words: Vec<u64> = Vec::with_capacity(protocol::CHUNK_WORDS);
-        let bad = |m: String| TraceError::Emulator {
-            message: format!("corrupt record stream from the emulator's plugin: {m}"),
-        };
         loop {
             let mut head = [0u8; 8];
             match read_full(&mut input, &mut head) {
@@ -228,26 +235,71 @@ impl Session {
                     .chunks_exact(8)
                     .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))),
             );
-            let mut i = 0;
-            while i < words.len() {
-                // The hot path: a plain hit of the chunk's thread.
-                if let Some((probe, cost)) = protocol::plain_hit(words[i]) {
-                    i += 1;
-                    self.thread(sink, tid);
-                    self.total += cost;
-                    self.hits += 1;
-                    sink.event(TraceEvent::Hit {
-                        probe: probe as usize,
-                        tid,
-                        cost,
-                        operand: None,
-                    });
-                    continue;
-                }
-                let r = protocol::decode_one(&words, &mut i).map_err(|e| bad(e.0))?;
-                self.record(r, tid, &mut l.replies, sink)?;
+            self.chunk(tid, &words, &mut l.replies, sink)?;
+        }
+    }
+
+    /// The records of one chunk of thread `tid`.
+    fn chunk(
+        &mut self,
+        tid: i32,
+        words: &[u64],
+        replies: &mut File,
+        sink: &mut dyn EventSink,
+    ) -> Result<(), TraceError> {
+        let mut i = 0;
+        while i < words.len() {
+            // The hot path: a plain hit of the chunk's thread.
+            if let Some((probe, cost)) = protocol::plain_hit(words[i]) {
+                i += 1;
+                self.thread(sink, tid);
+                self.total += cost;
+                self.hits += 1;
+                sink.event(TraceEvent::Hit {
+                    probe: probe as usize,
+                    tid,
+                    cost,
+                    operand: None,
+                });
+                continue;
+            }
+            let r = protocol::decode_one(words, &mut i).map_err(|e| bad(e.0))?;
+            self.record(r, tid, replies, sink)?;
+        }
+        Ok(())
+    }
+
+    /// QEMU died without running the plugin's exit path (a fault of the program, a kill from
+    /// outside): the records each thread had buffered, and its count since its last event, are
+    /// still in the shared slots. Hits are processed; each live thread's count becomes its tail.
+    fn leftovers(
+        &mut self,
+        threads: &mut File,
+        replies: &mut File,
+        sink: &mut dyn EventSink,
+    ) -> Result<(), TraceError> {
+        use protocol::slot;
+        use std::io::Seek;
+        let mut all = Vec::new();
+        threads
+            .seek(std::io::SeekFrom::Start(0))
+            .and_then(|_| threads.read_to_end(&mut all))
+            .map_err(TraceError::Wait)?;
+        let u64_at = |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().expect("8"));
+        let u32_at = |b: &[u8], at: usize| u32::from_le_bytes(b[at..at + 4].try_into().expect("4"));
+        for b in all.chunks_exact(slot::BYTES) {
+            let tid = u32_at(b, slot::TID) as i32;
+            if tid == 0 || u32_at(b, slot::LIVE) == 0 {
+                continue;
+            }
+            let len = (u32_at(b, slot::LEN) as usize).min(protocol::CHUNK_WORDS - 1);
+            let words: Vec<u64> = (1..=len).map(|k| u64_at(b, slot::BUF + 8 * k)).collect();
+            self.chunk(tid, &words, replies, sink)?;
+            if self.live.contains(&tid) {
+                self.snapshot.insert(tid, u64_at(b, slot::COUNT));
             }
         }
+        Ok(())
     }
 
     fn record(

@@ -10,6 +10,23 @@
 /// Largest chunk, header included, in words.
 pub const CHUNK_WORDS: usize = 8192;
 
+/// The shared memory of the threads' states (the plugin's `struct vstate`, one slot per vCPU):
+/// read after QEMU died without running the plugin's exit path. Offsets in a slot:
+pub mod slot {
+    /// `count`: instructions since the thread's last event.
+    pub const COUNT: usize = 0;
+    /// `len`: records buffered in `buf[1..]`.
+    pub const LEN: usize = 8;
+    /// `tid`.
+    pub const TID: usize = 12;
+    /// `live`: the thread has not exited.
+    pub const LIVE: usize = 16;
+    /// `buf`: `buf[0]` is room for a chunk header, records from `buf[1]`.
+    pub const BUF: usize = 80;
+    /// A slot's size: the state rounded to 64 bytes, then to pages.
+    pub const BYTES: usize = (((BUF + 8 * super::CHUNK_WORDS) + 63) & !63).div_ceil(4096) * 4096;
+}
+
 const TAG_HIT: u64 = 0;
 const TAG_HIT_OP: u64 = 1;
 const TAG_CTRL: u64 = 3;
