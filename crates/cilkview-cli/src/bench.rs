@@ -359,25 +359,15 @@ fn csv_bytes(report: &BenchReport) -> Result<Vec<u8>> {
     w.into_inner().context("cannot encode the CSV")
 }
 
-/// Splits `PROGRAM [--] ARGS…`.
-fn split_command(command: &[OsString]) -> (OsString, Vec<OsString>) {
-    let program = command[0].clone();
-    let mut args = command[1..].to_vec();
-    if args.first().is_some_and(|a| a == "--") {
-        args.remove(0);
-    }
-    (program, args)
-}
-
 /// `cilkview-rs bench`.
 pub fn bench(args: BenchArgs) -> Result<ExitCode> {
-    let (program, program_args) = split_command(&args.command);
-    let program = crate::program::resolve(&program)?;
+    let (program, program_args) = crate::cli::program_and_args(&args.command);
+    let program = crate::program::resolve(program)?;
     let analysis = match &args.analysis {
         Some(path) => Some(prediction_source(read_json(path)?, args.region.as_deref())?),
         None => None,
     };
-    let opts = options(&args.tuning, &program, &program_args)?;
+    let opts = options(&args.tuning, &program, program_args)?;
     let files: Vec<PathBuf> = [&args.json, &args.csv, &args.plot]
         .into_iter()
         .flatten()
@@ -464,11 +454,11 @@ mod tests {
     #[test]
     fn a_dash_dash_after_the_program_is_dropped() {
         let c: Vec<OsString> = ["./app", "--", "--json", "x"].map(OsString::from).to_vec();
-        let (p, a) = split_command(&c);
+        let (p, a) = crate::cli::program_and_args(&c);
         assert_eq!(p, "./app");
         assert_eq!(a, ["--json", "x"].map(OsString::from).to_vec());
         let c: Vec<OsString> = ["./app", "--json", "x"].map(OsString::from).to_vec();
-        assert_eq!(split_command(&c).1.len(), 2);
+        assert_eq!(crate::cli::program_and_args(&c).1.len(), 2);
     }
 
     #[test]

@@ -141,19 +141,26 @@ pub struct RunArgs {
     pub command: Vec<OsString>,
 }
 
+/// `PROGRAM [--] ARGS…` (at least PROGRAM, as clap requires): the program as the user named it,
+/// and its arguments — everything after it, without a leading `--` separator.
+pub fn program_and_args(command: &[OsString]) -> (&OsString, &[OsString]) {
+    let rest = &command[1..];
+    let args = match rest.first() {
+        Some(first) if first == "--" => &rest[1..],
+        _ => rest,
+    };
+    (&command[0], args)
+}
+
 impl RunArgs {
     /// The program to run, as the user named it.
     pub fn program(&self) -> &OsString {
-        &self.command[0]
+        program_and_args(&self.command).0
     }
 
     /// Its arguments: everything after PROGRAM, without a leading `--` separator.
     pub fn args(&self) -> &[OsString] {
-        let rest = &self.command[1..];
-        match rest.first() {
-            Some(first) if first == "--" => &rest[1..],
-            _ => rest,
-        }
+        program_and_args(&self.command).1
     }
 }
 
