@@ -27,6 +27,7 @@ mod backend;
 mod counter;
 mod emulate;
 mod forward;
+mod probe_check;
 mod procfs;
 mod ptrace;
 #[allow(unsafe_code)]

@@ -87,14 +87,7 @@ pub fn search_path(name: &OsStr) -> Option<PathBuf> {
     if name.as_bytes().contains(&b'/') {
         return Some(PathBuf::from(name));
     }
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(name))
-        .find(|p| {
-            p.metadata()
-                .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-                .unwrap_or(false)
-        })
+    which::which(name).ok()
 }
 
 /// The program to run: found, executable, an x86-64 ELF file.

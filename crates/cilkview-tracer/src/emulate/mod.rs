@@ -20,12 +20,12 @@ pub(crate) use launch::check_program;
 pub use launch::CPU_MODEL;
 use protocol::Record;
 
+use crate::probe_check::check_probes;
 use crate::procfs::{self, Mem};
 use crate::{
     CounterInfo, CounterMode, EventSink, ExitStatus, Outcome, Probe, TraceError, TraceEvent,
     TraceOptions,
 };
-use cilkview_marks::MARK_NOP;
 
 /// What an emulated run did beyond its events.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -418,31 +418,7 @@ impl Session {
                 pid: self.pid,
                 source,
             })?;
-            let mut offsets = HashSet::new();
-            for (i, p) in probes.iter().enumerate() {
-                let mut found = [0u8; 5];
-                if mem.read(base.wrapping_add(p.offset), &mut found).is_err() || found != MARK_NOP {
-                    return Err(TraceError::BadProbe {
-                        image,
-                        offset: p.offset,
-                        found,
-                    });
-                }
-                if let Some(r) = p.operand.filter(|&r| r > 15) {
-                    return Err(TraceError::Probes {
-                        image,
-                        message: format!(
-                            "probe {i}: operand register {r} is not a DWARF x86-64 general register (0-15)"
-                        ),
-                    });
-                }
-                if !offsets.insert(p.offset) {
-                    return Err(TraceError::DuplicateProbe {
-                        image,
-                        offset: p.offset,
-                    });
-                }
-            }
+            check_probes(&mem, &image, base, &probes)?;
         }
         let first = self.next;
         self.next += probes.len();

@@ -5,14 +5,14 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use super::Core;
+use crate::probe_check::check_probes;
 use crate::procfs::{self, Mapping, Mem};
 use crate::sys::Tid;
 use crate::{Probe, TraceError};
 use cilkview_events::ReturnAddress;
+use cilkview_marks::MARK_NOP;
 use nix::libc;
 
-/// The bytes of a cilkview mark: `nopl 0x0(%rax,%rax,1)`.
-pub const MARK_NOP: [u8; 5] = cilkview_marks::MARK_NOP;
 /// The armed mark: `int3` then the 4-byte `nopl 0x0(%rax)`; after the trap the
 /// thread resumes at addr+1 on a valid instruction.
 pub const ARMED: [u8; 5] = [0xcc, 0x0f, 0x1f, 0x40, 0x00];
@@ -164,37 +164,9 @@ impl Core<'_> {
         let mem = Mem::open(pid).map_err(|source| TraceError::Proc { pid, source })?;
         let first = self.armed.next;
         let mut addrs = Vec::with_capacity(probes.len());
+        check_probes(&mem, image, base, probes)?;
         for (i, p) in probes.iter().enumerate() {
             let addr = base.wrapping_add(p.offset);
-            let mut found = [0u8; 5];
-            if mem.read(addr, &mut found).is_err() || found != MARK_NOP {
-                return Err(TraceError::BadProbe {
-                    image: image.to_path_buf(),
-                    offset: p.offset,
-                    found,
-                });
-            }
-            let operand = match p.operand {
-                Some(r) if r > 15 => {
-                    return Err(TraceError::Probes {
-                        image: image.to_path_buf(),
-                        message: format!("probe {i}: operand register {r} is not a DWARF x86-64 general register (0-15)"),
-                    })
-                }
-                o => o,
-            };
-            let return_address = match p.return_address {
-                Some(ra) if ra.cfa_register > 15 => {
-                    return Err(TraceError::Probes {
-                        image: image.to_path_buf(),
-                        message: format!(
-                        "probe {i}: CFA register {} is not a DWARF x86-64 general register (0-15)",
-                        ra.cfa_register
-                    ),
-                    })
-                }
-                ra => ra.map(|ra| (ra, base)),
-            };
             if self
                 .armed
                 .addrs
@@ -202,8 +174,8 @@ impl Core<'_> {
                     addr,
                     ProbeAt {
                         index: first + i,
-                        operand,
-                        return_address,
+                        operand: p.operand,
+                        return_address: p.return_address.map(|ra| (ra, base)),
                     },
                 )
                 .is_some()
