@@ -81,6 +81,12 @@ _Static_assert(offsetof(struct vstate, buf) == 80, "slot layout (protocol.rs)");
 #define SLOT_BYTES ((sizeof(struct vstate) + 4095) & ~(size_t)4095)
 
 static struct vstate *vs[MAX_VCPUS];
+static qemu_plugin_id_t g_id;
+/* Counting mode (counting.c): while the program has one thread, blocks add their length to its
+ * count inline; from its first thread on, through a callback per block. */
+static int g_inline = 1, g_window;
+static unsigned g_window_vcpu;
+static uint64_t g_window_base;
 static int g_out = -1, g_in = -1, g_shm = -1;
 static pthread_mutex_t g_shm_lock = PTHREAD_MUTEX_INITIALIZER;
 static int g_started, g_finalized, g_first_init = 1;
@@ -100,6 +106,8 @@ static void die(const char *msg)
     }
     _exit(125);
 }
+
+static void register_callbacks(qemu_plugin_id_t id);
 
 /* The parts of the plugin, one concern each (included: one translation unit). */
 #include "stream.c"
@@ -143,9 +151,11 @@ static void vcpu_init(qemu_plugin_id_t id, unsigned int vcpu)
     s->ra = NO_RA;
     s->live = 1;
     s->tid = g_first_init ? tid_now() : 0; /* others: set at clone's return, or lazily */
-    g_first_init = 0;
     vs[vcpu] = s;
     tl_new_vcpu = (int)vcpu;
+    if (!g_first_init && g_inline)
+        leave_inline_counting(vcpu);
+    g_first_init = 0;
 }
 
 static void thread_exit_words(struct vstate *s, uint64_t w[2])
@@ -163,6 +173,7 @@ static void finalize(int with_status, int64_t status)
             struct vstate *s = vs[i];
             if (!s || !s->live)
                 continue;
+            settle(i);
             flush(s);
             if (s->tid == 0)
                 continue; /* never ran */
@@ -187,6 +198,7 @@ static void snapshot_all(void)
         struct vstate *t = vs[i];
         if (!t || !t->live)
             continue;
+        settle(i);
         flush(t);
         if (t->tid == 0)
             continue;
@@ -225,6 +237,7 @@ static void vcpu_syscall(qemu_plugin_id_t id, unsigned int vcpu, int64_t num, ui
     if (num == SYS_exit) {
         /* This thread ends; its count includes the syscall instruction. */
         pthread_mutex_lock(&g_fin_lock);
+        settle(vcpu);
         flush(s);
         if (s->live) {
             if (s->tid == 0)
@@ -364,6 +377,16 @@ static void postfork_child(void)
     g_finalized = 1;
 }
 
+/* The plugin's callbacks: at install, and again after the reset that leaves inline counting. */
+static void register_callbacks(qemu_plugin_id_t id)
+{
+    qemu_plugin_register_vcpu_init_cb(id, vcpu_init);
+    qemu_plugin_register_vcpu_tb_trans_cb(id, vcpu_tb_trans);
+    qemu_plugin_register_vcpu_syscall_cb(id, vcpu_syscall);
+    qemu_plugin_register_vcpu_syscall_ret_cb(id, vcpu_syscall_ret);
+    qemu_plugin_register_atexit_cb(id, at_exit, NULL);
+}
+
 /* Move fd above the range programs use, close-on-exec. */
 static int high_fd(int fd)
 {
@@ -401,11 +424,8 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
     }
     g_out = high_fd(out);
     g_in = high_fd(in);
+    g_id = id;
     pthread_atfork(prefork, postfork_parent, postfork_child);
-    qemu_plugin_register_vcpu_init_cb(id, vcpu_init);
-    qemu_plugin_register_vcpu_tb_trans_cb(id, vcpu_tb_trans);
-    qemu_plugin_register_vcpu_syscall_cb(id, vcpu_syscall);
-    qemu_plugin_register_vcpu_syscall_ret_cb(id, vcpu_syscall_ret);
-    qemu_plugin_register_atexit_cb(id, at_exit, NULL);
+    register_callbacks(id);
     return 0;
 }

@@ -7,8 +7,58 @@
 
 /* ---------------------------- counting ---------------------------- */
 
+/*
+ * Two ways to count a block's instructions at its entry:
+ *
+ * - inline (while the program has one thread): the block adds its length to the first thread's
+ *   count with an inline TCG add, no call. QEMU 7.2's inline adds go to one fixed address for
+ *   every thread, so they are exact only while a single thread runs.
+ * - a callback per block (tb_cb), which adds to the executing thread's own count: exact with any
+ *   number of threads, about twice bare QEMU's time on integer code.
+ *
+ * When the second vCPU is created (in the parent, inside its clone syscall), new translations
+ * switch to callbacks and qemu_plugin_reset flushes the code cache, so the inline blocks go.
+ * The flush is asynchronous: it runs in an exclusive section once the parent re-enters its
+ * execution loop, which it leaves at once (the queued work kicks it) without executing a block.
+ * Until then, the window, only the new thread can run inline blocks, and they add to the first
+ * thread's count: everything added there beyond its value at the clone (g_window_base) is the
+ * new thread's, moved to it by settle() before any of its counts is read and once more when the
+ * flush is done. (Measured on QEMU 7.2: the flush always came before the new thread ran a
+ * block, so nothing had to move; settle() keeps the counts exact if it ever does.)
+ */
+
 /* A block was entered: add its instructions (udata: how many). */
 static void tb_cb(unsigned int vcpu, void *ud) { vs[vcpu]->count += (uintptr_t)ud; }
+
+/* Give the window's thread what the inline blocks added for it to the first thread's count. */
+static inline void settle(unsigned vcpu)
+{
+    if (unlikely(g_window) && vcpu == g_window_vcpu) {
+        struct vstate *first = vs[0];
+        vs[vcpu]->count += first->count - g_window_base;
+        first->count = g_window_base;
+    }
+}
+
+/* The reset is done (exclusive: no thread runs guest code), the code cache flushed: every block
+ * from now on counts through tb_cb. QEMU dropped the plugin's callbacks: install them again. */
+static void after_reset(qemu_plugin_id_t id)
+{
+    settle(g_window_vcpu);
+    g_window = 0;
+    register_callbacks(id);
+}
+
+/* vCPU `vcpu`, the program's second thread, is being created by the first (vCPU 0), which is
+ * inside its clone syscall and executes nothing until the flush is done. */
+static void leave_inline_counting(unsigned vcpu)
+{
+    g_inline = 0;
+    g_window_base = vs[0]->count;
+    g_window_vcpu = vcpu;
+    g_window = 1;
+    qemu_plugin_reset(g_id, after_reset);
+}
 
 /* An instruction counted on its own (one that may be a page-crossing phantom). */
 static void one_cb(unsigned int vcpu, void *ud)
@@ -23,6 +73,7 @@ static void one_cb(unsigned int vcpu, void *ud)
  * thread executed was this instruction and nothing counted since. */
 static void rep_tb_cb(unsigned int vcpu, void *ud)
 {
+    settle(vcpu);
     struct vstate *s = vs[vcpu];
     if (!(s->rep_pc == (uintptr_t)ud && s->rep_at == s->count))
         s->count += 1;
@@ -31,6 +82,7 @@ static void rep_tb_cb(unsigned int vcpu, void *ud)
 /* After the REP string instruction at `ud` (the last of its block) started. */
 static void rep_insn_cb(unsigned int vcpu, void *ud)
 {
+    settle(vcpu);
     struct vstate *s = vs[vcpu];
     s->rep_pc = (uintptr_t)ud;
     s->rep_at = s->count;
@@ -52,6 +104,7 @@ static void push_hit(struct vstate *s, uint64_t idx, uint64_t cost, int has_op, 
  * (the mark's NOP belongs to the following strand). The hot path. */
 static void mark_cb(unsigned int vcpu, void *ud)
 {
+    settle(vcpu);
     struct vstate *s = vs[vcpu];
     uint64_t u = (uintptr_t)ud;
     uint64_t tail = u & ((1u << TAIL_BITS) - 1), idx = u >> TAIL_BITS;
@@ -76,6 +129,7 @@ static const uint8_t qemu_reg_of_dwarf[16] = {0, 2, 1, 3, 6, 7, 5, 4, 8, 9, 10, 
 __attribute__((used, visibility("hidden"))) void cv_mark_op_cb(unsigned int vcpu, void *ud,
                                                               const uint64_t *env)
 {
+    settle(vcpu);
     struct vstate *s = vs[vcpu];
     uint64_t u = (uintptr_t)ud;
     uint64_t tail = u & ((1u << TAIL_BITS) - 1), reg = (u >> TAIL_BITS) & 15, idx = u >> 14;
@@ -100,6 +154,7 @@ __asm__(".text\n"
  * read when it last entered the function (see cv_entry_cb), if it could. */
 static void mark_ra_cb(unsigned int vcpu, void *ud)
 {
+    settle(vcpu);
     struct vstate *s = vs[vcpu];
     uint64_t u = (uintptr_t)ud;
     uint64_t tail = u & ((1u << TAIL_BITS) - 1), idx = u >> TAIL_BITS;

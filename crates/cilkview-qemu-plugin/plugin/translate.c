@@ -41,7 +41,10 @@ static void vcpu_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
         alone[i] = i > 0 && (v & 0xfff) > 0xfff - 15;
         counted += !alone[i];
     }
-    qemu_plugin_register_vcpu_tb_exec_cb(tb, tb_cb, QEMU_PLUGIN_CB_NO_REGS, (void *)(uintptr_t)counted);
+    if (g_inline && vs[0])
+        qemu_plugin_register_vcpu_tb_exec_inline(tb, QEMU_PLUGIN_INLINE_ADD_U64, &vs[0]->count, counted);
+    else
+        qemu_plugin_register_vcpu_tb_exec_cb(tb, tb_cb, QEMU_PLUGIN_CB_NO_REGS, (void *)(uintptr_t)counted);
 
     /* Probes of this block, if its file has any. */
     struct probe *p = NULL, *pend = NULL;

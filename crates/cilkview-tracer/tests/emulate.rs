@@ -240,6 +240,23 @@ fn threads_count_each_thread_exactly() {
             .filter(|e| matches!(e, TraceEvent::ThreadExit { .. }))
             .count();
         assert_eq!((starts, exits), (3, 4));
+        // From a thread's start to its first mark every new thread runs the same code
+        // (glibc's start_thread, then work): the same count, whether it was created while
+        // the program had one thread (the plugin then leaves its inline counting, see
+        // counting.c) or later.
+        let firsts: Vec<u64> = ev
+            .iter()
+            .filter_map(|e| match *e {
+                TraceEvent::ThreadStart { tid } => ev.iter().find_map(|h| match *h {
+                    TraceEvent::Hit { tid: t, probe: 0, cost, .. } if t == tid => Some(cost),
+                    _ => None,
+                }),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(firsts.len(), 3);
+        assert!(firsts[0] > 0, "{firsts:?}");
+        assert!(firsts.iter().all(|&c| c == firsts[0]), "{firsts:?}");
     }
 }
 
