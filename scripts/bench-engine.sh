@@ -5,13 +5,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build -q --release -p cilkview-engine --example throughput
+cargo build -q --release -p cilkview-analysis --example session_throughput
 bin=target/release/examples/throughput
+session=target/release/examples/session_throughput
 echo "machine: $(uname -m), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 for n in "${@:-10000000 100000000 1000000000}"; do
   for n1 in $n; do
     echo "plain:    $($bin "$n1")"
     echo "profiled: $($bin "$n1" --profile)"
   done
+done
+# The analysis session around the engine (probe lookup, per-thread engines, nesting checks,
+# progress): fib's five marks per call, as a backend delivers them.
+for n1 in ${1:-10000000 100000000}; do
+  echo "session:  $($session "$n1")"
 done
 # Memory proportional to the sites: 10^5 and 10^6 distinct sites, each invoked ~10 times.
 for s in 100000 1000000; do

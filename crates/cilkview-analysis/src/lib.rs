@@ -27,7 +27,7 @@ mod sites;
 pub use measure::{
     attach, check_program, command_line, run, Analysis, AttachRequest, Model, RunRequest,
 };
-pub use progress::Progress;
+pub use progress::{Progress, HITS_STEP};
 pub use session::{MarksReader, Session};
 
 pub use cilkview_engine::{DEFAULT_BURDEN, DEFAULT_SPAN_COEFFICIENT};

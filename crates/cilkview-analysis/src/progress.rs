@@ -1,9 +1,13 @@
 //! What a front end hears while a program is measured (the CLI draws a spinner from it).
 
+/// How many hits between two calls of [`Progress::hits`] (a power of two).
+pub const HITS_STEP: u64 = 4096;
+
 /// Progress of a measurement. Every method has an empty default; `()` ignores everything.
 pub trait Progress {
-    /// A mark was hit; `hits` over all threads so far. Called at every hit: an implementation
-    /// that draws should throttle.
+    /// Marks hit over all threads so far: called every [`HITS_STEP`] hits, and once with the
+    /// total when the stream ends (before [`Progress::finished`]). Under emulation that is
+    /// thousands of times a second: an implementation that draws should throttle.
     fn hits(&mut self, hits: u64) {
         let _ = hits;
     }

@@ -5,14 +5,14 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use cilkview_engine::{Config, Engine, Event, EventKind, RegionId, Report};
+use cilkview_engine::{Anomalies, Config, Engine, Event, EventKind, RegionId, Report};
 use cilkview_events::{EventSink, Probe, TraceEvent};
 use cilkview_marks::{has_marks_section, read_marks, MarkKind, MarkedImage};
 use cilkview_report::{RunInfo, RunReport};
 
 use crate::nesting::{Nesting, Site};
 use crate::sites::Sites;
-use crate::Progress;
+use crate::{Progress, HITS_STEP};
 
 /// Label strings ↔ region ids.
 #[derive(Default)]
@@ -42,8 +42,9 @@ pub struct Session<'a> {
     burden: u64,
     /// One engine per thread, in the order threads appeared: each thread has its own fork-join
     /// stack. Their measures combine at the end as computations running in parallel
-    /// (`Report::beside`).
-    engines: Vec<(i32, Engine)>,
+    /// (`Report::beside`). With each, its anomalies as last seen (a change after an event
+    /// names that event's mark in the nesting warning).
+    engines: Vec<(i32, Engine, Anomalies)>,
     /// Thread id → index in `engines`.
     engine_of: HashMap<i32, usize>,
     /// The index of the last engine used (events come in runs of one thread).
@@ -52,8 +53,9 @@ pub struct Session<'a> {
     hits: u64,
     /// What each probe of the current program image means, indexed like the backend's probe
     /// numbers: the executable's marks, then those of each library, in the order the backend
-    /// asked for them. Region labels are already interned.
-    marks: Vec<(MarkKind, Option<RegionId>, Site)>,
+    /// asked for them: the engine's event (region labels interned; a loop's grain comes with
+    /// each hit) and where the mark is.
+    marks: Vec<(EventKind, Site)>,
     labels: Labels,
     /// Every image (executable or library) whose marks were read, with its number of marks.
     images: Vec<(PathBuf, usize)>,
@@ -102,9 +104,9 @@ impl<'a> Session<'a> {
         self
     }
 
-    /// The engine of thread `tid`.
-    fn engine(&mut self, tid: i32) -> &mut Engine {
-        if !matches!(self.engines.get(self.last_engine), Some((t, _)) if *t == tid) {
+    /// The index in `engines` of thread `tid`'s engine.
+    fn engine_index(&mut self, tid: i32) -> usize {
+        if !matches!(self.engines.get(self.last_engine), Some((t, ..)) if *t == tid) {
             let (burden, profile) = (self.burden, self.sites.is_some());
             let engines = &mut self.engines;
             self.last_engine = *self.engine_of.entry(tid).or_insert_with(|| {
@@ -114,34 +116,31 @@ impl<'a> Session<'a> {
                 } else {
                     Engine::new(config)
                 };
-                engines.push((tid, engine));
+                engines.push((tid, engine, Anomalies::default()));
                 engines.len() - 1
             });
         }
-        &mut self.engines[self.last_engine].1
+        self.last_engine
     }
 
+    /// The engine of thread `tid`.
+    fn engine(&mut self, tid: i32) -> &mut Engine {
+        let i = self.engine_index(tid);
+        &mut self.engines[i].1
+    }
+
+    /// The hot path: tens of millions of times a second under emulation.
     fn hit(&mut self, probe: usize, tid: i32, cost: u64, operand: Option<u64>) {
-        let Some(&(kind, label, mark)) = self.marks.get(probe) else {
+        let Some(&(kind, mark)) = self.marks.get(probe) else {
             // Not a probe we gave: its cost is still work of the thread.
             self.engine(tid).charge(cost);
             return;
         };
-        let region = || label.unwrap_or(RegionId(u32::MAX));
         let kind = match kind {
-            MarkKind::FunctionEnter => EventKind::FunctionEnter,
-            MarkKind::FunctionExit => EventKind::FunctionExit,
-            MarkKind::Spawn => EventKind::Spawn,
-            MarkKind::SpawnReturn => EventKind::SpawnReturn,
-            MarkKind::Sync => EventKind::Sync,
-            MarkKind::LoopBegin => EventKind::LoopBegin {
+            EventKind::LoopBegin { .. } => EventKind::LoopBegin {
                 grain: operand.unwrap_or(1),
             },
-            MarkKind::IterationBegin => EventKind::IterationBegin,
-            MarkKind::IterationEnd => EventKind::IterationEnd,
-            MarkKind::LoopEnd => EventKind::LoopEnd,
-            MarkKind::RegionBegin => EventKind::RegionBegin(region()),
-            MarkKind::RegionEnd => EventKind::RegionEnd(region()),
+            other => other,
         };
         let site = match (kind, &mut self.sites) {
             (EventKind::FunctionEnter | EventKind::Spawn, Some(sites)) => {
@@ -149,25 +148,31 @@ impl<'a> Session<'a> {
             }
             _ => None,
         };
-        let engine = self.engine(tid);
-        let before = engine.anomalies();
+        let i = self.engine_index(tid);
+        let (_, engine, seen) = &mut self.engines[i];
         engine.process(Event::at(cost, kind, site));
-        let after = engine.anomalies();
-        self.nesting.record(Some(mark), &before, &after);
+        if engine.anomalies_differ(seen) {
+            let after = engine.anomalies();
+            self.nesting.record(Some(mark), seen, &after);
+            *seen = after;
+        }
         self.hits += 1;
-        self.progress.hits(self.hits);
+        if self.hits & (HITS_STEP - 1) == 0 {
+            self.progress.hits(self.hits);
+        }
     }
 
     /// Ends the session: the report of everything measured, with the warnings a user needs.
     /// `subject` names the program in those warnings. `partial`: the stream began in the middle
     /// of the run (attach), so closers without openers are expected.
     pub fn finish(self, info: RunInfo, subject: &str, partial: bool) -> RunReport {
+        self.progress.hits(self.hits);
         self.progress.finished();
         let mut nesting = self.nesting;
         let measured = self
             .engines
             .into_iter()
-            .map(|(_, engine)| {
+            .map(|(_, engine, _)| {
                 let before = engine.anomalies();
                 let report = engine.finish();
                 nesting.record(None, &before, &report.anomalies);
@@ -209,13 +214,27 @@ impl EventSink for Session<'_> {
         let index = self.images.len();
         self.images.push((image.to_path_buf(), marked.marks.len()));
         for m in &marked.marks {
-            let label = m.label.as_deref().map(|l| self.labels.id(l));
+            let mut region =
+                || RegionId(m.label.as_deref().map_or(u32::MAX, |l| self.labels.id(l).0));
+            let kind = match m.kind {
+                MarkKind::FunctionEnter => EventKind::FunctionEnter,
+                MarkKind::FunctionExit => EventKind::FunctionExit,
+                MarkKind::Spawn => EventKind::Spawn,
+                MarkKind::SpawnReturn => EventKind::SpawnReturn,
+                MarkKind::Sync => EventKind::Sync,
+                MarkKind::LoopBegin => EventKind::LoopBegin { grain: 1 },
+                MarkKind::IterationBegin => EventKind::IterationBegin,
+                MarkKind::IterationEnd => EventKind::IterationEnd,
+                MarkKind::LoopEnd => EventKind::LoopEnd,
+                MarkKind::RegionBegin => EventKind::RegionBegin(region()),
+                MarkKind::RegionEnd => EventKind::RegionEnd(region()),
+            };
             let site = Site {
                 image: index,
                 address: m.address,
                 kind: m.kind,
             };
-            self.marks.push((m.kind, label, site));
+            self.marks.push((kind, site));
         }
         let mut probes: Vec<Probe> = marked
             .marks

@@ -410,7 +410,7 @@ fn the_nesting_warning_says_which_mark_how_often_and_where() {
 }
 
 #[test]
-fn progress_hears_every_hit_then_the_end() {
+fn progress_hears_the_hits_then_the_end() {
     #[derive(Default)]
     struct Heard(Vec<u64>, bool);
     impl crate::Progress for Heard {
@@ -435,6 +435,7 @@ fn progress_hears_every_hit_then_the_end() {
         session.event(e);
     }
     let _ = session.finish(info(), "./synthetic", false);
-    assert_eq!(heard.0, [1, 2, 3]);
+    // Every HITS_STEP hits (none here), then the total at the end.
+    assert_eq!(heard.0, [3]);
     assert!(heard.1);
 }

@@ -348,6 +348,13 @@ impl Engine {
         self.anomalies
     }
 
+    /// Whether the anomalies absorbed so far differ from `seen` (cheaper than a copy of them on
+    /// a hot path).
+    #[inline]
+    pub fn anomalies_differ(&self, seen: &Anomalies) -> bool {
+        self.anomalies != *seen
+    }
+
     /// Current fork-join nesting depth (frames open above the implicit root).
     pub fn depth(&self) -> usize {
         self.stack.len() - 1

@@ -248,7 +248,12 @@ fn threads_count_each_thread_exactly() {
             .iter()
             .filter_map(|e| match *e {
                 TraceEvent::ThreadStart { tid } => ev.iter().find_map(|h| match *h {
-                    TraceEvent::Hit { tid: t, probe: 0, cost, .. } if t == tid => Some(cost),
+                    TraceEvent::Hit {
+                        tid: t,
+                        probe: 0,
+                        cost,
+                        ..
+                    } if t == tid => Some(cost),
                     _ => None,
                 }),
                 _ => None,

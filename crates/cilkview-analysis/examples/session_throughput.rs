@@ -1,0 +1,101 @@
+//! The analysis's cost per mark hit, without a backend: a fib-shaped stream of hits (function
+//! entry, spawn, spawn return, sync, function exit: `fixtures/fib.c`'s five marks per call) fed
+//! to a `Session` as a backend feeds it, events generated on the fly. Prints ns per hit; the
+//! difference from the engine alone (`cilkview-engine`'s `throughput` example) is the session's
+//! own work (probe lookup, per-thread engine, nesting checks, progress).
+//!
+//!     cargo run --release -p cilkview-analysis --example session_throughput -- 100000000
+
+use std::path::Path;
+use std::time::Instant;
+
+use cilkview_analysis::Session;
+use cilkview_events::{EventSink, TraceEvent};
+use cilkview_marks::{Mark, MarkKind, MarkedImage};
+
+const ENTER: usize = 0;
+const SPAWN: usize = 1;
+const SPAWN_RETURN: usize = 2;
+const SYNC: usize = 3;
+const EXIT: usize = 4;
+
+/// A session and the hits sent to it.
+struct Feed<'a> {
+    session: Session<'a>,
+    sent: u64,
+}
+
+impl Feed<'_> {
+    fn hit(&mut self, probe: usize, cost: u64) {
+        self.sent += 1;
+        self.session.event(TraceEvent::Hit {
+            probe,
+            tid: 1,
+            cost,
+            operand: None,
+        });
+    }
+
+    /// fib(n)'s hits; stops calling deeper once `limit` hits were sent.
+    fn fib(&mut self, n: u32, limit: u64) {
+        self.hit(ENTER, 3);
+        if n >= 2 && self.sent < limit {
+            self.hit(SPAWN, 2);
+            self.fib(n - 1, limit);
+            self.hit(SPAWN_RETURN, 1);
+            self.fib(n - 2, limit);
+            self.hit(SYNC, 2);
+        }
+        self.hit(EXIT, 2);
+    }
+}
+
+fn main() {
+    let n: u64 = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(100_000_000);
+    let kinds = [
+        MarkKind::FunctionEnter,
+        MarkKind::Spawn,
+        MarkKind::SpawnReturn,
+        MarkKind::Sync,
+        MarkKind::FunctionExit,
+    ];
+    let image = MarkedImage {
+        marks: kinds
+            .iter()
+            .enumerate()
+            .map(|(i, &kind)| Mark {
+                kind,
+                address: 0x1000 + 16 * i as u64,
+                operand: None,
+                label: None,
+            })
+            .collect(),
+        base_vaddr: 0,
+        position_independent: false,
+    };
+    let mut progress = ();
+    let mut session = Session::new(15_000, &mut progress).with_marks_reader(|_| Ok(image.clone()));
+    session
+        .probes_for(Path::new("/fib"))
+        .expect("synthetic marks");
+    session.event(TraceEvent::Exec {
+        image: 0,
+        tid: 1,
+        cost: 0,
+        probes: kinds.len(),
+    });
+    let mut feed = Feed { session, sent: 0 };
+    let t0 = Instant::now();
+    while feed.sent < n {
+        feed.fib(30, n);
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    println!(
+        "{} hits in {secs:.3} s: {:.1} ns per hit",
+        feed.sent,
+        secs * 1e9 / feed.sent as f64
+    );
+}
