@@ -374,7 +374,11 @@ fn top_caller_of_fib_is_in_the_golden_ratio() {
     let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
     assert_eq!(
         header[13..],
-        ["top_caller_work", "top_caller_span", "top_caller_parallelism"]
+        [
+            "top_caller_work",
+            "top_caller_span",
+            "top_caller_parallelism"
+        ]
     );
     assert!(
         csv.lines()
@@ -412,7 +416,13 @@ fn top_caller_of_mm_base_is_zero() {
     assert_eq!(calls.len(), 8, "{}", json["call_sites"]);
     assert!(calls.iter().all(|&c| c == calls[0] && c.0 > 0), "{calls:?}");
     let quadrants: u64 = calls.iter().map(|c| c.0).sum();
-    assert!(quadrants < main_work && main_work - quadrants < 400, "{quadrants} {main}");
+    assert!(
+        quadrants < main_work && main_work - quadrants < 400,
+        "{quadrants} {main}"
+    );
     let q1 = ws(&site(&json, f, &line_of(f, "SITE_Q1"), "spawn")["top_caller"]);
-    assert!(q1.0 > calls[0].0 && q1.0 - calls[0].0 < 40, "{q1:?} {calls:?}");
+    assert!(
+        q1.0 > calls[0].0 && q1.0 - calls[0].0 < 40,
+        "{q1:?} {calls:?}"
+    );
 }

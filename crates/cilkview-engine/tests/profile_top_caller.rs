@@ -92,7 +92,10 @@ fn fib_top_callers_are_main_and_the_outermost_fib() {
     let mut s = Stream::default();
     s.call(site(LINE13, MAIN), |s| fib(s, n));
     let r = s.run();
-    assert_eq!((r.total.work, r.total.span), (fib_ws(n).work, fib_ws(n).span));
+    assert_eq!(
+        (r.total.work, r.total.span),
+        (fib_ws(n).work, fib_ws(n).span)
+    );
     let p = r.profile.as_ref().unwrap();
     // main → fib(n), and fib(n) → fib(n - 1) (the spawn and the call in it), fib(n) → fib(n - 2).
     assert_eq!(find(p, LINE13, SiteKind::Call).top_caller, fib_ws(n));
@@ -180,7 +183,10 @@ fn a_site_without_a_function_is_alone_in_its_function() {
     s.call(CallSite::new(9), |s| down(s, 3));
     let r = s.run();
     let d = find(r.profile.as_ref().unwrap(), 9, SiteKind::Call);
-    assert_eq!((d.invocations, d.on_work, d.top_caller), (4, ws(40, 40), ws(40, 40)));
+    assert_eq!(
+        (d.invocations, d.on_work, d.top_caller),
+        (4, ws(40, 40), ws(40, 40))
+    );
 }
 
 #[test]

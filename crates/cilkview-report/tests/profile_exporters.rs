@@ -188,7 +188,11 @@ fn csv_has_the_columns_of_figure_2() {
     assert_eq!(header.len(), 16);
     assert_eq!(
         header[13..],
-        ["top_caller_work", "top_caller_span", "top_caller_parallelism"]
+        [
+            "top_caller_work",
+            "top_caller_span",
+            "top_caller_parallelism"
+        ]
     );
     let rows: Vec<csv::StringRecord> = rd.records().map(|r| r.unwrap()).collect();
     assert_eq!(rows.len(), 4);
