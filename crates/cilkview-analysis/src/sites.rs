@@ -9,6 +9,11 @@
 //!   inlined into its caller: the mark is in the caller, named by the inline call's `file:line`);
 //!   the callee (no CFI at the mark, the return address unreadable, or the caller in another
 //!   file: every call of the function is one site, named by the entry mark's `file:line`, function `NAME (callee)`).
+//!
+//! Each site also carries its caller function ([`CallSite::in_function`], for top-caller
+//! measurements): the source function (DWARF, inlined ones included) containing the spawn mark,
+//! the call before the return address, or the inlined call, interned per image with its file;
+//! without DWARF the ELF symbol containing it; a callee-keyed site's caller is unknown (docs/engine.md).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -54,15 +59,43 @@ pub(crate) struct Sites {
     /// (image, file-relative offset, origin) → key; `names[key - 1]` is the reverse.
     keys: HashMap<(u32, u64, Origin), CallSite>,
     names: Vec<(u32, u64, Origin)>,
+    /// (image, function name, its file) → caller-function key (1, 2, …).
+    functions: HashMap<(u32, String, Option<String>), u64>,
 }
 
 impl Sites {
     fn key(&mut self, image: u32, offset: u64, origin: Origin) -> CallSite {
-        let next = self.names.len() as u64 + 1;
-        *self.keys.entry((image, offset, origin)).or_insert_with(|| {
-            self.names.push((image, offset, origin));
-            CallSite::new(next).expect("non-zero")
-        })
+        if let Some(&site) = self.keys.get(&(image, offset, origin)) {
+            return site;
+        }
+        self.names.push((image, offset, origin));
+        let site = CallSite::new(self.names.len() as u64)
+            .expect("non-zero")
+            .in_function(self.function(image, offset, origin));
+        self.keys.insert((image, offset, origin), site);
+        site
+    }
+
+    /// The key of the function containing a new site (0: unknown).
+    fn function(&mut self, image: u32, offset: u64, origin: Origin) -> u64 {
+        let Some(symbols) = self.symbols.get(image as usize).and_then(Option::as_ref) else {
+            return 0;
+        };
+        let symbol = match origin {
+            Origin::Spawn => symbols.lookup(offset),
+            Origin::Call => symbols.lookup_return_address(offset),
+            Origin::Inlined => symbols
+                .inlined_call(offset)
+                .unwrap_or_else(|| symbols.lookup(offset)),
+            Origin::Callee => return 0,
+        };
+        let name = match (symbol.function, symbol.symbol) {
+            (Some(f), _) => (image, f, symbol.file),
+            (None, Some((s, _))) => (image, s, None),
+            (None, None) => return 0,
+        };
+        let next = self.functions.len() as u64 + 1;
+        *self.functions.entry(name).or_insert(next)
     }
 
     /// The probes of a newly asked-for image (`probes`, one per mark of `marked`): records each

@@ -325,3 +325,104 @@ fn without_profile_no_call_sites_and_report_profile_needs_them() {
         .unwrap();
     assert!(!out.status.success());
 }
+
+/// Built without inlining: gcc -O2 inlines fib's recursion into clones of different per-call
+/// costs, whose works are then not in the golden ratio (the measurement is still exact).
+fn not_inlined(name: &str) -> std::path::PathBuf {
+    build(name, &common::static_opts().flag("-fno-inline"))
+}
+
+#[test]
+fn top_caller_of_fib_is_in_the_golden_ratio() {
+    let exe = not_inlined("fib");
+    let dir = tempfile::tempdir().unwrap();
+    let Some((json, _)) = profiled(&exe, "emulate", &["20"], dir.path()) else {
+        return;
+    };
+    let f = "fib";
+    let (l17, l18, main) = (
+        line_of(f, "cv_spawn(x = fib(n - 1))"),
+        line_of(f, "y = fib(n - 2)"),
+        line_of(f, "fib(n));"),
+    );
+    // Top-caller invocations: main → fib(20), and fib(20) → fib(19) (the spawn and the call in
+    // it), fib(20) → fib(18): one each.
+    let main = site(&json, f, &main, "call");
+    assert_eq!(main["top_caller"], main["on_work"]);
+    let (spawn, call, call18) = (
+        site(&json, f, &l17, "spawn"),
+        site(&json, f, &l17, "call"),
+        site(&json, f, &l18, "call"),
+    );
+    for s in [spawn, call, call18] {
+        assert_eq!(s["invocations"], 10_945, "{s}");
+    }
+    let (w19, w18) = (ws(&call["top_caller"]).0, ws(&call18["top_caller"]).0);
+    // fib(20) = its own few instructions + fib(19) + fib(18).
+    assert!(ws(&main["on_work"]).0 - (w19 + w18) < 40, "{main}");
+    // The spawn holds the call plus the few instructions around it.
+    let w_spawn = ws(&spawn["top_caller"]).0;
+    assert!(w_spawn >= w19 && w_spawn - w19 < 40, "{spawn} {call}");
+    // The paper's Figure 7: the ratio of lines 4 and 5 (here 17 and 18) is about φ.
+    let ratio = w19 as f64 / w18 as f64;
+    let phi = (1.0 + 5f64.sqrt()) / 2.0;
+    assert!((ratio - phi).abs() < 1e-3 * phi, "{w19} / {w18} = {ratio}");
+    // Top-call-site sums count nested fib(k) too: far more.
+    assert!(ws(&call18["on_work"]).0 > 2 * w18, "{call18}");
+    // The CSV has the same numbers in its top-caller columns.
+    let csv = std::fs::read_to_string(dir.path().join("p.csv")).unwrap();
+    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    assert_eq!(
+        header[13..],
+        [
+            "top_caller_work",
+            "top_caller_span",
+            "top_caller_parallelism"
+        ]
+    );
+    assert!(
+        csv.lines()
+            .any(|l| l.contains(&l18) && l.split(',').nth(13) == Some(&w18.to_string())),
+        "{csv}"
+    );
+}
+
+#[test]
+fn top_caller_of_mm_base_is_zero() {
+    let exe = not_inlined("matmul_base");
+    let dir = tempfile::tempdir().unwrap();
+    let Some((json, _)) = profiled(&exe, "emulate", &["16"], dir.path()) else {
+        return;
+    };
+    let f = "matmul_base";
+    let base = site(&json, f, &line_of(f, "SITE_BASE"), "call");
+    let main = site(&json, f, &line_of(f, "SITE_MAIN"), "call");
+    // (16 / 4)³ = 64 base cases, most of the work, none under the top-caller mm (Figure 10).
+    assert_eq!(base["function"], "mm");
+    assert_eq!(base["invocations"], 64);
+    let (base_work, main_work) = (ws(&base["on_work"]).0, ws(&main["on_work"]).0);
+    assert!(base_work > main_work / 2, "{base} {main}");
+    assert_eq!(ws(&base["top_caller"]), (0, 0));
+    assert_eq!(main["top_caller"], main["on_work"]);
+    // The eight quadrant products of the top mm are its top-caller invocations: mm(8) each, all
+    // the same work; together all of mm(16) but its own few instructions.
+    let calls: Vec<(u64, u64)> = json["call_sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["function"] == "mm" && s["kind"] == "call" && s["invocations"] == 9)
+        .map(|s| ws(&s["top_caller"]))
+        .collect();
+    assert_eq!(calls.len(), 8, "{}", json["call_sites"]);
+    assert!(calls.iter().all(|&c| c == calls[0] && c.0 > 0), "{calls:?}");
+    let quadrants: u64 = calls.iter().map(|c| c.0).sum();
+    assert!(
+        quadrants < main_work && main_work - quadrants < 400,
+        "{quadrants} {main}"
+    );
+    let q1 = ws(&site(&json, f, &line_of(f, "SITE_Q1"), "spawn")["top_caller"]);
+    assert!(
+        q1.0 > calls[0].0 && q1.0 - calls[0].0 < 40,
+        "{q1:?} {calls:?}"
+    );
+}

@@ -7,17 +7,41 @@ use std::num::NonZeroU64;
 /// An opaque call-site key carried by a `FunctionEnter` or `Spawn` event: the caller's return
 /// address, or any id the producer of the stream interns. The engine never interprets it; two
 /// events with the same key (and the same kind) are the same call site.
+///
+/// A site may also name its *caller function* ([`CallSite::in_function`]): an opaque key of the
+/// function whose code contains the call or spawn, the same for every site of that function. It
+/// is what the top-caller measurement ([`SiteProfile::top_caller`]) needs; a site without one is
+/// counted as the only site of its own function.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct CallSite(NonZeroU64);
+pub struct CallSite {
+    key: NonZeroU64,
+    function: Option<NonZeroU64>,
+}
 
 impl CallSite {
     /// The call site with this key; `None` for 0 (no site).
     pub fn new(key: u64) -> Option<CallSite> {
-        NonZeroU64::new(key).map(CallSite)
+        NonZeroU64::new(key).map(|key| CallSite {
+            key,
+            function: None,
+        })
     }
 
     pub fn key(self) -> u64 {
-        self.0.get()
+        self.key.get()
+    }
+
+    /// The same site, in the function with key `function` (0: unknown).
+    pub fn in_function(self, function: u64) -> CallSite {
+        CallSite {
+            function: NonZeroU64::new(function),
+            ..self
+        }
+    }
+
+    /// The key of the function containing the site, if known.
+    pub fn function(self) -> Option<u64> {
+        self.function.map(NonZeroU64::get)
     }
 }
 
@@ -73,6 +97,10 @@ pub struct SiteProfile {
     /// critical path's strands that ran in them, both excluding what ran under call sites nested
     /// in them.
     pub local_on_span: WorkSpan,
+    /// Sum of the work and of the span of the site's top-caller invocations: those made while
+    /// the site's caller function has no other active instance (no invocation from the same
+    /// function above them, Cilkprof §6). For fib, only the calls made by the outermost fib.
+    pub top_caller: WorkSpan,
 }
 
 /// A node of the calling-context tree: a path of call sites from the root, with recursion folded
@@ -150,6 +178,7 @@ impl Profile {
                     m.on_work.add(s.on_work);
                     m.on_span.add(s.on_span);
                     m.local_on_span.add(s.local_on_span);
+                    m.top_caller.add(s.top_caller);
                     i
                 }
                 None => {

@@ -77,13 +77,25 @@ impl LoopProf {
     }
 }
 
+/// An open invocation of a call site.
+#[derive(Clone, Copy, Debug)]
+struct Invocation {
+    site: u32,
+    /// No invocation of the same site above it.
+    top: bool,
+    /// Made while the site's caller function had no other active instance.
+    top_caller: bool,
+}
+
 #[derive(Clone, Debug)]
 struct PFrame {
     /// The calling context the frame's strands belong to.
     ctx: u32,
-    /// For a frame that is an invocation of a call site: the site and whether the invocation is a
-    /// top-call-site invocation.
-    invocation: Option<(u32, bool)>,
+    /// The function instance the frame's code runs in: the stack index of the innermost
+    /// function frame (itself for a function frame; the root is 0).
+    instance: u32,
+    /// For a frame that is an invocation of a call site.
+    invocation: Option<Invocation>,
     /// Work in the frame outside nested call sites.
     local_work: u64,
     /// Figure 3's prefix p, longest child ℓ and continuation c.
@@ -94,9 +106,10 @@ struct PFrame {
 }
 
 impl PFrame {
-    fn new(ctx: u32, invocation: Option<(u32, bool)>) -> Self {
+    fn new(ctx: u32, instance: u32, invocation: Option<Invocation>) -> Self {
         PFrame {
             ctx,
+            instance,
             invocation,
             local_work: 0,
             p: PathProf::default(),
@@ -147,6 +160,17 @@ struct SiteState {
     active: u32,
     /// The context of the outermost open invocation.
     top_ctx: u32,
+    /// Index of the site's caller function in `Profiler::functions`.
+    function: u32,
+    top_caller: WorkSpan,
+}
+
+/// A caller function: how many invocations from its sites are open, and the function instance
+/// that made the outermost of them.
+#[derive(Clone, Copy, Debug)]
+struct FunctionState {
+    open: u32,
+    outer_instance: u32,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -169,6 +193,9 @@ pub(crate) struct Profiler {
     site_index: HashMap<(CallSite, SiteKind), u32>,
     contexts: Vec<CtxState>,
     ctx_index: HashMap<(u32, u32), u32>,
+    /// Caller functions, by the key the sites carry (sites without one: one each).
+    functions: Vec<FunctionState>,
+    function_index: HashMap<u64, u32>,
     arena: Arena,
     stack: Vec<PFrame>,
 }
@@ -184,8 +211,10 @@ impl Profiler {
                 ..CtxState::default()
             }],
             ctx_index: HashMap::new(),
+            functions: Vec::new(),
+            function_index: HashMap::new(),
             arena: Arena::new(),
-            stack: vec![PFrame::new(ROOT, None)],
+            stack: vec![PFrame::new(ROOT, 0, None)],
         }
     }
 
@@ -208,9 +237,15 @@ impl Profiler {
 
     /// A frame is pushed; `site` only for function enters and spawns.
     pub fn push(&mut self, kind: FrameKind, site: Option<CallSite>) {
-        let ctx = self.top().ctx;
+        let (ctx, caller) = (self.top().ctx, self.top().instance);
+        // A function frame is a new function instance; any other frame runs in its parent's.
+        let instance = if kind == FrameKind::Function {
+            self.stack.len() as u32
+        } else {
+            caller
+        };
         let frame = match site {
-            None => PFrame::new(ctx, None),
+            None => PFrame::new(ctx, instance, None),
             Some(site) => {
                 let kind = if kind == FrameKind::Spawn {
                     SiteKind::Spawn
@@ -220,11 +255,14 @@ impl Profiler {
                 let next = self.sites.len() as u32;
                 let s = *self.site_index.entry((site, kind)).or_insert(next);
                 if s == next {
+                    let function = self.function(site);
                     self.sites.push(SiteState {
                         site,
                         kind,
                         active: 0,
                         top_ctx: NONE,
+                        function,
+                        top_caller: WorkSpan::default(),
                     });
                 }
                 let top = self.sites[s as usize].active == 0;
@@ -237,10 +275,40 @@ impl Profiler {
                 };
                 self.sites[s as usize].active += 1;
                 self.contexts[ctx as usize].invocations += 1;
-                PFrame::new(ctx, Some((s, top)))
+                // Top-caller: every open invocation from the same caller function was made by
+                // this invocation's caller instance (then that instance is the function's only
+                // active one). Nested invocations of one site never both count.
+                let f = &mut self.functions[self.sites[s as usize].function as usize];
+                if f.open == 0 {
+                    f.outer_instance = caller;
+                }
+                f.open += 1;
+                let top_caller = top && f.outer_instance == caller;
+                let invocation = Invocation {
+                    site: s,
+                    top,
+                    top_caller,
+                };
+                PFrame::new(ctx, instance, Some(invocation))
             }
         };
         self.stack.push(frame);
+    }
+
+    /// The index of the caller function of a new site.
+    fn function(&mut self, site: CallSite) -> u32 {
+        let next = self.functions.len() as u32;
+        let f = match site.function() {
+            Some(key) => *self.function_index.entry(key).or_insert(next),
+            None => next,
+        };
+        if f == next {
+            self.functions.push(FunctionState {
+                open: 0,
+                outer_instance: 0,
+            });
+        }
+        f
     }
 
     /// The context of site `s` called from context `parent`. Beyond [`CONTEXT_SLACK`] more
@@ -268,7 +336,7 @@ impl Profiler {
     }
 
     pub fn push_loop(&mut self, grain: u64) {
-        let mut f = PFrame::new(self.top().ctx, None);
+        let mut f = PFrame::new(self.top().ctx, self.top().instance, None);
         f.lp = Some(Box::new(LoopProf {
             grain: grain.max(1),
             in_chunk: 0,
@@ -313,8 +381,17 @@ impl Profiler {
         let mut path = std::mem::take(&mut f.p);
         debug_assert_eq!(path.span, span, "profiler and engine disagree on a span");
         match f.invocation {
-            Some((s, top)) => {
-                self.sites[s as usize].active -= 1;
+            Some(Invocation {
+                site: s,
+                top,
+                top_caller,
+            }) => {
+                let site = &mut self.sites[s as usize];
+                site.active -= 1;
+                self.functions[site.function as usize].open -= 1;
+                if top_caller {
+                    site.top_caller.add(WorkSpan::new(work, span));
+                }
                 let ctx = &mut self.contexts[f.ctx as usize];
                 ctx.local_work = ctx.local_work.saturating_add(f.local_work);
                 if top {
@@ -407,6 +484,7 @@ impl Profiler {
                 on_work: WorkSpan::default(),
                 on_span: WorkSpan::default(),
                 local_on_span: WorkSpan::default(),
+                top_caller: s.top_caller,
             })
             .collect();
         for c in &contexts {

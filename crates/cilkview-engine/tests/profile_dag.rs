@@ -3,7 +3,9 @@
 //! often, so top-call-site semantics are exercised) become both an event stream and a dag whose
 //! nodes know the invocations they ran in. Per site: invocations, on-work, on-span and local on
 //! span must equal the dag's, and the local spans on span of all sites plus the root's must add up
-//! to the span exactly.
+//! to the span exactly. Sites 0 and 2 are in one caller function, 1 in another: the top-caller
+//! sums must equal a scan of the dag's open invocations (every open invocation from the same
+//! function made by the same function instance, i.e. the same innermost open call).
 //!
 //! Strand costs are random 40-bit numbers and every invocation begins with one, so the critical
 //! path is unique (ties have negligible probability) and "on the span" is well defined.
@@ -39,7 +41,7 @@ struct Emitter {
 impl Emitter {
     fn emit(&mut self, kind: EventKind, site: Option<u64>) {
         let cost = std::mem::take(&mut self.pending);
-        let site = site.and_then(|s| CallSite::new(s + 1));
+        let site = site.and_then(|s| Some(CallSite::new(s + 1)?.in_function(function(s))));
         self.events.push(Event::at(cost, kind, site));
     }
 
@@ -82,9 +84,17 @@ impl Emitter {
 
 type Key = (SiteKind, u64);
 
+/// The caller function of site `s`: sites 0 and 2 share one.
+fn function(s: u64) -> u64 {
+    s % 2 + 1
+}
+
 struct Invocation {
     key: Key,
     top: bool,
+    top_caller: bool,
+    /// The function instance that made it: the innermost open call (0: the root).
+    caller: usize,
     start: usize,
 }
 
@@ -96,6 +106,9 @@ struct Dag {
     edges: Vec<(usize, usize)>,
     invocations: Vec<Invocation>,
     active: Vec<usize>,
+    /// Open calls (function instances), innermost last, and how many calls began so far.
+    calls: Vec<usize>,
+    called: usize,
 }
 
 struct Frame {
@@ -119,15 +132,26 @@ impl Dag {
         f.cur = n;
     }
 
-    fn instance(&mut self, from: usize, key: Option<Key>, body: &[Stmt]) -> usize {
+    fn instance(&mut self, from: usize, key: Option<Key>, call: bool, body: &[Stmt]) -> usize {
+        let caller = self.calls.last().copied().unwrap_or(0);
         if let Some(key) = key {
             let top = !self.active.iter().any(|&i| self.invocations[i].key == key);
+            let same_caller = self.active.iter().all(|&i| {
+                let y = &self.invocations[i];
+                function(y.key.1) != function(key.1) || y.caller == caller
+            });
             self.invocations.push(Invocation {
                 key,
                 top,
+                top_caller: top && same_caller,
+                caller,
                 start: self.weight.len(),
             });
             self.active.push(self.invocations.len() - 1);
+        }
+        if call {
+            self.called += 1;
+            self.calls.push(self.called);
         }
         let start = self.node(0);
         self.edges.push((from, start));
@@ -140,6 +164,9 @@ impl Dag {
         if key.is_some() {
             self.active.pop();
         }
+        if call {
+            self.calls.pop();
+        }
         g.cur
     }
 
@@ -148,13 +175,13 @@ impl Dag {
             match s {
                 Stmt::Work(c) => self.weight[f.cur] += c,
                 Stmt::Call(site, body) => {
-                    let end = self.instance(f.cur, site.map(|s| (SiteKind::Call, s)), body);
+                    let end = self.instance(f.cur, site.map(|s| (SiteKind::Call, s)), true, body);
                     let after = self.node(0);
                     self.edges.push((end, after));
                     f.cur = after;
                 }
                 Stmt::Spawn(site, body) => {
-                    let end = self.instance(f.cur, site.map(|s| (SiteKind::Spawn, s)), body);
+                    let end = self.instance(f.cur, site.map(|s| (SiteKind::Spawn, s)), false, body);
                     f.children.push(end);
                     let continuation = self.node(0);
                     self.edges.push((f.cur, continuation));
@@ -176,7 +203,7 @@ impl Dag {
                     for (i, (control, body)) in iterations.iter().enumerate() {
                         let n = self.node(*control);
                         self.edges.push((cur.unwrap_or(fork), n));
-                        let end = self.instance(n, None, body);
+                        let end = self.instance(n, None, false, body);
                         cur = Some(end);
                         if (i + 1) % grain == 0 {
                             self.edges.push((end, join));
@@ -246,6 +273,7 @@ struct Expected {
     on_work: WorkSpan,
     on_span: WorkSpan,
     local_on_span: WorkSpan,
+    top_caller: WorkSpan,
 }
 
 fn add(a: &mut WorkSpan, work: u64, span: u64) {
@@ -285,6 +313,9 @@ fn explicit(program: &[Stmt]) -> (u64, u64, BTreeMap<Key, Expected>, WorkSpan) {
         let on = on_path[inv.start];
         let e = sites.entry(inv.key).or_default();
         e.invocations += 1;
+        if inv.top_caller {
+            add(&mut e.top_caller, w, s);
+        }
         if inv.top {
             add(&mut e.on_work, w, s);
             if on {
@@ -347,6 +378,7 @@ fn got(program: &[Stmt]) -> (u64, u64, BTreeMap<Key, Expected>, WorkSpan, u64) {
                 on_work: s.on_work,
                 on_span: s.on_span,
                 local_on_span: s.local_on_span,
+                top_caller: s.top_caller,
             };
             ((s.kind, s.site.key() - 1), e)
         })

@@ -1,5 +1,6 @@
 //! `PREFIX.csv` of `--profile PREFIX`: one row per call site, the columns of the Cilkprof paper's
-//! Figure 2 plus the invocations and the names.
+//! Figure 2 plus the invocations and the names, then the top-caller columns of Figure 7 (empty for
+//! a report that has none).
 
 use std::path::PathBuf;
 
@@ -9,7 +10,7 @@ pub struct ProfileCsvExporter {
     pub prefix: PathBuf,
 }
 
-const HEADER: [&str; 13] = [
+const HEADER: [&str; 16] = [
     "location",
     "function",
     "kind",
@@ -23,6 +24,9 @@ const HEADER: [&str; 13] = [
     "local_work_on_span",
     "local_span_on_span",
     "local_parallelism_on_span",
+    "top_caller_work",
+    "top_caller_span",
+    "top_caller_parallelism",
 ];
 
 impl ProfileCsvExporter {
@@ -31,6 +35,15 @@ impl ProfileCsvExporter {
         let mut w = csv::Writer::from_writer(Vec::new());
         w.write_record(HEADER)?;
         for s in report.call_sites.as_deref().unwrap_or_default() {
+            let top_caller = match s.top_caller {
+                Some(t) => [
+                    t.work.to_string(),
+                    t.span.to_string(),
+                    format!("{:.2}", t.parallelism()),
+                ],
+                None => Default::default(),
+            };
+            let [tc_work, tc_span, tc_parallelism] = top_caller;
             w.write_record([
                 s.location.clone(),
                 s.function.clone(),
@@ -45,6 +58,9 @@ impl ProfileCsvExporter {
                 s.local_on_span.work.to_string(),
                 s.local_on_span.span.to_string(),
                 format!("{:.2}", s.local_on_span.parallelism()),
+                tc_work,
+                tc_span,
+                tc_parallelism,
             ])?;
         }
         w.into_inner()

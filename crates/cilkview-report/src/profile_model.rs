@@ -42,6 +42,10 @@ pub struct CallSiteReport {
     pub on_work: WorkSpanReport,
     pub on_span: WorkSpanReport,
     pub local_on_span: WorkSpanReport,
+    /// Sums over the site's top-caller invocations (its caller function had no other active
+    /// instance). Absent in reports written before it was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_caller: Option<WorkSpanReport>,
 }
 
 impl CallSiteReport {
@@ -103,6 +107,7 @@ impl RunReport {
                         on_work: s.on_work.into(),
                         on_span: s.on_span.into(),
                         local_on_span: s.local_on_span.into(),
+                        top_caller: Some(s.top_caller.into()),
                     }
                 })
                 .collect(),

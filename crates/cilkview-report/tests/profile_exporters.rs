@@ -138,9 +138,26 @@ fn json_has_call_sites_only_when_profiled() {
             "invocations",
             "on_work",
             "on_span",
-            "local_on_span"
+            "local_on_span",
+            "top_caller"
         ]
     );
+    // The synthetic sites carry no caller function: each is alone in its own, so its
+    // top-caller invocations are its top-call-site ones.
+    for s in sites {
+        assert_eq!(s["top_caller"], s["on_work"]);
+    }
+    // A report written before top-caller measurements still reads (the key is absent).
+    let mut old = v.clone();
+    for s in old["call_sites"].as_array_mut().unwrap() {
+        s.as_object_mut().unwrap().remove("top_caller");
+    }
+    std::fs::write(&path, serde_json::to_vec(&old).unwrap()).unwrap();
+    let old = read_json(&path).unwrap();
+    assert!(old.call_sites.as_deref().unwrap()[0].top_caller.is_none());
+    let csv = ProfileCsvExporter::to_csv(&old).unwrap();
+    let csv = String::from_utf8(csv).unwrap();
+    assert!(csv.lines().nth(1).unwrap().ends_with(",,,"), "{csv}");
     let (span, partition) = pqsort_span(N, 0);
     let part = sites
         .iter()
@@ -168,7 +185,15 @@ fn csv_has_the_columns_of_figure_2() {
     let mut rd = csv::Reader::from_reader(a[0].bytes.as_slice());
     let header: Vec<String> = rd.headers().unwrap().iter().map(String::from).collect();
     assert_eq!(header[..4], ["location", "function", "kind", "invocations"]);
-    assert_eq!(header.len(), 13);
+    assert_eq!(header.len(), 16);
+    assert_eq!(
+        header[13..],
+        [
+            "top_caller_work",
+            "top_caller_span",
+            "top_caller_parallelism"
+        ]
+    );
     let rows: Vec<csv::StringRecord> = rd.records().map(|r| r.unwrap()).collect();
     assert_eq!(rows.len(), 4);
     let (_, partition) = pqsort_span(N, 0);
@@ -179,6 +204,8 @@ fn csv_has_the_columns_of_figure_2() {
     let top = rows.iter().find(|r| &r[0] == "qsort.c:31").unwrap();
     assert_eq!(&top[3], "1");
     assert_eq!(top[4].parse::<u64>().unwrap(), report.work - 12);
+    // No caller functions: top-caller = top-call-site.
+    assert_eq!((&top[13], &top[14], &top[15]), (&top[4], &top[5], &top[6]));
 }
 
 #[test]
