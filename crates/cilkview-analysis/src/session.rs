@@ -105,21 +105,29 @@ impl<'a> Session<'a> {
     }
 
     /// The index in `engines` of thread `tid`'s engine.
+    #[inline]
     fn engine_index(&mut self, tid: i32) -> usize {
-        if !matches!(self.engines.get(self.last_engine), Some((t, ..)) if *t == tid) {
-            let (burden, profile) = (self.burden, self.sites.is_some());
-            let engines = &mut self.engines;
-            self.last_engine = *self.engine_of.entry(tid).or_insert_with(|| {
-                let config = Config { burden };
-                let engine = if profile {
-                    Engine::with_profile(config)
-                } else {
-                    Engine::new(config)
-                };
-                engines.push((tid, engine, Anomalies::default()));
-                engines.len() - 1
-            });
+        match self.engines.get(self.last_engine) {
+            Some((t, ..)) if *t == tid => self.last_engine,
+            _ => self.switch_engine(tid),
         }
+    }
+
+    /// Another thread's events (or a new thread's): its engine becomes the last used.
+    #[cold]
+    fn switch_engine(&mut self, tid: i32) -> usize {
+        let (burden, profile) = (self.burden, self.sites.is_some());
+        let engines = &mut self.engines;
+        self.last_engine = *self.engine_of.entry(tid).or_insert_with(|| {
+            let config = Config { burden };
+            let engine = if profile {
+                Engine::with_profile(config)
+            } else {
+                Engine::new(config)
+            };
+            engines.push((tid, engine, Anomalies::default()));
+            engines.len() - 1
+        });
         self.last_engine
     }
 

@@ -554,7 +554,9 @@ impl Engine {
         if frame.sync() {
             self.syncs += 1;
         }
-        self.end_regions(&mut frame);
+        if !frame.regions.is_empty() {
+            self.end_regions(&mut frame);
+        }
         let measured = frame.paths.cur;
         if let Some(p) = &mut self.profiler {
             p.pop(frame.kind, measured.work, measured.span);
