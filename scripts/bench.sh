@@ -74,6 +74,20 @@ matmul|256|-
 stencil_outer|256 400|-
 LIST
     echo
+    echo "Coarse programs against bare QEMU (the same -cpu, no plugin, no analysis): gzip -6 of 8 MB"
+    echo "(the issue's and the prototype's coarse program; unmarked, so all counting, no hit), nqueens 11:"
+    echo
+    echo "| program | native s | bare QEMU s | emulate s | bare QEMU / native | emulate / native | emulate / bare QEMU |"
+    echo "|---|---:|---:|---:|---:|---:|---:|"
+    head -c 6000000 /dev/urandom | base64 > "$work/gzip.in"  # ~8 MB of text
+    cpu=$(python3 -c "import json,re;print(re.search(r'-cpu (\\S+)', json.load(open('$work/e.json'))['counter']['reason']).group(1))")
+    for prog in "$(command -v gzip) -6 -c $work/gzip.in" "$work/nqueens 11"; do
+        read -r nw _ _ < <(time_of $prog)
+        read -r qw _ _ < <(time_of qemu-x86_64 -cpu "$cpu" $prog)
+        read -r ew _ _ < <(time_of "$bin" run --counter emulate $prog)
+        python3 -c "n,q,e=$nw,$qw,$ew;print(f'| {\"$(basename ${prog%% *})\"} | {n:.3f} | {q:.3f} | {e:.3f} | {q/n:.1f}× | {e/n:.1f}× | {e/q:.2f}× |')"
+    done
+    echo
     echo "Cost of a mark hit under emulation (fib, marked vs its serial elision, both emulated):"
     cc -O2 -static $inc fixtures/fib.c -o "$work/fibm"
     cc -O2 -static -DCILKVIEW_DISABLE $inc fixtures/fib.c -o "$work/fibe"
