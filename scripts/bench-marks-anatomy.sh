@@ -13,7 +13,8 @@
 # and compared by instructions (valgrind --tool=callgrind, exact), calls of the recursive function
 # (from the same callgrind profile) and CPU time (user + system of the larger argument, RUNS runs,
 # all builds of one program/compiler/-O interleaved): the median of the ratios to the elision's time
-# of the same round, and the ratio of the fastest runs (least disturbed by other load).
+# of the same round. On a shared machine, run it under `nice -n -20` (as root) to keep other load
+# from taking turns with it.
 # Prints a markdown table for docs/benchmarks.md.
 #
 # Usage: scripts/bench-marks-anatomy.sh [--header FILE]
@@ -76,8 +77,8 @@ cpu_ms() { # exe args... -> user + system CPU time in ms
 echo "machine: $(uname -m), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%F)"
 echo "header: $header ($(sha256sum "$header" | cut -c1-12)); $(gcc --version | head -1); $(clang --version | head -1)"
 echo
-echo "| program (instr. / time arg) | compiler | -O | build | instructions | vs elision | calls | CPU ms, median | time vs elision, median | min |"
-echo "|---|---|---|---|---:|---:|---:|---:|---:|---:|"
+echo "| program (instr. / time arg) | compiler | -O | build | instructions | vs elision | calls | CPU ms, median | time vs elision, median |"
+echo "|---|---|---|---|---:|---:|---:|---:|---:|"
 for name in $programs; do
     read -r src fn iarg targ <<<"${cases[$name]}"
     # The +barrier source: the elision, with a barrier after the sync that follows the last call.
@@ -130,7 +131,7 @@ t0 = [int(x) for x in sys.argv[9].split()]
 ti = [int(x) for x in sys.argv[10].split()]
 ratio = statistics.median(b / a for a, b in zip(t0, ti) if a > 0)
 print(f"| {name} ({iarg} / {targ}) | {cc} | {opt} | {build} | {ii:,} | {(ii / i0 - 1) * 100:+.1f}% "
-      f"| {calls:,} | {statistics.median(ti)} | {ratio:.2f} | {min(ti) / max(min(t0), 1):.2f} |")
+      f"| {calls:,} | {statistics.median(ti)} | {ratio:.2f} |")
 PY
             done
         done
