@@ -10,11 +10,13 @@
 #   marks            the shipped header
 #   marks, big dup   (gcc only) the marks built with --param max-grow-copy-bb-insns=5000: a
 #                    diagnostic, see docs/benchmarks.md ("shrink-wrapping")
+#   no NOPs, big dup (gcc only) both: the marks' placement, shrink-wrapped, nothing executed
 # and compared by instructions (valgrind --tool=callgrind, exact), calls of the recursive function
 # (from the same callgrind profile) and CPU time (user + system of the larger argument, RUNS runs,
 # all builds of one program/compiler/-O interleaved): the median of the ratios to the elision's time
-# of the same round. On a shared machine, run it under `nice -n -20` (as root) to keep other load
-# from taking turns with it.
+# of the same round, and the ratio of the 10th percentiles (the fastest tenth of each build's runs:
+# on a shared VM, the runs closest to an idle core). On a shared machine, run it under
+# `nice -n -20` (as root) to keep other load from taking turns with it.
 # Prints a markdown table for docs/benchmarks.md.
 #
 # Usage: scripts/bench-marks-anatomy.sh [--header FILE]
@@ -77,8 +79,8 @@ cpu_ms() { # exe args... -> user + system CPU time in ms
 echo "machine: $(uname -m), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%F)"
 echo "header: $header ($(sha256sum "$header" | cut -c1-12)); $(gcc --version | head -1); $(clang --version | head -1)"
 echo
-echo "| program (instr. / time arg) | compiler | -O | build | instructions | vs elision | calls | CPU ms, median | time vs elision, median |"
-echo "|---|---|---|---|---:|---:|---:|---:|---:|"
+echo "| program (instr. / time arg) | compiler | -O | build | instructions | vs elision | calls | CPU ms, median | time vs elision, median | fastest tenth |"
+echo "|---|---|---|---|---:|---:|---:|---:|---:|---:|"
 for name in $programs; do
     read -r src fn iarg targ <<<"${cases[$name]}"
     # The +barrier source: the elision, with a barrier after the sync that follows the last call.
@@ -101,9 +103,11 @@ for name in $programs; do
             "$driver" "${base[@]}" -I "$work/nonop" "fixtures/$src" -o "$work/b2"
             "$driver" "${base[@]}" -I "$work/marks" "fixtures/$src" -o "$work/b3"
             if [[ $cc == gcc ]]; then
-                builds+=("marks, big dup")
+                builds+=("marks, big dup" "no NOPs, big dup")
                 "$driver" "${base[@]}" --param max-grow-copy-bb-insns=5000 -I "$work/marks" \
                     "fixtures/$src" -o "$work/b4"
+                "$driver" "${base[@]}" --param max-grow-copy-bb-insns=5000 -I "$work/nonop" \
+                    "fixtures/$src" -o "$work/b5"
             fi
             n=${#builds[@]}
             expected=$("$work/b0" "$iarg")
@@ -130,8 +134,10 @@ ii, calls = map(int, sys.argv[8].split())
 t0 = [int(x) for x in sys.argv[9].split()]
 ti = [int(x) for x in sys.argv[10].split()]
 ratio = statistics.median(b / a for a, b in zip(t0, ti) if a > 0)
+def p10(t):
+    return sorted(t)[len(t) // 10]
 print(f"| {name} ({iarg} / {targ}) | {cc} | {opt} | {build} | {ii:,} | {(ii / i0 - 1) * 100:+.1f}% "
-      f"| {calls:,} | {statistics.median(ti)} | {ratio:.2f} |")
+      f"| {calls:,} | {statistics.median(ti)} | {ratio:.2f} | {p10(ti) / max(p10(t0), 1):.2f} |")
 PY
             done
         done
