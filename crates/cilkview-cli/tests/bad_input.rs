@@ -153,3 +153,68 @@ fn report_of_a_bad_file() {
     let err = fails(&["report".as_ref(), junk.as_os_str()]);
     assert!(err.contains("not a cilkview-rs JSON report"), "{err}");
 }
+
+/// `--counter emulate` with a `qemu-x86_64` that cannot take the plugin: one line saying why and
+/// what to install, and `auto` says it in the counter line and falls back. The fake emulators
+/// are shell scripts first in PATH.
+#[test]
+fn emulator_that_cannot_take_the_plugin() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = executable_copy(dir.path(), "known_spawn", &sample());
+    let cases = [
+        // Debian's newer static builds: QEMU 10, plugin API v1 refused.
+        (
+            "echo 'qemu-x86_64 version 10.0.2 (Debian 1:10.0.2+ds-1)'; echo; \
+             echo 'usage: qemu-x86_64 [options] program [arguments...]'",
+            "is QEMU 10.0.2",
+        ),
+        // A 7.2 built without plugins.
+        (
+            "case \"$1\" in --version) echo 'qemu-x86_64 version 7.2.0';; \
+             *) echo 'usage: qemu-x86_64 [options] program [arguments...]';; esac",
+            "built without plugin support",
+        ),
+    ];
+    for (body, says) in cases {
+        let fake = dir.path().join("bin");
+        std::fs::create_dir_all(&fake).unwrap();
+        executable_copy(
+            &fake,
+            "qemu-x86_64",
+            format!("#!/bin/sh\n{body}\n").as_bytes(),
+        );
+        let path = format!("{}:/usr/bin:/bin", fake.display());
+        let out = bin()
+            .env("PATH", &path)
+            .args(["run", "--counter", "emulate"])
+            .arg(&program)
+            .timeout(std::time::Duration::from_secs(60))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.starts_with("error: ") && err.contains(says), "{err}");
+        assert!(err.contains("apt-get install qemu-user"), "{err}");
+        // `auto` falls back to single-stepping and says why not emulation (where a hardware
+        // counter works, auto takes it and emulation is not considered).
+        let out = bin()
+            .env("PATH", &path)
+            .arg("run")
+            .arg(&program)
+            .timeout(std::time::Duration::from_secs(120))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        let counter = err
+            .lines()
+            .find(|l| l.starts_with("Counter: "))
+            .unwrap_or("");
+        assert!(
+            counter.starts_with("Counter: hardware")
+                || (counter.starts_with("Counter: single-step") && counter.contains(says)),
+            "{err}"
+        );
+    }
+}

@@ -8,7 +8,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 
 use nix::fcntl::{fcntl, FcntlArg, OFlag};
@@ -41,10 +41,22 @@ fn find_uncached() -> Result<Emulator, String> {
         "apt-get install qemu-user (Debian bookworm's 7.2; QEMU 6.0-8.x built with plugin support)";
     let path = search_path(OsStr::new("qemu-x86_64"))
         .ok_or_else(|| format!("qemu-x86_64 not found in PATH: {install}"))?;
-    let out = Command::new(&path)
-        .arg("--version")
-        .output()
-        .map_err(|e| format!("cannot run {}: {e}", path.display()))?;
+    // Its version and its options, asked at once (each QEMU start costs ~10 ms).
+    let ask = |arg: &str| {
+        Command::new(&path)
+            .arg(arg)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cannot run {}: {e}", path.display()))
+    };
+    let (version_of, help_of) = (ask("--version")?, ask("-h")?);
+    let output = |child: Child| {
+        child
+            .wait_with_output()
+            .map_err(|e| format!("cannot run {}: {e}", path.display()))
+    };
+    let (out, help) = (output(version_of)?, output(help_of)?);
     let text = String::from_utf8_lossy(&out.stdout);
     let first = text.lines().next().unwrap_or("").trim().to_string();
     let version = first
@@ -65,10 +77,6 @@ fn find_uncached() -> Result<Emulator, String> {
             path.display()
         ));
     }
-    let help = Command::new(&path)
-        .arg("-h")
-        .output()
-        .map_err(|e| format!("cannot run {}: {e}", path.display()))?;
     if !String::from_utf8_lossy(&help.stdout).contains("-plugin") {
         return Err(format!(
             "{} ({first}) was built without plugin support (`-plugin` is an unknown option; \
