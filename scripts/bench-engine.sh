@@ -17,8 +17,10 @@ for n in "${@:-10000000 100000000 1000000000}"; do
 done
 # The analysis session around the engine (probe lookup, per-thread engines, nesting checks,
 # progress): fib's five marks per call, as a backend delivers them.
-for n1 in ${1:-10000000 100000000}; do
-  echo "session:  $($session "$n1")"
+for n in "${@:-10000000 100000000}"; do
+  for n1 in $n; do
+    echo "session:  $($session "$n1")"
+  done
 done
 # Memory proportional to the sites: 10^5 and 10^6 distinct sites, each invoked ~10 times.
 for s in 100000 1000000; do
