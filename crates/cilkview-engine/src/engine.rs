@@ -290,6 +290,10 @@ pub struct Engine {
     spawns: u64,
     syncs: u64,
     events: u64,
+    /// A function entered whose frame is not pushed yet: if the next event is its exit (a leaf
+    /// call, half of all calls in a recursion), the frame would have held that one strand, so
+    /// the strand goes to the parent and no frame is pushed or popped (unprofiled engines only).
+    leaf: bool,
     regions: BTreeMap<RegionId, RegionMeasures>,
     anomalies: Anomalies,
     /// Call-site profiling state, when enabled (boxed: the unprofiled engine stays as it was).
@@ -313,6 +317,7 @@ impl Engine {
             spawns: 0,
             syncs: 0,
             events: 0,
+            leaf: false,
             regions: BTreeMap::new(),
             anomalies: Anomalies::default(),
             profiler: None,
@@ -357,7 +362,7 @@ impl Engine {
 
     /// Current fork-join nesting depth (frames open above the implicit root).
     pub fn depth(&self) -> usize {
-        self.stack.len() - 1
+        self.stack.len() - 1 + usize::from(self.leaf)
     }
 
     /// Consumes a batch of events in order.
@@ -370,18 +375,28 @@ impl Engine {
     /// Consumes one event.
     pub fn process(&mut self, event: Event) {
         self.events += 1;
+        if self.leaf {
+            self.leaf = false;
+            if event.kind == EventKind::FunctionExit {
+                // A leaf call: its frame's measures would be this strand, serial in the parent.
+                self.top().serial(Cost::strand(event.cost));
+                return;
+            }
+            self.push(Frame::new(FrameKind::Function));
+        }
         // The strand that ends here ran in the current frame.
         self.top().serial(Cost::strand(event.cost));
         if let Some(p) = &mut self.profiler {
             p.strand(event.cost);
         }
         match event.kind {
-            EventKind::FunctionEnter => {
-                self.push(Frame::new(FrameKind::Function));
-                if let Some(p) = &mut self.profiler {
+            EventKind::FunctionEnter => match &mut self.profiler {
+                None => self.leaf = true,
+                Some(p) => {
                     p.push(FrameKind::Function, event.site);
+                    self.push(Frame::new(FrameKind::Function));
                 }
-            }
+            },
             EventKind::Spawn => {
                 self.spawns += 1;
                 self.push(Frame::new(FrameKind::Spawn));
@@ -450,6 +465,7 @@ impl Engine {
     /// Charges the cost of a strand that no event ended: the tail of a run after its last event,
     /// or instructions of threads that hit no mark. It runs in the current frame.
     pub fn charge(&mut self, cost: u64) {
+        self.push_leaf();
         self.top().serial(Cost::strand(cost));
         if let Some(p) = &mut self.profiler {
             p.strand(cost);
@@ -464,6 +480,7 @@ impl Engine {
 
     /// Ends every open frame and region (implicit syncs) and returns the measures.
     pub fn finish(mut self) -> Report {
+        self.push_leaf();
         while self.stack.len() > 1 {
             self.pop_implicit();
         }
@@ -488,6 +505,14 @@ impl Engine {
             regions: self.regions.into_values().collect(),
             anomalies: self.anomalies,
             profile,
+        }
+    }
+
+    /// The frame of a function entered and not pushed yet (see `leaf`), pushed now.
+    fn push_leaf(&mut self) {
+        if self.leaf {
+            self.leaf = false;
+            self.push(Frame::new(FrameKind::Function));
         }
     }
 
