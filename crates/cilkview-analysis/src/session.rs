@@ -42,9 +42,9 @@ pub struct Session<'a> {
     burden: u64,
     /// One engine per thread, in the order threads appeared: each thread has its own fork-join
     /// stack. Their measures combine at the end as computations running in parallel
-    /// (`Report::beside`). With each, its anomalies as last seen (a change after an event
-    /// names that event's mark in the nesting warning).
-    engines: Vec<(i32, Engine, Anomalies)>,
+    /// (`Report::beside`). With each, its anomalies as last seen and their count (a change
+    /// after an event names that event's mark in the nesting warning).
+    engines: Vec<(i32, Engine, Anomalies, u64)>,
     /// Thread id → index in `engines`.
     engine_of: HashMap<i32, usize>,
     /// The index of the last engine used (events come in runs of one thread).
@@ -125,7 +125,7 @@ impl<'a> Session<'a> {
             } else {
                 Engine::new(config)
             };
-            engines.push((tid, engine, Anomalies::default()));
+            engines.push((tid, engine, Anomalies::default(), 0));
             engines.len() - 1
         });
         self.last_engine
@@ -157,12 +157,12 @@ impl<'a> Session<'a> {
             _ => None,
         };
         let i = self.engine_index(tid);
-        let (_, engine, seen) = &mut self.engines[i];
+        let (_, engine, seen, seen_count) = &mut self.engines[i];
         engine.process(Event::at(cost, kind, site));
-        if engine.anomalies_differ(seen) {
+        if engine.anomaly_count() != *seen_count {
             let after = engine.anomalies();
             self.nesting.record(Some(mark), seen, &after);
-            *seen = after;
+            (*seen, *seen_count) = (after, engine.anomaly_count());
         }
         self.hits += 1;
         if self.hits & (HITS_STEP - 1) == 0 {
@@ -180,7 +180,7 @@ impl<'a> Session<'a> {
         let measured = self
             .engines
             .into_iter()
-            .map(|(_, engine, _)| {
+            .map(|(_, engine, ..)| {
                 let before = engine.anomalies();
                 let report = engine.finish();
                 nesting.record(None, &before, &report.anomalies);

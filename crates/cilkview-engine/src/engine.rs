@@ -296,6 +296,8 @@ pub struct Engine {
     leaf: bool,
     regions: BTreeMap<RegionId, RegionMeasures>,
     anomalies: Anomalies,
+    /// How many anomalies were absorbed (the sum of `anomalies`' counts).
+    anomaly_count: u64,
     /// Call-site profiling state, when enabled (boxed: the unprofiled engine stays as it was).
     profiler: Option<Box<Profiler>>,
 }
@@ -320,6 +322,7 @@ impl Engine {
             leaf: false,
             regions: BTreeMap::new(),
             anomalies: Anomalies::default(),
+            anomaly_count: 0,
             profiler: None,
         }
     }
@@ -353,11 +356,11 @@ impl Engine {
         self.anomalies
     }
 
-    /// Whether the anomalies absorbed so far differ from `seen` (cheaper than a copy of them on
-    /// a hot path).
+    /// How many anomalies were absorbed so far, of any kind: a caller that compares it before
+    /// and after an event (one word) knows whether to look at [`Engine::anomalies`].
     #[inline]
-    pub fn anomalies_differ(&self, seen: &Anomalies) -> bool {
-        self.anomalies != *seen
+    pub fn anomaly_count(&self) -> u64 {
+        self.anomaly_count
     }
 
     /// Current fork-join nesting depth (frames open above the implicit root).
@@ -416,7 +419,7 @@ impl Engine {
             EventKind::LoopEnd => self.close(FrameKind::Loop),
             EventKind::IterationBegin => {
                 if self.open[FrameKind::Loop as usize] == 0 {
-                    self.anomalies.stray_iterations += 1;
+                    self.anomaly().stray_iterations += 1;
                     return;
                 }
                 while self.top().kind != FrameKind::Loop {
@@ -439,7 +442,7 @@ impl Engine {
                 let (spawns_at_begin, syncs_at_begin) = (self.spawns, self.syncs);
                 let top = self.top();
                 if top.kind == FrameKind::Loop {
-                    self.anomalies.unmatched_regions += 1;
+                    self.anomaly().unmatched_regions += 1;
                     return;
                 }
                 top.regions.push(OpenRegion {
@@ -456,7 +459,7 @@ impl Engine {
                         let r = top.regions.remove(i);
                         self.record_region(&r);
                     }
-                    None => self.anomalies.unmatched_regions += 1,
+                    None => self.anomaly().unmatched_regions += 1,
                 }
             }
         }
@@ -516,6 +519,12 @@ impl Engine {
         }
     }
 
+    /// The anomaly counters, to count one more.
+    fn anomaly(&mut self) -> &mut Anomalies {
+        self.anomaly_count += 1;
+        &mut self.anomalies
+    }
+
     fn top(&mut self) -> &mut Frame {
         self.stack.last_mut().expect("root frame is never popped")
     }
@@ -538,7 +547,7 @@ impl Engine {
     /// of the frame the stream saw: everything open is closed and the root syncs.
     fn close(&mut self, kind: FrameKind) {
         if self.open[kind as usize] == 0 {
-            self.anomalies.unmatched_closers += 1;
+            self.anomaly().unmatched_closers += 1;
             while self.stack.len() > 1 {
                 self.pop_implicit();
             }
@@ -554,7 +563,7 @@ impl Engine {
     }
 
     fn pop_implicit(&mut self) {
-        self.anomalies.implicit_frame_ends += 1;
+        self.anomaly().implicit_frame_ends += 1;
         self.pop();
     }
 
@@ -599,7 +608,7 @@ impl Engine {
 
     fn end_regions(&mut self, frame: &mut Frame) {
         while let Some(r) = frame.regions.pop() {
-            self.anomalies.implicit_region_ends += 1;
+            self.anomaly().implicit_region_ends += 1;
             self.record_region(&r);
         }
     }

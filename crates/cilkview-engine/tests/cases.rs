@@ -322,3 +322,49 @@ fn deep_recursion_of_100_000_nested_spawns() {
     assert_eq!((r.total.spawns, r.total.syncs), (depth, depth));
     assert_eq!(r.total.burdened_span, 2 * depth + 15_000);
 }
+
+#[test]
+fn the_anomaly_count_moves_with_every_anomaly() {
+    // The session names the mark that caused an anomaly by comparing this one count before and
+    // after each event: it must change exactly when some anomaly counter does.
+    let mut engine = Engine::default();
+    let events = [
+        (5, SpawnReturn),
+        (0, FunctionEnter),
+        (0, Spawn),
+        (7, LoopBegin { grain: 1 }),
+        (0, IterationBegin),
+        (3, RegionBegin(RegionId(1))),
+        (4, FunctionExit),
+        (5, IterationBegin),
+        (5, RegionEnd(RegionId(9))),
+        (1, FunctionEnter),
+        (1, FunctionExit),
+    ];
+    let total = |a: cilkview_engine::Anomalies| {
+        a.unmatched_closers
+            + a.stray_iterations
+            + a.unmatched_regions
+            + a.implicit_region_ends
+            + a.implicit_frame_ends
+    };
+    let mut changed = 0;
+    for (cost, kind) in events {
+        let (before, count) = (engine.anomalies(), engine.anomaly_count());
+        engine.process(Event::new(cost, kind));
+        assert_eq!(
+            engine.anomaly_count(),
+            total(engine.anomalies()),
+            "{kind:?}"
+        );
+        assert_eq!(
+            engine.anomaly_count() != count,
+            engine.anomalies() != before,
+            "{kind:?}"
+        );
+        changed += usize::from(engine.anomaly_count() != count);
+    }
+    // The first return, the exit that closed three frames and a region, the stray iteration and
+    // the unmatched region end.
+    assert_eq!(changed, 4);
+}
