@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use crate::event::{Event, EventKind, RegionId};
+use crate::loops::LoopState;
 use crate::measures::{Anomalies, Measures, RegionMeasures, Report};
 use crate::profiler::Profiler;
 
@@ -27,14 +28,14 @@ impl Default for Config {
 
 /// Work, span and burdened span of a serial block: the three quantities that compose.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct Cost {
-    work: u64,
-    span: u64,
-    bspan: u64,
+pub(crate) struct Cost {
+    pub work: u64,
+    pub span: u64,
+    pub bspan: u64,
 }
 
 impl Cost {
-    fn strand(c: u64) -> Cost {
+    pub fn strand(c: u64) -> Cost {
         Cost {
             work: c,
             span: c,
@@ -43,7 +44,7 @@ impl Cost {
     }
 
     /// `self` followed by `next` in series.
-    fn add(&mut self, next: Cost) {
+    pub fn add(&mut self, next: Cost) {
         self.work = self.work.saturating_add(next.work);
         self.span = self.span.saturating_add(next.span);
         self.bspan = self.bspan.saturating_add(next.bspan);
@@ -106,108 +107,6 @@ struct OpenRegion {
     paths: Paths,
     spawns_at_begin: u64,
     syncs_at_begin: u64,
-}
-
-/// A complete, perfect subtree of a parallel loop's divide-and-conquer tree.
-#[derive(Clone, Copy, Debug)]
-struct Subtree {
-    leaves: u64,
-    cost: Cost,
-}
-
-/// The state of a parallel loop: a binary counter of perfect subtrees over the chunks completed so
-/// far (O(log chunks) memory) and the chunk being filled.
-#[derive(Clone, Debug)]
-struct LoopState {
-    grain: u64,
-    /// Iterations completed in the open chunk.
-    in_chunk: u64,
-    /// The open chunk, if any: its iterations and the loop control between them run serially.
-    chunk: Option<Cost>,
-    /// Loop-control cost seen while no chunk is open: charged to the next chunk, or after the loop.
-    control: Cost,
-    subtrees: Vec<Subtree>,
-}
-
-impl LoopState {
-    fn new(grain: u64) -> Self {
-        LoopState {
-            grain: grain.max(1),
-            in_chunk: 0,
-            chunk: None,
-            control: Cost::default(),
-            subtrees: Vec::new(),
-        }
-    }
-
-    fn serial(&mut self, c: Cost) {
-        match &mut self.chunk {
-            Some(chunk) => chunk.add(c),
-            None => self.control.add(c),
-        }
-    }
-
-    fn begin_iteration(&mut self) {
-        if self.chunk.is_none() {
-            self.chunk = Some(std::mem::take(&mut self.control));
-        }
-    }
-
-    fn end_iteration(&mut self, iteration: Cost, burden: u64) {
-        self.serial(iteration);
-        self.in_chunk += 1;
-        if self.in_chunk >= self.grain {
-            self.flush_chunk(burden);
-        }
-    }
-
-    fn flush_chunk(&mut self, burden: u64) {
-        if let Some(chunk) = self.chunk.take() {
-            self.in_chunk = 0;
-            let mut right = Subtree {
-                leaves: 1,
-                cost: chunk,
-            };
-            while let Some(left) = self.subtrees.last().copied() {
-                if left.leaves != right.leaves {
-                    break;
-                }
-                self.subtrees.pop();
-                right = join(left, right, burden);
-            }
-            self.subtrees.push(right);
-        }
-    }
-
-    /// Closes the loop: returns the tree's measures, its number of chunks, and the trailing
-    /// loop-control cost that runs after it.
-    fn finish(mut self, burden: u64) -> (Cost, u64, Cost) {
-        self.flush_chunk(burden);
-        let mut acc: Option<Subtree> = None;
-        while let Some(left) = self.subtrees.pop() {
-            acc = Some(match acc {
-                None => left,
-                Some(right) => join(left, right, burden),
-            });
-        }
-        match acc {
-            Some(tree) => (tree.cost, tree.leaves, self.control),
-            None => (Cost::default(), 0, self.control),
-        }
-    }
-}
-
-/// The node of the divide-and-conquer tree over `left` then `right`: the left subtree is spawned,
-/// the right one is the continuation (so its paths carry one burden more), then both are synced.
-fn join(left: Subtree, right: Subtree, burden: u64) -> Subtree {
-    Subtree {
-        leaves: left.leaves + right.leaves,
-        cost: Cost {
-            work: left.cost.work.saturating_add(right.cost.work),
-            span: left.cost.span.max(right.cost.span),
-            bspan: left.cost.bspan.max(right.cost.bspan.saturating_add(burden)),
-        },
-    }
 }
 
 #[derive(Clone, Debug)]

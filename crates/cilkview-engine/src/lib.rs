@@ -45,6 +45,7 @@
 
 mod engine;
 mod event;
+mod loops;
 mod measures;
 mod prof;
 mod profile;
