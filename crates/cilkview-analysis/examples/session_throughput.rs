@@ -28,12 +28,7 @@ struct Feed<'a> {
 impl Feed<'_> {
     fn hit(&mut self, probe: usize, cost: u64) {
         self.sent += 1;
-        self.session.event(TraceEvent::Hit {
-            probe,
-            tid: 1,
-            cost,
-            operand: None,
-        });
+        self.session.hit(probe, 1, cost);
     }
 
     /// fib(n)'s hits; stops calling deeper once `limit` hits were sent.

@@ -138,7 +138,7 @@ impl<'a> Session<'a> {
     }
 
     /// The hot path: tens of millions of times a second under emulation.
-    fn hit(&mut self, probe: usize, tid: i32, cost: u64, operand: Option<u64>) {
+    fn on_hit(&mut self, probe: usize, tid: i32, cost: u64, operand: Option<u64>) {
         let Some(&(kind, mark)) = self.marks.get(probe) else {
             // Not a probe we gave: its cost is still work of the thread.
             self.engine(tid).charge(cost);
@@ -287,7 +287,11 @@ impl EventSink for Session<'_> {
                 tid,
                 cost,
                 operand,
-            } => self.hit(probe, tid, cost, operand),
+            } => self.on_hit(probe, tid, cost, operand),
         }
+    }
+
+    fn hit(&mut self, probe: usize, tid: i32, cost: u64) {
+        self.on_hit(probe, tid, cost, None);
     }
 }

@@ -123,6 +123,25 @@ fn one_spawn_and_sync() {
 }
 
 #[test]
+fn the_hit_shortcut_is_a_hit_event() {
+    // Backends deliver plain hits through `EventSink::hit` (emulation): the same as the event.
+    let files = Files::default().with("/prog", SPAWN_SYNC);
+    let mut progress = ();
+    let mut session = Session::new(BURDEN, &mut progress).with_marks_reader(|p| files.read(p));
+    session.probes_for(Path::new("/prog")).unwrap();
+    session.event(exec(0, 1, 0, 3));
+    for (probe, cost) in [(0, 1), (7, 2), (1, 10), (2, 10)] {
+        session.hit(probe, 1, cost);
+    }
+    session.event(TraceEvent::ThreadExit { tid: 1, cost: 5 });
+    let r = session.finish(info(), "./synthetic", false);
+    // Probe 7 is not one of ours: its 2 instructions are work of the spawned child (12 in all,
+    // against the continuation's 10).
+    assert_eq!(measures(&r), (28, 1 + 12 + 5, 1 + BURDEN + 10 + 5, 1, 1));
+    assert_eq!(r.events, 3);
+}
+
+#[test]
 fn two_children_and_a_labeled_region() {
     let files = Files::default().with(
         "/prog",

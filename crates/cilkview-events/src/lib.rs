@@ -241,4 +241,15 @@ pub trait EventSink {
     fn probes_for(&mut self, image: &std::path::Path) -> Result<Vec<Probe>, String>;
     /// The next event of the run.
     fn event(&mut self, event: TraceEvent);
+    /// Thread `tid` reached probe `probe`, no operand: the same as
+    /// `event(TraceEvent::Hit { probe, tid, cost, operand: None })`, for backends that deliver
+    /// tens of millions of hits a second (emulation).
+    fn hit(&mut self, probe: usize, tid: i32, cost: u64) {
+        self.event(TraceEvent::Hit {
+            probe,
+            tid,
+            cost,
+            operand: None,
+        });
+    }
 }

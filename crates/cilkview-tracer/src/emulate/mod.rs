@@ -255,12 +255,7 @@ impl Session {
                 self.thread(sink, tid);
                 self.total += cost;
                 self.hits += 1;
-                sink.event(TraceEvent::Hit {
-                    probe: probe as usize,
-                    tid,
-                    cost,
-                    operand: None,
-                });
+                sink.hit(probe as usize, tid, cost);
                 continue;
             }
             let r = protocol::decode_one(words, &mut i).map_err(|e| bad(e.0))?;
