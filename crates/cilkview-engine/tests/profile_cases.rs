@@ -2,37 +2,15 @@
 //! path, a spawned sibling off it, nested calls, fib (sites that call themselves: top-call-site
 //! semantics), the Cilkprof paper's quicksort (Figure 1), profiling off, threads side by side.
 
+mod common;
+
 use cilkview_engine::{
-    CallSite, Config, Engine, Event, EventKind, EventKind::*, Profile, Report, SiteKind,
-    SiteProfile, WorkSpan,
+    CallSite, Config, Engine, Event, EventKind::*, Profile, Report, SiteKind, SiteProfile, WorkSpan,
 };
+use common::{fib_ws, ws, Stream};
 
 fn site(k: u64) -> Option<CallSite> {
     CallSite::new(k)
-}
-
-#[derive(Default)]
-struct Stream {
-    events: Vec<Event>,
-    pending: u64,
-}
-
-impl Stream {
-    fn work(&mut self, c: u64) {
-        self.pending += c;
-    }
-    fn ev(&mut self, kind: EventKind, s: Option<CallSite>) {
-        let cost = std::mem::take(&mut self.pending);
-        self.events.push(Event::at(cost, kind, s));
-    }
-    fn run(&self) -> Report {
-        let mut e = Engine::with_profile(Config::default());
-        e.process_batch(&self.events);
-        e.charge(self.pending);
-        let r = e.finish();
-        assert!(r.anomalies.is_clean());
-        r
-    }
 }
 
 fn find(p: &Profile, key: u64) -> SiteProfile {
@@ -40,10 +18,6 @@ fn find(p: &Profile, key: u64) -> SiteProfile {
         .iter()
         .find(|s| s.site.key() == key)
         .unwrap_or_else(|| panic!("no site {key}"))
-}
-
-fn ws(work: u64, span: u64) -> WorkSpan {
-    WorkSpan { work, span }
 }
 
 /// Local spans on span of all sites plus the root's add up to the span, and so do the contexts'.
@@ -138,15 +112,6 @@ fn fib(s: &mut Stream, n: u64) {
     s.ev(FunctionExit, None);
     s.ev(Sync, None);
     s.work(1);
-}
-
-/// Work and span of fib(n) by its recurrences.
-fn fib_ws(n: u64) -> WorkSpan {
-    if n < 2 {
-        return ws(n + 1, n + 1);
-    }
-    let (a, b) = (fib_ws(n - 1), fib_ws(n - 2));
-    ws(2 + a.work + b.work, 2 + a.span.max(b.span))
 }
 
 #[test]

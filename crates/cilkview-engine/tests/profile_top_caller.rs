@@ -3,10 +3,10 @@
 //! whose strand calls fib (a second site in fib, the call's return address), and every function
 //! with `cv_function()` is a `FunctionEnter` frame, i.e. a function instance.
 
-use cilkview_engine::{
-    CallSite, Config, Engine, Event, EventKind, EventKind::*, Profile, Report, SiteKind,
-    SiteProfile, WorkSpan,
-};
+mod common;
+
+use cilkview_engine::{CallSite, EventKind::*, Profile, SiteKind, SiteProfile, WorkSpan};
+use common::{fib_ws, ws, Stream};
 
 const MAIN: u64 = 1;
 const FIB: u64 = 2;
@@ -16,45 +16,11 @@ fn site(key: u64, function: u64) -> Option<CallSite> {
     Some(CallSite::new(key)?.in_function(function))
 }
 
-#[derive(Default)]
-struct Stream {
-    events: Vec<Event>,
-    pending: u64,
-}
-
-impl Stream {
-    fn work(&mut self, c: u64) {
-        self.pending += c;
-    }
-    fn ev(&mut self, kind: EventKind, s: Option<CallSite>) {
-        let cost = std::mem::take(&mut self.pending);
-        self.events.push(Event::at(cost, kind, s));
-    }
-    /// A call at `s` of a function whose body `body` emits.
-    fn call(&mut self, s: Option<CallSite>, body: impl FnOnce(&mut Stream)) {
-        self.ev(FunctionEnter, s);
-        body(self);
-        self.ev(FunctionExit, None);
-    }
-    fn run(&self) -> Report {
-        let mut e = Engine::with_profile(Config::default());
-        e.process_batch(&self.events);
-        e.charge(self.pending);
-        let r = e.finish();
-        assert!(r.anomalies.is_clean());
-        r
-    }
-}
-
 fn find(p: &Profile, key: u64, kind: SiteKind) -> SiteProfile {
     *p.sites
         .iter()
         .find(|s| s.site.key() == key && s.kind == kind)
         .unwrap_or_else(|| panic!("no site {key}"))
-}
-
-fn ws(work: u64, span: u64) -> WorkSpan {
-    WorkSpan { work, span }
 }
 
 // ---------------------------------------------------------------- fib (paper Figures 5–7)
@@ -76,14 +42,6 @@ fn fib(s: &mut Stream, n: u64) {
     s.call(site(LINE5, FIB), |s| fib(s, n - 2));
     s.ev(Sync, None);
     s.work(1);
-}
-
-fn fib_ws(n: u64) -> WorkSpan {
-    if n < 2 {
-        return ws(n + 1, n + 1);
-    }
-    let (a, b) = (fib_ws(n - 1), fib_ws(n - 2));
-    ws(2 + a.work + b.work, 2 + a.span.max(b.span))
 }
 
 #[test]
