@@ -54,8 +54,9 @@ pub struct Session<'a> {
     /// What each probe of the current program image means, indexed like the backend's probe
     /// numbers: the executable's marks, then those of each library, in the order the backend
     /// asked for them: the engine's event (region labels interned; a loop's grain comes with
-    /// each hit) and where the mark is.
-    marks: Vec<(EventKind, Site)>,
+    /// each hit), and apart (read only for warnings) where the mark is.
+    kinds: Vec<EventKind>,
+    marks: Vec<Site>,
     labels: Labels,
     /// Every image (executable or library) whose marks were read, with its number of marks.
     images: Vec<(PathBuf, usize)>,
@@ -77,6 +78,7 @@ impl<'a> Session<'a> {
             engine_of: HashMap::new(),
             last_engine: 0,
             hits: 0,
+            kinds: Vec::new(),
             marks: Vec::new(),
             labels: Labels::default(),
             images: Vec::new(),
@@ -138,8 +140,9 @@ impl<'a> Session<'a> {
     }
 
     /// The hot path: tens of millions of times a second under emulation.
+    #[inline(always)]
     fn on_hit(&mut self, probe: usize, tid: i32, cost: u64, operand: Option<u64>) {
-        let Some(&(kind, mark)) = self.marks.get(probe) else {
+        let Some(&kind) = self.kinds.get(probe) else {
             // Not a probe we gave: its cost is still work of the thread.
             self.engine(tid).charge(cost);
             return;
@@ -161,7 +164,7 @@ impl<'a> Session<'a> {
         engine.process(Event::at(cost, kind, site));
         if engine.anomaly_count() != *seen_count {
             let after = engine.anomalies();
-            self.nesting.record(Some(mark), seen, &after);
+            self.nesting.record(Some(self.marks[probe]), seen, &after);
             (*seen, *seen_count) = (after, engine.anomaly_count());
         }
         self.hits += 1;
@@ -242,7 +245,8 @@ impl EventSink for Session<'_> {
                 address: m.address,
                 kind: m.kind,
             };
-            self.marks.push((kind, site));
+            self.kinds.push(kind);
+            self.marks.push(site);
         }
         let mut probes: Vec<Probe> = marked
             .marks
@@ -266,7 +270,9 @@ impl EventSink for Session<'_> {
                 if image > 0 {
                     // A new program image: the numbering restarts with the probes of the calls
                     // made at its exec, the last `probes` entries.
-                    self.marks.drain(..self.marks.len().saturating_sub(probes));
+                    let gone = self.marks.len().saturating_sub(probes);
+                    self.kinds.drain(..gone);
+                    self.marks.drain(..gone);
                     if let Some(sites) = &mut self.sites {
                         sites.restart(probes);
                     }
@@ -293,5 +299,11 @@ impl EventSink for Session<'_> {
 
     fn hit(&mut self, probe: usize, tid: i32, cost: u64) {
         self.on_hit(probe, tid, cost, None);
+    }
+
+    fn hits(&mut self, tid: i32, hits: &[(usize, u64)]) {
+        for &(probe, cost) in hits {
+            self.on_hit(probe, tid, cost, None);
+        }
     }
 }

@@ -109,16 +109,23 @@ struct OpenRegion {
     syncs_at_begin: u64,
 }
 
+/// What few frames have: regions opened in them, or a loop's state (boxed, so that the frames
+/// of plain calls and spawns stay small and cheap to push and pop).
+#[derive(Clone, Debug, Default)]
+struct FrameExtra {
+    /// Regions opened in this frame, innermost last.
+    regions: Vec<OpenRegion>,
+    /// Only for `FrameKind::Loop`.
+    lp: Option<LoopState>,
+}
+
 #[derive(Clone, Debug)]
 struct Frame {
     kind: FrameKind,
     paths: Paths,
     /// Children spawned since the last sync.
     pending: u64,
-    /// Regions opened in this frame, innermost last.
-    regions: Vec<OpenRegion>,
-    /// Only for `FrameKind::Loop`.
-    lp: Option<Box<LoopState>>,
+    extra: Option<Box<FrameExtra>>,
 }
 
 impl Frame {
@@ -127,31 +134,46 @@ impl Frame {
             kind,
             paths: Paths::default(),
             pending: 0,
-            regions: Vec::new(),
-            lp: None,
+            extra: None,
         }
     }
 
     fn new_loop(grain: u64) -> Self {
         Frame {
-            lp: Some(Box::new(LoopState::new(grain))),
+            extra: Some(Box::new(FrameExtra {
+                regions: Vec::new(),
+                lp: Some(LoopState::new(grain)),
+            })),
             ..Frame::new(FrameKind::Loop)
         }
     }
 
+    fn lp(&mut self) -> Option<&mut LoopState> {
+        self.extra.as_mut().and_then(|x| x.lp.as_mut())
+    }
+
+    /// The regions open in this frame (none: an empty slice).
+    fn regions(&mut self) -> &mut [OpenRegion] {
+        match &mut self.extra {
+            Some(x) => &mut x.regions,
+            None => &mut [],
+        }
+    }
+
+    #[inline]
     fn serial(&mut self, c: Cost) {
-        if let Some(lp) = &mut self.lp {
+        if let Some(lp) = self.lp() {
             lp.serial(c);
             return;
         }
         self.paths.serial(c);
-        for r in &mut self.regions {
+        for r in self.regions() {
             r.paths.serial(c);
         }
     }
 
     fn child_returned(&mut self, c: Cost, burden: u64) {
-        if let Some(lp) = &mut self.lp {
+        if let Some(lp) = self.lp() {
             // A spawn in a loop's control code (not inside an iteration): no frame to own it, so
             // it is measured as serial code of the loop.
             lp.serial(c);
@@ -159,7 +181,7 @@ impl Frame {
         }
         self.pending += 1;
         self.paths.child_returned(c, burden);
-        for r in &mut self.regions {
+        for r in self.regions() {
             r.paths.child_returned(c, burden);
         }
     }
@@ -169,7 +191,7 @@ impl Frame {
         let had = self.pending > 0;
         self.pending = 0;
         self.paths.sync();
-        for r in &mut self.regions {
+        for r in self.regions() {
             r.paths.sync();
         }
         had
@@ -324,7 +346,7 @@ impl Engine {
                 while self.top().kind != FrameKind::Loop {
                     self.pop_implicit();
                 }
-                if let Some(lp) = &mut self.top().lp {
+                if let Some(lp) = self.top().lp() {
                     lp.begin_iteration();
                 }
                 self.push(Frame::new(FrameKind::Iteration));
@@ -344,7 +366,8 @@ impl Engine {
                     self.anomaly().unmatched_regions += 1;
                     return;
                 }
-                top.regions.push(OpenRegion {
+                let extra = top.extra.get_or_insert_with(Box::default);
+                extra.regions.push(OpenRegion {
                     id,
                     paths: Paths::default(),
                     spawns_at_begin,
@@ -353,9 +376,9 @@ impl Engine {
             }
             EventKind::RegionEnd(id) => {
                 let top = self.top();
-                match top.regions.iter().rposition(|r| r.id == id) {
+                match top.regions().iter().rposition(|r| r.id == id) {
                     Some(i) => {
-                        let r = top.regions.remove(i);
+                        let r = top.extra.as_mut().expect("a region").regions.remove(i);
                         self.record_region(&r);
                     }
                     None => self.anomaly().unmatched_regions += 1,
@@ -471,7 +494,7 @@ impl Engine {
         let mut frame = self.stack.pop().expect("never pops the root");
         self.open[frame.kind as usize] -= 1;
         let burden = self.config.burden;
-        if let Some(lp) = frame.lp.take() {
+        if let Some(lp) = frame.extra.as_mut().and_then(|x| x.lp.take()) {
             if let Some(p) = &mut self.profiler {
                 p.pop(frame.kind, 0, 0);
             }
@@ -487,7 +510,7 @@ impl Engine {
         if frame.sync() {
             self.syncs += 1;
         }
-        if !frame.regions.is_empty() {
+        if !frame.regions().is_empty() {
             self.end_regions(&mut frame);
         }
         let measured = frame.paths.cur;
@@ -497,7 +520,7 @@ impl Engine {
         let parent = self.top();
         match frame.kind {
             FrameKind::Spawn => parent.child_returned(measured, burden),
-            FrameKind::Iteration => match &mut parent.lp {
+            FrameKind::Iteration => match parent.lp() {
                 Some(lp) => lp.end_iteration(measured, burden),
                 None => parent.serial(measured),
             },
@@ -506,7 +529,7 @@ impl Engine {
     }
 
     fn end_regions(&mut self, frame: &mut Frame) {
-        while let Some(r) = frame.regions.pop() {
+        while let Some(r) = frame.extra.as_mut().and_then(|x| x.regions.pop()) {
             self.anomaly().implicit_region_ends += 1;
             self.record_region(&r);
         }

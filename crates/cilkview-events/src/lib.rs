@@ -252,4 +252,11 @@ pub trait EventSink {
             operand: None,
         });
     }
+    /// A run of hits of thread `tid`, in order, each `(probe, cost)` without operand: the same
+    /// as [`EventSink::hit`] for each. One call per run lets a sink keep its hot loop inlined.
+    fn hits(&mut self, tid: i32, hits: &[(usize, u64)]) {
+        for &(probe, cost) in hits {
+            self.hit(probe, tid, cost);
+        }
+    }
 }

@@ -5,11 +5,12 @@
 
 mod launch;
 mod protocol;
+mod reader;
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::fs::File;
-use std::io::{BufReader, ErrorKind, Read, Write};
+use std::io::{Read, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
@@ -208,34 +209,16 @@ impl Session {
         l: &mut launch::Launched,
         sink: &mut dyn EventSink,
     ) -> Result<(), TraceError> {
-        let mut input = BufReader::with_capacity(1 << 20, &l.records);
-        let mut bytes = vec![0u8; protocol::CHUNK_WORDS * 8];
-        let mut words: Vec<u64> = Vec::with_capacity(protocol::CHUNK_WORDS);
+        let mut reader = reader::ChunkReader::new();
         loop {
-            let mut head = [0u8; 8];
-            match read_full(&mut input, &mut head) {
-                Ok(false) => return Ok(()),
-                Ok(true) => {}
-                Err(e) => return Err(TraceError::Wait(e)),
+            match reader.next(&mut &l.records) {
+                Ok(Some((tid, range))) => {
+                    self.chunk(tid, reader.words(range), &mut l.replies, sink)?
+                }
+                Ok(None) => return Ok(()),
+                Err(reader::ReadError::Io(e)) => return Err(TraceError::Wait(e)),
+                Err(reader::ReadError::Bad(m)) => return Err(bad(m)),
             }
-            let head = u64::from_le_bytes(head);
-            let tid = head as u32 as i32;
-            let n = (head >> 32) as usize;
-            if n >= protocol::CHUNK_WORDS {
-                return Err(bad(format!("chunk of {n} words")));
-            }
-            match read_full(&mut input, &mut bytes[..n * 8]) {
-                Ok(true) => {}
-                Ok(false) => return Err(bad("chunk cut short".into())),
-                Err(e) => return Err(TraceError::Wait(e)),
-            }
-            words.clear();
-            words.extend(
-                bytes[..n * 8]
-                    .chunks_exact(8)
-                    .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))),
-            );
-            self.chunk(tid, &words, &mut l.replies, sink)?;
         }
     }
 
@@ -248,14 +231,25 @@ impl Session {
         sink: &mut dyn EventSink,
     ) -> Result<(), TraceError> {
         let mut i = 0;
+        let mut run = [(0usize, 0u64); 256];
         while i < words.len() {
-            // The hot path: a plain hit of the chunk's thread.
-            if let Some((probe, cost)) = protocol::plain_hit(words[i]) {
-                i += 1;
+            // The hot path: a run of plain hits of the chunk's thread, handed over at once.
+            if protocol::plain_hit(words[i]).is_some() {
                 self.thread(sink, tid);
-                self.total += cost;
-                self.hits += 1;
-                sink.hit(probe as usize, tid, cost);
+                let mut n = 0;
+                while let Some(&w) = words.get(i) {
+                    let Some((probe, cost)) = protocol::plain_hit(w) else {
+                        break;
+                    };
+                    run[n] = (probe as usize, cost);
+                    self.total += cost;
+                    (i, n) = (i + 1, n + 1);
+                    if n == run.len() {
+                        break;
+                    }
+                }
+                self.hits += n as u64;
+                sink.hits(tid, &run[..n]);
                 continue;
             }
             let r = protocol::decode_one(words, &mut i).map_err(|e| bad(e.0))?;
@@ -490,19 +484,4 @@ impl Session {
         }
         Ok(ExitStatus::Exited(code))
     }
-}
-
-/// Fill `buf`; `Ok(false)` at end of stream before the first byte.
-fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<bool> {
-    let mut got = 0;
-    while got < buf.len() {
-        match r.read(&mut buf[got..]) {
-            Ok(0) if got == 0 => return Ok(false),
-            Ok(0) => return Err(ErrorKind::UnexpectedEof.into()),
-            Ok(n) => got += n,
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(true)
 }
