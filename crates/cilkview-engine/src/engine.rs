@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use crate::event::{Event, EventKind, RegionId};
 use crate::loops::LoopState;
 use crate::measures::{Anomalies, Measures, RegionMeasures, Report};
+use crate::observer::Observer;
 use crate::profiler::Profiler;
 
 /// Cilkview's default burden: the cost of a steal, in instructions, put on every continuation edge.
@@ -297,7 +298,19 @@ impl Engine {
     }
 
     /// Consumes one event.
+    #[inline]
     pub fn process(&mut self, event: Event) {
+        match self.profiler.take() {
+            None => self.step(&mut (), event),
+            Some(mut p) => {
+                self.step(&mut *p, event);
+                self.profiler = Some(p);
+            }
+        }
+    }
+
+    /// Consumes one event, telling `o` what happens to the frames.
+    fn step<O: Observer>(&mut self, o: &mut O, event: Event) {
         self.events += 1;
         if self.leaf {
             self.leaf = false;
@@ -310,54 +323,44 @@ impl Engine {
         }
         // The strand that ends here ran in the current frame.
         self.top().serial(Cost::strand(event.cost));
-        if let Some(p) = &mut self.profiler {
-            p.strand(event.cost);
-        }
+        o.strand(event.cost);
         match event.kind {
-            EventKind::FunctionEnter => match &mut self.profiler {
-                None => self.leaf = true,
-                Some(p) => {
-                    p.push(FrameKind::Function, event.site);
-                    self.push(Frame::new(FrameKind::Function));
-                }
-            },
+            EventKind::FunctionEnter if !O::FRAMES => self.leaf = true,
+            EventKind::FunctionEnter => {
+                o.push(FrameKind::Function, event.site);
+                self.push(Frame::new(FrameKind::Function));
+            }
             EventKind::Spawn => {
                 self.spawns += 1;
                 self.push(Frame::new(FrameKind::Spawn));
-                if let Some(p) = &mut self.profiler {
-                    p.push(FrameKind::Spawn, event.site);
-                }
+                o.push(FrameKind::Spawn, event.site);
             }
             EventKind::LoopBegin { grain } => {
                 self.push(Frame::new_loop(grain));
-                if let Some(p) = &mut self.profiler {
-                    p.push_loop(grain);
-                }
+                o.push_loop(grain);
             }
-            EventKind::FunctionExit => self.close(FrameKind::Function),
-            EventKind::SpawnReturn => self.close(FrameKind::Spawn),
-            EventKind::IterationEnd => self.close(FrameKind::Iteration),
-            EventKind::LoopEnd => self.close(FrameKind::Loop),
+            EventKind::FunctionExit => self.close(o, FrameKind::Function),
+            EventKind::SpawnReturn => self.close(o, FrameKind::Spawn),
+            EventKind::IterationEnd => self.close(o, FrameKind::Iteration),
+            EventKind::LoopEnd => self.close(o, FrameKind::Loop),
             EventKind::IterationBegin => {
                 if self.open[FrameKind::Loop as usize] == 0 {
                     self.anomaly().stray_iterations += 1;
                     return;
                 }
                 while self.top().kind != FrameKind::Loop {
-                    self.pop_implicit();
+                    self.pop_implicit(o);
                 }
                 if let Some(lp) = self.top().lp() {
                     lp.begin_iteration();
                 }
                 self.push(Frame::new(FrameKind::Iteration));
-                if let Some(p) = &mut self.profiler {
-                    p.begin_iteration();
-                    p.push(FrameKind::Iteration, None);
-                }
+                o.begin_iteration();
+                o.push(FrameKind::Iteration, None);
             }
             EventKind::Sync => {
                 self.syncs += 1;
-                self.sync_top();
+                self.sync_top(o);
             }
             EventKind::RegionBegin(id) => {
                 let (spawns_at_begin, syncs_at_begin) = (self.spawns, self.syncs);
@@ -406,18 +409,19 @@ impl Engine {
     /// Ends every open frame and region (implicit syncs) and returns the measures.
     pub fn finish(mut self) -> Report {
         self.push_leaf();
+        let mut profiler = self.profiler.take();
         while self.stack.len() > 1 {
-            self.pop_implicit();
+            match &mut profiler {
+                None => self.pop_implicit(&mut ()),
+                Some(p) => self.pop_implicit(&mut **p),
+            }
         }
         let mut root = self.stack.pop().expect("root frame");
         if root.sync() {
             self.syncs += 1;
         }
         self.end_regions(&mut root);
-        let profile = self
-            .profiler
-            .take()
-            .map(|p| p.finish(root.paths.cur.work, root.paths.cur.span));
+        let profile = profiler.map(|p| p.finish(root.paths.cur.work, root.paths.cur.span));
         Report {
             total: Measures {
                 work: root.paths.cur.work,
@@ -452,10 +456,8 @@ impl Engine {
     }
 
     /// Syncs the top frame; returns whether it had children out.
-    fn sync_top(&mut self) -> bool {
-        if let Some(p) = &mut self.profiler {
-            p.sync();
-        }
+    fn sync_top<O: Observer>(&mut self, o: &mut O) -> bool {
+        o.sync();
         self.top().sync()
     }
 
@@ -467,37 +469,35 @@ impl Engine {
     /// Handles a closer for frames of `kind`: closes frames up to and including the innermost one of
     /// that kind. With none open (a stream that began inside that frame), the closer ends the part
     /// of the frame the stream saw: everything open is closed and the root syncs.
-    fn close(&mut self, kind: FrameKind) {
+    fn close<O: Observer>(&mut self, o: &mut O, kind: FrameKind) {
         if self.open[kind as usize] == 0 {
             self.anomaly().unmatched_closers += 1;
             while self.stack.len() > 1 {
-                self.pop_implicit();
+                self.pop_implicit(o);
             }
-            if matches!(kind, FrameKind::Function | FrameKind::Spawn) && self.sync_top() {
+            if matches!(kind, FrameKind::Function | FrameKind::Spawn) && self.sync_top(o) {
                 self.syncs += 1;
             }
             return;
         }
         while self.top().kind != kind {
-            self.pop_implicit();
+            self.pop_implicit(o);
         }
-        self.pop();
+        self.pop(o);
     }
 
-    fn pop_implicit(&mut self) {
+    fn pop_implicit<O: Observer>(&mut self, o: &mut O) {
         self.anomaly().implicit_frame_ends += 1;
-        self.pop();
+        self.pop(o);
     }
 
     /// Ends the top frame and folds it into its parent.
-    fn pop(&mut self) {
+    fn pop<O: Observer>(&mut self, o: &mut O) {
         let mut frame = self.stack.pop().expect("never pops the root");
         self.open[frame.kind as usize] -= 1;
         let burden = self.config.burden;
         if let Some(lp) = frame.extra.as_mut().and_then(|x| x.lp.take()) {
-            if let Some(p) = &mut self.profiler {
-                p.pop(frame.kind, 0, 0);
-            }
+            o.pop(frame.kind, 0, 0);
             let (tree, chunks, tail) = lp.finish(burden);
             let internal = chunks.saturating_sub(1);
             self.spawns += internal;
@@ -514,9 +514,7 @@ impl Engine {
             self.end_regions(&mut frame);
         }
         let measured = frame.paths.cur;
-        if let Some(p) = &mut self.profiler {
-            p.pop(frame.kind, measured.work, measured.span);
-        }
+        o.pop(frame.kind, measured.work, measured.span);
         let parent = self.top();
         match frame.kind {
             FrameKind::Spawn => parent.child_returned(measured, burden),

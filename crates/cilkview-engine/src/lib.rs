@@ -47,6 +47,7 @@ mod engine;
 mod event;
 mod loops;
 mod measures;
+mod observer;
 mod prof;
 mod profile;
 mod profiler;

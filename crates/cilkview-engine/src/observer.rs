@@ -1,0 +1,58 @@
+//! What the engine tells a call-site profiler as it goes, as a trait the engine's event handling
+//! is generic over: the unprofiled engine runs it with `()`, whose hooks do nothing and compile
+//! away, so the hot path carries no "is profiling on?" tests.
+
+use crate::engine::FrameKind;
+use crate::profile::CallSite;
+use crate::profiler::Profiler;
+
+pub(crate) trait Observer {
+    /// Whether the observer needs a frame for every function instance (the engine's leaf
+    /// shortcut, which pushes no frame for a call without events, is for those that do not).
+    const FRAMES: bool;
+    fn strand(&mut self, cost: u64);
+    fn push(&mut self, kind: FrameKind, site: Option<CallSite>);
+    fn push_loop(&mut self, grain: u64);
+    fn begin_iteration(&mut self);
+    fn sync(&mut self);
+    fn pop(&mut self, kind: FrameKind, work: u64, span: u64);
+}
+
+/// No observer: the unprofiled engine.
+impl Observer for () {
+    const FRAMES: bool = false;
+    #[inline(always)]
+    fn strand(&mut self, _: u64) {}
+    #[inline(always)]
+    fn push(&mut self, _: FrameKind, _: Option<CallSite>) {}
+    #[inline(always)]
+    fn push_loop(&mut self, _: u64) {}
+    #[inline(always)]
+    fn begin_iteration(&mut self) {}
+    #[inline(always)]
+    fn sync(&mut self) {}
+    #[inline(always)]
+    fn pop(&mut self, _: FrameKind, _: u64, _: u64) {}
+}
+
+impl Observer for Profiler {
+    const FRAMES: bool = true;
+    fn strand(&mut self, cost: u64) {
+        Profiler::strand(self, cost)
+    }
+    fn push(&mut self, kind: FrameKind, site: Option<CallSite>) {
+        Profiler::push(self, kind, site)
+    }
+    fn push_loop(&mut self, grain: u64) {
+        Profiler::push_loop(self, grain)
+    }
+    fn begin_iteration(&mut self) {
+        Profiler::begin_iteration(self)
+    }
+    fn sync(&mut self) {
+        Profiler::sync(self)
+    }
+    fn pop(&mut self, kind: FrameKind, work: u64, span: u64) {
+        Profiler::pop(self, kind, work, span)
+    }
+}
