@@ -5,7 +5,8 @@ pub const HITS_STEP: u64 = 4096;
 
 /// Progress of a measurement. Every method has an empty default; `()` ignores everything.
 pub trait Progress {
-    /// Marks hit over all threads so far: called every [`HITS_STEP`] hits, and once with the
+    /// Marks hit over all threads so far: called each time the count passes a multiple of
+    /// [`HITS_STEP`] (the count may be a little past it), and once with the
     /// total when the stream ends (before [`Progress::finished`]). Under emulation that is
     /// thousands of times a second: an implementation that draws should throttle.
     fn hits(&mut self, hits: u64) {

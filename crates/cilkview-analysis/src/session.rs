@@ -139,13 +139,22 @@ impl<'a> Session<'a> {
         &mut self.engines[i].1
     }
 
-    /// The hot path: tens of millions of times a second under emulation.
-    #[inline(always)]
+    /// A hit of thread `tid`.
     fn on_hit(&mut self, probe: usize, tid: i32, cost: u64, operand: Option<u64>) {
+        let i = self.engine_index(tid);
+        if self.on_hit_at(i, probe, cost, operand) {
+            self.count_hits(1);
+        }
+    }
+
+    /// The hot path, tens of millions of times a second under emulation: a hit for the engine
+    /// `engines[i]`. Whether `probe` is one of ours (a hit to count).
+    #[inline(always)]
+    fn on_hit_at(&mut self, i: usize, probe: usize, cost: u64, operand: Option<u64>) -> bool {
         let Some(&kind) = self.kinds.get(probe) else {
             // Not a probe we gave: its cost is still work of the thread.
-            self.engine(tid).charge(cost);
-            return;
+            self.engines[i].1.charge(cost);
+            return false;
         };
         let kind = match kind {
             EventKind::LoopBegin { .. } => EventKind::LoopBegin {
@@ -159,7 +168,6 @@ impl<'a> Session<'a> {
             }
             _ => None,
         };
-        let i = self.engine_index(tid);
         let (_, engine, seen, seen_count) = &mut self.engines[i];
         engine.process(Event::at(cost, kind, site));
         if engine.anomaly_count() != *seen_count {
@@ -167,8 +175,15 @@ impl<'a> Session<'a> {
             self.nesting.record(Some(self.marks[probe]), seen, &after);
             (*seen, *seen_count) = (after, engine.anomaly_count());
         }
-        self.hits += 1;
-        if self.hits & (HITS_STEP - 1) == 0 {
+        true
+    }
+
+    /// `n` more marks hit: progress each time the count passes a multiple of [`HITS_STEP`].
+    #[inline]
+    fn count_hits(&mut self, n: u64) {
+        let before = self.hits;
+        self.hits += n;
+        if before / HITS_STEP != self.hits / HITS_STEP {
             self.progress.hits(self.hits);
         }
     }
@@ -302,8 +317,11 @@ impl EventSink for Session<'_> {
     }
 
     fn hits(&mut self, tid: i32, hits: &[(usize, u64)]) {
+        let i = self.engine_index(tid);
+        let mut ours = 0;
         for &(probe, cost) in hits {
-            self.on_hit(probe, tid, cost, None);
+            ours += u64::from(self.on_hit_at(i, probe, cost, None));
         }
+        self.count_hits(ours);
     }
 }

@@ -458,3 +458,53 @@ fn progress_hears_the_hits_then_the_end() {
     assert_eq!(heard.0, [3]);
     assert!(heard.1);
 }
+
+#[test]
+fn runs_of_hits_measure_what_the_same_hits_one_by_one_do() {
+    // Two threads, a probe number that is not ours (7), closers without openers: everything the
+    // batched path (EventSink::hits, under emulation) must treat as the single hits do.
+    let files = Files::default().with("/prog", SPAWN_SYNC);
+    let stream: Vec<(i32, usize, u64)> = (0..10_000u64)
+        .map(|k| {
+            let tid = if k % 1000 < 700 { 1 } else { 2 };
+            let probe = [0, 1, 0, 1, 2, 7, 1, 2][(k % 8) as usize];
+            (tid, probe, k % 13 + 1)
+        })
+        .collect();
+    let run = |batched: bool| {
+        #[derive(Default)]
+        struct Heard(Vec<u64>);
+        impl crate::Progress for Heard {
+            fn hits(&mut self, hits: u64) {
+                self.0.push(hits);
+            }
+        }
+        let mut heard = Heard::default();
+        let mut session = Session::new(BURDEN, &mut heard).with_marks_reader(|p| files.read(p));
+        session.probes_for(Path::new("/prog")).unwrap();
+        session.event(exec(0, 1, 5, 3));
+        if batched {
+            // Runs of one thread, cut at the thread changes and every 100 hits.
+            for part in stream.chunk_by(|a, b| a.0 == b.0) {
+                for piece in part.chunks(100) {
+                    let hits: Vec<(usize, u64)> = piece.iter().map(|&(_, p, c)| (p, c)).collect();
+                    session.hits(piece[0].0, &hits);
+                }
+            }
+        } else {
+            for &(tid, probe, cost) in &stream {
+                session.hit(probe, tid, cost);
+            }
+        }
+        let report = session.finish(info(), "./synthetic", false);
+        (report, heard.0)
+    };
+    let (one_by_one, heard_one) = run(false);
+    let (batched, heard_batched) = run(true);
+    assert_eq!(batched, one_by_one);
+    assert!(one_by_one.work > 0 && !one_by_one.warnings.is_empty());
+    // 7 of every 8 hits are ours: 8,750, heard at each multiple of 4,096 passed, then the total.
+    assert_eq!(heard_one, [4096, 8192, 8750]);
+    assert_eq!(heard_batched.last(), Some(&8750));
+    assert_eq!(heard_batched.len(), 3);
+}

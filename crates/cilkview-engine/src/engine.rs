@@ -469,6 +469,7 @@ impl Engine {
     /// Handles a closer for frames of `kind`: closes frames up to and including the innermost one of
     /// that kind. With none open (a stream that began inside that frame), the closer ends the part
     /// of the frame the stream saw: everything open is closed and the root syncs.
+    #[inline(always)]
     fn close<O: Observer>(&mut self, o: &mut O, kind: FrameKind) {
         if self.open[kind as usize] == 0 {
             self.anomaly().unmatched_closers += 1;
@@ -492,7 +493,34 @@ impl Engine {
     }
 
     /// Ends the top frame and folds it into its parent.
+    #[inline]
     fn pop<O: Observer>(&mut self, o: &mut O) {
+        // The common case, in place: a call or spawn frame without regions or loop, whose parent
+        // has none either (what `pop_general` does, with nothing to check).
+        if let [.., parent, frame] = &mut self.stack[..] {
+            if frame.extra.is_none() && parent.extra.is_none() {
+                let kind = frame.kind;
+                if frame.pending > 0 {
+                    self.syncs += 1;
+                }
+                let measured = frame.paths.synced();
+                o.pop(kind, measured.work, measured.span);
+                if kind == FrameKind::Spawn {
+                    parent.pending += 1;
+                    parent.paths.child_returned(measured, self.config.burden);
+                } else {
+                    parent.paths.serial(measured);
+                }
+                self.open[kind as usize] -= 1;
+                self.stack.pop();
+                return;
+            }
+        }
+        self.pop_general(o);
+    }
+
+    #[cold]
+    fn pop_general<O: Observer>(&mut self, o: &mut O) {
         let mut frame = self.stack.pop().expect("never pops the root");
         self.open[frame.kind as usize] -= 1;
         let burden = self.config.burden;
