@@ -69,6 +69,8 @@ fib|15|step
 nqueens|6|step
 fib|33|-
 fib|38|-
+fib_cutoff|34|-
+fib_cutoff|38|-
 nqueens|11|-
 matmul|256|-
 stencil_outer|256 400|-
@@ -89,21 +91,27 @@ LIST
         python3 -c "n,q,e=$nw,$qw,$ew;print(f'| {\"$(basename ${prog%% *})\"} | {n:.3f} | {q:.3f} | {e:.3f} | {q/n:.1f}× | {e/n:.1f}× | {e/q:.2f}× |')"
     done
     echo
-    echo "Cost of a mark hit under emulation (fib, marked vs its serial elision, both emulated):"
-    cc -O2 -static $inc fixtures/fib.c -o "$work/fibm"
-    cc -O2 -static -DCILKVIEW_DISABLE $inc fixtures/fib.c -o "$work/fibe"
-    read -r _ mc _ < <(time_of "$bin" run --counter emulate --json "$work/fibm.json" "$work/fibm" 32)
-    read -r _ xc _ < <(time_of "$bin" run --counter emulate --json "$work/fibe.json" "$work/fibe" 32)
-    python3 - "$work/fibm.json" "$work/fibe.json" "$mc" "$xc" <<'PY'
+    echo "Cost of a mark hit under emulation (marked vs its serial elision, both emulated; CPU of"
+    echo "the tool and QEMU together, and wall time):"
+    echo
+    for fib in "fib 32" "fib_cutoff 34"; do
+        set -- $fib
+        cc -O2 -static $inc "fixtures/$1.c" -o "$work/$1m"
+        cc -O2 -static -DCILKVIEW_DISABLE $inc "fixtures/$1.c" -o "$work/$1e"
+        read -r mw mc _ < <(time_of "$bin" run --counter emulate --json "$work/$1m.json" "$work/$1m" $2)
+        read -r xw xc _ < <(time_of "$bin" run --counter emulate --json "$work/$1e.json" "$work/$1e" $2)
+        python3 - "$fib" "$work/$1m.json" "$work/$1e.json" "$mc" "$xc" "$mw" "$xw" <<'PY'
 import json, sys
-m, x = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
-mc, xc = float(sys.argv[3]), float(sys.argv[4])
+m, x = json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
+mc, xc, mw, xw = map(float, sys.argv[4:8])
 hits = m["events"]
 extra = m["work"] - x["work"]
-print(f"fib 32: {hits:,} mark hits; CPU {mc:.3f} s marked vs {xc:.3f} s elided "
+print(f"- {sys.argv[1]}: {hits:,} mark hits; CPU {mc:.3f} s marked vs {xc:.3f} s elided "
       f"({extra:,} more instructions executed by the marked build): "
-      f"{(mc - xc) / hits * 1e9:.1f} ns per mark hit, plugin, pipe and analysis included")
+      f"{(mc - xc) / hits * 1e9:.1f} ns CPU per mark hit, plugin, pipe and analysis included; "
+      f"wall {mw:.3f} vs {xw:.3f} s: {(mw - xw) / hits * 1e9:.1f} ns per mark hit")
 PY
+    done
     echo
     echo "Peak memory (max RSS of the tool and the emulated program) as the run grows:"
     echo
