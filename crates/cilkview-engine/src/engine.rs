@@ -297,19 +297,27 @@ impl Engine {
         }
     }
 
-    /// Consumes one event.
-    #[inline]
+    /// Consumes one event. (Inlined whole into a caller's loop: the unprofiled path is the hot
+    /// path of the analysis.)
+    #[inline(always)]
     pub fn process(&mut self, event: Event) {
-        match self.profiler.take() {
-            None => self.step(&mut (), event),
-            Some(mut p) => {
-                self.step(&mut *p, event);
-                self.profiler = Some(p);
-            }
+        if self.profiler.is_none() {
+            self.step(&mut (), event);
+        } else {
+            self.process_profiled(event);
+        }
+    }
+
+    #[inline(never)]
+    fn process_profiled(&mut self, event: Event) {
+        if let Some(mut p) = self.profiler.take() {
+            self.step(&mut *p, event);
+            self.profiler = Some(p);
         }
     }
 
     /// Consumes one event, telling `o` what happens to the frames.
+    #[inline(always)]
     fn step<O: Observer>(&mut self, o: &mut O, event: Event) {
         self.events += 1;
         if self.leaf {
@@ -493,7 +501,7 @@ impl Engine {
     }
 
     /// Ends the top frame and folds it into its parent.
-    #[inline]
+    #[inline(always)]
     fn pop<O: Observer>(&mut self, o: &mut O) {
         // The common case, in place: a call or spawn frame without regions or loop, whose parent
         // has none either (what `pop_general` does, with nothing to check).
