@@ -462,3 +462,51 @@ fn auto_single_steps_a_script() {
         assert!(reason.contains("is a script"), "{reason}");
     }
 }
+
+/// Killing the tool while it counts by emulation leaves the program running to its end, its
+/// output whole: the plugin finds the analyzer gone (waiting for room in the record ring, or
+/// ringing the analyzer awake) and stops writing, and SIGPIPE never reaches the program.
+#[test]
+fn killing_the_tool_under_emulation_leaves_the_program_unharmed() {
+    use std::io::Read;
+    if let Err(why) = cilkview_fixtures::emulator() {
+        cilkview_fixtures::skip(format!("emulation: {why}"));
+        return;
+    }
+    // The analyzer waits for records while the program sleeps (the plugin will ring it awake),
+    // then the program hits enough marks to fill its buffer after the tool is gone.
+    let quiet_then_marks = program(
+        "quiet_then_marks",
+        &format!(
+            "{SPAWN_THEN} int main(void) {{ f(); puts(\"before\"); fflush(stdout); \
+             usleep(600000); for (int i = 0; i < 20000; i++) f(); puts(\"after\"); return 0; }}"
+        ),
+    );
+    // Marks from the start: the ring fills, the plugin waits for room when the tool dies.
+    let busy = build("fib_cutoff", &static_opts());
+    let cases: [(&Path, &str, u64, &str); 2] = [
+        (&quiet_then_marks, "", 300, "before\nafter\n"),
+        (&busy, "32", 300, "fib(32) = 2178309\n"),
+    ];
+    for (exe, arg, after_ms, expected) in cases {
+        let mut tool = cilkview()
+            .args(["run", "--counter", "emulate"])
+            .arg(exe)
+            .args((!arg.is_empty()).then_some(arg))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(after_ms));
+        tool.kill().unwrap();
+        tool.wait().unwrap();
+        // The program (QEMU) holds our stdout pipe until it ends.
+        let mut out = String::new();
+        tool.stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .unwrap();
+        assert_eq!(out, expected, "{}", exe.display());
+    }
+}

@@ -7,8 +7,9 @@
  * (thread, probe index, instructions since the thread's previous event,
  * operand) to the analyzer. Protocol and counting: docs/emulation.md.
  *
- * Plugin arguments: out=FD (records to the analyzer), in=FD (the analyzer's
- * replies), so=FD (the memfd this file was loaded from; closed at install).
+ * Plugin arguments: ring=FD (the shared record ring, see stream.c), out=FD (the
+ * pipe that wakes the analyzer), in=FD (the analyzer's replies), shm=FD (the
+ * threads' states), so=FD (the memfd this file was loaded from; closed at install).
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -16,7 +17,11 @@
 #include <errno.h>
 #include <stddef.h>
 #include <fcntl.h>
+#include <linux/futex.h>
+#include <poll.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -365,6 +370,9 @@ static void postfork_child(void)
     if (g_shm >= 0)
         close(g_shm);
     g_shm = -1;
+    if (g_ring)
+        munmap(g_ring, RING_HDR_BYTES + RING_BYTES);
+    g_ring = NULL;
     pthread_mutex_unlock(&g_shm_lock);
     pthread_mutex_unlock(&g_write_lock);
     pthread_mutex_unlock(&g_fin_lock);
@@ -407,7 +415,7 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
                                            char **argv)
 {
     (void)info;
-    int out = -1, in = -1;
+    int out = -1, in = -1, ring = -1;
     for (int i = 0; i < argc; i++) {
         if (!strncmp(argv[i], "out=", 4))
             out = atoi(argv[i] + 4);
@@ -417,12 +425,23 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
             close(atoi(argv[i] + 3));
         else if (!strncmp(argv[i], "shm=", 4))
             g_shm = high_fd(atoi(argv[i] + 4));
+        else if (!strncmp(argv[i], "ring=", 5))
+            ring = atoi(argv[i] + 5);
     }
-    if (out < 0 || in < 0) {
-        qemu_plugin_outs("cilkview-rs plugin: needs out=FD,in=FD (it is run by cilkview-rs)\n");
+    if (out < 0 || in < 0 || ring < 0) {
+        qemu_plugin_outs("cilkview-rs plugin: needs ring=FD,out=FD,in=FD (it is run by cilkview-rs)\n");
         return -1;
     }
+    void *r = mmap(NULL, RING_HDR_BYTES + RING_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, ring, 0);
+    close(ring);
+    if (r == MAP_FAILED) {
+        qemu_plugin_outs("cilkview-rs plugin: cannot map the record ring\n");
+        return -1;
+    }
+    g_ring = r;
+    g_ring_data = (char *)r + RING_HDR_BYTES;
     g_out = high_fd(out);
+    fcntl(g_out, F_SETFL, fcntl(g_out, F_GETFL) | O_NONBLOCK);
     g_in = high_fd(in);
     g_id = id;
     pthread_atfork(prefork, postfork_parent, postfork_child);

@@ -5,21 +5,100 @@
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 
+/*
+ * The record ring (ring=FD, shared with the analyzer, which reads the chunks in place): a header
+ * page, then RING_BYTES of data. `head` counts the bytes written (published with release order
+ * once a chunk is whole), `tail` the bytes the analyzer is done with. A chunk never wraps: one
+ * that does not fit before the end is preceded by a wrap word (RING_WRAP) and starts at 0. The
+ * out pipe carries no records: a byte written to it wakes the analyzer when it waits for records
+ * (reader_waiting), and its end tells the analyzer that QEMU is gone. A writer that finds the
+ * ring full waits on a futex on `tail` (writer_waiting) and gives up if the analyzer is gone.
+ * Keep in sync with crates/cilkview-tracer/src/emulate/ring.rs.
+ */
+struct ring_hdr {
+    _Atomic uint64_t head; /* 0 */
+    char pad0[56];
+    _Atomic uint64_t tail; /* 64 */
+    char pad1[56];
+    _Atomic uint32_t reader_waiting; /* 128 */
+    _Atomic uint32_t writer_waiting; /* 132 */
+};
+#define RING_HDR_BYTES 4096
+#define RING_BYTES (2u << 20)
+#define RING_WRAP (~(uint64_t)0)
+static struct ring_hdr *g_ring;
+static char *g_ring_data;
+
+/* The analyzer closed the records pipe's read end: it is gone. */
+static int analyzer_gone(void)
+{
+    struct pollfd p = {.fd = g_out, .events = POLLOUT};
+    return g_out < 0 || (poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP)));
+}
+
+/* Wake the analyzer. If it is gone, the write fails with EPIPE and raises SIGPIPE, which must
+ * not reach the program: blocked for the write, and taken back if it came. */
+static void ring_bell(void)
+{
+    sigset_t pipe_set, old;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+    char bell = 0;
+    if (write(g_out, &bell, 1) < 0 && errno == EPIPE) {
+        struct timespec none = {0, 0};
+        sigtimedwait(&pipe_set, NULL, &none);
+        g_out = -1;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* Wait until the ring has `need` free bytes after `head`; 0 if the analyzer is gone. */
+static int ring_room(uint64_t head, uint64_t need)
+{
+    for (;;) {
+        uint64_t tail = atomic_load_explicit(&g_ring->tail, memory_order_acquire);
+        if (head + need - tail <= RING_BYTES)
+            return 1;
+        atomic_store(&g_ring->writer_waiting, 1);
+        tail = atomic_load(&g_ring->tail);
+        if (head + need - tail > RING_BYTES) {
+            struct timespec ts = {0, 20 * 1000 * 1000};
+            syscall(SYS_futex, (uint32_t *)&g_ring->tail, FUTEX_WAIT, (uint32_t)tail, &ts, NULL, 0);
+        }
+        atomic_store(&g_ring->writer_waiting, 0);
+        if (analyzer_gone())
+            return 0;
+    }
+}
+
+/* One chunk into the ring, whole (the caller holds g_write_lock). */
+static void ring_write(const void *p, size_t n)
+{
+    uint64_t head = atomic_load_explicit(&g_ring->head, memory_order_relaxed);
+    size_t off = head % RING_BYTES;
+    size_t skip = off + n > RING_BYTES ? RING_BYTES - off : 0;
+    if (!ring_room(head, skip + n)) {
+        g_out = -1; /* the analyzer is gone: stop writing */
+        return;
+    }
+    if (skip) {
+        memcpy(g_ring_data + off, &(uint64_t){RING_WRAP}, 8);
+        head += skip;
+        off = 0;
+    }
+    memcpy(g_ring_data + off, p, n);
+    atomic_store_explicit(&g_ring->head, head + n, memory_order_release);
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&g_ring->reader_waiting, memory_order_relaxed))
+        ring_bell();
+}
+
 static void write_all(const void *p, size_t n)
 {
     pthread_mutex_lock(&g_write_lock);
-    const char *c = p;
-    while (n > 0 && g_out >= 0) {
-        ssize_t w = write(g_out, c, n);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            g_out = -1; /* the analyzer is gone: stop writing */
-            break;
-        }
-        c += w;
-        n -= (size_t)w;
-    }
+    if (g_out >= 0 && g_ring)
+        ring_write(p, n);
     pthread_mutex_unlock(&g_write_lock);
 }
 

@@ -11,7 +11,7 @@
 //! Layout: `backend.rs` (the seam and `auto`), `ptrace/` (the ptrace backend: launch, threads,
 //! probes, loader hook, attach; `ptrace/counting/` its counting seam: stepping, breakpoints with
 //! the hardware or a null counter), `counter.rs` (perf_event and its self-test), `procfs.rs`
-//! (`/proc` readers), `sys.rs` (system calls: the unsafe code).
+//! (`/proc` readers), `sys/` (system calls and the shared record ring: the unsafe code).
 //!
 //! Invariant: the costs of all events of one run ([`TraceEvent::Exec`],
 //! [`TraceEvent::Hit`], [`TraceEvent::ThreadExit`]) add up to

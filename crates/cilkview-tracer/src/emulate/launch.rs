@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 
-use nix::fcntl::{fcntl, FcntlArg, OFlag};
+use nix::fcntl::OFlag;
 use nix::sys::memfd::{memfd_create, MemFdCreateFlag};
 
 use crate::{TraceError, TraceOptions};
@@ -145,7 +145,9 @@ pub fn check_program(opts: &TraceOptions) -> Result<PathBuf, TraceError> {
 /// A running emulated program and the analyzer's ends of the pipes.
 pub struct Launched {
     pub child: Child,
-    /// The plugin's records.
+    /// The plugin's records (see `ring`).
+    pub ring: File,
+    /// The plugin's bell: a byte when records wait in the ring, its end when QEMU is gone.
     pub records: File,
     /// Replies to the plugin's requests.
     pub replies: File,
@@ -178,21 +180,29 @@ pub fn launch(emu: &Emulator, program: &Path, opts: &TraceOptions) -> Result<Lau
     // meanwhile); only QEMU gets its three ends, in `pre_exec`.
     let (rec_r, rec_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(os_err("pipe"))?;
     let (rep_r, rep_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(os_err("pipe"))?;
-    // A deep pipe: the plugin blocks (and we wake up) once per megabyte, not per 64 KiB.
-    let _ = fcntl(rec_r.as_raw_fd(), FcntlArg::F_SETPIPE_SZ(1 << 20));
+    // The records go through a ring in shared memory, read in place (see ring.rs).
+    let ring_name = CString::new("cilkview-records").expect("no NUL");
+    let ring = File::from(
+        memfd_create(&ring_name, MemFdCreateFlag::MFD_CLOEXEC).map_err(os_err("memfd_create"))?,
+    );
+    super::ring::ring_file(&ring).map_err(|source| TraceError::Spawn {
+        program: "memfd".into(),
+        source,
+    })?;
     // The threads' states, shared: readable after a crash of the program (see protocol::slot).
     let shm_name = CString::new("cilkview-threads").expect("no NUL");
     let shm =
         memfd_create(&shm_name, MemFdCreateFlag::MFD_CLOEXEC).map_err(os_err("memfd_create"))?;
-    let keep: [i32; 4] = [
+    let keep: [i32; 5] = [
         so.as_raw_fd(),
         rec_w.as_raw_fd(),
         rep_r.as_raw_fd(),
         shm.as_raw_fd(),
+        ring.as_raw_fd(),
     ];
     let plugin = format!(
-        "/proc/self/fd/{},out={},in={},so={},shm={}",
-        keep[0], keep[1], keep[2], keep[0], keep[3]
+        "/proc/self/fd/{},out={},in={},so={},shm={},ring={}",
+        keep[0], keep[1], keep[2], keep[0], keep[3], keep[4]
     );
     let mut cmd = Command::new(&emu.path);
     cmd.arg("-cpu")
@@ -210,6 +220,7 @@ pub fn launch(emu: &Emulator, program: &Path, opts: &TraceOptions) -> Result<Lau
     })?;
     drop::<[OwnedFd; 3]>([so, rec_w, rep_r]);
     Ok(Launched {
+        ring,
         threads: File::from(shm),
         child,
         records: File::from(rec_r),

@@ -1,11 +1,11 @@
 //! Counting by emulation: the program runs under `qemu-x86_64` (user mode)
 //! with the cilkview TCG plugin (crate `cilkview-qemu-plugin`), which counts
-//! each thread's instructions exactly and streams the marks' hits here over a
-//! pipe. Same events and invariant as [`crate::run`]. See `docs/emulation.md`.
+//! each thread's instructions exactly and streams the marks' hits here through
+//! a ring in shared memory (`ring.rs`). Same events and invariant as [`crate::run`]. See `docs/emulation.md`.
 
 mod launch;
 mod protocol;
-mod reader;
+mod ring;
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
@@ -209,15 +209,15 @@ impl Session {
         l: &mut launch::Launched,
         sink: &mut dyn EventSink,
     ) -> Result<(), TraceError> {
-        let mut reader = reader::ChunkReader::new();
+        let mut ring = ring::RingReader::new(&l.ring).map_err(TraceError::Wait)?;
         loop {
-            match reader.next(&mut &l.records) {
+            match ring.next(&mut &l.records) {
                 Ok(Some((tid, range))) => {
-                    self.chunk(tid, reader.words(range), &mut l.replies, sink)?
+                    self.chunk(tid, ring.words(range), &mut l.replies, sink)?
                 }
                 Ok(None) => return Ok(()),
-                Err(reader::ReadError::Io(e)) => return Err(TraceError::Wait(e)),
-                Err(reader::ReadError::Bad(m)) => return Err(bad(m)),
+                Err(ring::ReadError::Io(e)) => return Err(TraceError::Wait(e)),
+                Err(ring::ReadError::Bad(m)) => return Err(bad(m)),
             }
         }
     }

@@ -11,6 +11,9 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use nix::libc::{self, c_int, c_long, c_void};
 
+mod shared_map;
+pub use shared_map::SharedMap;
+
 pub type Tid = i32;
 
 pub const PTRACE_EVENT_EXEC: i32 = libc::PTRACE_EVENT_EXEC;
