@@ -38,6 +38,7 @@ time_of() {
 if "$bin" run --counter emulate --json "$work/e.json" /bin/true >/dev/null 2>&1; then
     echo
     echo "Emulation: $(python3 -c "import json;print(json.load(open('$work/e.json'))['counter']['reason'])")"
+    cpu=$(python3 -c "import json,re;print(re.search(r'-cpu (\\S+)', json.load(open('$work/e.json'))['counter']['reason']).group(1))")
     echo
     echo "| program (args) | instructions | marks hit | native s (cpu) | emulate s (cpu) | emulate / native | step s | step / native |"
     echo "|---|---:|---:|---:|---:|---:|---:|---:|"
@@ -76,13 +77,32 @@ matmul|256|-
 stencil_outer|256 400|-
 LIST
     echo
+    echo "Fine-grained fib against the targets, native, bare QEMU and emulate run in turn, 9 rounds"
+    echo "(fastest and median: the ratios of single runs on this VM vary by up to ±50%):"
+    echo
+    echo "| program (args) | marks hit | instructions per hit | native s | bare QEMU s | emulate s | bare QEMU / native | emulate / native (fastest) | emulate / native (median) |"
+    echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+    for fib in "fib_cutoff 34" "fib_cutoff 38" "fib 33"; do
+        set -- $fib
+        "$bin" run --counter emulate --json "$work/t.json" "$work/$1" $2 >/dev/null 2>&1
+        python3 scripts/bench/interleave.py 9 "native=$work/$1 $2" "qemu=qemu-x86_64 -cpu $cpu $work/$1 $2" \
+            "emulate=$bin run --counter emulate $work/$1 $2" > "$work/t.txt"
+        python3 - "$fib" "$work/t.json" "$work/t.txt" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[2]))
+t = {l.split()[0]: tuple(map(float, l.split()[1:])) for l in open(sys.argv[3])}
+(nf, nm), (qf, qm), (ef, em) = t["native"], t["qemu"], t["emulate"]
+print(f"| {sys.argv[1]} | {r['events']:,} | {r['work'] / r['events']:.1f} | {nf:.4f} / {nm:.4f} | "
+      f"{qf:.3f} / {qm:.3f} | {ef:.3f} / {em:.3f} | {qf / nf:.1f}× | {ef / nf:.1f}× | {em / nm:.1f}× |")
+PY
+    done
+    echo
     echo "Coarse programs against bare QEMU (the same -cpu, no plugin, no analysis): gzip -6 of 8 MB"
     echo "(the issue's and the prototype's coarse program; unmarked, so all counting, no hit), nqueens 11:"
     echo
     echo "| program | native s | bare QEMU s | emulate s | bare QEMU / native | emulate / native | emulate / bare QEMU |"
     echo "|---|---:|---:|---:|---:|---:|---:|"
     head -c 6000000 /dev/urandom | base64 > "$work/gzip.in"  # ~8 MB of text
-    cpu=$(python3 -c "import json,re;print(re.search(r'-cpu (\\S+)', json.load(open('$work/e.json'))['counter']['reason']).group(1))")
     for prog in "$(command -v gzip) -6 -c $work/gzip.in" "$work/nqueens 11"; do
         # fastest of 7: these ratios are small and the VM's noise is not
         read -r nw _ _ < <(python3 scripts/bench/timeit.py 7 $prog)
