@@ -128,7 +128,7 @@ hits = m["events"]
 extra = m["work"] - x["work"]
 print(f"- {sys.argv[1]}: {hits:,} mark hits; CPU {mc:.3f} s marked vs {xc:.3f} s elided "
       f"({extra:,} more instructions executed by the marked build): "
-      f"{(mc - xc) / hits * 1e9:.1f} ns CPU per mark hit, plugin, pipe and analysis included; "
+      f"{(mc - xc) / hits * 1e9:.1f} ns CPU per mark hit, plugin, ring and analysis included; "
       f"wall {mw:.3f} vs {xw:.3f} s: {(mw - xw) / hits * 1e9:.1f} ns per mark hit")
 PY
     done

@@ -1,5 +1,5 @@
 /*
- * stream.c -- the record stream to the analyzer: per-thread buffers, chunks, the pipes.
+ * stream.c -- the record stream to the analyzer: per-thread buffers, chunks, the ring, the pipes.
  * Part of cilkview_plugin.c, which includes it (one translation unit, so the hot paths inline).
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
@@ -29,7 +29,7 @@ struct ring_hdr {
 static struct ring_hdr *g_ring;
 static char *g_ring_data;
 
-/* The analyzer closed the records pipe's read end: it is gone. */
+/* The analyzer closed the bell pipe's read end: it is gone. */
 static int analyzer_gone(void)
 {
     struct pollfd p = {.fd = g_out, .events = POLLOUT};

@@ -1,5 +1,6 @@
 //! Finding a plugin-capable `qemu-x86_64`, checking the program, and starting
-//! it under QEMU with the plugin (from a memfd) and the two pipes.
+//! it under QEMU with the plugin (from a memfd), the record ring, the threads' shared states and
+//! the two pipes (the bell and the replies).
 
 use std::ffi::{CString, OsStr};
 use std::fs::File;
@@ -142,7 +143,7 @@ pub fn check_program(opts: &TraceOptions) -> Result<PathBuf, TraceError> {
     Ok(path)
 }
 
-/// A running emulated program and the analyzer's ends of the pipes.
+/// A running emulated program and the analyzer's ends of the ring and the pipes.
 pub struct Launched {
     pub child: Child,
     /// The plugin's records (see `ring`).

@@ -203,7 +203,8 @@ impl Session {
         }
     }
 
-    /// Read and act on the plugin's records until every writer closed the pipe.
+    /// Read and act on the plugin's records until every writer closed the bell pipe and the ring
+    /// is empty.
     fn pump(
         &mut self,
         l: &mut launch::Launched,

@@ -2,7 +2,8 @@
 //! described in docs/emulation.md).
 //!
 //! The plugin writes chunks of little-endian 64-bit words, each at most 64 KiB
-//! (one write under the plugin's lock): a header `tid | words << 32`, then records.
+//! (copied whole into the record ring under the plugin's lock, `ring.rs`): a header
+//! `tid | words << 32`, then records.
 //! A record's low two bits are its tag: 0 a hit (probe index in bits 2..25,
 //! cost in bits 26..63), 1 the same followed by the operand word, 3 a control
 //! record (kind in bits 2..9, argument in bits 10..63, then kind-specific words).
