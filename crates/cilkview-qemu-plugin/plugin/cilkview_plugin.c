@@ -395,13 +395,19 @@ static void register_callbacks(qemu_plugin_id_t id)
     qemu_plugin_register_atexit_cb(id, at_exit, NULL);
 }
 
-/* Move fd above the range programs use, close-on-exec. */
+/* Move fd above the range programs use, close-on-exec. The analyzer passes them there already
+ * (sys::high_fds, same rule): growing the descriptor table here, with QEMU's threads running,
+ * would wait for an RCU grace period (~10 ms). */
 static int high_fd(int fd)
 {
     struct rlimit rl;
     int min = 512;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < 1024)
         min = (int)rl.rlim_cur / 2;
+    if (fd >= min) {
+        fcntl(fd, F_SETFD, FD_CLOEXEC);
+        return fd;
+    }
     int h = fcntl(fd, F_DUPFD_CLOEXEC, min);
     if (h < 0)
         h = fcntl(fd, F_DUPFD_CLOEXEC, 3);

@@ -42,24 +42,10 @@ fn find_uncached() -> Result<Emulator, String> {
         "apt-get install qemu-user (Debian bookworm's 7.2; QEMU 6.0-8.x built with plugin support)";
     let path = search_path(OsStr::new("qemu-x86_64"))
         .ok_or_else(|| format!("qemu-x86_64 not found in PATH: {install}"))?;
-    // Its version and its options, asked at once (each QEMU start costs ~10 ms).
-    let ask = |arg: &str| {
-        Command::new(&path)
-            .arg(arg)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("cannot run {}: {e}", path.display()))
+    let (first, plugins) = match read_emulator(&path) {
+        Some(said) => said,
+        None => ask_emulator(&path)?,
     };
-    let (version_of, help_of) = (ask("--version")?, ask("-h")?);
-    let output = |child: Child| {
-        child
-            .wait_with_output()
-            .map_err(|e| format!("cannot run {}: {e}", path.display()))
-    };
-    let (out, help) = (output(version_of)?, output(help_of)?);
-    let text = String::from_utf8_lossy(&out.stdout);
-    let first = text.lines().next().unwrap_or("").trim().to_string();
     let version = first
         .split_whitespace()
         .skip_while(|w| *w != "version")
@@ -78,7 +64,7 @@ fn find_uncached() -> Result<Emulator, String> {
             path.display()
         ));
     }
-    if !String::from_utf8_lossy(&help.stdout).contains("-plugin") {
+    if !plugins {
         return Err(format!(
             "{} ({first}) was built without plugin support (`-plugin` is an unknown option; \
              Debian's static builds are): {install}",
@@ -89,6 +75,51 @@ fn find_uncached() -> Result<Emulator, String> {
         path,
         version: first,
     })
+}
+
+/// The emulator's `--version` line and whether it takes plugins, read from its ELF file: the
+/// line is a string of its read-only data, and a build with plugin support exports the plugin
+/// API (`qemu_plugin_register_vcpu_tb_exec_cb`) to the plugins it loads. No process started
+/// (asking QEMU costs ~10 ms a question). `None` if that cannot be read there (not an ELF file,
+/// e.g. a wrapper script; no version line): ask it.
+fn read_emulator(path: &Path) -> Option<(String, bool)> {
+    use object::{Object, ObjectSymbol};
+    let data = std::fs::read(path).ok()?;
+    let elf = object::File::parse(&*data).ok()?;
+    let at = memchr::memmem::find(&data, b"qemu-x86_64 version ")?;
+    let len = data[at..].iter().position(|&b| b == b'\n' || b == 0)?;
+    let line = String::from_utf8_lossy(&data[at..at + len])
+        .trim()
+        .to_string();
+    let plugins = elf
+        .dynamic_symbols()
+        .any(|s| s.name() == Ok("qemu_plugin_register_vcpu_tb_exec_cb"));
+    Some((line, plugins))
+}
+
+/// The emulator's `--version` line and whether `-h` lists `-plugin`, asked at once.
+fn ask_emulator(path: &Path) -> Result<(String, bool), String> {
+    let ask = |arg: &str| {
+        Command::new(path)
+            .arg(arg)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cannot run {}: {e}", path.display()))
+    };
+    let (version_of, help_of) = (ask("--version")?, ask("-h")?);
+    let output = |child: Child| {
+        child
+            .wait_with_output()
+            .map_err(|e| format!("cannot run {}: {e}", path.display()))
+    };
+    let (out, help) = (output(version_of)?, output(help_of)?);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let first = text.lines().next().unwrap_or("").trim().to_string();
+    Ok((
+        first,
+        String::from_utf8_lossy(&help.stdout).contains("-plugin"),
+    ))
 }
 
 /// `name` as the kernel's execvp would find it: as given if it has a slash, else in PATH.
@@ -194,13 +225,15 @@ pub fn launch(emu: &Emulator, program: &Path, opts: &TraceOptions) -> Result<Lau
     let shm_name = CString::new("cilkview-threads").expect("no NUL");
     let shm =
         memfd_create(&shm_name, MemFdCreateFlag::MFD_CLOEXEC).map_err(os_err("memfd_create"))?;
-    let keep: [i32; 5] = [
+    let ours: [i32; 5] = [
         so.as_raw_fd(),
         rec_w.as_raw_fd(),
         rep_r.as_raw_fd(),
         shm.as_raw_fd(),
         ring.as_raw_fd(),
     ];
+    // QEMU gets them at these numbers (high, where the plugin keeps them).
+    let keep = crate::sys::high_fds(ours);
     let plugin = format!(
         "/proc/self/fd/{},out={},in={},so={},shm={},ring={}",
         keep[0], keep[1], keep[2], keep[0], keep[3], keep[4]
@@ -214,7 +247,10 @@ pub fn launch(emu: &Emulator, program: &Path, opts: &TraceOptions) -> Result<Lau
         .arg(&opts.program)
         .arg(program)
         .args(&opts.args);
-    crate::sys::prepare_child(&mut cmd, keep);
+    crate::sys::prepare_child(
+        &mut cmd,
+        std::array::from_fn::<_, 5, _>(|i| (ours[i], keep[i])),
+    );
     let child = cmd.spawn().map_err(|source| TraceError::Spawn {
         program: emu.path.clone(),
         source,
@@ -227,4 +263,23 @@ pub fn launch(emu: &Emulator, program: &Path, opts: &TraceOptions) -> Result<Lau
         records: File::from(rec_r),
         replies: File::from(rep_w),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reading_the_emulator_says_what_asking_it_says() {
+        // Not an emulator: nothing read (an ELF file without the version line; a script).
+        assert_eq!(read_emulator(Path::new("/bin/sh")), None);
+        assert_eq!(read_emulator(Path::new("/etc/passwd")), None);
+        let Some(path) = search_path(OsStr::new("qemu-x86_64")) else {
+            println!("skipped: qemu-x86_64 not in PATH (apt-get install qemu-user)");
+            return;
+        };
+        let read = read_emulator(&path).expect("qemu-x86_64 is an ELF file with a version line");
+        assert!(read.0.starts_with("qemu-x86_64 version "), "{read:?}");
+        assert_eq!(read, ask_emulator(&path).unwrap());
+    }
 }

@@ -525,19 +525,37 @@ pub fn bind_with_child(pid: Tid) -> Option<(PinnedThread, usize)> {
     Some((PinnedThread { previous }, cpu))
 }
 
+/// The descriptor numbers a child gets `fds` at (see [`prepare_child`]): above the range
+/// programs use, consecutive from 512 (from half the descriptor limit if it is below 1024: the
+/// rule of the plugin's `high_fd`, which then leaves them where they are), and above `fds`.
+pub fn high_fds<const N: usize>(fds: [c_int; N]) -> [c_int; N] {
+    use nix::sys::resource::{getrlimit, Resource};
+    let soft = getrlimit(Resource::RLIMIT_NOFILE).map_or(u64::MAX, |(soft, _)| soft);
+    let min = if soft < 1024 {
+        (soft / 2) as c_int
+    } else {
+        512
+    };
+    let base = min.max(fds.iter().max().map_or(0, |m| m + 1));
+    std::array::from_fn(|i| base + i as c_int)
+}
+
 /// Prepares the child spawned by `cmd` as `spawn_blocked` prepares its own: it inherits exactly
-/// these descriptors (their FD_CLOEXEC flag is cleared between fork and exec), gets back the
+/// these descriptors, each `(from, to)` duplicated from `from` to `to` between fork and exec (see
+/// [`high_fds`]: made there, in a child with one thread, the larger descriptor table costs
+/// nothing, where a threaded QEMU pays an RCU grace period, ~10 ms, to grow it), gets back the
 /// SIGINT/SIGQUIT dispositions the tool changed (see [`RESET_IN_CHILD`]) and an empty signal mask.
-pub fn prepare_child<const N: usize>(cmd: &mut std::process::Command, fds: [c_int; N]) {
+pub fn prepare_child<const N: usize>(cmd: &mut std::process::Command, fds: [(c_int, c_int); N]) {
     use std::os::unix::process::CommandExt;
     let reset = RESET_IN_CHILD.load(std::sync::atomic::Ordering::SeqCst);
-    // SAFETY: the closure runs in the forked child before exec and only calls fcntl(2),
+    // SAFETY: the closure runs in the forked child before exec and only calls dup2(2),
     // signal(2) and sigprocmask(2), which are async-signal-safe; it allocates nothing and
     // touches no lock.
     unsafe {
         cmd.pre_exec(move || {
-            for fd in fds {
-                if libc::fcntl(fd, libc::F_SETFD, 0) < 0 {
+            for (from, to) in fds {
+                // The copy is inherited (no FD_CLOEXEC); the original closes at exec.
+                if libc::dup2(from, to) < 0 {
                     return Err(io::Error::last_os_error());
                 }
             }
