@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use cilkview_engine::{Anomalies, Config, Engine, Event, EventKind, RegionId, Report};
-use cilkview_events::{EventSink, Probe, TraceEvent};
+use cilkview_events::{EventSink, PackedHit, Probe, TraceEvent};
 use cilkview_marks::{has_marks_section, read_marks, MarkKind, MarkedImage};
 use cilkview_report::{RunInfo, RunReport};
 
@@ -142,40 +142,20 @@ impl<'a> Session<'a> {
     /// A hit of thread `tid`.
     fn on_hit(&mut self, probe: usize, tid: i32, cost: u64, operand: Option<u64>) {
         let i = self.engine_index(tid);
-        if self.on_hit_at(i, probe, cost, operand) {
+        if self.hit_path(i).hit(probe, cost, operand) {
             self.count_hits(1);
         }
     }
 
-    /// The hot path, tens of millions of times a second under emulation: a hit for the engine
-    /// `engines[i]`. Whether `probe` is one of ours (a hit to count).
-    #[inline(always)]
-    fn on_hit_at(&mut self, i: usize, probe: usize, cost: u64, operand: Option<u64>) -> bool {
-        let Some(&kind) = self.kinds.get(probe) else {
-            // Not a probe we gave: its cost is still work of the thread.
-            self.engines[i].1.charge(cost);
-            return false;
-        };
-        let kind = match kind {
-            EventKind::LoopBegin { .. } => EventKind::LoopBegin {
-                grain: operand.unwrap_or(1),
-            },
-            other => other,
-        };
-        let site = match (kind, &mut self.sites) {
-            (EventKind::FunctionEnter | EventKind::Spawn, Some(sites)) => {
-                sites.site(probe, operand)
-            }
-            _ => None,
-        };
-        let (_, engine, seen, seen_count) = &mut self.engines[i];
-        engine.process(Event::at(cost, kind, site));
-        if engine.anomaly_count() != *seen_count {
-            let after = engine.anomalies();
-            self.nesting.record(Some(self.marks[probe]), seen, &after);
-            (*seen, *seen_count) = (after, engine.anomaly_count());
+    /// What a hit of the thread of `engines[i]` reads and writes, borrowed once for a run of hits.
+    fn hit_path(&mut self, i: usize) -> HitPath<'_> {
+        HitPath {
+            kinds: &self.kinds,
+            marks: &self.marks,
+            sites: &mut self.sites,
+            nesting: &mut self.nesting,
+            thread: &mut self.engines[i],
         }
-        true
     }
 
     /// `n` more marks hit: progress each time the count passes a multiple of [`HITS_STEP`].
@@ -316,12 +296,57 @@ impl EventSink for Session<'_> {
         self.on_hit(probe, tid, cost, None);
     }
 
-    fn hits(&mut self, tid: i32, hits: &[(usize, u64)]) {
+    fn hits(&mut self, tid: i32, hits: &[u64]) {
         let i = self.engine_index(tid);
+        let mut path = self.hit_path(i);
         let mut ours = 0;
-        for &(probe, cost) in hits {
-            ours += u64::from(self.on_hit_at(i, probe, cost, None));
+        for &w in hits {
+            let hit = PackedHit(w);
+            ours += u64::from(path.hit(hit.probe(), hit.cost(), None));
         }
         self.count_hits(ours);
+    }
+}
+
+/// The session's parts a hit of one thread touches (see [`Session::hit_path`]).
+struct HitPath<'s> {
+    kinds: &'s [EventKind],
+    marks: &'s [Site],
+    sites: &'s mut Option<Sites>,
+    nesting: &'s mut Nesting,
+    /// The thread's engine, its anomalies as last seen and their count.
+    thread: &'s mut (i32, Engine, Anomalies, u64),
+}
+
+impl HitPath<'_> {
+    /// The hot path, tens of millions of times a second under emulation. Whether `probe` is one
+    /// of ours (a hit to count).
+    #[inline(always)]
+    fn hit(&mut self, probe: usize, cost: u64, operand: Option<u64>) -> bool {
+        let (_, engine, seen, seen_count) = &mut *self.thread;
+        let Some(&kind) = self.kinds.get(probe) else {
+            // Not a probe we gave: its cost is still work of the thread.
+            engine.charge(cost);
+            return false;
+        };
+        let kind = match kind {
+            EventKind::LoopBegin { .. } => EventKind::LoopBegin {
+                grain: operand.unwrap_or(1),
+            },
+            other => other,
+        };
+        let site = match (kind, &mut *self.sites) {
+            (EventKind::FunctionEnter | EventKind::Spawn, Some(sites)) => {
+                sites.site(probe, operand)
+            }
+            _ => None,
+        };
+        engine.process(Event::at(cost, kind, site));
+        if engine.anomaly_count() != *seen_count {
+            let after = engine.anomalies();
+            self.nesting.record(Some(self.marks[probe]), seen, &after);
+            (*seen, *seen_count) = (after, engine.anomaly_count());
+        }
+        true
     }
 }

@@ -8,6 +8,7 @@ use cilkview_marks::{Mark, MarkKind, MarkedImage};
 use cilkview_report::{RunInfo, RunReport};
 
 use crate::{CounterInfo, CounterMode, Ending, EventSink, ExitStatus, Probe, Session, TraceEvent};
+use cilkview_events::PackedHit;
 
 use MarkKind::*;
 
@@ -487,7 +488,10 @@ fn runs_of_hits_measure_what_the_same_hits_one_by_one_do() {
             // Runs of one thread, cut at the thread changes and every 100 hits.
             for part in stream.chunk_by(|a, b| a.0 == b.0) {
                 for piece in part.chunks(100) {
-                    let hits: Vec<(usize, u64)> = piece.iter().map(|&(_, p, c)| (p, c)).collect();
+                    let hits: Vec<u64> = piece
+                        .iter()
+                        .map(|&(_, p, c)| PackedHit::new(p, c).unwrap().0)
+                        .collect();
                     session.hits(piece[0].0, &hits);
                 }
             }

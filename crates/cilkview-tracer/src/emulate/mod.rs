@@ -27,6 +27,7 @@ use crate::{
     CounterInfo, CounterMode, EventSink, ExitStatus, Outcome, Probe, TraceError, TraceEvent,
     TraceOptions,
 };
+use cilkview_events::PackedHit;
 
 /// What an emulated run did beyond its events.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -232,25 +233,20 @@ impl Session {
         sink: &mut dyn EventSink,
     ) -> Result<(), TraceError> {
         let mut i = 0;
-        let mut run = [(0usize, 0u64); 256];
         while i < words.len() {
-            // The hot path: a run of plain hits of the chunk's thread, handed over at once.
-            if protocol::plain_hit(words[i]).is_some() {
+            // The hot path: a run of plain hits of the chunk's thread, handed over as they are
+            // (a plain hit record is a `PackedHit`).
+            let run = words[i..]
+                .iter()
+                .take_while(|&&w| PackedHit::is_packed_hit(w))
+                .count();
+            if run > 0 {
                 self.thread(sink, tid);
-                let mut n = 0;
-                while let Some(&w) = words.get(i) {
-                    let Some((probe, cost)) = protocol::plain_hit(w) else {
-                        break;
-                    };
-                    run[n] = (probe as usize, cost);
-                    self.total += cost;
-                    (i, n) = (i + 1, n + 1);
-                    if n == run.len() {
-                        break;
-                    }
-                }
-                self.hits += n as u64;
-                sink.hits(tid, &run[..n]);
+                let hits = &words[i..i + run];
+                self.total += hits.iter().map(|&w| PackedHit(w).cost()).sum::<u64>();
+                self.hits += run as u64;
+                sink.hits(tid, hits);
+                i += run;
                 continue;
             }
             let r = protocol::decode_one(words, &mut i).map_err(|e| bad(e.0))?;

@@ -93,12 +93,6 @@ pub enum Record {
 #[derive(Debug)]
 pub struct BadRecord(pub String);
 
-/// A plain hit without operand (the common record): `Some((probe, cost))`.
-#[inline(always)]
-pub fn plain_hit(w: u64) -> Option<(u64, u64)> {
-    (w & 3 == TAG_HIT).then_some(((w >> 2) & 0xff_ffff, w >> 26))
-}
-
 /// Decode the records of one chunk's words.
 #[cfg(test)]
 pub fn decode(words: &[u64], out: &mut Vec<Record>) -> Result<(), BadRecord> {
@@ -215,6 +209,11 @@ mod tests {
     #[test]
     fn decodes_each_kind() {
         let hit = (7u64 << 26) | (5 << 2) | TAG_HIT;
+        // A plain hit record is what EventSink::hits takes: the backend hands them over as is.
+        let packed = cilkview_events::PackedHit(hit);
+        assert!(cilkview_events::PackedHit::is_packed_hit(hit));
+        assert_eq!((packed.probe(), packed.cost()), (5, 7));
+        assert_eq!(cilkview_events::PackedHit::new(5, 7), Some(packed));
         let hit_op = (9u64 << 26) | (6 << 2) | TAG_HIT_OP;
         let ctrl = |k: u64, a: u64| (a << 10) | (k << 2) | TAG_CTRL;
         let words = [
