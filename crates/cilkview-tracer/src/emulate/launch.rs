@@ -180,7 +180,7 @@ pub struct Launched {
     /// The plugin's records (see `ring`).
     pub ring: File,
     /// The plugin's bell: a byte when records wait in the ring, its end when QEMU is gone.
-    pub records: File,
+    pub bell: File,
     /// Replies to the plugin's requests.
     pub replies: File,
     /// The threads' states, shared with the plugin (see `protocol::slot`).
@@ -209,8 +209,8 @@ pub fn launch(emu: &Emulator, program: &Path, opts: &TraceOptions) -> Result<Lau
         source,
     })?;
     // Close-on-exec everywhere (other threads of ours may spawn processes
-    // meanwhile); only QEMU gets its three ends, in `pre_exec`.
-    let (rec_r, rec_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(os_err("pipe"))?;
+    // meanwhile); only QEMU gets its ends, moved high, in `pre_exec`.
+    let (bell_r, bell_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(os_err("pipe"))?;
     let (rep_r, rep_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(os_err("pipe"))?;
     // The records go through a ring in shared memory, read in place (see ring.rs).
     let ring_name = CString::new("cilkview-records").expect("no NUL");
@@ -227,7 +227,7 @@ pub fn launch(emu: &Emulator, program: &Path, opts: &TraceOptions) -> Result<Lau
         memfd_create(&shm_name, MemFdCreateFlag::MFD_CLOEXEC).map_err(os_err("memfd_create"))?;
     let ours: [i32; 5] = [
         so.as_raw_fd(),
-        rec_w.as_raw_fd(),
+        bell_w.as_raw_fd(),
         rep_r.as_raw_fd(),
         shm.as_raw_fd(),
         ring.as_raw_fd(),
@@ -255,12 +255,12 @@ pub fn launch(emu: &Emulator, program: &Path, opts: &TraceOptions) -> Result<Lau
         program: emu.path.clone(),
         source,
     })?;
-    drop::<[OwnedFd; 3]>([so, rec_w, rep_r]);
+    drop::<[OwnedFd; 3]>([so, bell_w, rep_r]);
     Ok(Launched {
         ring,
         threads: File::from(shm),
         child,
-        records: File::from(rec_r),
+        bell: File::from(bell_r),
         replies: File::from(rep_w),
     })
 }

@@ -213,7 +213,7 @@ impl Session {
     ) -> Result<(), TraceError> {
         let mut ring = ring::RingReader::new(&l.ring).map_err(TraceError::Wait)?;
         loop {
-            match ring.next(&mut &l.records) {
+            match ring.next(&mut &l.bell) {
                 Ok(Some((tid, range))) => {
                     self.chunk(tid, ring.words(range), &mut l.replies, sink)?
                 }
