@@ -91,7 +91,7 @@ LIST
 import json, sys
 r = json.load(open(sys.argv[2]))
 t = {l.split()[0]: tuple(map(float, l.split()[1:])) for l in open(sys.argv[3])}
-(nf, nm), (qf, qm), (ef, em) = t["native"], t["qemu"], t["emulate"]
+(nf, nm), (qf, qm), (ef, em) = (t[k][:2] for k in ("native", "qemu", "emulate"))
 print(f"| {sys.argv[1]} | {r['events']:,} | {r['work'] / r['events']:.1f} | {nf:.4f} / {nm:.4f} | "
       f"{qf:.3f} / {qm:.3f} | {ef:.3f} / {em:.3f} | {qf / nf:.1f}× | {ef / nf:.1f}× | {em / nm:.1f}× |")
 PY
@@ -111,25 +111,27 @@ PY
         python3 -c "n,q,e=$nw,$qw,$ew;print(f'| {\"$(basename ${prog%% *})\"} | {n:.3f} | {q:.3f} | {e:.3f} | {q/n:.1f}× | {e/n:.1f}× | {e/q:.2f}× |')"
     done
     echo
-    echo "Cost of a mark hit under emulation (marked vs its serial elision, both emulated; CPU of"
-    echo "the tool and QEMU together, and wall time):"
+    echo "Cost of a mark hit under emulation (marked vs its serial elision, both emulated, in turn,"
+    echo "9 rounds; CPU of the tool and QEMU together, and wall time; least and median):"
     echo
     for fib in "fib 32" "fib_cutoff 34"; do
         set -- $fib
         cc -O2 -static $inc "fixtures/$1.c" -o "$work/$1m"
         cc -O2 -static -DCILKVIEW_DISABLE $inc "fixtures/$1.c" -o "$work/$1e"
-        read -r mw mc _ < <(time_of "$bin" run --counter emulate --json "$work/$1m.json" "$work/$1m" $2)
-        read -r xw xc _ < <(time_of "$bin" run --counter emulate --json "$work/$1e.json" "$work/$1e" $2)
-        python3 - "$fib" "$work/$1m.json" "$work/$1e.json" "$mc" "$xc" "$mw" "$xw" <<'PY'
+        "$bin" run --counter emulate --json "$work/$1m.json" "$work/$1m" $2 >/dev/null 2>&1
+        "$bin" run --counter emulate --json "$work/$1e.json" "$work/$1e" $2 >/dev/null 2>&1
+        python3 scripts/bench/interleave.py 9 "marked=$bin run --counter emulate $work/$1m $2" \
+            "elided=$bin run --counter emulate $work/$1e $2" > "$work/h.txt"
+        python3 - "$fib" "$work/$1m.json" "$work/$1e.json" "$work/h.txt" <<'PY'
 import json, sys
 m, x = json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
-mc, xc, mw, xw = map(float, sys.argv[4:8])
+t = {l.split()[0]: tuple(map(float, l.split()[1:])) for l in open(sys.argv[4])}
+(mw, mwm, mc, mcm), (xw, xwm, xc, xcm) = t["marked"], t["elided"]
 hits = m["events"]
-extra = m["work"] - x["work"]
-print(f"- {sys.argv[1]}: {hits:,} mark hits; CPU {mc:.3f} s marked vs {xc:.3f} s elided "
-      f"({extra:,} more instructions executed by the marked build): "
-      f"{(mc - xc) / hits * 1e9:.1f} ns CPU per mark hit, plugin, ring and analysis included; "
-      f"wall {mw:.3f} vs {xw:.3f} s: {(mw - xw) / hits * 1e9:.1f} ns per mark hit")
+ns = lambda a, b: (a - b) / hits * 1e9
+print(f"- {sys.argv[1]}: {hits:,} mark hits ({m['work'] - x['work']:,} more instructions executed "
+      f"by the marked build): CPU {ns(mc, xc):.1f} ns per mark hit (median {ns(mcm, xcm):.1f}), "
+      f"plugin, ring and analysis included; wall {ns(mw, xw):.1f} ns (median {ns(mwm, xwm):.1f})")
 PY
     done
     echo
