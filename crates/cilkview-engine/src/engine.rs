@@ -83,11 +83,15 @@ impl Paths {
         self.cbspan = 0;
     }
 
-    /// The measures as if synced now, without changing them.
+    /// The measures as if synced now, without changing them (field by field: a copy of the
+    /// whole struct, just written field by field, would stall on store forwarding).
+    #[inline]
     fn synced(&self) -> Cost {
-        let mut p = *self;
-        p.sync();
-        p.cur
+        Cost {
+            work: self.cur.work,
+            span: self.cur.span.max(self.cspan),
+            bspan: self.cur.bspan.max(self.cbspan),
+        }
     }
 }
 

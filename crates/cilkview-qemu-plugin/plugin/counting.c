@@ -118,6 +118,37 @@ static void mark_cb(unsigned int vcpu, void *ud)
     push_hit(s, idx, cost, 0, 0);
 }
 
+/* Marks of one block with nothing else instrumented between the first and the last: one
+ * callback, at the last, reports them all (a helper call per mark is most of what a mark costs in
+ * QEMU). Nothing between them changes the thread's count, so each cost is known from the tails:
+ * the first is count - tail[0], the others tail[i-1] - tail[i]. A block is left in the middle only
+ * by a fault, which ends the program unless it handles the signal. */
+struct mark_run {
+    uint32_t n;
+    struct {
+        uint32_t index, tail;
+    } m[];
+};
+
+static void mark_run_cb(unsigned int vcpu, void *ud)
+{
+    settle(vcpu);
+    struct vstate *s = vs[vcpu];
+    const struct mark_run *r = ud;
+    uint64_t cost = s->count - r->m[0].tail;
+    if (likely(cost < (1ull << HIT_COST_BITS) && s->len + r->n < BUF_WORDS)) {
+        s->buf[++s->len] = (cost << 26) | ((uint64_t)r->m[0].index << 2) | TAG_HIT;
+        for (uint32_t i = 1; i < r->n; i++)
+            s->buf[++s->len] = ((uint64_t)(r->m[i - 1].tail - r->m[i].tail) << 26) |
+                               ((uint64_t)r->m[i].index << 2) | TAG_HIT;
+    } else {
+        push_hit(s, r->m[0].index, cost, 0, 0);
+        for (uint32_t i = 1; i < r->n; i++)
+            push_hit(s, r->m[i].index, r->m[i - 1].tail - r->m[i].tail, 0, 0);
+    }
+    s->count = r->m[r->n - 1].tail;
+}
+
 /* QEMU's register order (R_EAX, R_ECX, R_EDX, R_EBX, R_ESP, R_EBP, R_ESI, R_EDI, r8..) for
  * each DWARF x86-64 register number (rax, rdx, rcx, rbx, rsi, rdi, rbp, rsp, r8..). */
 static const uint8_t qemu_reg_of_dwarf[16] = {0, 2, 1, 3, 6, 7, 5, 4, 8, 9, 10, 11, 12, 13, 14, 15};

@@ -7,6 +7,35 @@
 
 static const uint8_t MARK_NOP[5] = {0x0f, 0x1f, 0x44, 0x00, 0x00};
 
+/* Plain marks (no operand, no return address) met in a block and not instrumented yet: the
+ * instructions, probe indices and tails. */
+struct pending_marks {
+    size_t n;
+    struct qemu_plugin_insn *insn[512];
+    uint32_t index[512], tail[512];
+};
+
+/* Instrument the pending marks: one callback each, or, for several, one at the last that reports
+ * them all (mark_run_cb). Called before anything else is instrumented, and at the block's end. */
+static void flush_marks(struct pending_marks *pm)
+{
+    if (pm->n == 1) {
+        qemu_plugin_register_vcpu_insn_exec_cb(pm->insn[0], mark_cb, QEMU_PLUGIN_CB_NO_REGS,
+                                               (void *)(uintptr_t)(((uint64_t)pm->index[0] << TAIL_BITS) | pm->tail[0]));
+    } else if (pm->n > 1) {
+        struct mark_run *r = malloc(sizeof *r + pm->n * sizeof r->m[0]);
+        if (!r)
+            die("out of memory");
+        r->n = (uint32_t)pm->n;
+        for (size_t i = 0; i < pm->n; i++) {
+            r->m[i].index = pm->index[i];
+            r->m[i].tail = pm->tail[i];
+        }
+        qemu_plugin_register_vcpu_insn_exec_cb(pm->insn[pm->n - 1], mark_run_cb, QEMU_PLUGIN_CB_NO_REGS, r);
+    }
+    pm->n = 0;
+}
+
 static void vcpu_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 {
     (void)id;
@@ -82,14 +111,19 @@ static void vcpu_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
     }
 
     size_t after = counted; /* block-counted instructions at index >= i */
+    static __thread struct pending_marks pm; /* (translation runs in the translating thread) */
+    pm.n = 0;
     for (size_t i = 0; i < n && i < 512; i++) {
         struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
         uint64_t v = qemu_plugin_insn_vaddr(insn);
-        if (alone[i])
+        if (alone[i]) {
+            flush_marks(&pm);
             qemu_plugin_register_vcpu_insn_exec_cb(insn, one_cb, QEMU_PLUGIN_CB_NO_REGS, NULL);
+        }
         while (e && e < eend && *e < v)
             e++;
         if (e && e < eend && *e == v) {
+            flush_marks(&pm);
             if (i == 0)
                 qemu_plugin_register_vcpu_insn_exec_cb(insn, cv_entry_tramp, QEMU_PLUGIN_CB_R_REGS,
                                                        (void *)(uintptr_t)(f->base - g_guest_base));
@@ -101,7 +135,12 @@ static void vcpu_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
         if (p && p < pend && p->gaddr == v && qemu_plugin_insn_size(insn) == 5 &&
             !memcmp(qemu_plugin_insn_data(insn), MARK_NOP, 5)) {
             uint64_t tail = after + alone[i];
-            if (p->ra)
+            if (!p->ra && p->operand < 0 && p->index <= UINT32_MAX) {
+                pm.insn[pm.n] = insn;
+                pm.index[pm.n] = (uint32_t)p->index;
+                pm.tail[pm.n] = (uint32_t)tail;
+                pm.n++;
+            } else if ((flush_marks(&pm), p->ra))
                 qemu_plugin_register_vcpu_insn_exec_cb(insn, mark_ra_cb, QEMU_PLUGIN_CB_NO_REGS,
                                                        (void *)(uintptr_t)((p->index << TAIL_BITS) | tail));
             else if (p->operand < 0)
@@ -115,10 +154,13 @@ static void vcpu_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
                 qemu_plugin_register_vcpu_insn_exec_cb(insn, mark_no_operand_cb, QEMU_PLUGIN_CB_NO_REGS,
                                                        (void *)(uintptr_t)p->index);
         }
-        if (i == n - 1 && is_rep_string(qemu_plugin_insn_data(insn), qemu_plugin_insn_size(insn)))
+        if (i == n - 1 && is_rep_string(qemu_plugin_insn_data(insn), qemu_plugin_insn_size(insn))) {
+            flush_marks(&pm);
             qemu_plugin_register_vcpu_insn_exec_cb(insn, rep_insn_cb, QEMU_PLUGIN_CB_NO_REGS,
                                                    (void *)(uintptr_t)v);
+        }
         after -= !alone[i];
     }
+    flush_marks(&pm);
 }
 
