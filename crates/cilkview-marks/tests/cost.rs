@@ -40,6 +40,25 @@ fn fib_counts(cc: &str) -> (u64, u64) {
     (m, p)
 }
 
+/// Whether valgrind and clang are both installed (if not, says which is missing).
+fn valgrind_and_clang() -> bool {
+    if !has_tool("valgrind") {
+        skip("valgrind not installed");
+        return false;
+    }
+    if !has_compiler("clang") {
+        skip("clang not installed");
+        return false;
+    }
+    true
+}
+
+/// `fib_counts("clang")`, measured once for the tests that need it (two callgrind runs).
+fn clang_fib_counts() -> (u64, u64) {
+    static COUNTS: std::sync::OnceLock<(u64, u64)> = std::sync::OnceLock::new();
+    *COUNTS.get_or_init(|| fib_counts("clang"))
+}
+
 #[test]
 fn gcc_fully_marked_fib_costs_at_most_5_percent_more_instructions() {
     if !has_tool("valgrind") {
@@ -55,15 +74,10 @@ fn gcc_fully_marked_fib_costs_at_most_5_percent_more_instructions() {
 
 #[test]
 fn clang_fully_marked_fib_costs_no_more_than_its_tail_calls_and_nops() {
-    if !has_tool("valgrind") {
-        skip("valgrind not installed");
+    if !valgrind_and_clang() {
         return;
     }
-    if !has_compiler("clang") {
-        skip("clang not installed");
-        return;
-    }
-    let (m, p) = fib_counts("clang");
+    let (m, p) = clang_fib_counts();
     assert!(
         m * 100 <= p * 190,
         "clang -O2 fib: marked {m} > 1.90 x elision {p} (1.87x when written)"
@@ -77,15 +91,10 @@ fn fibonacci(k: u64) -> u64 {
 
 #[test]
 fn clang_marked_fib_is_its_elision_with_the_last_call_kept_plus_one_nop_per_mark() {
-    if !has_tool("valgrind") {
-        skip("valgrind not installed");
+    if !valgrind_and_clang() {
         return;
     }
-    if !has_compiler("clang") {
-        skip("clang not installed");
-        return;
-    }
-    let (marked, _) = fib_counts("clang");
+    let (marked, _) = clang_fib_counts();
     // The elision with an empty barrier after the sync that follows fib(n - 2): no
     // instruction, but clang may no longer turn that call into a loop.
     let (path, lang) = fixture_source("fib").expect("fixtures/fib.c");

@@ -407,6 +407,24 @@ impl Child {
     }
 }
 
+/// In a forked child before its exec: back to the default disposition of SIGINT/SIGQUIT where the
+/// tool changed it (`reset`: see [`RESET_IN_CHILD`]), and an empty signal mask.
+///
+/// # Safety
+/// Call only in a forked child before exec: it uses only async-signal-safe calls
+/// (`signal`, `sigemptyset`, `sigprocmask`).
+unsafe fn reset_child_signals(reset: u8) {
+    if reset & 1 != 0 {
+        libc::signal(libc::SIGINT, libc::SIG_DFL);
+    }
+    if reset & 2 != 0 {
+        libc::signal(libc::SIGQUIT, libc::SIG_DFL);
+    }
+    let mut set: libc::sigset_t = std::mem::zeroed();
+    libc::sigemptyset(&mut set);
+    libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+}
+
 /// Fork a child that waits for [`Child::release`], then resets SIGPIPE and
 /// the signal mask and `execvp`s `program` with `argv`. If `execvp` fails the
 /// child reports errno through a close-on-exec pipe and `_exit(127)`s.
@@ -431,15 +449,7 @@ pub fn spawn_blocked(program: &CStr, argv: &[CString]) -> io::Result<Child> {
                 libc::_exit(127);
             }
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-            if reset & 1 != 0 {
-                libc::signal(libc::SIGINT, libc::SIG_DFL);
-            }
-            if reset & 2 != 0 {
-                libc::signal(libc::SIGQUIT, libc::SIG_DFL);
-            }
-            let mut set: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+            reset_child_signals(reset);
             libc::execvp(program.as_ptr(), ptrs.as_ptr());
             let e = (*libc::__errno_location()).to_ne_bytes();
             libc::write(err_w.as_raw_fd(), e.as_ptr() as *const c_void, 4);
@@ -559,15 +569,7 @@ pub fn prepare_child<const N: usize>(cmd: &mut std::process::Command, fds: [(c_i
                     return Err(io::Error::last_os_error());
                 }
             }
-            if reset & 1 != 0 {
-                libc::signal(libc::SIGINT, libc::SIG_DFL);
-            }
-            if reset & 2 != 0 {
-                libc::signal(libc::SIGQUIT, libc::SIG_DFL);
-            }
-            let mut set: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+            reset_child_signals(reset);
             Ok(())
         });
     }
