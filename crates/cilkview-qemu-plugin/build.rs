@@ -11,6 +11,9 @@ fn main() {
     let compiler = cc::Build::new()
         .cargo_metadata(false)
         .opt_level(2)
+        // The hot callbacks' fast paths are a few dozen instructions with no stack frame: a
+        // frame pointer (cc's default with debug info) would add a prologue to each.
+        .force_frame_pointer(false)
         .get_compiler();
     let status = compiler
         .to_command()

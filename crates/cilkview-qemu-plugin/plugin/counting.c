@@ -99,54 +99,96 @@ static void push_hit(struct vstate *s, uint64_t idx, uint64_t cost, int has_op, 
     }
 }
 
-/* A mark: udata = probe index << TAIL_BITS | tail, where tail is how many of
- * the instructions already added for this block are at or after the mark
- * (the mark's NOP belongs to the following strand). The hot path. */
+/* The plain hit record of probe `idx` (the record's probe bits; the cost goes above them), or
+ * 0 when the index does not fit a plain record. */
+static inline uint64_t hit_word(uint64_t idx)
+{
+    return idx < (1ull << HIT_PROBE_BITS) ? (idx << 2) | TAG_HIT : 0;
+}
+
+/* Stops the compiler moving a record's store after its length's: a reader of the shared slot
+ * after a crash sees whole records only. */
+#define RECORD_BEFORE_LENGTH() __asm__ volatile("" ::: "memory")
+
+/* What the hot callbacks cannot do in place (a cost or probe index too large for a plain record,
+ * a full buffer): the hit of probe `idx` with `cost`, the general way; then the thread's count
+ * becomes `tail`. Apart, so that the callbacks' fast paths need no stack frame. */
+static __attribute__((noinline)) void hit_slow(struct vstate *s, uint64_t idx, uint64_t cost,
+                                               uint64_t tail)
+{
+    push_hit(s, idx, cost, 0, 0);
+    s->count = tail;
+}
+
+/* A mark: udata = the probe's plain record (hit_word) << TAIL_BITS | tail, where tail is how many
+ * of the instructions already added for this block are at or after the mark (the mark's NOP
+ * belongs to the following strand). The hot path: a dozen instructions. */
 static void mark_cb(unsigned int vcpu, void *ud)
 {
     settle(vcpu);
     struct vstate *s = vs[vcpu];
     uint64_t u = (uintptr_t)ud;
-    uint64_t tail = u & ((1u << TAIL_BITS) - 1), idx = u >> TAIL_BITS;
+    uint64_t tail = u & ((1u << TAIL_BITS) - 1), word = u >> TAIL_BITS;
     uint64_t cost = s->count - tail;
+    uint32_t len = s->len;
+    if (unlikely((cost >> HIT_COST_BITS) | (len + 2 > BUF_WORDS)))
+        return hit_slow(s, word >> 2, cost, tail);
+    s->buf[len + 1] = (cost << 26) | word;
+    RECORD_BEFORE_LENGTH();
+    s->len = len + 1;
     s->count = tail;
-    if (likely(idx < (1ull << HIT_PROBE_BITS) && cost < (1ull << HIT_COST_BITS) &&
-               s->len + 1 < BUF_WORDS)) {
-        s->buf[++s->len] = (cost << 26) | (idx << 2) | TAG_HIT;
-        return;
-    }
-    push_hit(s, idx, cost, 0, 0);
+}
+
+/* A mark whose probe index is too large for a plain record (udata: index << TAIL_BITS | tail). */
+static void mark_big_cb(unsigned int vcpu, void *ud)
+{
+    settle(vcpu);
+    struct vstate *s = vs[vcpu];
+    uint64_t u = (uintptr_t)ud;
+    uint64_t tail = u & ((1u << TAIL_BITS) - 1);
+    hit_slow(s, u >> TAIL_BITS, s->count - tail, tail);
 }
 
 /* Marks of one block with nothing else instrumented between the first and the last: one
  * callback, at the last, reports them all (a helper call per mark is most of what a mark costs in
  * QEMU). Nothing between them changes the thread's count, so each cost is known from the tails:
- * the first is count - tail[0], the others tail[i-1] - tail[i]. A block is left in the middle only
- * by a fault, which ends the program unless it handles the signal. */
+ * the first is count - tail[0], the others tail[i-1] - tail[i], known when the block is
+ * translated: their records are made then (`rest`). A block is left in the middle only by a
+ * fault, which ends the program unless it handles the signal. */
 struct mark_run {
-    uint32_t n;
-    struct {
-        uint32_t index, tail;
-    } m[];
+    uint32_t n;        /* marks, >= 2, each with a plain record (index < 2^24) */
+    uint32_t tail0;    /* the first mark's tail */
+    uint64_t word0;    /* the first mark's hit_word */
+    uint64_t tail_end; /* the last mark's tail: the thread's count after the run */
+    uint64_t rest[];   /* the records of marks 1..n-1, whole */
 };
+
+/* mark_run_cb's general way (see hit_slow): the first mark's cost is `cost`. */
+static __attribute__((noinline)) void mark_run_slow(struct vstate *s, const struct mark_run *r,
+                                                    uint64_t cost)
+{
+    hit_slow(s, r->word0 >> 2, cost, 0);
+    for (uint32_t i = 1; i < r->n; i++)
+        hit_slow(s, (r->rest[i - 1] >> 2) & ((1u << HIT_PROBE_BITS) - 1), r->rest[i - 1] >> 26, 0);
+    s->count = r->tail_end;
+}
 
 static void mark_run_cb(unsigned int vcpu, void *ud)
 {
     settle(vcpu);
     struct vstate *s = vs[vcpu];
     const struct mark_run *r = ud;
-    uint64_t cost = s->count - r->m[0].tail;
-    if (likely(cost < (1ull << HIT_COST_BITS) && s->len + r->n < BUF_WORDS)) {
-        s->buf[++s->len] = (cost << 26) | ((uint64_t)r->m[0].index << 2) | TAG_HIT;
-        for (uint32_t i = 1; i < r->n; i++)
-            s->buf[++s->len] = ((uint64_t)(r->m[i - 1].tail - r->m[i].tail) << 26) |
-                               ((uint64_t)r->m[i].index << 2) | TAG_HIT;
-    } else {
-        push_hit(s, r->m[0].index, cost, 0, 0);
-        for (uint32_t i = 1; i < r->n; i++)
-            push_hit(s, r->m[i].index, r->m[i - 1].tail - r->m[i].tail, 0, 0);
-    }
-    s->count = r->m[r->n - 1].tail;
+    uint64_t cost = s->count - r->tail0;
+    uint32_t len = s->len, n = r->n;
+    if (unlikely((cost >> HIT_COST_BITS) | (len + n + 1 > BUF_WORDS)))
+        return mark_run_slow(s, r, cost);
+    uint64_t *out = s->buf + len + 1;
+    out[0] = (cost << 26) | r->word0;
+    for (uint32_t i = 1; i < n; i++)
+        out[i] = r->rest[i - 1];
+    RECORD_BEFORE_LENGTH();
+    s->len = len + n;
+    s->count = r->tail_end;
 }
 
 /* QEMU's register order (R_EAX, R_ECX, R_EDX, R_EBX, R_ESP, R_EBP, R_ESI, R_EDI, r8..) for
