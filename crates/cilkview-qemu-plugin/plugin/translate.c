@@ -8,8 +8,7 @@
 static const uint8_t MARK_NOP[5] = {0x0f, 0x1f, 0x44, 0x00, 0x00};
 
 /* Plain marks (no operand, no return address, an index that fits a plain record) met in a block
- * and not instrumented yet: the
- * instructions, probe indices and tails. */
+ * and not instrumented yet: the instructions, probe indices and tails. */
 struct pending_marks {
     size_t n;
     struct qemu_plugin_insn *insn[512];
