@@ -431,11 +431,37 @@ unsafe fn reset_child_signals(reset: u8) {
 pub fn spawn_blocked(program: &CStr, argv: &[CString]) -> io::Result<Child> {
     let mut ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
     ptrs.push(std::ptr::null());
+    let reset = RESET_IN_CHILD.load(std::sync::atomic::Ordering::SeqCst);
+    // SAFETY (of what the child runs): signal, sigprocmask, execvp and write are
+    // async-signal-safe and read only data prepared before fork.
+    fork_held(|err_w| unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        reset_child_signals(reset);
+        libc::execvp(program.as_ptr(), ptrs.as_ptr());
+        let e = (*libc::__errno_location()).to_ne_bytes();
+        libc::write(err_w, e.as_ptr() as *const c_void, 4);
+        127
+    })
+}
+
+/// Fork a child that waits for release, then runs `body` and `_exit(0)`s.
+/// `body` must be async-signal-safe (no allocation, no locks).
+pub fn spawn_fn(body: fn()) -> io::Result<Child> {
+    fork_held(|_| {
+        body();
+        0
+    })
+}
+
+/// Fork a child that waits for [`Child::release`] (a byte on a pipe; it `_exit(127)`s if the
+/// parent goes first), then runs `in_child` with the write end of the close-on-exec error pipe
+/// and `_exit`s with the status it returns. `in_child` must be async-signal-safe: it runs in the
+/// child of a possibly multithreaded process.
+fn fork_held(in_child: impl FnOnce(libc::c_int) -> libc::c_int) -> io::Result<Child> {
     let (go_r, go_w) = cloexec_pipe()?;
     let (err_r, err_w) = cloexec_pipe()?;
-    let reset = RESET_IN_CHILD.load(std::sync::atomic::Ordering::SeqCst);
-    // SAFETY: the child only calls async-signal-safe functions (close, read,
-    // signal, sigprocmask, execvp, write, _exit) on data prepared before fork.
+    // SAFETY: the child only calls async-signal-safe functions (close, read, then `in_child`,
+    // restricted as documented) on data prepared before fork.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
         return Err(io::Error::last_os_error());
@@ -448,43 +474,10 @@ pub fn spawn_blocked(program: &CStr, argv: &[CString]) -> io::Result<Child> {
             if libc::read(go_r.as_raw_fd(), &mut b as *mut u8 as *mut c_void, 1) != 1 {
                 libc::_exit(127);
             }
-            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-            reset_child_signals(reset);
-            libc::execvp(program.as_ptr(), ptrs.as_ptr());
-            let e = (*libc::__errno_location()).to_ne_bytes();
-            libc::write(err_w.as_raw_fd(), e.as_ptr() as *const c_void, 4);
-            libc::_exit(127);
         }
-    }
-    drop(go_r);
-    drop(err_w);
-    Ok(Child {
-        pid,
-        go: Some(go_w),
-        err: err_r,
-    })
-}
-
-/// Fork a child that waits for release, then runs `body` and `_exit(0)`s.
-/// `body` must be async-signal-safe (no allocation, no locks).
-pub fn spawn_fn(body: fn()) -> io::Result<Child> {
-    let (go_r, go_w) = cloexec_pipe()?;
-    let (err_r, err_w) = cloexec_pipe()?;
-    // SAFETY: see `spawn_blocked`; `body` is restricted as documented.
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    if pid == 0 {
-        unsafe {
-            libc::close(go_w.as_raw_fd());
-            let mut b = 0u8;
-            if libc::read(go_r.as_raw_fd(), &mut b as *mut u8 as *mut c_void, 1) != 1 {
-                libc::_exit(127);
-            }
-            body();
-            libc::_exit(0);
-        }
+        let status = in_child(err_w.as_raw_fd());
+        // SAFETY: ends the forked child without running the parent's exit handlers.
+        unsafe { libc::_exit(status) }
     }
     drop(go_r);
     drop(err_w);
