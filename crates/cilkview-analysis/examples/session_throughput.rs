@@ -3,8 +3,9 @@
 //! to a `Session` as a backend feeds it, events generated on the fly. Prints ns per hit; the
 //! difference from the engine alone (`cilkview-engine`'s `throughput` example) is the session's
 //! own work (probe lookup, per-thread engine, nesting checks, progress). The hits go in runs of
-//! 8,192 packed records, as the emulation backend hands them over (`EventSink::hits`); with
-//! `--single`, one call per hit, as the ptrace backend does. Best of three passes.
+//! 8,192 words of packed hits (two small hits to a word), as the emulation backend hands them
+//! over (`EventSink::hits`); with `--single`, one call per hit, as the ptrace backend does.
+//! Best of three passes.
 //!
 //!     cargo run --release -p cilkview-analysis --example session_throughput -- 100000000 [--single]
 
@@ -12,7 +13,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use cilkview_analysis::Session;
-use cilkview_events::{EventSink, PackedHit, TraceEvent};
+use cilkview_events::{EventSink, HitPacker, TraceEvent};
 use cilkview_marks::{Mark, MarkKind, MarkedImage};
 
 const ENTER: usize = 0;
@@ -26,10 +27,10 @@ struct Feed<'a> {
     session: Session<'a>,
     sent: u64,
     /// Packed hits not handed over yet (`None`: one call per hit).
-    run: Option<Vec<u64>>,
+    run: Option<HitPacker>,
 }
 
-/// Hits per run (the plugin's chunk).
+/// Words per run (the plugin's chunk).
 const RUN: usize = 8192;
 
 impl Feed<'_> {
@@ -38,9 +39,9 @@ impl Feed<'_> {
         match &mut self.run {
             None => self.session.hit(probe, 1, cost),
             Some(run) => {
-                run.push(PackedHit::new(probe, cost).expect("small probe and cost").0);
-                if run.len() == RUN {
-                    self.session.hits(1, run);
+                run.push(probe, cost);
+                if run.words().len() == RUN {
+                    self.session.hits(1, run.words());
                     run.clear();
                 }
             }
@@ -49,7 +50,7 @@ impl Feed<'_> {
 
     fn flush(&mut self) {
         if let Some(run) = &mut self.run {
-            self.session.hits(1, run);
+            self.session.hits(1, run.words());
             run.clear();
         }
     }
@@ -124,7 +125,7 @@ fn pass(n: u64, single: bool) -> f64 {
     let mut feed = Feed {
         session,
         sent: 0,
-        run: (!single).then(|| Vec::with_capacity(RUN)),
+        run: (!single).then(HitPacker::default),
     };
     let t0 = Instant::now();
     while feed.sent < n {

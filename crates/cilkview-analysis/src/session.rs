@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use cilkview_engine::{Anomalies, Config, Engine, Event, EventKind, RegionId, Report};
-use cilkview_events::{EventSink, PackedHit, Probe, TraceEvent};
+use cilkview_events::{EventSink, HitsTotal, PackedHit, Probe, TraceEvent};
 use cilkview_marks::{has_marks_section, read_marks, MarkKind, MarkedImage};
 use cilkview_report::{RunInfo, RunReport};
 
@@ -142,9 +142,10 @@ impl<'a> Session<'a> {
     /// A hit of thread `tid`.
     fn on_hit(&mut self, probe: usize, tid: i32, cost: u64, operand: Option<u64>) {
         let i = self.engine_index(tid);
-        if self.hit_path(i).hit(probe, cost, operand) {
-            self.count_hits(1);
-        }
+        let mut path = self.hit_path(i);
+        path.hit(probe, cost, operand);
+        let ours = 1 - path.foreign;
+        self.count_hits(ours);
     }
 
     /// What a hit of the thread of `engines[i]` reads and writes, borrowed once for a run of hits.
@@ -155,6 +156,7 @@ impl<'a> Session<'a> {
             sites: &mut self.sites,
             nesting: &mut self.nesting,
             thread: &mut self.engines[i],
+            foreign: 0,
         }
     }
 
@@ -296,15 +298,19 @@ impl EventSink for Session<'_> {
         self.on_hit(probe, tid, cost, None);
     }
 
-    fn hits(&mut self, tid: i32, hits: &[u64]) {
+    fn hits(&mut self, tid: i32, hits: &[u64]) -> HitsTotal {
         let i = self.engine_index(tid);
         let mut path = self.hit_path(i);
-        let mut ours = 0;
+        let mut total = HitsTotal::default();
         for &w in hits {
-            let hit = PackedHit(w);
-            ours += u64::from(path.hit(hit.probe(), hit.cost(), None));
+            PackedHit(w).for_each(|probe, cost| {
+                total.add(cost);
+                path.hit(probe, cost, None);
+            });
         }
+        let ours = total.hits - path.foreign;
         self.count_hits(ours);
+        total
     }
 }
 
@@ -316,24 +322,25 @@ struct HitPath<'s> {
     nesting: &'s mut Nesting,
     /// The thread's engine, its anomalies as last seen and their count.
     thread: &'s mut (i32, Engine, Anomalies, u64),
+    /// Hits of probes not ours (counted apart: rare).
+    foreign: u64,
 }
 
 impl HitPath<'_> {
-    /// The hot path, tens of millions of times a second under emulation. Whether `probe` is one
-    /// of ours (a hit to count).
+    /// The hot path, tens of millions of times a second under emulation.
     #[inline(always)]
-    fn hit(&mut self, probe: usize, cost: u64, operand: Option<u64>) -> bool {
+    fn hit(&mut self, probe: usize, cost: u64, operand: Option<u64>) {
         let (_, engine, seen, seen_count) = &mut *self.thread;
         let Some(&kind) = self.kinds.get(probe) else {
             // Not a probe we gave: its cost is still work of the thread.
             engine.charge(cost);
-            return false;
+            self.foreign += 1;
+            return;
         };
-        let kind = match kind {
-            EventKind::LoopBegin { .. } => EventKind::LoopBegin {
-                grain: operand.unwrap_or(1),
-            },
-            other => other,
+        // The table's loop beginnings have grain 1, what a hit without an operand gives.
+        let kind = match (kind, operand) {
+            (EventKind::LoopBegin { .. }, Some(grain)) => EventKind::LoopBegin { grain },
+            (kind, _) => kind,
         };
         let site = match (kind, &mut *self.sites) {
             (EventKind::FunctionEnter | EventKind::Spawn, Some(sites)) => {
@@ -347,6 +354,5 @@ impl HitPath<'_> {
             self.nesting.record(Some(self.marks[probe]), seen, &after);
             (*seen, *seen_count) = (after, engine.anomaly_count());
         }
-        true
     }
 }

@@ -8,7 +8,7 @@ use cilkview_marks::{Mark, MarkKind, MarkedImage};
 use cilkview_report::{RunInfo, RunReport};
 
 use crate::{CounterInfo, CounterMode, Ending, EventSink, ExitStatus, Probe, Session, TraceEvent};
-use cilkview_events::PackedHit;
+use cilkview_events::{HitPacker, HitsTotal};
 
 use MarkKind::*;
 
@@ -462,14 +462,16 @@ fn progress_hears_the_hits_then_the_end() {
 
 #[test]
 fn runs_of_hits_measure_what_the_same_hits_one_by_one_do() {
-    // Two threads, a probe number that is not ours (7), closers without openers: everything the
-    // batched path (EventSink::hits, under emulation) must treat as the single hits do.
+    // Two threads, a probe number that is not ours (7), closers without openers, costs too
+    // large for a small hit among small ones (words of one hit between words of two): everything
+    // the batched path (EventSink::hits, under emulation) must treat as the single hits do.
     let files = Files::default().with("/prog", SPAWN_SYNC);
     let stream: Vec<(i32, usize, u64)> = (0..10_000u64)
         .map(|k| {
             let tid = if k % 1000 < 700 { 1 } else { 2 };
             let probe = [0, 1, 0, 1, 2, 7, 1, 2][(k % 8) as usize];
-            (tid, probe, k % 13 + 1)
+            let cost = if k % 37 == 0 { 70_000 + k } else { k % 13 + 1 };
+            (tid, probe, cost)
         })
         .collect();
     let run = |batched: bool| {
@@ -488,11 +490,19 @@ fn runs_of_hits_measure_what_the_same_hits_one_by_one_do() {
             // Runs of one thread, cut at the thread changes and every 100 hits.
             for part in stream.chunk_by(|a, b| a.0 == b.0) {
                 for piece in part.chunks(100) {
-                    let hits: Vec<u64> = piece
-                        .iter()
-                        .map(|&(_, p, c)| PackedHit::new(p, c).unwrap().0)
-                        .collect();
-                    session.hits(piece[0].0, &hits);
+                    let mut hits = HitPacker::default();
+                    for &(_, p, c) in piece {
+                        hits.push(p, c);
+                    }
+                    let seen = session.hits(piece[0].0, hits.words());
+                    let cost = piece.iter().map(|h| h.2).sum();
+                    assert_eq!(
+                        seen,
+                        HitsTotal {
+                            hits: piece.len() as u64,
+                            cost
+                        }
+                    );
                 }
             }
         } else {

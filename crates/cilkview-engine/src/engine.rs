@@ -7,6 +7,7 @@ use crate::event::{Event, EventKind, RegionId};
 use crate::loops::LoopState;
 use crate::measures::{Anomalies, Measures, RegionMeasures, Report};
 use crate::observer::Observer;
+use crate::profile::CallSite;
 use crate::profiler::Profiler;
 
 /// Cilkview's default burden: the cost of a steal, in instructions, put on every continuation edge.
@@ -187,13 +188,17 @@ impl Frame {
 
     #[inline]
     fn serial(&mut self, c: Cost) {
-        if let Some(lp) = self.lp() {
-            lp.serial(c);
-            return;
-        }
-        self.paths.serial(c);
-        for r in self.regions() {
-            r.paths.serial(c);
+        match &mut self.extra {
+            None => self.paths.serial(c),
+            Some(x) => match &mut x.lp {
+                Some(lp) => lp.serial(c),
+                None => {
+                    self.paths.serial(c);
+                    for r in &mut x.regions {
+                        r.paths.serial(c);
+                    }
+                }
+            },
         }
     }
 
@@ -328,14 +333,16 @@ impl Engine {
         if self.profiler.is_none() {
             self.step(&mut (), event);
         } else {
-            self.process_profiled(event);
+            // The fields apart: an `Event` passed whole would be stored to memory for the call
+            // before the branch, on the unprofiled path too.
+            self.process_profiled(event.cost, event.kind, event.site);
         }
     }
 
     #[inline(never)]
-    fn process_profiled(&mut self, event: Event) {
+    fn process_profiled(&mut self, cost: u64, kind: EventKind, site: Option<CallSite>) {
         if let Some(mut p) = self.profiler.take() {
-            self.step(&mut *p, event);
+            self.step(&mut *p, Event::at(cost, kind, site));
             self.profiler = Some(p);
         }
     }

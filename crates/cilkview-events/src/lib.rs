@@ -11,6 +11,9 @@
 
 use std::fmt;
 
+mod packed;
+pub use packed::{HitPacker, HitsTotal, PackedHit};
+
 /// How instructions are counted: the user's request (`Auto` included) and, in [`CounterInfo`],
 /// the counter a run used (never `Auto`). One type from the command-line flag to the JSON field.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -252,47 +255,19 @@ pub trait EventSink {
             operand: None,
         });
     }
-    /// A run of hits of thread `tid`, in order, without operands, each packed in a word
+    /// A run of hits of thread `tid`, in order, without operands, packed in words
     /// ([`PackedHit`]): the same as [`EventSink::hit`] for each. One call per run lets a sink
-    /// keep its hot loop inlined, and a backend hand over its records as they are.
-    fn hits(&mut self, tid: i32, hits: &[u64]) {
+    /// keep its hot loop inlined, and a backend hand over its records as they are. Returns how
+    /// many hits the words held and the sum of their costs (the backend's totals: counted where
+    /// the hits are unpacked anyway).
+    fn hits(&mut self, tid: i32, hits: &[u64]) -> HitsTotal {
+        let mut total = HitsTotal::default();
         for &w in hits {
-            let h = PackedHit(w);
-            self.hit(h.probe(), tid, h.cost());
+            PackedHit(w).for_each(|probe, cost| {
+                total.add(cost);
+                self.hit(probe, tid, cost)
+            });
         }
-    }
-}
-
-/// A hit packed in one word, as [`EventSink::hits`] takes them: the probe in bits 2–25, the cost
-/// in bits 26–63, bits 0–1 zero (the emulation plugin's record of a plain hit, docs/emulation.md).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PackedHit(pub u64);
-
-impl PackedHit {
-    /// The largest probe number a packed hit holds.
-    pub const MAX_PROBE: usize = (1 << 24) - 1;
-    /// The largest cost a packed hit holds.
-    pub const MAX_COST: u64 = (1 << 38) - 1;
-
-    /// `probe` and `cost` packed, if they fit.
-    pub fn new(probe: usize, cost: u64) -> Option<PackedHit> {
-        (probe <= Self::MAX_PROBE && cost <= Self::MAX_COST)
-            .then_some(PackedHit((cost << 26) | ((probe as u64) << 2)))
-    }
-
-    /// Whether the word is a packed hit (its low two bits are zero).
-    #[inline(always)]
-    pub fn is_packed_hit(w: u64) -> bool {
-        w & 3 == 0
-    }
-
-    #[inline(always)]
-    pub fn probe(self) -> usize {
-        ((self.0 >> 2) & 0xff_ffff) as usize
-    }
-
-    #[inline(always)]
-    pub fn cost(self) -> u64 {
-        self.0 >> 26
+        total
     }
 }

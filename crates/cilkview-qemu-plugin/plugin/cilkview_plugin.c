@@ -42,6 +42,7 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
 /* ---- records (keep in sync with crates/cilkview-tracer/src/emulate/protocol.rs) ---- */
 #define TAG_HIT 0u    /* probe: bits 2..25, cost: bits 26..63 */
 #define TAG_HIT_OP 1u /* the same, then one word: the operand */
+#define TAG_PAIR 2u   /* small hits: one in bits 2..31; bits 32..63 zero or, alike, a second */
 #define TAG_CTRL 3u   /* kind: bits 2..9, arg: bits 10..63, then kind-specific words */
 #define K_BIGHIT 1       /* arg: has operand; words: probe, cost[, operand] */
 #define K_THREAD_EXIT 2  /* arg: tid; word: cost */
@@ -57,6 +58,9 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
 #define K_SELF_SIGNAL 13 /* arg: signal the program sends itself (kill, tkill, tgkill) */
 #define HIT_PROBE_BITS 24
 #define HIT_COST_BITS 38
+/* A small hit: cost << SMALL_PROBE_BITS | probe, 30 bits; (small << 2) | TAG_PAIR is half a word. */
+#define SMALL_PROBE_BITS 14
+#define SMALL_COST_BITS 16
 
 #define MAX_VCPUS 8192
 #define BUF_WORDS 8192 /* one chunk: header + records, 64 KiB, written under g_write_lock */
@@ -74,7 +78,7 @@ struct vstate {
     uint32_t len;   /* 8: records in buf[1..] */
     int32_t tid;    /* 12 */
     int32_t live;   /* 16 */
-    int32_t pad0;
+    uint32_t half;  /* 20: buf[len] is a TAG_PAIR word with room for a second hit */
     uint64_t rep_pc; /* REP string instruction last executed, and `count` after it */
     uint64_t rep_at;
     uint64_t ra;     /* return address at the last function entry (file-relative), or NO_RA */

@@ -99,20 +99,13 @@ static void push_hit(struct vstate *s, uint64_t idx, uint64_t cost, int has_op, 
     }
 }
 
-/* The plain hit record of probe `idx` (the record's probe bits; the cost goes above them), or
- * 0 when the index does not fit a plain record. */
-static inline uint64_t hit_word(uint64_t idx)
-{
-    return idx < (1ull << HIT_PROBE_BITS) ? (idx << 2) | TAG_HIT : 0;
-}
-
 /* Stops the compiler moving a record's store after its length's: a reader of the shared slot
  * after a crash sees whole records only. */
 #define RECORD_BEFORE_LENGTH() __asm__ volatile("" ::: "memory")
 
-/* What the hot callbacks cannot do in place (a cost or probe index too large for a plain record,
- * a full buffer): the hit of probe `idx` with `cost`, the general way; then the thread's count
- * becomes `tail`. Apart, so that the callbacks' fast paths need no stack frame. */
+/* What the hot callbacks cannot do in place (a cost too large for a small hit, a full buffer):
+ * the hit of probe `idx` with `cost`, the general way; then the thread's count becomes `tail`.
+ * Apart, so that the callbacks' fast paths need no stack frame. */
 static __attribute__((noinline)) void hit_slow(struct vstate *s, uint64_t idx, uint64_t cost,
                                                uint64_t tail)
 {
@@ -120,7 +113,20 @@ static __attribute__((noinline)) void hit_slow(struct vstate *s, uint64_t idx, u
     s->count = tail;
 }
 
-/* A mark: udata = the probe's plain record (hit_word) << TAIL_BITS | tail, where tail is how many
+/* Append small hit `sh` (cost << SMALL_PROBE_BITS | probe) to a buffer whose length is `*len`
+ * and whose last word has room for a second hit if `*half`: into that word, or as a new
+ * TAG_PAIR word. The caller makes sure a new word fits, then stores `*len` and `*half`. */
+static inline void put_small(uint64_t *buf, uint32_t *len, uint32_t *half, uint64_t sh)
+{
+    uint64_t w = (sh << 2) | TAG_PAIR;
+    if (*half)
+        buf[*len] |= w << 32;
+    else
+        buf[++*len] = w;
+    *half ^= 1;
+}
+
+/* A mark: udata = probe index (< 2^SMALL_PROBE_BITS) << TAIL_BITS | tail, where tail is how many
  * of the instructions already added for this block are at or after the mark (the mark's NOP
  * belongs to the following strand). The hot path: about two dozen instructions, no stack. */
 static void mark_cb(unsigned int vcpu, void *ud)
@@ -128,18 +134,19 @@ static void mark_cb(unsigned int vcpu, void *ud)
     settle(vcpu);
     struct vstate *s = vs[vcpu];
     uint64_t u = (uintptr_t)ud;
-    uint64_t tail = u & ((1u << TAIL_BITS) - 1), word = u >> TAIL_BITS;
+    uint64_t tail = u & ((1u << TAIL_BITS) - 1), idx = u >> TAIL_BITS;
     uint64_t cost = s->count - tail;
-    uint32_t len = s->len;
-    if (unlikely((cost >> HIT_COST_BITS) | (len + 2 > BUF_WORDS)))
-        return hit_slow(s, word >> 2, cost, tail);
-    s->buf[len + 1] = (cost << 26) | word;
+    uint32_t len = s->len, half = s->half;
+    if (unlikely((cost >> SMALL_COST_BITS) | (len + 2 > BUF_WORDS)))
+        return hit_slow(s, idx, cost, tail);
+    put_small(s->buf, &len, &half, (cost << SMALL_PROBE_BITS) | idx);
     RECORD_BEFORE_LENGTH();
-    s->len = len + 1;
+    s->len = len;
+    s->half = half;
     s->count = tail;
 }
 
-/* A mark whose probe index is too large for a plain record (udata: index << TAIL_BITS | tail). */
+/* A mark whose probe index is too large for a small hit (udata: index << TAIL_BITS | tail). */
 static void mark_big_cb(unsigned int vcpu, void *ud)
 {
     settle(vcpu);
@@ -152,24 +159,41 @@ static void mark_big_cb(unsigned int vcpu, void *ud)
 /* Marks of one block with nothing else instrumented between the first and the last: one
  * callback, at the last, reports them all (a helper call per mark is most of what a mark costs in
  * QEMU). Nothing between them changes the thread's count, so each cost is known from the tails:
- * the first is count - tail[0], the others tail[i-1] - tail[i], known when the block is
- * translated: their records are made then (`rest`). A block is left in the middle only by a
- * fault, which ends the program unless it handles the signal. */
+ * the first is count - tail[0], the others tail[i-1] - tail[i] (< 2^TAIL_BITS), known when the
+ * block is translated: their small hits are made then (`rest`). A block is left in the middle
+ * only by a fault, which ends the program unless it handles the signal. */
 struct mark_run {
-    uint32_t n;        /* marks, >= 2, each with a plain record (index < 2^24) */
+    uint32_t n;        /* marks, >= 2, each with a probe index < 2^SMALL_PROBE_BITS */
     uint32_t tail0;    /* the first mark's tail */
-    uint64_t word0;    /* the first mark's hit_word */
+    uint64_t idx0;     /* the first mark's probe index */
     uint64_t tail_end; /* the last mark's tail: the thread's count after the run */
-    uint64_t rest[];   /* the records of marks 1..n-1, whole */
+    uint32_t rest[];   /* the small hits of marks 1..n-1 */
 };
 
 /* mark_run_cb's general way (see hit_slow): the first mark's cost is `cost`. */
 static __attribute__((noinline)) void mark_run_slow(struct vstate *s, const struct mark_run *r,
                                                     uint64_t cost)
 {
-    hit_slow(s, r->word0 >> 2, cost, 0);
+    hit_slow(s, r->idx0, cost, 0);
+    for (uint32_t i = 1; i < r->n; i++) {
+        uint32_t sh = r->rest[i - 1];
+        hit_slow(s, sh & ((1u << SMALL_PROBE_BITS) - 1), sh >> SMALL_PROBE_BITS, 0);
+    }
+    s->count = r->tail_end;
+}
+
+/* mark_run_cb for runs of more than two marks (apart: fib's runs are of two), once the first
+ * mark's cost `cost` is known to be small and the buffer to have room. */
+static __attribute__((noinline)) void mark_run_long(struct vstate *s, const struct mark_run *r,
+                                                    uint64_t cost)
+{
+    uint32_t len = s->len, half = s->half;
+    put_small(s->buf, &len, &half, (cost << SMALL_PROBE_BITS) | r->idx0);
     for (uint32_t i = 1; i < r->n; i++)
-        hit_slow(s, (r->rest[i - 1] >> 2) & ((1u << HIT_PROBE_BITS) - 1), r->rest[i - 1] >> 26, 0);
+        put_small(s->buf, &len, &half, r->rest[i - 1]);
+    RECORD_BEFORE_LENGTH();
+    s->len = len;
+    s->half = half;
     s->count = r->tail_end;
 }
 
@@ -179,15 +203,16 @@ static void mark_run_cb(unsigned int vcpu, void *ud)
     struct vstate *s = vs[vcpu];
     const struct mark_run *r = ud;
     uint64_t cost = s->count - r->tail0;
-    uint32_t len = s->len, n = r->n;
-    if (unlikely((cost >> HIT_COST_BITS) | (len + n + 1 > BUF_WORDS)))
+    uint32_t len = s->len, half = s->half, n = r->n;
+    if (unlikely((cost >> SMALL_COST_BITS) | (len + n + 1 > BUF_WORDS)))
         return mark_run_slow(s, r, cost);
-    uint64_t *out = s->buf + len + 1;
-    out[0] = (cost << 26) | r->word0;
-    for (uint32_t i = 1; i < n; i++)
-        out[i] = r->rest[i - 1];
+    if (unlikely(n > 2))
+        return mark_run_long(s, r, cost);
+    put_small(s->buf, &len, &half, (cost << SMALL_PROBE_BITS) | r->idx0);
+    put_small(s->buf, &len, &half, r->rest[0]);
     RECORD_BEFORE_LENGTH();
-    s->len = len + n;
+    s->len = len;
+    s->half = half;
     s->count = r->tail_end;
 }
 

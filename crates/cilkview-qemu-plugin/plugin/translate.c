@@ -7,7 +7,7 @@
 
 static const uint8_t MARK_NOP[5] = {0x0f, 0x1f, 0x44, 0x00, 0x00};
 
-/* Plain marks (no operand, no return address, an index that fits a plain record) met in a block
+/* Plain marks (no operand, no return address, an index that fits a small hit) met in a block
  * and not instrumented yet: the instructions, probe indices and tails. */
 struct pending_marks {
     size_t n;
@@ -20,19 +20,18 @@ struct pending_marks {
 static void flush_marks(struct pending_marks *pm)
 {
     if (pm->n == 1) {
-        uint64_t word = hit_word(pm->index[0]);
         qemu_plugin_register_vcpu_insn_exec_cb(pm->insn[0], mark_cb, QEMU_PLUGIN_CB_NO_REGS,
-                                               (void *)(uintptr_t)((word << TAIL_BITS) | pm->tail[0]));
+                                               (void *)(uintptr_t)(((uint64_t)pm->index[0] << TAIL_BITS) | pm->tail[0]));
     } else if (pm->n > 1) {
         struct mark_run *r = malloc(sizeof *r + (pm->n - 1) * sizeof r->rest[0]);
         if (!r)
             die("out of memory");
         r->n = (uint32_t)pm->n;
         r->tail0 = pm->tail[0];
-        r->word0 = hit_word(pm->index[0]);
+        r->idx0 = pm->index[0];
         r->tail_end = pm->tail[pm->n - 1];
         for (size_t i = 1; i < pm->n; i++)
-            r->rest[i - 1] = ((uint64_t)(pm->tail[i - 1] - pm->tail[i]) << 26) | hit_word(pm->index[i]);
+            r->rest[i - 1] = ((pm->tail[i - 1] - pm->tail[i]) << SMALL_PROBE_BITS) | pm->index[i];
         qemu_plugin_register_vcpu_insn_exec_cb(pm->insn[pm->n - 1], mark_run_cb, QEMU_PLUGIN_CB_NO_REGS, r);
     }
     pm->n = 0;
@@ -137,7 +136,7 @@ static void vcpu_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
         if (p && p < pend && p->gaddr == v && qemu_plugin_insn_size(insn) == 5 &&
             !memcmp(qemu_plugin_insn_data(insn), MARK_NOP, 5)) {
             uint64_t tail = after + alone[i];
-            if (!p->ra && p->operand < 0 && hit_word(p->index)) {
+            if (!p->ra && p->operand < 0 && p->index < (1u << SMALL_PROBE_BITS)) {
                 pm.insn[pm.n] = insn;
                 pm.index[pm.n] = (uint32_t)p->index;
                 pm.tail[pm.n] = (uint32_t)tail;
@@ -145,7 +144,7 @@ static void vcpu_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
             } else if ((flush_marks(&pm), p->ra))
                 qemu_plugin_register_vcpu_insn_exec_cb(insn, mark_ra_cb, QEMU_PLUGIN_CB_NO_REGS,
                                                        (void *)(uintptr_t)((p->index << TAIL_BITS) | tail));
-            else if (p->operand < 0) /* a probe index too large for a plain record */
+            else if (p->operand < 0) /* a probe index too large for a small hit */
                 qemu_plugin_register_vcpu_insn_exec_cb(insn, mark_big_cb, QEMU_PLUGIN_CB_NO_REGS,
                                                        (void *)(uintptr_t)((p->index << TAIL_BITS) | tail));
             else if (i == 0)

@@ -27,7 +27,6 @@ use crate::{
     CounterInfo, CounterMode, EventSink, ExitStatus, Outcome, Probe, TraceError, TraceEvent,
     TraceOptions,
 };
-use cilkview_events::PackedHit;
 
 /// What an emulated run did beyond its events.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -234,18 +233,14 @@ impl Session {
     ) -> Result<(), TraceError> {
         let mut i = 0;
         while i < words.len() {
-            // The hot path: a run of plain hits of the chunk's thread, handed over as they are
-            // (a plain hit record is a `PackedHit`).
-            let run = words[i..]
-                .iter()
-                .take_while(|&&w| PackedHit::is_packed_hit(w))
-                .count();
+            // The hot path: a run of hits of the chunk's thread without operands, handed over
+            // as they are (they are `PackedHit` words).
+            let run = protocol::hit_run(&words[i..]);
             if run > 0 {
                 self.thread(sink, tid);
-                let hits = &words[i..i + run];
-                self.total += hits.iter().map(|&w| PackedHit(w).cost()).sum::<u64>();
-                self.hits += run as u64;
-                sink.hits(tid, hits);
+                let seen = sink.hits(tid, &words[i..i + run]);
+                self.total += seen.cost;
+                self.hits += seen.hits;
                 i += run;
                 continue;
             }

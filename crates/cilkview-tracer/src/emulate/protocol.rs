@@ -5,8 +5,14 @@
 //! (copied whole into the record ring under the plugin's lock, `ring.rs`): a header
 //! `tid | words << 32`, then records.
 //! A record's low two bits are its tag: 0 a hit (probe index in bits 2..25,
-//! cost in bits 26..63), 1 the same followed by the operand word, 3 a control
-//! record (kind in bits 2..9, argument in bits 10..63, then kind-specific words).
+//! cost in bits 26..63), 1 the same followed by the operand word, 2 one or two
+//! small hits (probe index < 2^14 in bits 2..15, cost < 2^16 in bits 16..31;
+//! bits 32..63 zero or a second small hit laid out alike), 3 a control record
+//! (kind in bits 2..9, argument in bits 10..63, then kind-specific words).
+//! Hits of tags 0 and 2 are `cilkview_events::PackedHit` words, handed to the
+//! sink as they are.
+
+use cilkview_events::PackedHit;
 
 /// Largest chunk, header included, in words.
 pub const CHUNK_WORDS: usize = 8192;
@@ -28,6 +34,7 @@ pub mod slot {
     pub const BYTES: usize = (((BUF + 8 * super::CHUNK_WORDS) + 63) & !63).div_ceil(4096) * 4096;
 }
 
+#[cfg(test)]
 const TAG_HIT: u64 = 0;
 const TAG_HIT_OP: u64 = 1;
 const TAG_CTRL: u64 = 3;
@@ -93,17 +100,41 @@ pub enum Record {
 #[derive(Debug)]
 pub struct BadRecord(pub String);
 
+/// How many words at the start of `words` are hits without operands (plain and small hits:
+/// [`PackedHit`] words, handed to the sink as they are, the hot path of the emulation backend).
+#[inline]
+pub fn hit_run(words: &[u64]) -> usize {
+    words
+        .iter()
+        .position(|&w| !PackedHit::is_packed(w))
+        .unwrap_or(words.len())
+}
+
 /// Decode the records of one chunk's words.
 #[cfg(test)]
 pub fn decode(words: &[u64], out: &mut Vec<Record>) -> Result<(), BadRecord> {
     let mut i = 0;
     while i < words.len() {
-        out.push(decode_one(words, &mut i)?);
+        let run = hit_run(&words[i..]);
+        for &w in &words[i..i + run] {
+            PackedHit(w).for_each(|probe, cost| {
+                out.push(Record::Hit {
+                    probe: probe as u64,
+                    cost,
+                    operand: None,
+                })
+            });
+        }
+        i += run;
+        if run == 0 {
+            out.push(decode_one(words, &mut i)?);
+        }
     }
     Ok(())
 }
 
-/// Decode the record at `words[*i]`, advancing `*i` past it.
+/// Decode the record at `words[*i]`, advancing `*i` past it (a hit with an operand, a large
+/// hit, a control record; plain and small hits: [`hit_run`]).
 pub fn decode_one(words: &[u64], i: &mut usize) -> Result<Record, BadRecord> {
     let next = |i: &mut usize| -> Result<u64, BadRecord> {
         let w = words
@@ -115,11 +146,6 @@ pub fn decode_one(words: &[u64], i: &mut usize) -> Result<Record, BadRecord> {
     };
     let w = next(i)?;
     Ok(match w & 3 {
-        TAG_HIT => Record::Hit {
-            probe: (w >> 2) & 0xff_ffff,
-            cost: w >> 26,
-            operand: None,
-        },
         TAG_HIT_OP => Record::Hit {
             probe: (w >> 2) & 0xff_ffff,
             cost: w >> 26,
@@ -166,7 +192,7 @@ pub fn decode_one(words: &[u64], i: &mut usize) -> Result<Record, BadRecord> {
                 k => return Err(BadRecord(format!("unknown control record kind {k}"))),
             }
         }
-        _ => return Err(BadRecord(format!("unknown record tag in {w:#x}"))),
+        _ => return Err(BadRecord(format!("hit {w:#x} outside a run of hits"))),
     })
 }
 
@@ -209,15 +235,16 @@ mod tests {
     #[test]
     fn decodes_each_kind() {
         let hit = (7u64 << 26) | (5 << 2) | TAG_HIT;
-        // A plain hit record is what EventSink::hits takes: the backend hands them over as is.
-        let packed = cilkview_events::PackedHit(hit);
-        assert!(cilkview_events::PackedHit::is_packed_hit(hit));
-        assert_eq!((packed.probe(), packed.cost()), (5, 7));
-        assert_eq!(cilkview_events::PackedHit::new(5, 7), Some(packed));
+        // Plain and small hit records are what EventSink::hits takes: handed over as they are.
+        assert_eq!(cilkview_events::PackedHit::new(5, 7).unwrap().0, hit);
+        let small = |probe: u64, cost: u64| (cost << 16) | (probe << 2) | 2;
+        let pair = small(8, 30) | (small(9, 4) << 32);
         let hit_op = (9u64 << 26) | (6 << 2) | TAG_HIT_OP;
         let ctrl = |k: u64, a: u64| (a << 10) | (k << 2) | TAG_CTRL;
         let words = [
             hit,
+            pair,
+            small(10, 0),
             hit_op,
             42,
             ctrl(K_BIGHIT, 1),
@@ -244,6 +271,21 @@ mod tests {
                     operand: None
                 },
                 Record::Hit {
+                    probe: 8,
+                    cost: 30,
+                    operand: None
+                },
+                Record::Hit {
+                    probe: 9,
+                    cost: 4,
+                    operand: None
+                },
+                Record::Hit {
+                    probe: 10,
+                    cost: 0,
+                    operand: None
+                },
+                Record::Hit {
                     probe: 6,
                     cost: 9,
                     operand: Some(42)
@@ -263,5 +305,6 @@ mod tests {
             ]
         );
         assert!(decode(&[ctrl(K_THREAD_EXIT, 1)], &mut out).is_err());
+        assert_eq!(hit_run(&words), 3);
     }
 }

@@ -1,0 +1,195 @@
+//! Hits packed in 64-bit words, as [`EventSink::hits`] takes them: the emulation plugin's hit
+//! records, handed to the analysis as they are (docs/emulation.md, "Records").
+
+#[cfg(doc)]
+use crate::EventSink;
+
+/// What [`EventSink::hits`] unpacked: how many hits, and the sum of their costs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HitsTotal {
+    pub hits: u64,
+    pub cost: u64,
+}
+
+impl HitsTotal {
+    #[inline(always)]
+    pub fn add(&mut self, cost: u64) {
+        self.hits += 1;
+        self.cost += cost;
+    }
+}
+
+/// A word of packed hits, as [`EventSink::hits`] takes them (the emulation plugin's hit records,
+/// docs/emulation.md). Either one hit: bits 0–1 `00`, the probe in bits 2–25, the cost in bits
+/// 26–63; or one or two small hits: bits 0–1 `10`, the probe in bits 2–15, the cost in bits
+/// 16–31, and bits 32–63 zero or a second small hit laid out alike. (Half the bytes per hit for
+/// the common case of fine-grained programs.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PackedHit(pub u64);
+
+const TAG_SMALL: u64 = 2;
+const SMALL_PROBE_BITS: u32 = 14;
+const SMALL_COST_BITS: u32 = 16;
+
+impl PackedHit {
+    /// The largest probe number a packed hit holds.
+    pub const MAX_PROBE: usize = (1 << 24) - 1;
+    /// The largest cost a packed hit holds.
+    pub const MAX_COST: u64 = (1 << 38) - 1;
+    /// The largest probe number a small hit holds.
+    pub const MAX_SMALL_PROBE: usize = (1 << SMALL_PROBE_BITS) - 1;
+    /// The largest cost a small hit holds.
+    pub const MAX_SMALL_COST: u64 = (1 << SMALL_COST_BITS) - 1;
+
+    /// One hit, `probe` and `cost` packed, if they fit.
+    pub fn new(probe: usize, cost: u64) -> Option<PackedHit> {
+        (probe <= Self::MAX_PROBE && cost <= Self::MAX_COST)
+            .then_some(PackedHit((cost << 26) | ((probe as u64) << 2)))
+    }
+
+    /// One small hit, if `probe` and `cost` fit one; [`PackedHit::pair`] adds a second.
+    pub fn small(probe: usize, cost: u64) -> Option<PackedHit> {
+        (probe <= Self::MAX_SMALL_PROBE && cost <= Self::MAX_SMALL_COST).then_some(PackedHit(
+            (cost << (SMALL_PROBE_BITS + 2)) | ((probe as u64) << 2) | TAG_SMALL,
+        ))
+    }
+
+    /// Two small hits in one word: `self`, then `second` (each made by [`PackedHit::small`]).
+    pub fn pair(self, second: PackedHit) -> Option<PackedHit> {
+        let one_small = |w: u64| w & 3 == TAG_SMALL && w >> 32 == 0;
+        (one_small(self.0) && one_small(second.0)).then_some(PackedHit(self.0 | (second.0 << 32)))
+    }
+
+    /// Whether `w` is a word of packed hits (bit 0 clear; other records of the plugin have it set).
+    #[inline(always)]
+    pub fn is_packed(w: u64) -> bool {
+        w & 1 == 0
+    }
+
+    /// Calls `f(probe, cost)` for each hit of the word, in order. (Bits 32–63 of a word of small
+    /// hits, when not zero, are read as a small hit whatever their bits 0–1.)
+    #[inline(always)]
+    pub fn for_each(self, mut f: impl FnMut(usize, u64)) {
+        let mut x = self.0;
+        let small = x & TAG_SMALL != 0;
+        loop {
+            // One copy of `f` for every kind of hit: it is the sink's hot path, inlined.
+            let (probe, cost) = if small {
+                (
+                    (x >> 2) & Self::MAX_SMALL_PROBE as u64,
+                    (x >> 16) & Self::MAX_SMALL_COST,
+                )
+            } else {
+                ((x >> 2) & Self::MAX_PROBE as u64, x >> 26)
+            };
+            f(probe as usize, cost);
+            x >>= 32;
+            if !small || x == 0 {
+                return;
+            }
+        }
+    }
+}
+
+/// Hits packed into words as the emulation plugin packs them: small hits two to a word, the
+/// others one to a word (for tests and benchmarks of [`EventSink::hits`]).
+#[derive(Clone, Debug, Default)]
+pub struct HitPacker {
+    words: Vec<u64>,
+    /// The last word holds one small hit: room for a second.
+    half: bool,
+}
+
+impl HitPacker {
+    /// Adds a hit. Panics if it fits no packed hit (see [`PackedHit::new`]).
+    pub fn push(&mut self, probe: usize, cost: u64) {
+        match PackedHit::small(probe, cost) {
+            Some(s) if self.half => {
+                let last = self.words.last_mut().expect("a half word");
+                *last = PackedHit(*last).pair(s).expect("two small hits").0;
+                self.half = false;
+            }
+            Some(s) => {
+                self.words.push(s.0);
+                self.half = true;
+            }
+            None => {
+                let one = PackedHit::new(probe, cost).expect("a hit that fits a packed hit");
+                self.words.push(one.0);
+                self.half = false;
+            }
+        }
+    }
+
+    /// The words so far.
+    pub fn words(&self) -> &[u64] {
+        &self.words
+    }
+
+    pub fn clear(&mut self) {
+        self.words.clear();
+        self.half = false;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{HitPacker, PackedHit};
+
+    fn unpack(w: PackedHit) -> Vec<(usize, u64)> {
+        let mut v = vec![];
+        w.for_each(|p, c| v.push((p, c)));
+        v
+    }
+
+    #[test]
+    fn packed_hits_round_trip() {
+        let one = PackedHit::new(PackedHit::MAX_PROBE, PackedHit::MAX_COST).unwrap();
+        assert_eq!(
+            unpack(one),
+            vec![(PackedHit::MAX_PROBE, PackedHit::MAX_COST)]
+        );
+        assert_eq!(unpack(PackedHit::new(0, 0).unwrap()), vec![(0, 0)]);
+        assert_eq!(PackedHit::new(PackedHit::MAX_PROBE + 1, 0), None);
+
+        let a = PackedHit::small(5, 0).unwrap();
+        let b = PackedHit::small(PackedHit::MAX_SMALL_PROBE, PackedHit::MAX_SMALL_COST).unwrap();
+        assert_eq!(unpack(a), vec![(5, 0)]);
+        let ab = a.pair(b).unwrap();
+        assert_eq!(
+            unpack(ab),
+            vec![
+                (5, 0),
+                (PackedHit::MAX_SMALL_PROBE, PackedHit::MAX_SMALL_COST)
+            ]
+        );
+        assert_eq!(PackedHit::small(0, PackedHit::MAX_SMALL_COST + 1), None);
+        assert_eq!(PackedHit::small(PackedHit::MAX_SMALL_PROBE + 1, 0), None);
+        assert_eq!(ab.pair(a), None, "a word holds two small hits at most");
+        assert_eq!(one.pair(a), None, "only small hits pair");
+
+        for w in [one, a, ab] {
+            assert!(PackedHit::is_packed(w.0));
+        }
+        assert!(!PackedHit::is_packed(1), "a hit with an operand");
+        assert!(!PackedHit::is_packed(3), "a control record");
+        // A second half is a small hit whatever its tag bits.
+        assert_eq!(unpack(PackedHit(a.0 | (8 << 32))), vec![(5, 0), (2, 0)]);
+    }
+
+    #[test]
+    fn the_packer_pairs_small_hits_and_keeps_their_order() {
+        let hits = [(1, 3), (2, 70_000), (3, 4), (4, 5), (5, 6), (1 << 20, 1)];
+        let mut p = HitPacker::default();
+        for &(probe, cost) in &hits {
+            p.push(probe, cost);
+        }
+        // (1,3) alone (a large one follows), (2,70000) large, (3,4)+(4,5), (5,6) alone, large.
+        assert_eq!(p.words().len(), 5);
+        let mut back = vec![];
+        for &w in p.words() {
+            PackedHit(w).for_each(|probe, cost| back.push((probe, cost)));
+        }
+        assert_eq!(back, hits);
+    }
+}
