@@ -77,23 +77,26 @@ matmul|256|-
 stencil_outer|256 400|-
 LIST
     echo
-    echo "Fine-grained fib against the targets, native, bare QEMU and emulate run in turn, 9 rounds"
-    echo "(fastest and median: the ratios of single runs on this VM vary by up to ±50%):"
+    echo "Fine-grained fib against the targets, native, bare QEMU and emulate run in turn, 15 rounds"
+    echo "(fastest and median: the ratios of single runs on this VM vary by up to ±50%; \"per round\":"
+    echo "the median of each round's ratio to native's time in that round):"
     echo
-    echo "| program (args) | marks hit | instructions per hit | native s | bare QEMU s | emulate s | bare QEMU / native | emulate / native (fastest) | emulate / native (median) |"
-    echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+    echo "| program (args) | marks hit | instructions per hit | native s | bare QEMU s | emulate s | bare QEMU / native | emulate / native (fastest) | emulate / native (median) | bare QEMU / native, per round | emulate / native, per round |"
+    echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     for fib in "fib_cutoff 34" "fib_cutoff 38" "fib 33"; do
         set -- $fib
         "$bin" run --counter emulate --json "$work/t.json" "$work/$1" $2 >/dev/null 2>&1
-        python3 scripts/bench/interleave.py 9 "native=$work/$1 $2" "qemu=qemu-x86_64 -cpu $cpu $work/$1 $2" \
+        python3 scripts/bench/interleave.py 15 "native=$work/$1 $2" "qemu=qemu-x86_64 -cpu $cpu $work/$1 $2" \
             "emulate=$bin run --counter emulate $work/$1 $2" > "$work/t.txt"
         python3 - "$fib" "$work/t.json" "$work/t.txt" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[2]))
 t = {l.split()[0]: tuple(map(float, l.split()[1:])) for l in open(sys.argv[3])}
 (nf, nm), (qf, qm), (ef, em) = (t[k][:2] for k in ("native", "qemu", "emulate"))
+qp, ep = t["qemu"][4], t["emulate"][4]
 print(f"| {sys.argv[1]} | {r['events']:,} | {r['work'] / r['events']:.1f} | {nf:.4f} / {nm:.4f} | "
-      f"{qf:.3f} / {qm:.3f} | {ef:.3f} / {em:.3f} | {qf / nf:.1f}× | {ef / nf:.1f}× | {em / nm:.1f}× |")
+      f"{qf:.3f} / {qm:.3f} | {ef:.3f} / {em:.3f} | {qf / nf:.1f}× | {ef / nf:.1f}× | {em / nm:.1f}× | "
+      f"{qp:.1f}× | {ep:.1f}× |")
 PY
     done
     echo
@@ -126,7 +129,7 @@ PY
 import json, sys
 m, x = json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
 t = {l.split()[0]: tuple(map(float, l.split()[1:])) for l in open(sys.argv[4])}
-(mw, mwm, mc, mcm), (xw, xwm, xc, xcm) = t["marked"], t["elided"]
+(mw, mwm, mc, mcm), (xw, xwm, xc, xcm) = t["marked"][:4], t["elided"][:4]
 hits = m["events"]
 ns = lambda a, b: (a - b) / hits * 1e9
 print(f"- {sys.argv[1]}: {hits:,} mark hits ({m['work'] - x['work']:,} more instructions executed "
