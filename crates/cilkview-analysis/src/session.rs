@@ -143,7 +143,7 @@ impl<'a> Session<'a> {
     fn on_hit(&mut self, probe: usize, tid: i32, cost: u64, operand: Option<u64>) {
         let i = self.engine_index(tid);
         let mut path = self.hit_path(i);
-        path.hit(probe, cost, operand);
+        path.hit::<true>(probe, cost, operand);
         let ours = 1 - path.foreign;
         self.count_hits(ours);
     }
@@ -302,11 +302,20 @@ impl EventSink for Session<'_> {
         let i = self.engine_index(tid);
         let mut path = self.hit_path(i);
         let mut total = HitsTotal::default();
-        for &w in hits {
-            PackedHit(w).for_each(|probe, cost| {
-                total.add(cost);
-                path.hit(probe, cost, None);
-            });
+        if path.thread.1.profiling() {
+            for &w in hits {
+                PackedHit(w).for_each(|probe, cost| {
+                    total.add(cost);
+                    path.hit::<true>(probe, cost, None);
+                });
+            }
+        } else {
+            for &w in hits {
+                PackedHit(w).for_each(|probe, cost| {
+                    total.add(cost);
+                    path.hit::<false>(probe, cost, None);
+                });
+            }
         }
         let ours = total.hits - path.foreign;
         self.count_hits(ours);
@@ -329,7 +338,7 @@ struct HitPath<'s> {
 impl HitPath<'_> {
     /// The hot path, tens of millions of times a second under emulation.
     #[inline(always)]
-    fn hit(&mut self, probe: usize, cost: u64, operand: Option<u64>) {
+    fn hit<const MAYBE_PROFILED: bool>(&mut self, probe: usize, cost: u64, operand: Option<u64>) {
         let (_, engine, seen, seen_count) = &mut *self.thread;
         let Some(&kind) = self.kinds.get(probe) else {
             // Not a probe we gave: its cost is still work of the thread.
@@ -348,7 +357,11 @@ impl HitPath<'_> {
             }
             _ => None,
         };
-        engine.process(Event::at(cost, kind, site));
+        if MAYBE_PROFILED {
+            engine.process(Event::at(cost, kind, site));
+        } else {
+            engine.process_unprofiled(Event::at(cost, kind, site));
+        }
         if engine.anomaly_count() != *seen_count {
             let after = engine.anomalies();
             self.nesting.record(Some(self.marks[probe]), seen, &after);

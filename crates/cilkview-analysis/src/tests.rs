@@ -474,7 +474,7 @@ fn runs_of_hits_measure_what_the_same_hits_one_by_one_do() {
             (tid, probe, cost)
         })
         .collect();
-    let run = |batched: bool| {
+    let run = |batched: bool, profiled: bool| {
         #[derive(Default)]
         struct Heard(Vec<u64>);
         impl crate::Progress for Heard {
@@ -484,6 +484,9 @@ fn runs_of_hits_measure_what_the_same_hits_one_by_one_do() {
         }
         let mut heard = Heard::default();
         let mut session = Session::new(BURDEN, &mut heard).with_marks_reader(|p| files.read(p));
+        if profiled {
+            session = session.with_profile();
+        }
         session.probes_for(Path::new("/prog")).unwrap();
         session.event(exec(0, 1, 5, 3));
         if batched {
@@ -513,9 +516,14 @@ fn runs_of_hits_measure_what_the_same_hits_one_by_one_do() {
         let report = session.finish(info(), "./synthetic", false);
         (report, heard.0)
     };
-    let (one_by_one, heard_one) = run(false);
-    let (batched, heard_batched) = run(true);
+    let (one_by_one, heard_one) = run(false, false);
+    let (batched, heard_batched) = run(true, false);
     assert_eq!(batched, one_by_one);
+    // The same with call-site profiles (the sink's other loop).
+    let (profiled_one, _) = run(false, true);
+    let (profiled_batched, _) = run(true, true);
+    assert_eq!(profiled_batched, profiled_one);
+    assert!(profiled_one.call_sites.is_some() && one_by_one.call_sites.is_none());
     assert!(one_by_one.work > 0 && !one_by_one.warnings.is_empty());
     // 7 of every 8 hits are ours: 8,750, heard at each multiple of 4,096 passed, then the total.
     assert_eq!(heard_one, [4096, 8192, 8750]);

@@ -339,6 +339,14 @@ impl Engine {
         }
     }
 
+    /// [`Engine::process`] for an engine that computes no profile (see [`Engine::profiling`]):
+    /// a caller that checked once for a run of events.
+    #[inline(always)]
+    pub fn process_unprofiled(&mut self, event: Event) {
+        debug_assert!(self.profiler.is_none());
+        self.step(&mut (), event);
+    }
+
     #[inline(never)]
     fn process_profiled(&mut self, cost: u64, kind: EventKind, site: Option<CallSite>) {
         if let Some(mut p) = self.profiler.take() {
