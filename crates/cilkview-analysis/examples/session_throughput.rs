@@ -41,13 +41,13 @@ impl Feed<'_> {
             Some(run) => {
                 run.push(probe, cost);
                 if run.words().len() == RUN {
-                    self.session.hits(1, run.words());
-                    run.clear();
+                    self.flush();
                 }
             }
         }
     }
 
+    /// Hands the packed hits over.
     fn flush(&mut self) {
         if let Some(run) = &mut self.run {
             self.session.hits(1, run.words());

@@ -301,22 +301,12 @@ impl EventSink for Session<'_> {
     fn hits(&mut self, tid: i32, hits: &[u64]) -> HitsTotal {
         let i = self.engine_index(tid);
         let mut path = self.hit_path(i);
-        let mut total = HitsTotal::default();
-        if path.thread.1.profiling() {
-            for &w in hits {
-                PackedHit(w).for_each(|probe, cost| {
-                    total.add(cost);
-                    path.hit::<true>(probe, cost, None);
-                });
-            }
+        // Whether the engine profiles, checked once for the run: two loops.
+        let total = if path.thread.1.profiling() {
+            PackedHit::for_each_in(hits, |probe, cost| path.hit::<true>(probe, cost, None))
         } else {
-            for &w in hits {
-                PackedHit(w).for_each(|probe, cost| {
-                    total.add(cost);
-                    path.hit::<false>(probe, cost, None);
-                });
-            }
-        }
+            PackedHit::for_each_in(hits, |probe, cost| path.hit::<false>(probe, cost, None))
+        };
         let ours = total.hits - path.foreign;
         self.count_hits(ours);
         total

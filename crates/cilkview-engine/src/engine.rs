@@ -331,7 +331,7 @@ impl Engine {
     #[inline(always)]
     pub fn process(&mut self, event: Event) {
         if self.profiler.is_none() {
-            self.step(&mut (), event);
+            self.process_unprofiled(event);
         } else {
             // The fields apart: an `Event` passed whole would be stored to memory for the call
             // before the branch, on the unprofiled path too.

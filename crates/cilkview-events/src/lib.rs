@@ -261,13 +261,6 @@ pub trait EventSink {
     /// many hits the words held and the sum of their costs (the backend's totals: counted where
     /// the hits are unpacked anyway).
     fn hits(&mut self, tid: i32, hits: &[u64]) -> HitsTotal {
-        let mut total = HitsTotal::default();
-        for &w in hits {
-            PackedHit(w).for_each(|probe, cost| {
-                total.add(cost);
-                self.hit(probe, tid, cost)
-            });
-        }
-        total
+        PackedHit::for_each_in(hits, |probe, cost| self.hit(probe, tid, cost))
     }
 }

@@ -13,7 +13,7 @@ pub struct HitsTotal {
 
 impl HitsTotal {
     #[inline(always)]
-    pub fn add(&mut self, cost: u64) {
+    fn add(&mut self, cost: u64) {
         self.hits += 1;
         self.cost += cost;
     }
@@ -64,6 +64,20 @@ impl PackedHit {
     #[inline(always)]
     pub fn is_packed(w: u64) -> bool {
         w & 1 == 0
+    }
+
+    /// Calls `f(probe, cost)` for each hit of the words of packed hits `words`, in order: how
+    /// many hits they held and the sum of their costs.
+    #[inline(always)]
+    pub fn for_each_in(words: &[u64], mut f: impl FnMut(usize, u64)) -> HitsTotal {
+        let mut total = HitsTotal::default();
+        for &w in words {
+            PackedHit(w).for_each(|probe, cost| {
+                total.add(cost);
+                f(probe, cost);
+            });
+        }
+        total
     }
 
     /// Calls `f(probe, cost)` for each hit of the word, in order. (Bits 32–63 of a word of small

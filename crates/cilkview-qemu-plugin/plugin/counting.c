@@ -99,10 +99,6 @@ static void push_hit(struct vstate *s, uint64_t idx, uint64_t cost, int has_op, 
     }
 }
 
-/* Stops the compiler moving a record's store after its length's: a reader of the shared slot
- * after a crash sees whole records only. */
-#define RECORD_BEFORE_LENGTH() __asm__ volatile("" ::: "memory")
-
 /* What the hot callbacks cannot do in place (a cost too large for a small hit, a full buffer):
  * the hit of probe `idx` with `cost`, the general way; then the thread's count becomes `tail`.
  * Apart, so that the callbacks' fast paths need no stack frame. */
@@ -115,7 +111,7 @@ static __attribute__((noinline)) void hit_slow(struct vstate *s, uint64_t idx, u
 
 /* Append small hit `sh` (cost << SMALL_PROBE_BITS | probe) to a buffer whose length is `*len`
  * and whose last word has room for a second hit if `*half`: into that word, or as a new
- * TAG_PAIR word. The caller makes sure a new word fits, then stores `*len` and `*half`. */
+ * TAG_PAIR word. The caller makes sure a new word fits, then calls publish_small. */
 static inline void put_small(uint64_t *buf, uint32_t *len, uint32_t *half, uint64_t sh)
 {
     uint64_t w = (sh << 2) | TAG_PAIR;
@@ -124,6 +120,17 @@ static inline void put_small(uint64_t *buf, uint32_t *len, uint32_t *half, uint6
     else
         buf[++*len] = w;
     *half ^= 1;
+}
+
+/* After put_small: publish the thread's buffer length and half-word state, and set its count to
+ * `count`. The compiler barrier keeps the records' stores before the length's: a reader of the
+ * shared slot after a crash sees whole records only. */
+static inline void publish_small(struct vstate *s, uint32_t len, uint32_t half, uint64_t count)
+{
+    __asm__ volatile("" ::: "memory");
+    s->len = len;
+    s->half = half;
+    s->count = count;
 }
 
 /* A mark: udata = probe index (< 2^SMALL_PROBE_BITS) << TAIL_BITS | tail, where tail is how many
@@ -140,10 +147,7 @@ static void mark_cb(unsigned int vcpu, void *ud)
     if (unlikely((cost >> SMALL_COST_BITS) | (len + 2 > BUF_WORDS)))
         return hit_slow(s, idx, cost, tail);
     put_small(s->buf, &len, &half, (cost << SMALL_PROBE_BITS) | idx);
-    RECORD_BEFORE_LENGTH();
-    s->len = len;
-    s->half = half;
-    s->count = tail;
+    publish_small(s, len, half, tail);
 }
 
 /* A mark whose probe index is too large for a small hit (udata: index << TAIL_BITS | tail). */
@@ -191,10 +195,7 @@ static __attribute__((noinline)) void mark_run_long(struct vstate *s, const stru
     put_small(s->buf, &len, &half, (cost << SMALL_PROBE_BITS) | r->idx0);
     for (uint32_t i = 1; i < r->n; i++)
         put_small(s->buf, &len, &half, r->rest[i - 1]);
-    RECORD_BEFORE_LENGTH();
-    s->len = len;
-    s->half = half;
-    s->count = r->tail_end;
+    publish_small(s, len, half, r->tail_end);
 }
 
 static void mark_run_cb(unsigned int vcpu, void *ud)
@@ -210,10 +211,7 @@ static void mark_run_cb(unsigned int vcpu, void *ud)
         return mark_run_long(s, r, cost);
     put_small(s->buf, &len, &half, (cost << SMALL_PROBE_BITS) | r->idx0);
     put_small(s->buf, &len, &half, r->rest[0]);
-    RECORD_BEFORE_LENGTH();
-    s->len = len;
-    s->half = half;
-    s->count = r->tail_end;
+    publish_small(s, len, half, r->tail_end);
 }
 
 /* QEMU's register order (R_EAX, R_ECX, R_EDX, R_EBX, R_ESP, R_EBP, R_ESI, R_EDI, r8..) for

@@ -116,15 +116,13 @@ pub fn decode(words: &[u64], out: &mut Vec<Record>) -> Result<(), BadRecord> {
     let mut i = 0;
     while i < words.len() {
         let run = hit_run(&words[i..]);
-        for &w in &words[i..i + run] {
-            PackedHit(w).for_each(|probe, cost| {
-                out.push(Record::Hit {
-                    probe: probe as u64,
-                    cost,
-                    operand: None,
-                })
-            });
-        }
+        PackedHit::for_each_in(&words[i..i + run], |probe, cost| {
+            out.push(Record::Hit {
+                probe: probe as u64,
+                cost,
+                operand: None,
+            })
+        });
         i += run;
         if run == 0 {
             out.push(decode_one(words, &mut i)?);
