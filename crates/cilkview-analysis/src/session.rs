@@ -51,6 +51,9 @@ pub struct Session<'a> {
     last_engine: usize,
     /// Marks hit, over all threads.
     hits: u64,
+    /// The cost of every event, over all threads (saturating): with the burden, it bounds the
+    /// measures (`Engine::sums_fit`).
+    cost_total: u64,
     /// What each probe of the current program image means, indexed like the backend's probe
     /// numbers: the executable's marks, then those of each library, in the order the backend
     /// asked for them: the engine's event (region labels interned; a loop's grain comes with
@@ -78,6 +81,7 @@ impl<'a> Session<'a> {
             engine_of: HashMap::new(),
             last_engine: 0,
             hits: 0,
+            cost_total: 0,
             kinds: Vec::new(),
             marks: Vec::new(),
             labels: Labels::default(),
@@ -141,11 +145,18 @@ impl<'a> Session<'a> {
 
     /// A hit of thread `tid`.
     fn on_hit(&mut self, probe: usize, tid: i32, cost: u64, operand: Option<u64>) {
+        self.cost_total = self.cost_total.saturating_add(cost);
         let i = self.engine_index(tid);
         let mut path = self.hit_path(i);
         path.hit::<true>(probe, cost, operand);
         let ours = 1 - path.foreign;
         self.count_hits(ours);
+    }
+
+    /// A strand of thread `tid` that no mark ended.
+    fn charge(&mut self, tid: i32, cost: u64) {
+        self.cost_total = self.cost_total.saturating_add(cost);
+        self.engine(tid).charge(cost);
     }
 
     /// What a hit of the thread of `engines[i]` reads and writes, borrowed once for a run of hits.
@@ -204,6 +215,13 @@ impl<'a> Session<'a> {
         }
         if let Some(warning) = nesting.warning(&self.images, partial) {
             report.warnings.push(warning);
+        }
+        if !Engine::sums_fit(self.cost_total, measured.total.spawns, self.burden) {
+            report.warnings.push(format!(
+                "the measures are not exact: {} instructions plus a burden of {} per spawn \
+                 ({} spawns) reach 2^64; use a smaller --burden",
+                self.cost_total, self.burden, measured.total.spawns
+            ));
         }
         report
     }
@@ -281,10 +299,10 @@ impl EventSink for Session<'_> {
                         return;
                     }
                 }
-                self.engine(tid).charge(cost);
+                self.charge(tid, cost);
             }
             TraceEvent::ThreadStart { .. } => {}
-            TraceEvent::ThreadExit { tid, cost } => self.engine(tid).charge(cost),
+            TraceEvent::ThreadExit { tid, cost } => self.charge(tid, cost),
             TraceEvent::Hit {
                 probe,
                 tid,
@@ -309,6 +327,7 @@ impl EventSink for Session<'_> {
         };
         let ours = total.hits - path.foreign;
         self.count_hits(ours);
+        self.cost_total = self.cost_total.saturating_add(total.cost);
         total
     }
 }

@@ -124,6 +124,41 @@ fn one_spawn_and_sync() {
 }
 
 #[test]
+fn measures_are_exact_up_to_2_64_and_a_warning_says_when_they_are_not() {
+    // Two spawns and a sync: work 37, span 17, burdened span 2 burdens + 17. The engine's
+    // sums wrap at 2^64, so the session checks the bound (cost + burden per spawn) once.
+    let files = Files::default().with("/prog", SPAWN_SYNC);
+    let run = |burden: u64| {
+        let mut progress = ();
+        let mut session = Session::new(burden, &mut progress).with_marks_reader(|p| files.read(p));
+        session.probes_for(Path::new("/prog")).unwrap();
+        for e in [
+            exec(0, 1, 0, 3),
+            hit(0, 1, 1),
+            hit(1, 1, 10),
+            hit(0, 1, 1),
+            hit(1, 1, 10),
+            hit(2, 1, 10),
+            TraceEvent::ThreadExit { tid: 1, cost: 5 },
+        ] {
+            session.event(e);
+        }
+        session.finish(info(), "./synthetic", false)
+    };
+    let largest = (u64::MAX - 37) / 2; // 37 + 2 × largest = 2^64 − 1
+    let r = run(largest);
+    assert_eq!(measures(&r), (37, 17, 2 * largest + 17, 2, 1));
+    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+    let r = run(largest + 1);
+    assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
+    assert!(
+        r.warnings[0].starts_with("the measures are not exact: 37 instructions plus a burden of"),
+        "{:?}",
+        r.warnings
+    );
+}
+
+#[test]
 fn the_hit_shortcut_is_a_hit_event() {
     // Backends deliver plain hits through `EventSink::hit` (emulation): the same as the event.
     let files = Files::default().with("/prog", SPAWN_SYNC);

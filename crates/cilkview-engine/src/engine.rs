@@ -47,9 +47,9 @@ impl Cost {
 
     /// `self` followed by `next` in series.
     pub fn add(&mut self, next: Cost) {
-        self.work = self.work.saturating_add(next.work);
-        self.span = self.span.saturating_add(next.span);
-        self.bspan = self.bspan.saturating_add(next.bspan);
+        self.work = self.work.wrapping_add(next.work);
+        self.span = self.span.wrapping_add(next.span);
+        self.bspan = self.bspan.wrapping_add(next.bspan);
     }
 }
 
@@ -57,6 +57,9 @@ impl Cost {
 /// `span` is the longest path to the current point of the continuation; `cspan` the longest
 /// path ending at the end of a child spawned since the last sync (0 when none: all lengths are ≥ 0,
 /// so 0 plays the paper's −∞); `bspan`, `cbspan` the same in the burdened dag.
+///
+/// Sums wrap at 2^64 (no saturation checks on the hot path): every length is at most the run's
+/// total cost plus `burden` per spawn, which [`Engine::sums_fit`] checks for a whole run.
 ///
 /// Scalar fields, in an order where no two that are combined alike are neighbours: the
 /// compiler would otherwise pair `span`/`bspan` and `cspan`/`cbspan` into 16-byte vector loads
@@ -83,18 +86,18 @@ impl Paths {
 
     #[inline(always)]
     fn serial(&mut self, c: Cost) {
-        self.work = self.work.saturating_add(c.work);
-        self.span = self.span.saturating_add(c.span);
-        self.bspan = self.bspan.saturating_add(c.bspan);
+        self.work = self.work.wrapping_add(c.work);
+        self.span = self.span.wrapping_add(c.span);
+        self.bspan = self.bspan.wrapping_add(c.bspan);
     }
 
     /// A spawned child with measures `c` returned; the continuation edge carries `burden`.
     #[inline(always)]
     fn child_returned(&mut self, c: Cost, burden: u64) {
-        self.work = self.work.saturating_add(c.work);
-        self.cspan = self.cspan.max(self.span.saturating_add(c.span));
-        self.cbspan = self.cbspan.max(self.bspan.saturating_add(c.bspan));
-        self.bspan = self.bspan.saturating_add(burden);
+        self.work = self.work.wrapping_add(c.work);
+        self.cspan = self.cspan.max(self.span.wrapping_add(c.span));
+        self.cbspan = self.cbspan.max(self.bspan.wrapping_add(c.bspan));
+        self.bspan = self.bspan.wrapping_add(burden);
     }
 
     #[inline(always)]
@@ -232,6 +235,7 @@ impl Frame {
 ///
 /// Cost: O(1) per event plus O(r) for the r regions open in the current function instance;
 /// memory O(fork-join depth + log(chunks) per open loop), independent of the number of events.
+/// Exact for any run [`Engine::sums_fit`] accepts.
 #[derive(Clone, Debug)]
 pub struct Engine {
     config: Config,
@@ -294,6 +298,15 @@ impl Engine {
 
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// Whether the measures of a run are exact: its event costs add up to `total_cost` and it
+    /// spawned `spawns` times (loop chunks included) with `burden` per continuation. Every path
+    /// length is at most `total_cost + burden × spawns`, and the engine's sums wrap at 2^64
+    /// (no saturation checks on the hot path). Instruction counts never get there (2^64
+    /// instructions: centuries of CPU time); an absurd burden can.
+    pub fn sums_fit(total_cost: u64, spawns: u64, burden: u64) -> bool {
+        u128::from(total_cost) + u128::from(burden) * u128::from(spawns) <= u128::from(u64::MAX)
     }
 
     /// Events consumed so far.
