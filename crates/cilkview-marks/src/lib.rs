@@ -12,15 +12,17 @@
 #![forbid(unsafe_code)]
 
 use std::fmt;
+use std::fs::File;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 mod parse;
 
 use object::elf;
 use object::read::elf::FileHeader;
-use object::LittleEndian as LE;
+use object::{LittleEndian as LE, ReadCache};
 
-pub use parse::parse_marks;
+pub use parse::{parse_marks, parse_marks_in};
 
 /// The C/C++ annotation header (`include/cilkview.h`), so tools can install or print it.
 pub const HEADER: &str = include_str!("../include/cilkview.h");
@@ -207,26 +209,35 @@ fn machine_name(machine: u16) -> &'static str {
     }
 }
 
-/// Reads the marks of the ELF file at `path`.
-pub fn read_marks(path: &Path) -> Result<MarkedImage, MarksError> {
-    let data = std::fs::read(path).map_err(|source| MarksError::Io {
+/// The ELF file at `path`, for reading where its parts are: a program with debug information
+/// can be hundreds of megabytes, of which the marks need the headers and one section. A first
+/// read reports what reading cannot do (a directory, an I/O error) as such.
+fn open_elf(path: &Path) -> Result<ReadCache<File>, MarksError> {
+    let io = |source| MarksError::Io {
         path: path.to_owned(),
         source,
-    })?;
-    parse_marks(&data)
+    };
+    let mut file = File::open(path).map_err(io)?;
+    file.read(&mut [0u8; 1]).map_err(io)?;
+    Ok(ReadCache::new(file))
+}
+
+/// Reads the marks of the ELF file at `path`.
+pub fn read_marks(path: &Path) -> Result<MarkedImage, MarksError> {
+    parse_marks_in(&open_elf(path)?)
 }
 
 /// Whether the file at `path` is a 64-bit ELF file with a `.cilkview_marks` section, whatever
 /// its contents: a [`read_marks`] error about such a file means corrupt marks, not merely a file
 /// that is not a marked program (a script's interpreter, a foreign library).
 pub fn has_marks_section(path: &Path) -> bool {
-    let Ok(data) = std::fs::read(path) else {
+    let Ok(file) = open_elf(path) else {
         return false;
     };
-    let Ok(header) = elf::FileHeader64::<LE>::parse(&*data) else {
+    let Ok(header) = elf::FileHeader64::<LE>::parse(&file) else {
         return false;
     };
     header
-        .sections(LE, &*data)
+        .sections(LE, &file)
         .is_ok_and(|s| s.section_by_name(LE, SECTION_NAME.as_bytes()).is_some())
 }

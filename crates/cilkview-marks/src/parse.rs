@@ -4,7 +4,7 @@
 
 use object::elf;
 use object::read::elf::{FileHeader, ProgramHeader, SectionHeader};
-use object::LittleEndian as LE;
+use object::{LittleEndian as LE, ReadRef};
 
 use crate::{Mark, MarkKind, MarkedImage, MarksError, FORMAT_VERSION, PAGE_SIZE, SECTION_NAME};
 
@@ -22,7 +22,7 @@ fn truncated(what: impl Into<String>) -> MarksError {
 /// Checks that `count` entries of `entsize` bytes at `offset` lie inside a file of
 /// `len` bytes.
 fn check_table(
-    len: usize,
+    len: u64,
     offset: u64,
     count: u64,
     entsize: u64,
@@ -32,7 +32,7 @@ fn check_table(
         .checked_mul(entsize)
         .and_then(|size| size.checked_add(offset));
     match end {
-        Some(end) if end <= len as u64 => Ok(()),
+        Some(end) if end <= len => Ok(()),
         Some(_) => Err(truncated(what)),
         None => Err(malformed(offset, format!("{what} size overflows"))),
     }
@@ -43,29 +43,43 @@ fn check_table(
 /// An image without a `.cilkview_marks` section (or with an empty one) has no marks:
 /// that is not an error.
 pub fn parse_marks(data: &[u8]) -> Result<MarkedImage, MarksError> {
-    if data.len() < 4 || data[..4] != elf::ELFMAG {
+    parse_marks_in(data)
+}
+
+/// [`parse_marks`] of an image read where its parts are (a file behind an
+/// [`object::ReadCache`]: only the headers and the marks section are read).
+pub fn parse_marks_in<'data, R: ReadRef<'data>>(data: R) -> Result<MarkedImage, MarksError> {
+    let len = data.len().map_err(|()| MarksError::NotElf)?;
+    // The identification and the file header, as far as the file has them.
+    let head = data
+        .read_bytes_at(
+            0,
+            len.min(std::mem::size_of::<elf::FileHeader64<LE>>() as u64),
+        )
+        .map_err(|()| MarksError::NotElf)?;
+    if head.len() < 4 || head[..4] != elf::ELFMAG {
         return Err(MarksError::NotElf);
     }
-    if data.len() < 16 {
+    if head.len() < 16 {
         return Err(truncated("the ELF identification"));
     }
-    match data[4] {
+    match head[4] {
         elf::ELFCLASS64 => {}
         elf::ELFCLASS32 => return Err(MarksError::NotElf64),
         other => return Err(malformed(4, format!("unknown ELF class {other}"))),
     }
-    match data[5] {
+    match head[5] {
         elf::ELFDATA2LSB => {}
         elf::ELFDATA2MSB => {
             // No big-endian x86-64 exists; report the machine it is for.
-            let machine = data
+            let machine = head
                 .get(18..20)
                 .map_or(0, |b| u16::from_be_bytes([b[0], b[1]]));
             return Err(MarksError::NotX86_64 { machine });
         }
         other => return Err(malformed(5, format!("unknown ELF data encoding {other}"))),
     }
-    if data.len() < std::mem::size_of::<elf::FileHeader64<LE>>() {
+    if head.len() < std::mem::size_of::<elf::FileHeader64<LE>>() {
         return Err(truncated("the ELF file header"));
     }
     let header = elf::FileHeader64::<LE>::parse(data)
@@ -96,7 +110,7 @@ pub fn parse_marks(data: &[u8]) -> Result<MarkedImage, MarksError> {
         return Err(malformed(54, format!("program header size {phentsize}")));
     }
     check_table(
-        data.len(),
+        len,
         phoff,
         u64::from(header.e_phnum(endian)),
         phentsize,
@@ -135,7 +149,7 @@ pub fn parse_marks(data: &[u8]) -> Result<MarkedImage, MarksError> {
         return Err(malformed(58, format!("section header size {shentsize}")));
     }
     check_table(
-        data.len(),
+        len,
         shoff,
         shnum as u64,
         shentsize,
@@ -172,7 +186,7 @@ pub fn parse_marks(data: &[u8]) -> Result<MarkedImage, MarksError> {
             ));
         }
         check_table(
-            data.len(),
+            len,
             sh_offset,
             1,
             section.sh_size(endian),

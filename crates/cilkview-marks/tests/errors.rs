@@ -121,6 +121,34 @@ fn truncated_files() {
     for cut in 0..data.len() {
         let _ = parse_marks(&data[..cut]);
     }
+    // A file is read where its parts are, not whole: the same answers as from its bytes.
+    let path = std::env::temp_dir().join(format!("cv-cut-{}", std::process::id()));
+    for cut in [
+        0,
+        3,
+        15,
+        20,
+        63,
+        64,
+        100,
+        off,
+        off + size / 2,
+        data.len() - 1,
+        data.len(),
+    ] {
+        std::fs::write(&path, &data[..cut]).unwrap();
+        let (from_file, from_bytes) = (read_marks(&path), parse_marks(&data[..cut]));
+        assert_eq!(
+            format!("{from_file:?}"),
+            format!("{from_bytes:?}"),
+            "cut at {cut}"
+        );
+    }
+    std::fs::remove_file(&path).unwrap();
+    assert!(read_marks(Path::new("/"))
+        .unwrap_err()
+        .to_string()
+        .contains("Is a directory"));
 }
 
 #[test]

@@ -80,17 +80,31 @@ fn find_uncached() -> Result<Emulator, String> {
 /// The emulator's `--version` line and whether it takes plugins, read from its ELF file: the
 /// line is a string of its read-only data, and a build with plugin support exports the plugin
 /// API (`qemu_plugin_register_vcpu_tb_exec_cb`) to the plugins it loads. No process started
-/// (asking QEMU costs ~10 ms a question). `None` if that cannot be read there (not an ELF file,
-/// e.g. a wrapper script; no version line): ask it.
+/// (asking QEMU costs ~10 ms a question). Only the read-only data and the dynamic symbols are
+/// read (a tenth of the file: reading it all was most of the tool's own start-up). `None` if
+/// that cannot be read there (not an ELF file, e.g. a wrapper script; no version line): ask it.
 fn read_emulator(path: &Path) -> Option<(String, bool)> {
-    use object::{Object, ObjectSymbol};
-    let data = std::fs::read(path).ok()?;
-    let elf = object::File::parse(&*data).ok()?;
-    let at = memchr::memmem::find(&data, b"qemu-x86_64 version ")?;
-    let len = data[at..].iter().position(|&b| b == b'\n' || b == 0)?;
-    let line = String::from_utf8_lossy(&data[at..at + len])
-        .trim()
-        .to_string();
+    use object::{Object, ObjectSection, ObjectSymbol, SectionKind};
+    let cache = object::ReadCache::new(std::fs::File::open(path).ok()?);
+    let elf = object::File::parse(&cache).ok()?;
+    let line = elf
+        .sections()
+        .filter(|s| {
+            matches!(
+                s.kind(),
+                SectionKind::ReadOnlyData | SectionKind::ReadOnlyString
+            )
+        })
+        .find_map(|s| {
+            let data = s.data().ok()?;
+            let at = memchr::memmem::find(data, b"qemu-x86_64 version ")?;
+            let len = data[at..].iter().position(|&b| b == b'\n' || b == 0)?;
+            Some(
+                String::from_utf8_lossy(&data[at..at + len])
+                    .trim()
+                    .to_string(),
+            )
+        })?;
     let plugins = elf
         .dynamic_symbols()
         .any(|s| s.name() == Ok("qemu_plugin_register_vcpu_tb_exec_cb"));
