@@ -80,11 +80,13 @@ fn find_uncached() -> Result<Emulator, String> {
 /// The emulator's `--version` line and whether it takes plugins, read from its ELF file: the
 /// line is a string of its read-only data, and a build with plugin support exports the plugin
 /// API (`qemu_plugin_register_vcpu_tb_exec_cb`) to the plugins it loads. No process started
-/// (asking QEMU costs ~10 ms a question). Only the read-only data and the dynamic symbols are
-/// read (a tenth of the file: reading it all was most of the tool's own start-up). `None` if
-/// that cannot be read there (not an ELF file, e.g. a wrapper script; no version line): ask it.
+/// (asking QEMU costs ~10 ms a question). Only the read-only data and the dynamic symbols' names
+/// are read, each section at once (a tenth of the file: reading it all, or each name apart, was
+/// most of the tool's own start-up); QEMU imports no plugin API, so the name in `.dynstr` is
+/// its export. `None` if that cannot be read there (not an ELF file, e.g. a wrapper script; no
+/// version line): ask it.
 fn read_emulator(path: &Path) -> Option<(String, bool)> {
-    use object::{Object, ObjectSection, ObjectSymbol, SectionKind};
+    use object::{Object, ObjectSection, SectionKind};
     let cache = object::ReadCache::new(std::fs::File::open(path).ok()?);
     let elf = object::File::parse(&cache).ok()?;
     let line = elf
@@ -106,8 +108,11 @@ fn read_emulator(path: &Path) -> Option<(String, bool)> {
             )
         })?;
     let plugins = elf
-        .dynamic_symbols()
-        .any(|s| s.name() == Ok("qemu_plugin_register_vcpu_tb_exec_cb"));
+        .section_by_name(".dynstr")
+        .and_then(|s| s.data().ok())
+        .is_some_and(|names| {
+            memchr::memmem::find(names, b"\0qemu_plugin_register_vcpu_tb_exec_cb\0").is_some()
+        });
     Some((line, plugins))
 }
 
