@@ -2,7 +2,8 @@
 # Counting cost on this machine, all in one run so the numbers compare (timings here are noisy:
 # read ratios). Prints markdown tables for docs/benchmarks.md:
 #   - native vs --counter emulate vs --counter step, per fixture (step only where it takes seconds),
-#     a fine-grained fib with >= 25 million mark hits and a coarse program (emulate vs native);
+#     a fine-grained fib with >= 25 million mark hits (also against bare QEMU and QEMU with a plugin
+#     that only counts, scripts/bench/count_plugin.c) and a coarse program (emulate vs native);
 #   - the cost of a mark hit under emulation (marked vs -DCILKVIEW_DISABLE, both emulated);
 #   - peak memory (tool + emulated program) from 10^7 to 10^9 instructions;
 #   - bare costs: a ptrace stop at an int3, one PTRACE_SINGLESTEP (scripts/bench/ptrace_cost.c);
@@ -18,6 +19,9 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 inc="-I crates/cilkview-marks/include -I fixtures"
 cc -O2 scripts/bench/ptrace_cost.c -o "$work/ptrace_cost"
+# QEMU with a plugin that only counts (the floor of exact counting; scripts/bench/count_plugin.c)
+cc -O2 -shared -fPIC -I crates/cilkview-qemu-plugin/plugin scripts/bench/count_plugin.c \
+    -o "$work/count_plugin.so"
 echo "machine: $(uname -m), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(date -u +%F)"
 counter=$("$bin" run --json "$work/c.json" /bin/true 2>/dev/null; python3 -c "import json;c=json.load(open('$work/c.json'))['counter'];print(c['mode']+': '+c['reason'])")
 echo "counter (auto): $counter"
@@ -77,26 +81,28 @@ matmul|256|-
 stencil_outer|256 400|-
 LIST
     echo
-    echo "Fine-grained fib against the targets, native, bare QEMU and emulate run in turn, 15 rounds"
+    echo "Fine-grained fib against the targets, native, bare QEMU, QEMU with a plugin that only counts"
+    echo "(scripts/bench/count_plugin.c: the floor of exact counting) and emulate run in turn, 15 rounds"
     echo "(fastest and median: the ratios of single runs on this VM vary by up to ±50%; \"per round\":"
     echo "the median of each round's ratio to native's time in that round):"
     echo
-    echo "| program (args) | marks hit | instructions per hit | native s | bare QEMU s | emulate s | bare QEMU / native | emulate / native (fastest) | emulate / native (median) | bare QEMU / native, per round | emulate / native, per round |"
-    echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    echo "| program (args) | marks hit | instructions per hit | native s | bare QEMU s | emulate s | bare QEMU / native | emulate / native (fastest) | emulate / native (median) | bare QEMU / native, per round | counting only / native, per round | emulate / native, per round |"
+    echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     for fib in "fib_cutoff 34" "fib_cutoff 38" "fib 33"; do
         set -- $fib
         "$bin" run --counter emulate --json "$work/t.json" "$work/$1" $2 >/dev/null 2>&1
         python3 scripts/bench/interleave.py 15 "native=$work/$1 $2" "qemu=qemu-x86_64 -cpu $cpu $work/$1 $2" \
+            "counting=qemu-x86_64 -cpu $cpu -plugin $work/count_plugin.so $work/$1 $2" \
             "emulate=$bin run --counter emulate $work/$1 $2" > "$work/t.txt"
         python3 - "$fib" "$work/t.json" "$work/t.txt" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[2]))
 t = {l.split()[0]: tuple(map(float, l.split()[1:])) for l in open(sys.argv[3])}
 (nf, nm), (qf, qm), (ef, em) = (t[k][:2] for k in ("native", "qemu", "emulate"))
-qp, ep = t["qemu"][4], t["emulate"][4]
+qp, cp, ep = t["qemu"][4], t["counting"][4], t["emulate"][4]
 print(f"| {sys.argv[1]} | {r['events']:,} | {r['work'] / r['events']:.1f} | {nf:.4f} / {nm:.4f} | "
       f"{qf:.3f} / {qm:.3f} | {ef:.3f} / {em:.3f} | {qf / nf:.1f}× | {ef / nf:.1f}× | {em / nm:.1f}× | "
-      f"{qp:.1f}× | {ep:.1f}× |")
+      f"{qp:.1f}× | {cp:.1f}× | {ep:.1f}× |")
 PY
     done
     echo
