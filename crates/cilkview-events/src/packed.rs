@@ -105,8 +105,10 @@ impl PackedHit {
     }
 }
 
-/// Hits packed into words as the emulation plugin packs them: small hits two to a word, the
-/// others one to a word (for tests and benchmarks of [`EventSink::hits`]).
+/// Hits packed into words in the forms the emulation plugin writes: small hits two to a word, the
+/// others one to a word (for tests and benchmarks of [`EventSink::hits`]). The packer fills every
+/// half it can; the plugin pairs only the hits one callback reports (a run of marks in one block)
+/// and gives a lone hit a word of its own, its upper half zero — both decode alike.
 #[derive(Clone, Debug, Default)]
 pub struct HitPacker {
     words: Vec<u64>,

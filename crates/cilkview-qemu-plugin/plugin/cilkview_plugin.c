@@ -58,7 +58,8 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
 #define K_SELF_SIGNAL 13 /* arg: signal the program sends itself (kill, tkill, tgkill) */
 #define HIT_PROBE_BITS 24
 #define HIT_COST_BITS 38
-/* A small hit: cost << SMALL_PROBE_BITS | probe, 30 bits; (small << 2) | TAG_PAIR is half a word. */
+/* A small hit: cost << SMALL_PROBE_BITS | probe, 30 bits; (small << 2) | TAG_PAIR is half a word
+ * (counting.c: small_half). */
 #define SMALL_PROBE_BITS 14
 #define SMALL_COST_BITS 16
 
@@ -78,7 +79,7 @@ struct vstate {
     uint32_t len;   /* 8: records in buf[1..] */
     int32_t tid;    /* 12 */
     int32_t live;   /* 16 */
-    uint32_t half;  /* 20: buf[len] is a TAG_PAIR word with room for a second hit */
+    uint32_t pad0;  /* 20 */
     uint64_t rep_pc; /* REP string instruction last executed, and `count` after it */
     uint64_t rep_at;
     uint64_t ra;     /* return address at the last function entry (file-relative), or NO_RA */

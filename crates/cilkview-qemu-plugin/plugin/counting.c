@@ -109,45 +109,37 @@ static __attribute__((noinline)) void hit_slow(struct vstate *s, uint64_t idx, u
     s->count = tail;
 }
 
-/* Append small hit `sh` (cost << SMALL_PROBE_BITS | probe) to a buffer whose length is `*len`
- * and whose last word has room for a second hit if `*half`: into that word, or as a new
- * TAG_PAIR word. The caller makes sure a new word fits, then calls publish_small. */
-static inline void put_small(uint64_t *buf, uint32_t *len, uint32_t *half, uint64_t sh)
-{
-    uint64_t w = (sh << 2) | TAG_PAIR;
-    if (*half)
-        buf[*len] |= w << 32;
-    else
-        buf[++*len] = w;
-    *half ^= 1;
-}
+/* Half a word of small hits (bits 0-31: TAG_PAIR, the probe index `idx` < 2^SMALL_PROBE_BITS,
+ * the cost from SMALL_COST_SHIFT) without its cost. */
+#define SMALL_COST_SHIFT (SMALL_PROBE_BITS + 2)
+static inline uint64_t small_half(uint64_t idx) { return (idx << 2) | TAG_PAIR; }
 
-/* After put_small: publish the thread's buffer length and half-word state, and set its count to
- * `count`. The compiler barrier keeps the records' stores before the length's: a reader of the
- * shared slot after a crash sees whole records only. */
-static inline void publish_small(struct vstate *s, uint32_t len, uint32_t half, uint64_t count)
+/* After the hot callbacks' stores of whole words: publish the thread's buffer length and set its
+ * count to `count`. The compiler barrier keeps the records' stores before the length's: a reader
+ * of the shared slot after a crash sees whole records only. */
+static inline void publish_small(struct vstate *s, uint32_t len, uint64_t count)
 {
     __asm__ volatile("" ::: "memory");
     s->len = len;
-    s->half = half;
     s->count = count;
 }
 
-/* A mark: udata = probe index (< 2^SMALL_PROBE_BITS) << TAIL_BITS | tail, where tail is how many
- * of the instructions already added for this block are at or after the mark (the mark's NOP
- * belongs to the following strand). The hot path: about two dozen instructions, no stack. */
+/* A mark: udata = small_half(probe index) << TAIL_BITS | tail, where tail is how many of the
+ * instructions already added for this block are at or after the mark (the mark's NOP belongs to
+ * the following strand). Its small hit takes a word of its own (upper half zero): no state
+ * carried from one callback to the next. The hot path: about twenty instructions, no stack. */
 static void mark_cb(unsigned int vcpu, void *ud)
 {
     settle(vcpu);
     struct vstate *s = vs[vcpu];
     uint64_t u = (uintptr_t)ud;
-    uint64_t tail = u & ((1u << TAIL_BITS) - 1), idx = u >> TAIL_BITS;
+    uint64_t tail = u & ((1u << TAIL_BITS) - 1), half = u >> TAIL_BITS;
     uint64_t cost = s->count - tail;
-    uint32_t len = s->len, half = s->half;
+    uint32_t len = s->len;
     if (unlikely((cost >> SMALL_COST_BITS) | (len + 2 > BUF_WORDS)))
-        return hit_slow(s, idx, cost, tail);
-    put_small(s->buf, &len, &half, (cost << SMALL_PROBE_BITS) | idx);
-    publish_small(s, len, half, tail);
+        return hit_slow(s, half >> 2, cost, tail);
+    s->buf[len + 1] = (cost << SMALL_COST_SHIFT) | half;
+    publish_small(s, len + 1, tail);
 }
 
 /* A mark whose probe index is too large for a small hit (udata: index << TAIL_BITS | tail). */
@@ -164,54 +156,58 @@ static void mark_big_cb(unsigned int vcpu, void *ud)
  * callback, at the last, reports them all (a helper call per mark is most of what a mark costs in
  * QEMU). Nothing between them changes the thread's count, so each cost is known from the tails:
  * the first is count - tail[0], the others tail[i-1] - tail[i] (< 2^TAIL_BITS), known when the
- * block is translated: their small hits are made then (`rest`). A block is left in the middle
- * only by a fault, which ends the program unless it handles the signal. */
+ * block is translated: their words are made then, two hits to a word, all but the first hit's
+ * cost. A block is left in the middle only by a fault, which ends the program unless it handles
+ * the signal. */
 struct mark_run {
     uint32_t n;        /* marks, >= 2, each with a probe index < 2^SMALL_PROBE_BITS */
-    uint32_t tail0;    /* the first mark's tail */
-    uint64_t idx0;     /* the first mark's probe index */
+    uint32_t words;    /* (n + 1) / 2 */
+    uint64_t tail0;    /* the first mark's tail */
     uint64_t tail_end; /* the last mark's tail: the thread's count after the run */
-    uint32_t rest[];   /* the small hits of marks 1..n-1 */
+    uint64_t word[];   /* the run's words; word[0] | cost << SMALL_COST_SHIFT completes the first */
 };
 
-/* mark_run_cb's general way (see hit_slow): the first mark's cost is `cost`. */
+/* The general way of mark_pair_cb and mark_run_cb (see hit_slow): the first mark's cost is
+ * `cost`; every hit apart, as push_hit takes it. */
 static __attribute__((noinline)) void mark_run_slow(struct vstate *s, const struct mark_run *r,
                                                     uint64_t cost)
 {
-    hit_slow(s, r->idx0, cost, 0);
-    for (uint32_t i = 1; i < r->n; i++) {
-        uint32_t sh = r->rest[i - 1];
-        hit_slow(s, sh & ((1u << SMALL_PROBE_BITS) - 1), sh >> SMALL_PROBE_BITS, 0);
+    for (uint32_t i = 0; i < r->n; i++) {
+        uint32_t h = (uint32_t)(r->word[i / 2] >> (32 * (i % 2)));
+        hit_slow(s, (h >> 2) & ((1u << SMALL_PROBE_BITS) - 1), i ? h >> SMALL_COST_SHIFT : cost, 0);
     }
     s->count = r->tail_end;
 }
 
-/* mark_run_cb for runs of more than two marks (apart: fib's runs are of two), once the first
- * mark's cost `cost` is known to be small and the buffer to have room. */
-static __attribute__((noinline)) void mark_run_long(struct vstate *s, const struct mark_run *r,
-                                                    uint64_t cost)
+/* A run of two marks (fib's blocks: function entry + spawn, sync + function exit): the hottest
+ * callback, one word. */
+static void mark_pair_cb(unsigned int vcpu, void *ud)
 {
-    uint32_t len = s->len, half = s->half;
-    put_small(s->buf, &len, &half, (cost << SMALL_PROBE_BITS) | r->idx0);
-    for (uint32_t i = 1; i < r->n; i++)
-        put_small(s->buf, &len, &half, r->rest[i - 1]);
-    publish_small(s, len, half, r->tail_end);
+    settle(vcpu);
+    struct vstate *s = vs[vcpu];
+    const struct mark_run *r = ud;
+    uint64_t cost = s->count - r->tail0;
+    uint32_t len = s->len;
+    if (unlikely((cost >> SMALL_COST_BITS) | (len + 2 > BUF_WORDS)))
+        return mark_run_slow(s, r, cost);
+    s->buf[len + 1] = (cost << SMALL_COST_SHIFT) | r->word[0];
+    publish_small(s, len + 1, r->tail_end);
 }
 
+/* A run of more than two marks. */
 static void mark_run_cb(unsigned int vcpu, void *ud)
 {
     settle(vcpu);
     struct vstate *s = vs[vcpu];
     const struct mark_run *r = ud;
     uint64_t cost = s->count - r->tail0;
-    uint32_t len = s->len, half = s->half, n = r->n;
-    if (unlikely((cost >> SMALL_COST_BITS) | (len + n + 1 > BUF_WORDS)))
+    uint32_t len = s->len, words = r->words;
+    if (unlikely((cost >> SMALL_COST_BITS) | (len + words + 1 > BUF_WORDS)))
         return mark_run_slow(s, r, cost);
-    if (unlikely(n > 2))
-        return mark_run_long(s, r, cost);
-    put_small(s->buf, &len, &half, (cost << SMALL_PROBE_BITS) | r->idx0);
-    put_small(s->buf, &len, &half, r->rest[0]);
-    publish_small(s, len, half, r->tail_end);
+    s->buf[len + 1] = (cost << SMALL_COST_SHIFT) | r->word[0];
+    for (uint32_t i = 1; i < words; i++)
+        s->buf[len + 1 + i] = r->word[i];
+    publish_small(s, len + words, r->tail_end);
 }
 
 /* QEMU's register order (R_EAX, R_ECX, R_EDX, R_EBX, R_ESP, R_EBP, R_ESI, R_EDI, r8..) for

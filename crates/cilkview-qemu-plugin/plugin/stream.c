@@ -130,7 +130,6 @@ static void flush(struct vstate *s)
     s->buf[0] = (uint32_t)s->tid | ((uint64_t)s->len << 32);
     write_all(s->buf, (s->len + 1) * 8);
     s->len = 0;
-    s->half = 0;
 }
 
 /* Append words to a thread's buffer (flushing first if they do not fit). */
@@ -144,7 +143,6 @@ static void push(struct vstate *s, const uint64_t *w, unsigned n)
         s->buf[s->len + 1] = w[i];
         s->len++;
     }
-    s->half = 0;
 }
 
 /* A chunk of control words written at once, outside any thread buffer. */

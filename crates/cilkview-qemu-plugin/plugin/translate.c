@@ -16,23 +16,29 @@ struct pending_marks {
 };
 
 /* Instrument the pending marks: one callback each, or, for several, one at the last that reports
- * them all (mark_run_cb). Called before anything else is instrumented, and at the block's end. */
+ * them all (mark_pair_cb, mark_run_cb). Called before anything else is instrumented, and at the
+ * block's end. */
 static void flush_marks(struct pending_marks *pm)
 {
     if (pm->n == 1) {
         qemu_plugin_register_vcpu_insn_exec_cb(pm->insn[0], mark_cb, QEMU_PLUGIN_CB_NO_REGS,
-                                               (void *)(uintptr_t)(((uint64_t)pm->index[0] << TAIL_BITS) | pm->tail[0]));
+                                               (void *)(uintptr_t)((small_half(pm->index[0]) << TAIL_BITS) | pm->tail[0]));
     } else if (pm->n > 1) {
-        struct mark_run *r = malloc(sizeof *r + (pm->n - 1) * sizeof r->rest[0]);
+        uint32_t words = (uint32_t)(pm->n + 1) / 2;
+        struct mark_run *r = calloc(1, sizeof *r + words * sizeof r->word[0]);
         if (!r)
             die("out of memory");
         r->n = (uint32_t)pm->n;
+        r->words = words;
         r->tail0 = pm->tail[0];
-        r->idx0 = pm->index[0];
         r->tail_end = pm->tail[pm->n - 1];
-        for (size_t i = 1; i < pm->n; i++)
-            r->rest[i - 1] = ((pm->tail[i - 1] - pm->tail[i]) << SMALL_PROBE_BITS) | pm->index[i];
-        qemu_plugin_register_vcpu_insn_exec_cb(pm->insn[pm->n - 1], mark_run_cb, QEMU_PLUGIN_CB_NO_REGS, r);
+        for (size_t i = 0; i < pm->n; i++) {
+            uint64_t cost = i ? pm->tail[i - 1] - pm->tail[i] : 0;
+            uint64_t h = (cost << SMALL_COST_SHIFT) | small_half(pm->index[i]);
+            r->word[i / 2] |= h << (32 * (i % 2));
+        }
+        qemu_plugin_register_vcpu_insn_exec_cb(pm->insn[pm->n - 1], pm->n == 2 ? mark_pair_cb : mark_run_cb,
+                                               QEMU_PLUGIN_CB_NO_REGS, r);
     }
     pm->n = 0;
 }
