@@ -84,8 +84,19 @@ fn exec(image: u32, tid: i32, cost: u64, probes: usize) -> TraceEvent {
 /// Feeds `images` (asked for in this order, as a backend would at the first exec) then `events`
 /// to a session, as a backend would; returns the report of a complete (or `partial`) stream.
 fn analyze(files: &Files, images: &[&str], events: &[TraceEvent], partial: bool) -> RunReport {
+    analyze_with(BURDEN, files, images, events, partial)
+}
+
+/// [`analyze`] with another burden.
+fn analyze_with(
+    burden: u64,
+    files: &Files,
+    images: &[&str],
+    events: &[TraceEvent],
+    partial: bool,
+) -> RunReport {
     let mut progress = ();
-    let mut session = Session::new(BURDEN, &mut progress).with_marks_reader(|p| files.read(p));
+    let mut session = Session::new(burden, &mut progress).with_marks_reader(|p| files.read(p));
     for image in images {
         session.probes_for(Path::new(image)).unwrap();
     }
@@ -128,23 +139,16 @@ fn measures_are_exact_up_to_2_64_and_a_warning_says_when_they_are_not() {
     // Two spawns and a sync: work 37, span 17, burdened span 2 burdens + 17. The engine's
     // sums wrap at 2^64, so the session checks the bound (cost + burden per spawn) once.
     let files = Files::default().with("/prog", SPAWN_SYNC);
-    let run = |burden: u64| {
-        let mut progress = ();
-        let mut session = Session::new(burden, &mut progress).with_marks_reader(|p| files.read(p));
-        session.probes_for(Path::new("/prog")).unwrap();
-        for e in [
-            exec(0, 1, 0, 3),
-            hit(0, 1, 1),
-            hit(1, 1, 10),
-            hit(0, 1, 1),
-            hit(1, 1, 10),
-            hit(2, 1, 10),
-            TraceEvent::ThreadExit { tid: 1, cost: 5 },
-        ] {
-            session.event(e);
-        }
-        session.finish(info(), "./synthetic", false)
-    };
+    let events = [
+        exec(0, 1, 0, 3),
+        hit(0, 1, 1),
+        hit(1, 1, 10),
+        hit(0, 1, 1),
+        hit(1, 1, 10),
+        hit(2, 1, 10),
+        TraceEvent::ThreadExit { tid: 1, cost: 5 },
+    ];
+    let run = |burden| analyze_with(burden, &files, &["/prog"], &events, false);
     let largest = (u64::MAX - 37) / 2; // 37 + 2 × largest = 2^64 − 1
     let r = run(largest);
     assert_eq!(measures(&r), (37, 17, 2 * largest + 17, 2, 1));
