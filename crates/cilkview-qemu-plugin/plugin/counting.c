@@ -124,22 +124,39 @@ static inline void publish_small(struct vstate *s, uint32_t len, uint64_t count)
     s->count = count;
 }
 
-/* A mark: udata = small_half(probe index) << TAIL_BITS | tail, where tail is how many of the
- * instructions already added for this block are at or after the mark (the mark's NOP belongs to
- * the following strand). Its small hit takes a word of its own (upper half zero): no state
- * carried from one callback to the next. The hot path: about twenty instructions, no stack. */
-static void mark_cb(unsigned int vcpu, void *ud)
+/* A small hit of `half` (see small_half) with `cost` in a word of its own (upper half zero: no
+ * state carried from one callback to the next); then the thread's count becomes `tail`. */
+static inline void small_hit(struct vstate *s, uint64_t half, uint64_t cost, uint64_t tail)
 {
-    settle(vcpu);
-    struct vstate *s = vs[vcpu];
-    uint64_t u = (uintptr_t)ud;
-    uint64_t tail = u & ((1u << TAIL_BITS) - 1), half = u >> TAIL_BITS;
-    uint64_t cost = s->count - tail;
     uint32_t len = s->len;
     if (unlikely((cost >> SMALL_COST_BITS) | (len + 2 > BUF_WORDS)))
         return hit_slow(s, half >> 2, cost, tail);
     s->buf[len + 1] = (cost << SMALL_COST_SHIFT) | half;
     publish_small(s, len + 1, tail);
+}
+
+/* A mark: udata = small_half(probe index) << TAIL_BITS | tail, where tail is how many of the
+ * instructions already added for this block are at or after the mark (the mark's NOP belongs to
+ * the following strand). The hot path: about twenty instructions, no stack. */
+static void mark_cb(unsigned int vcpu, void *ud)
+{
+    settle(vcpu);
+    struct vstate *s = vs[vcpu];
+    uint64_t u = (uintptr_t)ud;
+    uint64_t tail = u & ((1u << TAIL_BITS) - 1);
+    small_hit(s, u >> TAIL_BITS, s->count - tail, tail);
+}
+
+/* The first mark of a folded block (see translate.c): the block added nothing at its entry, so
+ * the `before` instructions ahead of the mark go to the cost here and the rest (`tail`) to the
+ * count. udata = small_half(probe index) << 2 TAIL_BITS | before << TAIL_BITS | tail. */
+static void mark_first_cb(unsigned int vcpu, void *ud)
+{
+    settle(vcpu);
+    struct vstate *s = vs[vcpu];
+    uint64_t u = (uintptr_t)ud;
+    uint64_t tail = u & ((1u << TAIL_BITS) - 1), before = (u >> TAIL_BITS) & ((1u << TAIL_BITS) - 1);
+    small_hit(s, u >> (2 * TAIL_BITS), s->count + before, tail);
 }
 
 /* A mark whose probe index is too large for a small hit (udata: index << TAIL_BITS | tail). */
@@ -155,14 +172,15 @@ static void mark_big_cb(unsigned int vcpu, void *ud)
 /* Marks of one block with nothing else instrumented between the first and the last: one
  * callback, at the last, reports them all (a helper call per mark is most of what a mark costs in
  * QEMU). Nothing between them changes the thread's count, so each cost is known from the tails:
- * the first is count - tail[0], the others tail[i-1] - tail[i] (< 2^TAIL_BITS), known when the
- * block is translated: their words are made then, two hits to a word, all but the first hit's
- * cost. A block is left in the middle only by a fault, which ends the program unless it handles
- * the signal. */
+ * the first is count - tail[0] (count + the instructions before it in a folded block), the
+ * others tail[i-1] - tail[i] (< 2^TAIL_BITS), known when the block is translated: their words
+ * are made then, two hits to a word, all but the first hit's cost. A block is left in the middle
+ * only by a fault, which ends the program unless it handles the signal. */
 struct mark_run {
     uint32_t n;        /* marks, >= 2, each with a probe index < 2^SMALL_PROBE_BITS */
     uint32_t words;    /* (n + 1) / 2 */
-    uint64_t tail0;    /* the first mark's tail */
+    uint64_t minus0;   /* the first mark's cost is the count minus this: its tail, or in a folded
+                        * block (translate.c) minus the instructions before it, wrapping */
     uint64_t tail_end; /* the last mark's tail: the thread's count after the run */
     uint64_t word[];   /* the run's words; word[0] | cost << SMALL_COST_SHIFT completes the first */
 };
@@ -186,7 +204,7 @@ static void mark_pair_cb(unsigned int vcpu, void *ud)
     settle(vcpu);
     struct vstate *s = vs[vcpu];
     const struct mark_run *r = ud;
-    uint64_t cost = s->count - r->tail0;
+    uint64_t cost = s->count - r->minus0;
     uint32_t len = s->len;
     if (unlikely((cost >> SMALL_COST_BITS) | (len + 2 > BUF_WORDS)))
         return mark_run_slow(s, r, cost);
@@ -200,7 +218,7 @@ static void mark_run_cb(unsigned int vcpu, void *ud)
     settle(vcpu);
     struct vstate *s = vs[vcpu];
     const struct mark_run *r = ud;
-    uint64_t cost = s->count - r->tail0;
+    uint64_t cost = s->count - r->minus0;
     uint32_t len = s->len, words = r->words;
     if (unlikely((cost >> SMALL_COST_BITS) | (len + words + 1 > BUF_WORDS)))
         return mark_run_slow(s, r, cost);

@@ -15,14 +15,45 @@ struct pending_marks {
     uint32_t index[512], tail[512];
 };
 
+/*
+ * Folded blocks. A block counts its instructions at its entry (an inline add, or tb_cb once the
+ * program has threads), and each mark's callback takes its cost from the count. A block whose
+ * first callback that reads the count is a run of small marks needs no count at its entry: that
+ * callback adds the instructions before the first mark itself (mark_first_cb, or minus0 in a
+ * run), and sets the count to the rest, as it does anyway. So fib's blocks, which are mostly
+ * marked, save the add (or, with threads, a call) at their entry. What differs is a block left
+ * in the middle, by a fault before its first mark: the instructions it executed before the fault
+ * are not counted, where an unfolded block counts those after the fault that it did not execute
+ * (either way the program ends unless it handles the signal). Blocks with an instruction counted
+ * apart (a page-crossing phantom, one_cb) are not folded.
+ */
+struct fold {
+    int open;        /* nothing that reads the count instrumented yet in this block */
+    int done;        /* the block's first callback takes its count */
+    uint32_t counted; /* instructions the block would add at its entry */
+};
+
+/* A callback that reads the count is instrumented: the block can no longer fold. */
+static inline void close_fold(struct fold *fo) { fo->open = 0; }
+
 /* Instrument the pending marks: one callback each, or, for several, one at the last that reports
- * them all (mark_pair_cb, mark_run_cb). Called before anything else is instrumented, and at the
- * block's end. */
-static void flush_marks(struct pending_marks *pm)
+ * them all (mark_pair_cb, mark_run_cb); the block's first, if it can, folds. Called before
+ * anything else is instrumented, and at the block's end. */
+static void flush_marks(struct pending_marks *pm, struct fold *fo)
 {
+    int fold = pm->n && fo->open;
+    uint64_t before = fo->counted - pm->tail[0]; /* if it folds */
+    if (pm->n)
+        fo->open = 0, fo->done |= fold;
     if (pm->n == 1) {
-        qemu_plugin_register_vcpu_insn_exec_cb(pm->insn[0], mark_cb, QEMU_PLUGIN_CB_NO_REGS,
-                                               (void *)(uintptr_t)((small_half(pm->index[0]) << TAIL_BITS) | pm->tail[0]));
+        uint64_t half = small_half(pm->index[0]);
+        if (fold)
+            qemu_plugin_register_vcpu_insn_exec_cb(
+                pm->insn[0], mark_first_cb, QEMU_PLUGIN_CB_NO_REGS,
+                (void *)(uintptr_t)((half << (2 * TAIL_BITS)) | (before << TAIL_BITS) | pm->tail[0]));
+        else
+            qemu_plugin_register_vcpu_insn_exec_cb(pm->insn[0], mark_cb, QEMU_PLUGIN_CB_NO_REGS,
+                                                   (void *)(uintptr_t)((half << TAIL_BITS) | pm->tail[0]));
     } else if (pm->n > 1) {
         uint32_t words = (uint32_t)(pm->n + 1) / 2;
         struct mark_run *r = calloc(1, sizeof *r + words * sizeof r->word[0]);
@@ -30,7 +61,7 @@ static void flush_marks(struct pending_marks *pm)
             die("out of memory");
         r->n = (uint32_t)pm->n;
         r->words = words;
-        r->tail0 = pm->tail[0];
+        r->minus0 = fold ? (uint64_t)0 - before : pm->tail[0];
         r->tail_end = pm->tail[pm->n - 1];
         for (size_t i = 0; i < pm->n; i++) {
             uint64_t cost = i ? pm->tail[i - 1] - pm->tail[i] : 0;
@@ -77,10 +108,7 @@ static void vcpu_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
         alone[i] = i > 0 && (v & 0xfff) > 0xfff - 15;
         counted += !alone[i];
     }
-    if (g_inline && vs[0])
-        qemu_plugin_register_vcpu_tb_exec_inline(tb, QEMU_PLUGIN_INLINE_ADD_U64, &vs[0]->count, counted);
-    else
-        qemu_plugin_register_vcpu_tb_exec_cb(tb, tb_cb, QEMU_PLUGIN_CB_NO_REGS, (void *)(uintptr_t)counted);
+    struct fold fo = {.open = counted == n, .done = 0, .counted = (uint32_t)counted};
 
     /* Probes of this block, if its file has any. */
     struct probe *p = NULL, *pend = NULL;
@@ -124,13 +152,13 @@ static void vcpu_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
         struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
         uint64_t v = qemu_plugin_insn_vaddr(insn);
         if (alone[i]) {
-            flush_marks(&pm);
+            flush_marks(&pm, &fo);
             qemu_plugin_register_vcpu_insn_exec_cb(insn, one_cb, QEMU_PLUGIN_CB_NO_REGS, NULL);
         }
         while (e && e < eend && *e < v)
             e++;
         if (e && e < eend && *e == v) {
-            flush_marks(&pm);
+            flush_marks(&pm, &fo);
             if (i == 0)
                 qemu_plugin_register_vcpu_insn_exec_cb(insn, cv_entry_tramp, QEMU_PLUGIN_CB_R_REGS,
                                                        (void *)(uintptr_t)(f->base - g_guest_base));
@@ -147,7 +175,7 @@ static void vcpu_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
                 pm.index[pm.n] = (uint32_t)p->index;
                 pm.tail[pm.n] = (uint32_t)tail;
                 pm.n++;
-            } else if ((flush_marks(&pm), p->ra))
+            } else if ((flush_marks(&pm, &fo), close_fold(&fo), p->ra))
                 qemu_plugin_register_vcpu_insn_exec_cb(insn, mark_ra_cb, QEMU_PLUGIN_CB_NO_REGS,
                                                        (void *)(uintptr_t)((p->index << TAIL_BITS) | tail));
             else if (p->operand < 0) /* a probe index too large for a small hit */
@@ -162,12 +190,19 @@ static void vcpu_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
                                                        (void *)(uintptr_t)p->index);
         }
         if (i == n - 1 && is_rep_string(qemu_plugin_insn_data(insn), qemu_plugin_insn_size(insn))) {
-            flush_marks(&pm);
+            flush_marks(&pm, &fo);
+            close_fold(&fo);
             qemu_plugin_register_vcpu_insn_exec_cb(insn, rep_insn_cb, QEMU_PLUGIN_CB_NO_REGS,
                                                    (void *)(uintptr_t)v);
         }
         after -= !alone[i];
     }
-    flush_marks(&pm);
+    flush_marks(&pm, &fo);
+    if (fo.done)
+        return;
+    if (g_inline && vs[0])
+        qemu_plugin_register_vcpu_tb_exec_inline(tb, QEMU_PLUGIN_INLINE_ADD_U64, &vs[0]->count, counted);
+    else
+        qemu_plugin_register_vcpu_tb_exec_cb(tb, tb_cb, QEMU_PLUGIN_CB_NO_REGS, (void *)(uintptr_t)counted);
 }
 
