@@ -106,18 +106,25 @@ print(f"| {sys.argv[1]} | {r['events']:,} | {r['work'] / r['events']:.1f} | {nf:
 PY
     done
     echo
-    echo "Coarse programs against bare QEMU (the same -cpu, no plugin, no analysis): gzip -6 of 8 MB"
-    echo "(the issue's and the prototype's coarse program; unmarked, so all counting, no hit), nqueens 11:"
+    echo "Coarse programs against bare QEMU (the same -cpu, no plugin, no analysis) and QEMU with the"
+    echo "plugin that only counts, in turn, 7 rounds: gzip -6 of 8 MB (the issue's and the prototype's"
+    echo "coarse program; unmarked, so all counting, no hit), nqueens 11 (fastest; \"per round\" as above):"
     echo
-    echo "| program | native s | bare QEMU s | emulate s | bare QEMU / native | emulate / native | emulate / bare QEMU |"
-    echo "|---|---:|---:|---:|---:|---:|---:|"
+    echo "| program | native s | bare QEMU s | counting only s | emulate s | bare QEMU / native (fastest) | emulate / native (fastest) | bare QEMU / native, per round | counting only / native, per round | emulate / native, per round | emulate / bare QEMU (the two per round) |"
+    echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     head -c 6000000 /dev/urandom | base64 > "$work/gzip.in"  # ~8 MB of text
     for prog in "$(command -v gzip) -6 -c $work/gzip.in" "$work/nqueens 11"; do
-        # fastest of 7: these ratios are small and the VM's noise is not
-        read -r nw _ _ < <(python3 scripts/bench/timeit.py 7 $prog)
-        read -r qw _ _ < <(python3 scripts/bench/timeit.py 7 qemu-x86_64 -cpu "$cpu" $prog)
-        read -r ew _ _ < <(python3 scripts/bench/timeit.py 7 "$bin" run --counter emulate $prog)
-        python3 -c "n,q,e=$nw,$qw,$ew;print(f'| {\"$(basename ${prog%% *})\"} | {n:.3f} | {q:.3f} | {e:.3f} | {q/n:.1f}× | {e/n:.1f}× | {e/q:.2f}× |')"
+        python3 scripts/bench/interleave.py 7 "native=$prog" "qemu=qemu-x86_64 -cpu $cpu $prog" \
+            "counting=qemu-x86_64 -cpu $cpu -plugin $work/count_plugin.so $prog" \
+            "emulate=$bin run --counter emulate $prog" > "$work/c.txt"
+        python3 - "$(basename "${prog%% *}")" "$work/c.txt" <<'PY'
+import sys
+t = {l.split()[0]: tuple(map(float, l.split()[1:])) for l in open(sys.argv[2])}
+n, q, c, e = (t[k][0] for k in ("native", "qemu", "counting", "emulate"))
+qp, cp, ep = (t[k][4] for k in ("qemu", "counting", "emulate"))
+print(f"| {sys.argv[1]} | {n:.3f} | {q:.3f} | {c:.3f} | {e:.3f} | {q / n:.1f}× | {e / n:.1f}× | "
+      f"{qp:.2f}× | {cp:.2f}× | {ep:.2f}× | {ep / qp:.2f}× |")
+PY
     done
     echo
     echo "Cost of a mark hit under emulation (marked vs its serial elision, both emulated, in turn,"
