@@ -82,22 +82,22 @@ stencil_outer|256 400|-
 LIST
     echo
     echo "Fine-grained fib against the targets, native, bare QEMU, QEMU with a plugin that only counts"
-    echo "(scripts/bench/count_plugin.c: the floor of exact counting) and emulate run in turn, 15 rounds"
-    echo "(fastest and median: the ratios of single runs on this VM vary by up to ±50%; \"per round\":"
+    echo "(scripts/bench/count_plugin.c: the floor of exact counting) and emulate run in turn, 31 rounds"
+    echo "(15 for fib_cutoff 38; fastest and median: the ratios of single runs on this VM vary by up to ±50%; \"per round\":"
     echo "the median of each round's ratio to native's time in that round). The last column: the tool on"
     echo "one CPU (\`taskset -c 0\`: QEMU and the analysis share it; the program has one thread, so"
     echo "native is the same either way):"
     echo
     echo "| program (args) | marks hit | instructions per hit | native s | bare QEMU s | emulate s | bare QEMU / native | emulate / native (fastest) | emulate / native (median) | bare QEMU / native, per round | counting only / native, per round | emulate / native, per round | emulate on one CPU / native, per round |"
     echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-    for fib in "fib_cutoff 34" "fib_cutoff 38" "fib 33"; do
-        set -- $fib
+    for fib in "fib_cutoff 34 31" "fib_cutoff 38 15" "fib 33 31"; do
+        set -- $fib  # program, n, rounds (the short runs get more: their medians move most)
         "$bin" run --counter emulate --json "$work/t.json" "$work/$1" $2 >/dev/null 2>&1
-        python3 scripts/bench/interleave.py 15 "native=$work/$1 $2" "qemu=qemu-x86_64 -cpu $cpu $work/$1 $2" \
+        python3 scripts/bench/interleave.py "$3" "native=$work/$1 $2" "qemu=qemu-x86_64 -cpu $cpu $work/$1 $2" \
             "counting=qemu-x86_64 -cpu $cpu -plugin $work/count_plugin.so $work/$1 $2" \
             "emulate=$bin run --counter emulate $work/$1 $2" \
             "one_cpu=taskset -c 0 $bin run --counter emulate $work/$1 $2" > "$work/t.txt"
-        python3 - "$fib" "$work/t.json" "$work/t.txt" <<'PY'
+        python3 - "$1 $2" "$work/t.json" "$work/t.txt" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[2]))
 t = {l.split()[0]: tuple(map(float, l.split()[1:])) for l in open(sys.argv[3])}
