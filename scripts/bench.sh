@@ -3,7 +3,8 @@
 # read ratios). Prints markdown tables for docs/benchmarks.md:
 #   - native vs --counter emulate vs --counter step, per fixture (step only where it takes seconds),
 #     a fine-grained fib with >= 25 million mark hits (also against bare QEMU and QEMU with a plugin
-#     that only counts, scripts/bench/count_plugin.c) and a coarse program (emulate vs native);
+#     that only counts, scripts/bench/count_plugin.c, and on one CPU) and a coarse program (in turn
+#     with native, bare QEMU and the counting-only plugin);
 #   - the cost of a mark hit under emulation (marked vs -DCILKVIEW_DISABLE, both emulated);
 #   - peak memory (tool + emulated program) from 10^7 to 10^9 instructions;
 #   - bare costs: a ptrace stop at an int3, one PTRACE_SINGLESTEP (scripts/bench/ptrace_cost.c);
@@ -83,10 +84,10 @@ LIST
     echo
     echo "Fine-grained fib against the targets, native, bare QEMU, QEMU with a plugin that only counts"
     echo "(scripts/bench/count_plugin.c: the floor of exact counting) and emulate run in turn, 31 rounds"
-    echo "(15 for fib_cutoff 38; fastest and median: the ratios of single runs on this VM vary by up to ±50%; \"per round\":"
-    echo "the median of each round's ratio to native's time in that round). The last column: the tool on"
-    echo "one CPU (\`taskset -c 0\`: QEMU and the analysis share it; the program has one thread, so"
-    echo "native is the same either way):"
+    echo "(15 for fib_cutoff 38; fastest and median: the ratios of single runs on this VM vary by up to"
+    echo "±50%; \"per round\": the median of each round's ratio to native's time in that round). The last"
+    echo "column: the tool on one CPU (\`taskset -c 0\`: QEMU and the analysis share it; the program has"
+    echo "one thread, so native is the same either way):"
     echo
     echo "| program (args) | marks hit | instructions per hit | native s | bare QEMU s | emulate s | bare QEMU / native | emulate / native (fastest) | emulate / native (median) | bare QEMU / native, per round | counting only / native, per round | emulate / native, per round | emulate on one CPU / native, per round |"
     echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
