@@ -98,7 +98,7 @@ pub fn run_emulated(
         reason += &format!(
             "; the program was killed by signal {sig} from outside its own code: QEMU ran no exit \
              path, so the threads' last marks and counts were read from the plugin's shared \
-             buffers (each thread's last strand counts its whole last translation block)"
+             buffers (each thread's last strand is exact to within its last translation block)"
         );
     }
     if let Some(p) = &notes.native_exec {
