@@ -7,6 +7,7 @@ use crate::event::{Event, EventKind, RegionId};
 use crate::loops::LoopState;
 use crate::measures::{Anomalies, Measures, RegionMeasures, Report};
 use crate::observer::Observer;
+use crate::paths::{Cost, Paths};
 use crate::profile::CallSite;
 use crate::profiler::Profiler;
 
@@ -24,97 +25,6 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             burden: DEFAULT_BURDEN,
-        }
-    }
-}
-
-/// Work, span and burdened span of a serial block: the three quantities that compose.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Cost {
-    pub work: u64,
-    pub span: u64,
-    pub bspan: u64,
-}
-
-impl Cost {
-    pub fn strand(c: u64) -> Cost {
-        Cost {
-            work: c,
-            span: c,
-            bspan: c,
-        }
-    }
-
-    /// `self` followed by `next` in series.
-    pub fn add(&mut self, next: Cost) {
-        self.work = self.work.wrapping_add(next.work);
-        self.span = self.span.wrapping_add(next.span);
-        self.bspan = self.bspan.wrapping_add(next.bspan);
-    }
-}
-
-/// Path lengths of a function instance (or of a region within one), relative to where it began.
-/// `span` is the longest path to the current point of the continuation; `cspan` the longest
-/// path ending at the end of a child spawned since the last sync (0 when none: all lengths are ≥ 0,
-/// so 0 plays the paper's −∞); `bspan`, `cbspan` the same in the burdened dag.
-///
-/// Sums wrap at 2^64 (no saturation checks on the hot path): every length is at most the run's
-/// total cost plus `burden` per spawn, which [`Engine::sums_fit`] checks for a whole run.
-///
-/// Scalar fields, in an order where no two that are combined alike are neighbours: the
-/// compiler would otherwise pair `span`/`bspan` and `cspan`/`cbspan` into 16-byte vector loads
-/// that read what two 8-byte stores just wrote — a store-forwarding stall on every sync
-/// (measured: the hottest instruction of the analysis).
-#[derive(Clone, Copy, Debug, Default)]
-struct Paths {
-    span: u64,
-    cspan: u64,
-    work: u64,
-    bspan: u64,
-    cbspan: u64,
-}
-
-impl Paths {
-    /// The work, span and burdened span up to the current point.
-    fn cur(&self) -> Cost {
-        Cost {
-            work: self.work,
-            span: self.span,
-            bspan: self.bspan,
-        }
-    }
-
-    #[inline(always)]
-    fn serial(&mut self, c: Cost) {
-        self.work = self.work.wrapping_add(c.work);
-        self.span = self.span.wrapping_add(c.span);
-        self.bspan = self.bspan.wrapping_add(c.bspan);
-    }
-
-    /// A spawned child with measures `c` returned; the continuation edge carries `burden`.
-    #[inline(always)]
-    fn child_returned(&mut self, c: Cost, burden: u64) {
-        self.work = self.work.wrapping_add(c.work);
-        self.cspan = self.cspan.max(self.span.wrapping_add(c.span));
-        self.cbspan = self.cbspan.max(self.bspan.wrapping_add(c.bspan));
-        self.bspan = self.bspan.wrapping_add(burden);
-    }
-
-    #[inline(always)]
-    fn sync(&mut self) {
-        self.span = self.span.max(self.cspan);
-        self.bspan = self.bspan.max(self.cbspan);
-        self.cspan = 0;
-        self.cbspan = 0;
-    }
-
-    /// The measures as if synced now, without changing them.
-    #[inline(always)]
-    fn synced(&self) -> Cost {
-        Cost {
-            work: self.work,
-            span: self.span.max(self.cspan),
-            bspan: self.bspan.max(self.cbspan),
         }
     }
 }
@@ -146,6 +56,20 @@ struct FrameExtra {
     regions: Vec<OpenRegion>,
     /// Only for `FrameKind::Loop`.
     lp: Option<LoopState>,
+    /// For a loop: the running total up to which the loop's own strands (its control code) were
+    /// given to `lp` (strands are not added one by one: see `Paths`).
+    settled: u64,
+}
+
+impl FrameExtra {
+    /// For a loop: its own strands up to the running total `upto` into its state, which is
+    /// returned.
+    fn settle(&mut self, upto: u64) -> Option<&mut LoopState> {
+        let lp = self.lp.as_mut()?;
+        lp.serial(Cost::strand(upto.wrapping_sub(self.settled)));
+        self.settled = upto;
+        Some(lp)
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -158,27 +82,25 @@ struct Frame {
 }
 
 impl Frame {
-    fn new(kind: FrameKind) -> Self {
+    /// A frame that begins when the running total is `acc`.
+    fn new(kind: FrameKind, acc: u64) -> Self {
         Frame {
             kind,
-            paths: Paths::default(),
+            paths: Paths::new(acc),
             pending: 0,
             extra: None,
         }
     }
 
-    fn new_loop(grain: u64) -> Self {
+    fn new_loop(grain: u64, acc: u64) -> Self {
         Frame {
             extra: Some(Box::new(FrameExtra {
                 regions: Vec::new(),
                 lp: Some(LoopState::new(grain)),
+                settled: acc,
             })),
-            ..Frame::new(FrameKind::Loop)
+            ..Frame::new(FrameKind::Loop, acc)
         }
-    }
-
-    fn lp(&mut self) -> Option<&mut LoopState> {
-        self.extra.as_mut().and_then(|x| x.lp.as_mut())
     }
 
     /// The regions open in this frame (none: an empty slice).
@@ -189,43 +111,66 @@ impl Frame {
         }
     }
 
-    #[inline]
-    fn serial(&mut self, c: Cost) {
+    /// A part that ran in series in this frame (a call, a loop) ended with measures `c`: it
+    /// began when the running total was `start`, which is `acc` now.
+    fn serial(&mut self, c: Cost, start: u64, acc: u64) {
         match &mut self.extra {
             None => self.paths.serial(c),
-            Some(x) => match &mut x.lp {
-                Some(lp) => lp.serial(c),
-                None => {
-                    self.paths.serial(c);
-                    for r in &mut x.regions {
-                        r.paths.serial(c);
-                    }
+            Some(x) => {
+                if let Some(lp) = x.settle(start) {
+                    lp.serial(c);
+                    x.settled = acc;
+                    return;
                 }
-            },
+                self.paths.serial(c);
+                for r in &mut x.regions {
+                    r.paths.serial(c);
+                }
+            }
         }
     }
 
-    fn child_returned(&mut self, c: Cost, burden: u64) {
-        if let Some(lp) = self.lp() {
-            // A spawn in a loop's control code (not inside an iteration): no frame to own it, so
-            // it is measured as serial code of the loop.
-            lp.serial(c);
-            return;
+    /// A child spawned when the running total was `start` returned with measures `c`; the
+    /// running total is `acc` now.
+    fn child_returned(&mut self, c: Cost, start: u64, burden: u64, acc: u64) {
+        if let Some(x) = &mut self.extra {
+            if let Some(lp) = x.settle(start) {
+                // A spawn in a loop's control code (not inside an iteration): no frame to own
+                // it, so it is measured as serial code of the loop.
+                lp.serial(c);
+                x.settled = acc;
+                return;
+            }
         }
         self.pending += 1;
-        self.paths.child_returned(c, burden);
+        self.paths.child_returned(c, start, burden);
         for r in self.regions() {
-            r.paths.child_returned(c, burden);
+            r.paths.child_returned(c, start, burden);
         }
     }
 
-    /// Joins the outstanding children; returns whether there were any.
-    fn sync(&mut self) -> bool {
+    /// An iteration that began when the running total was `start` ended with measures `c`; the
+    /// running total is `acc` now.
+    fn iteration_ended(&mut self, c: Cost, start: u64, burden: u64, acc: u64) {
+        match self.extra.as_mut() {
+            Some(x) if x.lp.is_some() => {
+                if let Some(lp) = x.settle(start) {
+                    lp.end_iteration(c, burden);
+                }
+                x.settled = acc;
+            }
+            _ => self.serial(c, start, acc),
+        }
+    }
+
+    /// Joins the outstanding children, the running total being `acc`; returns whether there
+    /// were any.
+    fn sync(&mut self, acc: u64) -> bool {
         let had = self.pending > 0;
         self.pending = 0;
-        self.paths.sync();
+        self.paths.sync(acc);
         for r in self.regions() {
-            r.paths.sync();
+            r.paths.sync(acc);
         }
         had
     }
@@ -245,6 +190,9 @@ pub struct Engine {
     spawns: u64,
     syncs: u64,
     events: u64,
+    /// The running total: the cost of every strand so far. A strand adds to it and to nothing
+    /// else (see `Paths`).
+    acc: u64,
     /// A function entered whose frame is not pushed yet: if the next event is its exit (a leaf
     /// call, half of all calls in a recursion), the frame would have held that one strand, so
     /// the strand goes to the parent and no frame is pushed or popped (unprofiled engines only).
@@ -269,11 +217,12 @@ impl Engine {
         open[FrameKind::Root as usize] = 1;
         Engine {
             config,
-            stack: vec![Frame::new(FrameKind::Root)],
+            stack: vec![Frame::new(FrameKind::Root, 0)],
             open,
             spawns: 0,
             syncs: 0,
             events: 0,
+            acc: 0,
             leaf: false,
             regions: BTreeMap::new(),
             anomalies: Anomalies::default(),
@@ -376,27 +325,29 @@ impl Engine {
             self.leaf = false;
             if event.kind == EventKind::FunctionExit {
                 // A leaf call: its frame's measures would be this strand, serial in the parent.
-                self.top().serial(Cost::strand(event.cost));
+                self.acc = self.acc.wrapping_add(event.cost);
                 return;
             }
-            self.push(Frame::new(FrameKind::Function));
+            // The call's frame began at its entry, before this event's strand.
+            self.push(Frame::new(FrameKind::Function, self.acc));
         }
-        // The strand that ends here ran in the current frame.
-        self.top().serial(Cost::strand(event.cost));
+        // The strand that ends here ran in the current frame: it adds as much to the frame's
+        // work as to its paths, which only the running total records (see `Paths`).
+        self.acc = self.acc.wrapping_add(event.cost);
         o.strand(event.cost);
         match event.kind {
             EventKind::FunctionEnter if !O::FRAMES => self.leaf = true,
             EventKind::FunctionEnter => {
                 o.push(FrameKind::Function, event.site);
-                self.push(Frame::new(FrameKind::Function));
+                self.push(Frame::new(FrameKind::Function, self.acc));
             }
             EventKind::Spawn => {
                 self.spawns += 1;
-                self.push(Frame::new(FrameKind::Spawn));
+                self.push(Frame::new(FrameKind::Spawn, self.acc));
                 o.push(FrameKind::Spawn, event.site);
             }
             EventKind::LoopBegin { grain } => {
-                self.push(Frame::new_loop(grain));
+                self.push(Frame::new_loop(grain, self.acc));
                 o.push_loop(grain);
             }
             EventKind::FunctionExit => self.close(o, FrameKind::Function),
@@ -411,10 +362,12 @@ impl Engine {
                 while self.top().kind != FrameKind::Loop {
                     self.pop_implicit(o);
                 }
-                if let Some(lp) = self.top().lp() {
+                // The loop's control code up to here, then the iteration's chunk.
+                let acc = self.acc;
+                if let Some(lp) = self.top().extra.as_mut().and_then(|x| x.settle(acc)) {
                     lp.begin_iteration();
                 }
-                self.push(Frame::new(FrameKind::Iteration));
+                self.push(Frame::new(FrameKind::Iteration, acc));
                 o.begin_iteration();
                 o.push(FrameKind::Iteration, None);
             }
@@ -423,7 +376,7 @@ impl Engine {
                 self.sync_top(o);
             }
             EventKind::RegionBegin(id) => {
-                let (spawns_at_begin, syncs_at_begin) = (self.spawns, self.syncs);
+                let (spawns_at_begin, syncs_at_begin, acc) = (self.spawns, self.syncs, self.acc);
                 let top = self.top();
                 if top.kind == FrameKind::Loop {
                     self.anomaly().unmatched_regions += 1;
@@ -432,7 +385,7 @@ impl Engine {
                 let extra = top.extra.get_or_insert_with(Box::default);
                 extra.regions.push(OpenRegion {
                     id,
-                    paths: Paths::default(),
+                    paths: Paths::new(acc),
                     spawns_at_begin,
                     syncs_at_begin,
                 });
@@ -454,7 +407,7 @@ impl Engine {
     /// or instructions of threads that hit no mark. It runs in the current frame.
     pub fn charge(&mut self, cost: u64) {
         self.push_leaf();
-        self.top().serial(Cost::strand(cost));
+        self.acc = self.acc.wrapping_add(cost);
         if let Some(p) = &mut self.profiler {
             p.strand(cost);
         }
@@ -477,16 +430,17 @@ impl Engine {
             }
         }
         let mut root = self.stack.pop().expect("root frame");
-        if root.sync() {
+        if root.sync(self.acc) {
             self.syncs += 1;
         }
         self.end_regions(&mut root);
-        let profile = profiler.map(|p| p.finish(root.paths.work, root.paths.span));
+        let total = root.paths.cur(self.acc);
+        let profile = profiler.map(|p| p.finish(total.work, total.span));
         Report {
             total: Measures {
-                work: root.paths.work,
-                span: root.paths.span,
-                burdened_span: root.paths.bspan,
+                work: total.work,
+                span: total.span,
+                burdened_span: total.bspan,
                 spawns: self.spawns,
                 syncs: self.syncs,
             },
@@ -501,7 +455,7 @@ impl Engine {
     fn push_leaf(&mut self) {
         if self.leaf {
             self.leaf = false;
-            self.push(Frame::new(FrameKind::Function));
+            self.push(Frame::new(FrameKind::Function, self.acc));
         }
     }
 
@@ -518,7 +472,8 @@ impl Engine {
     /// Syncs the top frame; returns whether it had children out.
     fn sync_top<O: Observer>(&mut self, o: &mut O) -> bool {
         o.sync();
-        self.top().sync()
+        let acc = self.acc;
+        self.top().sync(acc)
     }
 
     fn push(&mut self, frame: Frame) {
@@ -563,11 +518,14 @@ impl Engine {
                 if frame.pending > 0 {
                     self.syncs += 1;
                 }
-                let measured = frame.paths.synced();
+                let measured = frame.paths.synced(self.acc);
                 o.pop(kind, measured.work, measured.span);
                 if kind == FrameKind::Spawn {
                     parent.pending += 1;
-                    parent.paths.child_returned(measured, self.config.burden);
+                    let burden = self.config.burden;
+                    parent
+                        .paths
+                        .child_returned(measured, frame.paths.start, burden);
                 } else {
                     parent.paths.serial(measured);
                 }
@@ -583,34 +541,38 @@ impl Engine {
     fn pop_general<O: Observer>(&mut self, o: &mut O) {
         let mut frame = self.stack.pop().expect("never pops the root");
         self.open[frame.kind as usize] -= 1;
-        let burden = self.config.burden;
-        if let Some(lp) = frame.extra.as_mut().and_then(|x| x.lp.take()) {
+        let (burden, acc, start) = (self.config.burden, self.acc, frame.paths.start);
+        // A loop: its control code up to here, then its tree.
+        let lp = frame.extra.as_mut().and_then(|x| {
+            x.settle(acc);
+            x.lp.take()
+        });
+        if let Some(lp) = lp {
             o.pop(frame.kind, 0, 0);
             let (tree, chunks, tail) = lp.finish(burden);
             let internal = chunks.saturating_sub(1);
             self.spawns += internal;
             self.syncs += internal;
             let parent = self.top();
-            parent.serial(tree);
-            parent.serial(tail);
+            parent.serial(tree, start, acc);
+            parent.serial(tail, acc, acc);
             return;
         }
-        if frame.sync() {
+        if frame.sync(acc) {
             self.syncs += 1;
         }
         if !frame.regions().is_empty() {
             self.end_regions(&mut frame);
         }
-        let measured = frame.paths.cur();
+        let measured = frame.paths.cur(acc);
         o.pop(frame.kind, measured.work, measured.span);
         let parent = self.top();
         match frame.kind {
-            FrameKind::Spawn => parent.child_returned(measured, burden),
-            FrameKind::Iteration => match parent.lp() {
-                Some(lp) => lp.end_iteration(measured, burden),
-                None => parent.serial(measured),
-            },
-            FrameKind::Function | FrameKind::Root | FrameKind::Loop => parent.serial(measured),
+            FrameKind::Spawn => parent.child_returned(measured, start, burden, acc),
+            FrameKind::Iteration => parent.iteration_ended(measured, start, burden, acc),
+            FrameKind::Function | FrameKind::Root | FrameKind::Loop => {
+                parent.serial(measured, start, acc)
+            }
         }
     }
 
@@ -625,7 +587,7 @@ impl Engine {
     /// it spawned and did not sync are included (the region's own measures see an implicit sync;
     /// the enclosing computation does not).
     fn record_region(&mut self, r: &OpenRegion) {
-        let c = r.paths.synced();
+        let c = r.paths.synced(self.acc);
         let m = Measures {
             work: c.work,
             span: c.span,

@@ -48,6 +48,7 @@ mod event;
 mod loops;
 mod measures;
 mod observer;
+mod paths;
 mod prof;
 mod profile;
 mod profiler;

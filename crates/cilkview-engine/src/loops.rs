@@ -2,7 +2,7 @@
 //! balanced divide-and-conquer tree a Cilk runtime builds for `cilk_for` (docs/engine.md,
 //! "Parallel loops"), counted in O(log chunks) memory.
 
-use crate::engine::Cost;
+use crate::paths::Cost;
 
 /// A complete, perfect subtree of a parallel loop's divide-and-conquer tree.
 #[derive(Clone, Copy, Debug)]

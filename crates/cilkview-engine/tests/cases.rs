@@ -207,6 +207,38 @@ fn parallel_loop_formula() {
 }
 
 #[test]
+fn a_loop_in_a_loops_control_code_is_serial_code_of_that_loop() {
+    // An outer loop of grain 1 with iterations of 100 and 10, whose control code between them
+    // runs 5, an inner loop of two iterations of 7 (its tree: work 14, span 7, bspan 7 + B) with
+    // 2 of control after them, then 3 before the second iteration. No chunk is open between
+    // the iterations, so all of it (work 24, span 17, bspan 17 + B) goes to the second chunk:
+    // (34, 27, 27 + B). The outer tree: chunk 1 (100) spawned, chunk 2 the continuation:
+    // work 134, span 100, bspan max(100, 27 + 2B); one spawn per loop. (Chunk 1 holds the
+    // span, so control code counted twice in chunk 2 would show.)
+    let events = [
+        (0, LoopBegin { grain: 1 }),
+        (0, IterationBegin),
+        (100, IterationEnd),
+        (5, LoopBegin { grain: 1 }),
+        (0, IterationBegin),
+        (7, IterationEnd),
+        (0, IterationBegin),
+        (7, IterationEnd),
+        (2, LoopEnd),
+        (3, IterationBegin),
+        (10, IterationEnd),
+        (0, LoopEnd),
+    ];
+    let r = run(1000, &events);
+    assert_eq!(
+        (r.total.work, r.total.span, r.total.burdened_span),
+        (134, 100, 2027)
+    );
+    assert_eq!((r.total.spawns, r.total.syncs), (2, 2));
+    assert_eq!(r.anomalies, Default::default());
+}
+
+#[test]
 fn paper_figure_4_snippets() {
     // Snippet A: a parallel loop of 2 iterations around a serial loop of n calls of cost 1.
     // Snippet B: a serial loop of n around a parallel loop of 2 iterations of cost 1.
