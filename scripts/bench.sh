@@ -87,10 +87,11 @@ LIST
     echo "(15 for fib_cutoff 38; fastest and median: the ratios of single runs on this VM vary by up to"
     echo "±50%; \"per round\": the median of each round's ratio to native's time in that round). The last"
     echo "column: the tool on one CPU (\`taskset -c 0\`: QEMU and the analysis share it; the program has"
-    echo "one thread, so native is the same either way):"
+    echo "one thread, so native is the same either way). Host steal: the share of the two vCPUs' time"
+    echo "the host took while the tool (on two CPUs) ran (/proc/stat; 0 on a quiet host):"
     echo
-    echo "| program (args) | marks hit | instructions per hit | native s | bare QEMU s | emulate s | bare QEMU / native | emulate / native (fastest) | emulate / native (median) | bare QEMU / native, per round | counting only / native, per round | emulate / native, per round | emulate on one CPU / native, per round |"
-    echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    echo "| program (args) | marks hit | instructions per hit | native s | bare QEMU s | emulate s | bare QEMU / native | emulate / native (fastest) | emulate / native (median) | bare QEMU / native, per round | counting only / native, per round | emulate / native, per round | emulate on one CPU / native, per round | host steal |"
+    echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     for fib in "fib_cutoff 34 31" "fib_cutoff 38 15" "fib 33 31"; do
         set -- $fib  # program, n, rounds (the short runs get more: their medians move most)
         "$bin" run --counter emulate --json "$work/t.json" "$work/$1" $2 >/dev/null 2>&1
@@ -106,7 +107,7 @@ t = {l.split()[0]: tuple(map(float, l.split()[1:])) for l in open(sys.argv[3])}
 qp, cp, ep, op = t["qemu"][4], t["counting"][4], t["emulate"][4], t["one_cpu"][4]
 print(f"| {sys.argv[1]} | {r['events']:,} | {r['work'] / r['events']:.1f} | {nf:.4f} / {nm:.4f} | "
       f"{qf:.3f} / {qm:.3f} | {ef:.3f} / {em:.3f} | {qf / nf:.1f}× | {ef / nf:.1f}× | {em / nm:.1f}× | "
-      f"{qp:.1f}× | {cp:.1f}× | {ep:.1f}× | {op:.1f}× |")
+      f"{qp:.1f}× | {cp:.1f}× | {ep:.1f}× | {op:.1f}× | {t['emulate'][5]:.1f}% |")
 PY
     done
     echo
@@ -114,8 +115,8 @@ PY
     echo "plugin that only counts, in turn, 7 rounds: gzip -6 of 8 MB (the issue's and the prototype's"
     echo "coarse program; unmarked, so all counting, no hit), nqueens 11 (fastest; \"per round\" as above):"
     echo
-    echo "| program | native s | bare QEMU s | counting only s | emulate s | bare QEMU / native (fastest) | emulate / native (fastest) | bare QEMU / native, per round | counting only / native, per round | emulate / native, per round | emulate / bare QEMU (the two per round) |"
-    echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    echo "| program | native s | bare QEMU s | counting only s | emulate s | bare QEMU / native (fastest) | emulate / native (fastest) | bare QEMU / native, per round | counting only / native, per round | emulate / native, per round | emulate / bare QEMU (the two per round) | host steal |"
+    echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     head -c 6000000 /dev/urandom | base64 > "$work/gzip.in"  # ~8 MB of text
     for prog in "$(command -v gzip) -6 -c $work/gzip.in" "$work/nqueens 11"; do
         python3 scripts/bench/interleave.py 7 "native=$prog" "qemu=qemu-x86_64 -cpu $cpu $prog" \
@@ -127,7 +128,7 @@ t = {l.split()[0]: tuple(map(float, l.split()[1:])) for l in open(sys.argv[2])}
 n, q, c, e = (t[k][0] for k in ("native", "qemu", "counting", "emulate"))
 qp, cp, ep = (t[k][4] for k in ("qemu", "counting", "emulate"))
 print(f"| {sys.argv[1]} | {n:.3f} | {q:.3f} | {c:.3f} | {e:.3f} | {q / n:.1f}× | {e / n:.1f}× | "
-      f"{qp:.2f}× | {cp:.2f}× | {ep:.2f}× | {ep / qp:.2f}× |")
+      f"{qp:.2f}× | {cp:.2f}× | {ep:.2f}× | {ep / qp:.2f}× | {t['emulate'][5]:.1f}% |")
 PY
     done
     echo
