@@ -98,6 +98,16 @@ pub(crate) fn ptrace_err(op: &'static str, tid: Tid) -> impl FnOnce(Errno) -> Tr
     move |source| TraceError::Ptrace { op, tid, source }
 }
 
+/// The registers of stopped thread `tid`; `None` if it was killed meanwhile (a SIGKILL from
+/// outside can come between two requests about one stop: its exit will be reported).
+pub(crate) fn regs_unless_gone(tid: Tid) -> Result<Option<libc::user_regs_struct>, TraceError> {
+    match sys::getregs(tid) {
+        Ok(regs) => Ok(Some(regs)),
+        Err(Errno::ESRCH) => Ok(None),
+        Err(e) => Err(ptrace_err("GETREGS", tid)(e)),
+    }
+}
+
 /// `Ok` for success or ESRCH (the thread was killed meanwhile: its exit will be reported).
 fn gone_ok(op: &'static str, tid: Tid, r: nix::Result<()>) -> Result<(), TraceError> {
     match r {

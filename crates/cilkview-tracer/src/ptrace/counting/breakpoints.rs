@@ -11,7 +11,7 @@ use nix::libc;
 use super::Counting;
 use crate::counter;
 use crate::ptrace::loader_hook::{self, LoaderHook};
-use crate::ptrace::{ptrace_err, Core};
+use crate::ptrace::{ptrace_err, regs_unless_gone, Core};
 use crate::sys::{self, Tid};
 use crate::{TraceError, TraceEvent};
 
@@ -199,7 +199,9 @@ impl<K: InstructionCounter> Counting for Breakpoints<K> {
             Err(e) => return Err(ptrace_err("GETSIGINFO", tid)(e)),
         };
         if code == sys::SI_KERNEL {
-            let regs = sys::getregs(tid).map_err(ptrace_err("GETREGS", tid))?;
+            let Some(regs) = regs_unless_gone(tid)? else {
+                return Ok(None);
+            };
             let at = regs.rip.wrapping_sub(1);
             if let Some(hook) = self.hook.filter(|h| h.addr == at) {
                 self.loader_hook(core, tid, &regs, hook)?;

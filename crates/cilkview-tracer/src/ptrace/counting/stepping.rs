@@ -8,7 +8,7 @@ use nix::libc;
 
 use super::sigtrap_guard::Guard;
 use super::Counting;
-use crate::ptrace::{ptrace_err, Core};
+use crate::ptrace::{ptrace_err, regs_unless_gone, Core};
 use crate::sys::{self, Tid};
 use crate::{TraceError, TraceEvent};
 
@@ -163,7 +163,9 @@ impl Counting for Stepping {
     }
 
     fn at_boundary(&mut self, core: &mut Core<'_>, tid: Tid) -> Result<(), TraceError> {
-        let regs = sys::getregs(tid).map_err(ptrace_err("GETREGS", tid))?;
+        let Some(regs) = regs_unless_gone(tid)? else {
+            return Ok(());
+        };
         self.boundary(core, tid, &regs);
         Ok(())
     }
@@ -175,7 +177,9 @@ impl Counting for Stepping {
             Err(e) => return Err(ptrace_err("GETSIGINFO", tid)(e)),
         };
         // Did the in-flight step execute an instruction?
-        let regs = sys::getregs(tid).map_err(ptrace_err("GETREGS", tid))?;
+        let Some(regs) = regs_unless_gone(tid)? else {
+            return Ok(None);
+        };
         let th = self.thread(tid);
         let mut inject = 0;
         let executed = match code {
