@@ -319,13 +319,20 @@ impl EventSink for Session<'_> {
     fn hits(&mut self, tid: i32, hits: &[u64]) -> HitsTotal {
         let i = self.engine_index(tid);
         let mut path = self.hit_path(i);
+        // The run's totals from the engine's before and after (every hit is an event of the
+        // engine or, for a foreign probe, a charge to it): nothing counted per hit.
+        let (events, cost) = (path.thread.1.events(), path.thread.1.cost_so_far());
         // Whether the engine profiles, checked once for the run: two loops.
-        let total = if path.thread.1.profiling() {
-            PackedHit::for_each_in(hits, |probe, cost| path.hit::<true>(probe, cost, None))
+        if path.thread.1.profiling() {
+            PackedHit::for_each_hit_in(hits, |probe, cost| path.hit::<true>(probe, cost, None))
         } else {
-            PackedHit::for_each_in(hits, |probe, cost| path.hit::<false>(probe, cost, None))
+            PackedHit::for_each_hit_in(hits, |probe, cost| path.hit::<false>(probe, cost, None))
+        }
+        let ours = path.thread.1.events() - events;
+        let total = HitsTotal {
+            hits: ours + path.foreign,
+            cost: path.thread.1.cost_so_far().wrapping_sub(cost),
         };
-        let ours = total.hits - path.foreign;
         self.count_hits(ours);
         self.cost_total = self.cost_total.saturating_add(total.cost);
         total

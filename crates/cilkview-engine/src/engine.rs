@@ -263,6 +263,12 @@ impl Engine {
         self.events
     }
 
+    /// The cost of every strand so far (events' and [`Engine::charge`]'s), wrapping at 2^64: a
+    /// caller that compares it before and after some events has their total cost.
+    pub fn cost_so_far(&self) -> u64 {
+        self.acc
+    }
+
     /// The malformed-stream situations absorbed so far (a caller comparing them before and after
     /// an event knows which event caused one).
     pub fn anomalies(&self) -> Anomalies {

@@ -71,6 +71,16 @@ impl PackedHit {
     #[inline(always)]
     pub fn for_each_in(words: &[u64], mut f: impl FnMut(usize, u64)) -> HitsTotal {
         let mut total = HitsTotal::default();
+        Self::for_each_hit_in(words, |probe, cost| {
+            total.add(cost);
+            f(probe, cost);
+        });
+        total
+    }
+
+    /// [`PackedHit::for_each_in`] without the totals (a caller that knows them otherwise).
+    #[inline(always)]
+    pub fn for_each_hit_in(words: &[u64], mut f: impl FnMut(usize, u64)) {
         // One call of `f` (the sink's hot path, inlined) in one loop over the hits: the second
         // small hit of a word waits in `second`.
         let mut words = words.iter();
@@ -95,10 +105,8 @@ impl PackedHit {
                     ((x >> 2) & Self::MAX_PROBE as u64, x >> 26)
                 }
             };
-            total.add(cost);
             f(probe as usize, cost);
         }
-        total
     }
 
     /// Calls `f(probe, cost)` for each hit of the word, in order. (Bits 32–63 of a word of small
