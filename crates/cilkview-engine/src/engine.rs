@@ -70,6 +70,19 @@ impl FrameExtra {
         self.settled = upto;
         Some(lp)
     }
+
+    /// For a loop: a part of it that began at the running total `start` (an iteration, or a
+    /// call, a spawn or a loop in its control code) ended, the running total being `acc` now:
+    /// the loop's control code up to `start` into its state, then `f` gives it the part. Whether
+    /// this is a loop (if not, nothing was done).
+    fn loop_part_ended(&mut self, start: u64, acc: u64, f: impl FnOnce(&mut LoopState)) -> bool {
+        let Some(lp) = self.settle(start) else {
+            return false;
+        };
+        f(lp);
+        self.settled = acc;
+        true
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -117,9 +130,7 @@ impl Frame {
         match &mut self.extra {
             None => self.paths.serial(c),
             Some(x) => {
-                if let Some(lp) = x.settle(start) {
-                    lp.serial(c);
-                    x.settled = acc;
+                if x.loop_part_ended(start, acc, |lp| lp.serial(c)) {
                     return;
                 }
                 self.paths.serial(c);
@@ -133,14 +144,11 @@ impl Frame {
     /// A child spawned when the running total was `start` returned with measures `c`; the
     /// running total is `acc` now.
     fn child_returned(&mut self, c: Cost, start: u64, burden: u64, acc: u64) {
-        if let Some(x) = &mut self.extra {
-            if let Some(lp) = x.settle(start) {
-                // A spawn in a loop's control code (not inside an iteration): no frame to own
-                // it, so it is measured as serial code of the loop.
-                lp.serial(c);
-                x.settled = acc;
-                return;
-            }
+        // A spawn in a loop's control code (not inside an iteration): no frame to own it, so it
+        // is measured as serial code of the loop.
+        let in_loop = |x: &mut Box<FrameExtra>| x.loop_part_ended(start, acc, |lp| lp.serial(c));
+        if self.extra.as_mut().is_some_and(in_loop) {
+            return;
         }
         self.pending += 1;
         self.paths.child_returned(c, start, burden);
@@ -152,14 +160,11 @@ impl Frame {
     /// An iteration that began when the running total was `start` ended with measures `c`; the
     /// running total is `acc` now.
     fn iteration_ended(&mut self, c: Cost, start: u64, burden: u64, acc: u64) {
-        match self.extra.as_mut() {
-            Some(x) if x.lp.is_some() => {
-                if let Some(lp) = x.settle(start) {
-                    lp.end_iteration(c, burden);
-                }
-                x.settled = acc;
-            }
-            _ => self.serial(c, start, acc),
+        let in_loop = |x: &mut Box<FrameExtra>| {
+            x.loop_part_ended(start, acc, |lp| lp.end_iteration(c, burden))
+        };
+        if !self.extra.as_mut().is_some_and(in_loop) {
+            self.serial(c, start, acc);
         }
     }
 
