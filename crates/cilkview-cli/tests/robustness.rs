@@ -263,9 +263,10 @@ fn error_causes_are_printed_once() {
 /// Item 12: a zombie has exited; saying "permission denied … run as root" sent users astray.
 #[test]
 fn attaching_to_a_zombie_says_it_has_exited() {
-    // `sleep 0` exits at once; its parent then execs `sleep 30`, which never reaps it.
+    // `sleep 0.5` exits after its parent has exec'd `sleep 30`, which never reaps it. (With
+    // `sleep 0`, the shell reaped the child before its exec about once in 20 runs.)
     let mut parent = Command::new("sh")
-        .args(["-c", "sleep 0 & echo $!; exec sleep 30"])
+        .args(["-c", "sleep 0.5 & echo $!; exec sleep 30"])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
