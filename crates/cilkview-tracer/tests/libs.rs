@@ -321,20 +321,22 @@ int main(int argc, char **argv) {
 #[test]
 fn attach_finds_loaded_library_and_detach_restores_it() {
     let b = build(TICKER, true);
-    let reference = Command::new(&b.exe).arg("8").output().unwrap();
+    let reference = Command::new(&b.exe).arg("16").output().unwrap();
     let reference = format!(
         "{}status={}\n",
         String::from_utf8_lossy(&reference.stdout),
         reference.status.code().unwrap()
     );
     for step in [false, true] {
-        let (child, pid, _d) = start(&b.exe, &["8"]);
+        let (child, pid, _d) = start(&b.exe, &["16"]);
         std::thread::sleep(Duration::from_millis(150)); // past the start-up
         let stop = StopFlag::new();
         let o = AttachOptions {
             pid,
             counter: CounterMode::Step,
-            duration: Some(Duration::from_millis(450)),
+            // Two ticks' worth and more even when single-stepping on a loaded host (450 ms
+            // once saw one and a half), well before the program's 1.6 s end.
+            duration: Some(Duration::from_millis(900)),
             stop: stop.clone(),
         };
         let mut calls = Calls::default();
