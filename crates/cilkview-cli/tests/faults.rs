@@ -460,6 +460,9 @@ fn auto_single_steps_a_script() {
         assert_eq!(t.json["counter"]["mode"], "single-step", "{}", t.json);
         let reason = t.json["counter"]["reason"].as_str().unwrap();
         assert!(reason.contains("is a script"), "{reason}");
+        // What to do instead, not "use --counter step", which is what happened.
+        assert!(reason.contains("run that program itself"), "{reason}");
+        assert!(!reason.contains("use --counter step"), "{reason}");
     }
 }
 

@@ -136,9 +136,9 @@ impl Backend for Emulate {
         })
     }
     fn supports(&self, opts: &TraceOptions) -> Result<(), String> {
-        match crate::emulate::check_program(opts) {
+        match crate::emulate::inspect_program(opts) {
             // A script: qemu-user would run its interpreter and every exec after it natively.
-            Err(TraceError::Emulator { message }) => Err(format!("emulation: {message}")),
+            Ok((path, Some(refusal))) => Err(refusal.passed_over(&path)),
             _ => Ok(()), // runnable, or an error every backend will report
         }
     }

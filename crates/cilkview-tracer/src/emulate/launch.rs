@@ -149,8 +149,66 @@ pub fn search_path(name: &OsStr) -> Option<PathBuf> {
     which::which(name).ok()
 }
 
+/// Why the emulator cannot run a program that exists and is executable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// A `#!` script: qemu-user would run its interpreter, and every program it execs, natively.
+    Script,
+    /// A 32-bit ELF program.
+    Bits32,
+    /// An ELF program for another machine.
+    OtherMachine,
+}
+
+impl Refusal {
+    fn what(self) -> &'static str {
+        match self {
+            Refusal::Script => "a script",
+            Refusal::Bits32 => "a 32-bit program",
+            Refusal::OtherMachine => "not an x86-64 program",
+        }
+    }
+
+    /// The error of `--counter emulate` for `path`.
+    pub fn error(self, path: &Path) -> TraceError {
+        TraceError::Emulator {
+            message: format!(
+                "`{}` is {}; the emulator runs x86-64 ELF programs only: use --counter step",
+                path.display(),
+                self.what()
+            ),
+        }
+    }
+
+    /// Why `--counter auto` passes emulation over for `path` (the next counter, single-stepping,
+    /// can run it).
+    pub fn passed_over(self, path: &Path) -> String {
+        let path = path.display();
+        match self {
+            Refusal::Script => format!(
+                "emulation: `{path}` is a script, which qemu-user would run natively with every \
+                 program it starts (uncounted), so it is single-stepped; to count the program \
+                 it starts by emulation (thousands of times faster), run that program itself"
+            ),
+            _ => format!(
+                "emulation: `{path}` is {}; the emulator runs x86-64 ELF programs only",
+                self.what()
+            ),
+        }
+    }
+}
+
 /// The program to run: found, executable, an x86-64 ELF file.
 pub fn check_program(opts: &TraceOptions) -> Result<PathBuf, TraceError> {
+    let (path, refusal) = inspect_program(opts)?;
+    match refusal {
+        Some(r) => Err(r.error(&path)),
+        None => Ok(path),
+    }
+}
+
+/// The program to run, found and executable, and whether the emulator cannot run it.
+pub fn inspect_program(opts: &TraceOptions) -> Result<(PathBuf, Option<Refusal>), TraceError> {
     let exec_err = |source: std::io::Error| TraceError::Exec {
         program: opts.program.clone(),
         source,
@@ -168,14 +226,8 @@ pub fn check_program(opts: &TraceOptions) -> Result<PathBuf, TraceError> {
         .and_then(|mut f| f.read(&mut head))
         .map_err(exec_err)?;
     let head = &head[..n];
-    let unsupported = |what: &str| TraceError::Emulator {
-        message: format!(
-            "`{}` is {what}; the emulator runs x86-64 ELF programs only: use --counter step",
-            path.display()
-        ),
-    };
     if head.starts_with(b"#!") {
-        return Err(unsupported("a script"));
+        return Ok((path, Some(Refusal::Script)));
     }
     if !head.starts_with(b"\x7fELF") || n < 20 {
         return Err(exec_err(std::io::Error::from_raw_os_error(
@@ -183,14 +235,14 @@ pub fn check_program(opts: &TraceOptions) -> Result<PathBuf, TraceError> {
         )));
     }
     let machine = u16::from_le_bytes([head[18], head[19]]);
-    if head[4] != 2 || machine != 62 {
-        return Err(unsupported(if head[4] == 1 {
-            "a 32-bit program"
-        } else {
-            "not an x86-64 program"
-        }));
-    }
-    Ok(path)
+    let refusal = if head[4] == 1 {
+        Some(Refusal::Bits32)
+    } else if head[4] != 2 || machine != 62 {
+        Some(Refusal::OtherMachine)
+    } else {
+        None
+    };
+    Ok((path, refusal))
 }
 
 /// A running emulated program and the analyzer's ends of the ring and the pipes.

@@ -17,7 +17,7 @@ use std::path::PathBuf;
 
 use nix::libc;
 
-pub(crate) use launch::check_program;
+pub(crate) use launch::inspect_program;
 pub use launch::CPU_MODEL;
 use protocol::Record;
 
