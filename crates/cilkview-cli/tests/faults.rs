@@ -413,7 +413,7 @@ fn a_wrapper_that_execs_a_dynamically_linked_program() {
 
 /// What emulation cannot see, or saw differently, is said in the report's counter line: a fault
 /// that killed the program (its last marks are recovered from the plugin's shared buffers), an
-/// image the program execs (qemu-user runs it natively).
+/// image the program execs (followed under the emulator and counted).
 #[test]
 fn emulation_says_what_it_missed() {
     if let Err(why) = cilkview_fixtures::emulator() {
@@ -441,25 +441,42 @@ fn emulation_says_what_it_missed() {
     );
     assert_eq!(t.code(), Some(0));
     let reason = t.json["counter"]["reason"].as_str().unwrap();
-    assert!(reason.contains("ran natively"), "{reason}");
-    assert_eq!(t.json["spawns"], 0, "the exec'd image is not counted");
+    assert!(
+        reason.contains(&format!("exec'd `{}`, counted", exe.display())),
+        "{reason}"
+    );
+    assert_eq!(t.json["spawns"], 2, "the exec'd image is counted");
 }
 
-/// Under `auto` a `#!` script is single-stepped: emulation would run its interpreter and every
-/// image it execs natively.
+/// Under `auto` a `#!` script is emulated: its interpreter runs under the emulator, which
+/// follows its exec of the program. A script whose interpreter is a script itself is
+/// single-stepped, and the reason says what to do for emulation's speed.
 #[test]
-fn auto_single_steps_a_script() {
+fn auto_emulates_a_script_and_single_steps_a_script_interpreter() {
     let exe = build("known_spawn", &static_opts());
     let dir = tempfile::tempdir().unwrap();
-    let wrapper = dir.path().join("wrapper.sh");
-    std::fs::write(&wrapper, format!("#!/bin/sh\nexec {}\n", exe.display())).unwrap();
-    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let executable = |name: &str, text: String| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    };
+    let wrapper = executable(
+        "wrapper.sh",
+        format!("#!/bin/sh\nexec {} \"$@\"\n", exe.display()),
+    );
     let t = common::analyze(&wrapper, &[]);
     assert_eq!(t.json["spawns"], 2, "{}", t.json);
+    let nested = executable("nested", format!("#!{}\n", wrapper.display()));
+    let n = common::analyze(&nested, &[]);
+    assert_eq!(n.json["spawns"], 2, "{}", n.json);
     if cilkview_fixtures::emulator().is_ok() {
-        assert_eq!(t.json["counter"]["mode"], "single-step", "{}", t.json);
-        let reason = t.json["counter"]["reason"].as_str().unwrap();
-        assert!(reason.contains("is a script"), "{reason}");
+        assert_eq!(t.json["counter"]["mode"], "emulate", "{}", t.json);
+        let direct = analyze_with(&exe, &["--counter", "emulate"], &[]);
+        assert_eq!(t.parallel_part(), direct.parallel_part());
+        assert_eq!(n.json["counter"]["mode"], "single-step", "{}", n.json);
+        let reason = n.json["counter"]["reason"].as_str().unwrap();
+        assert!(reason.contains("interpreter is not an x86-64"), "{reason}");
         // What to do instead, not "use --counter step", which is what happened.
         assert!(reason.contains("run that program itself"), "{reason}");
         assert!(!reason.contains("use --counter step"), "{reason}");

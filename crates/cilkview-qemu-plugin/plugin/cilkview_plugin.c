@@ -9,7 +9,8 @@
  *
  * Plugin arguments: ring=FD (the shared record ring, see stream.c), out=FD (the
  * pipe that wakes the analyzer), in=FD (the analyzer's replies), shm=FD (the
- * threads' states), so=FD (the memfd this file was loaded from; closed at install).
+ * threads' states), so=FD (the memfd this file was loaded from), exec=1 (this QEMU was
+ * exec'd by the plugin at the program's exec, see exec.c).
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -17,6 +18,7 @@
 #include <errno.h>
 #include <stddef.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/futex.h>
 #include <poll.h>
 #include <pthread.h>
@@ -56,6 +58,7 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
 #define K_ATEXIT 11      /* QEMU's exit path ran (normal exit or the guest's fatal signal) */
 #define K_NO_OPERAND 12  /* arg: probe index: its operand cannot be read exactly */
 #define K_SELF_SIGNAL 13 /* arg: signal the program sends itself (kill, tkill, tgkill) */
+#define K_IMAGE 14       /* a new instance, in the QEMU the last exec'd (exec.c); awaits a reply */
 #define HIT_PROBE_BITS 24
 #define HIT_COST_BITS 38
 /* A small hit: cost << SMALL_PROBE_BITS | probe, 30 bits; (small << 2) | TAG_PAIR is half a word
@@ -97,7 +100,7 @@ static qemu_plugin_id_t g_id;
 static int g_inline = 1, g_window;
 static unsigned g_window_vcpu;
 static uint64_t g_window_base;
-static int g_out = -1, g_in = -1, g_shm = -1;
+static int g_out = -1, g_in = -1, g_shm = -1, g_so = -1, g_ring_fd = -1, g_execed;
 static pthread_mutex_t g_shm_lock = PTHREAD_MUTEX_INITIALIZER;
 static int g_started, g_finalized, g_first_init = 1;
 static uint64_t g_guest_base;
@@ -124,6 +127,7 @@ static void register_callbacks(qemu_plugin_id_t id);
 #include "counting.c"
 #include "files.c"
 #include "translate.c"
+#include "exec.c"
 
 /* ---------------------------- threads, syscalls ---------------------------- */
 
@@ -274,6 +278,8 @@ static void vcpu_syscall(qemu_plugin_id_t id, unsigned int vcpu, int64_t num, ui
         memcpy(&w[1], path, plen);
         write_chunk(tid_now(), w, 1 + (unsigned)((plen + 7) / 8));
         pthread_mutex_unlock(&g_fin_lock);
+        if (num == SYS_execve)
+            follow_exec(path, a2, a3); /* returns if the image runs natively */
     } else if ((num == SYS_kill && ((int)a1 == getpid() || (int)a1 == 0) && a2 != 0) ||
                (num == SYS_tgkill && (int)a1 == getpid() && a3 != 0) ||
                (num == SYS_tkill && a2 != 0 && is_our_task((int)a1))) {
@@ -378,6 +384,12 @@ static void postfork_child(void)
     if (g_ring)
         munmap(g_ring, RING_HDR_BYTES + RING_BYTES);
     g_ring = NULL;
+    if (g_so >= 0)
+        close(g_so);
+    if (g_ring_fd >= 0)
+        close(g_ring_fd);
+    g_so = g_ring_fd = -1;
+    g_qemu_nargs = 0; /* the child's execs run natively, as the child does */
     pthread_mutex_unlock(&g_shm_lock);
     pthread_mutex_unlock(&g_write_lock);
     pthread_mutex_unlock(&g_fin_lock);
@@ -433,7 +445,9 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
         else if (!strncmp(argv[i], "in=", 3))
             in = atoi(argv[i] + 3);
         else if (!strncmp(argv[i], "so=", 3))
-            close(atoi(argv[i] + 3));
+            g_so = high_fd(atoi(argv[i] + 3)); /* kept for the next exec (exec.c) */
+        else if (!strcmp(argv[i], "exec=1"))
+            g_execed = 1;
         else if (!strncmp(argv[i], "shm=", 4))
             g_shm = high_fd(atoi(argv[i] + 4));
         else if (!strncmp(argv[i], "ring=", 5))
@@ -444,7 +458,7 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
         return -1;
     }
     void *r = mmap(NULL, RING_HDR_BYTES + RING_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, ring, 0);
-    close(ring);
+    g_ring_fd = high_fd(ring); /* kept for the next exec (exec.c) */
     if (r == MAP_FAILED) {
         qemu_plugin_outs("cilkview-rs plugin: cannot map the record ring\n");
         return -1;
@@ -456,6 +470,7 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
     g_in = high_fd(in);
     g_id = id;
     pthread_atfork(prefork, postfork_parent, postfork_child);
+    exec_setup();
     register_callbacks(id);
     return 0;
 }

@@ -265,9 +265,29 @@ static struct file *file_of_code(uint64_t h)
     return NULL;
 }
 
+/* In a QEMU the plugin exec'd (exec.c): tell the analyzer a new image begins, and wait for its
+ * word, skipping any reply before it (to a request of a thread the exec ended). */
+static void announce_image(void)
+{
+    uint64_t w = ctrl(K_IMAGE, 0);
+    write_chunk(tid_now(), &w, 1);
+    for (;;) {
+        uint64_t head[3]; /* status (2: this word), first index, count */
+        read_all(head, sizeof head);
+        if (head[0] == 2)
+            return;
+        for (uint64_t k = 0; k < head[2]; k++) {
+            uint64_t p[3];
+            read_all(p, sizeof p);
+        }
+    }
+}
+
 /* The first block: learn guest_base; announce the executable, then its loader. */
 static void start(uint64_t vaddr, uint64_t haddr)
 {
+    if (g_execed)
+        announce_image();
     g_guest_base = haddr - vaddr;
     read_maps();
     long exe = find_map(qemu_plugin_start_code() + g_guest_base);

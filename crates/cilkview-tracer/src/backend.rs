@@ -137,8 +137,8 @@ impl Backend for Emulate {
     }
     fn supports(&self, opts: &TraceOptions) -> Result<(), String> {
         match crate::emulate::inspect_program(opts) {
-            // A script: qemu-user would run its interpreter and every exec after it natively.
-            Ok((path, Some(refusal))) => Err(refusal.passed_over(&path)),
+            // A 32-bit program, a script whose interpreter is one or is a script itself.
+            Ok((path, Err(refusal))) => Err(refusal.passed_over(&path)),
             _ => Ok(()), // runnable, or an error every backend will report
         }
     }

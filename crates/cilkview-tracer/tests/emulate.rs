@@ -34,6 +34,31 @@ fn known_fixtures_equal_step() {
     }
 }
 
+/// A wrapper script that execs the program (as pyenv's shims, libtool's wrappers, `env`):
+/// the emulator runs the script's interpreter and follows its exec, as single-stepping does.
+#[test]
+fn wrapper_script_and_exec_chain_equal_step() {
+    if !have_qemu() {
+        return;
+    }
+    let exe = build("known_spawn", &BuildOptions::default().static_link());
+    let dir = tempfile::tempdir().unwrap();
+    let wrapper = dir.path().join("wrapper.sh");
+    // The shell execs env, which execs the program: two execs followed.
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nexec /usr/bin/env CILKVIEW_WRAPPED=1 {}\n",
+            exe.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (s, e) = compare(&wrapper, &[], EDGE_SLACK);
+    println!("wrapper of known_spawn: step {s} emulate {e}");
+}
+
 #[test]
 fn fib_link_kinds_equal_step() {
     if !have_qemu() {

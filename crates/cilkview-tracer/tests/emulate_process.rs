@@ -2,7 +2,7 @@
 //! emulated: they run as without the tool, and the report says what was not counted.
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use cilkview_fixtures::{build, BuildOptions};
 use cilkview_tracer::{ExitStatus, TraceEvent};
@@ -51,8 +51,10 @@ int main(void) {
     );
 }
 
+/// An exec is followed under the emulator: the new image is counted, its marks asked for with
+/// the numbering restarted, and the exec'ing thread's count goes with its `Exec` event.
 #[test]
-fn exec_is_reported_not_miscounted() {
+fn exec_is_followed_under_the_emulator() {
     if !have_qemu() {
         return;
     }
@@ -68,14 +70,84 @@ int main(void) {
     );
     let probes = probes(&p.exe, &[("probe_a", None)]);
     let mut ev = vec![];
+    let mut asked = vec![];
+    let (out, notes) = run_emulated_with_notes(
+        &opts(&p.exe, &[]),
+        |img| {
+            asked.push(img.to_path_buf());
+            Ok(if img == p.exe { probes.clone() } else { vec![] })
+        },
+        |e| ev.push(e),
+    )
+    .unwrap();
+    assert_eq!(out.status, ExitStatus::Exited(4));
+    assert_eq!(notes.native_exec, None);
+    assert_eq!(notes.followed_execs, [PathBuf::from("/bin/sh")]);
+    assert!(
+        out.counter.reason.contains("counted"),
+        "{}",
+        out.counter.reason
+    );
+    // The shell's files were asked for after the program's.
+    let sh = std::fs::canonicalize("/bin/sh").unwrap();
+    assert!(asked.contains(&sh), "{asked:?}");
+    let images: Vec<(u32, u64)> = ev
+        .iter()
+        .filter_map(|e| match *e {
+            TraceEvent::Exec { image, cost, .. } => Some((image, cost)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(images.len(), 2, "{ev:?}");
+    assert_eq!(images[0], (0, 0));
+    // From probe_a through execl to the syscall: more than a few, fewer than a start-up's.
+    assert_eq!(images[1].0, 1);
+    assert!((10..20_000).contains(&images[1].1), "{images:?}");
+    // The shell's instructions are counted: tens of thousands at the least.
+    assert!(
+        out.total_instructions > 100_000,
+        "{}",
+        out.total_instructions
+    );
+    assert_costs_add_up(out.total_instructions, &ev);
+}
+
+/// What cannot be followed runs natively, as qemu-user runs it, and the report says so: a
+/// set-user-ID file would lose its privileges under the emulator.
+#[test]
+fn exec_of_a_setuid_file_runs_natively_and_is_reported() {
+    if !have_qemu() {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let setuid = dir.path().join("true-setuid");
+    std::fs::copy("/bin/true", &setuid).unwrap();
+    std::fs::set_permissions(&setuid, std::fs::Permissions::from_mode(0o4755)).unwrap();
+    let p = compile(
+        &format!(
+            r#"
+#include <unistd.h>
+int main(void) {{
+    PROBE(probe_a);
+    execl("{}", "true", (char *)0);
+    return 1;
+}}"#,
+            setuid.display()
+        ),
+        &[],
+    );
+    let probes = probes(&p.exe, &[("probe_a", None)]);
+    let mut ev = vec![];
     let (out, notes) = run_emulated_with_notes(
         &opts(&p.exe, &[]),
         |img| Ok(if img == p.exe { probes.clone() } else { vec![] }),
         |e| ev.push(e),
     )
     .unwrap();
-    assert_eq!(out.status, ExitStatus::Exited(4));
-    assert_eq!(notes.native_exec.as_deref(), Some(Path::new("/bin/sh")));
+    assert_eq!(out.status, ExitStatus::Exited(0));
+    assert_eq!(notes.native_exec.as_deref(), Some(setuid.as_path()));
+    assert!(notes.followed_execs.is_empty());
     assert!(
         out.counter.reason.contains("natively"),
         "{}",
@@ -134,12 +206,24 @@ fn programs_the_emulator_cannot_run_are_one_clear_error() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let script = dir.path().join("s.sh");
-    std::fs::write(&script, "#!/bin/sh\nexit 0\n").unwrap();
     use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let e = run_emulated(&opts(&script, &[]), |_| Ok(vec![]), |_| {}).unwrap_err();
-    assert!(e.to_string().contains("--counter step"), "{e}");
+    let executable = |path: &Path, text: &str| {
+        std::fs::write(path, text).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    // A script runs through its interpreter, under the emulator; one whose interpreter is a
+    // script itself (the kernel allows it) cannot.
+    let script = dir.path().join("s.sh");
+    executable(&script, "#!/bin/sh -e\nexit 3\n");
+    let (out, _) = run_emulated_with_notes(&opts(&script, &[]), |_| Ok(vec![]), |_| {}).unwrap();
+    assert_eq!(out.status, ExitStatus::Exited(3));
+    let nested = dir.path().join("nested.sh");
+    executable(&nested, &format!("#!{}\nexit 0\n", script.display()));
+    let e = run_emulated(&opts(&nested, &[]), |_| Ok(vec![]), |_| {}).unwrap_err();
+    assert!(
+        e.to_string().contains("interpreter") && e.to_string().contains("--counter step"),
+        "{e}"
+    );
     if cilkview_fixtures::has_tool("gcc") {
         let c = dir.path().join("m32.c");
         std::fs::write(&c, "int main(void){return 0;}").unwrap();

@@ -149,10 +149,24 @@ pub fn search_path(name: &OsStr) -> Option<PathBuf> {
     which::which(name).ok()
 }
 
+/// How the emulator runs a program.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Runnable {
+    /// An x86-64 ELF program.
+    Elf,
+    /// A `#!` script whose interpreter is an x86-64 ELF program: run as the kernel runs it, the
+    /// interpreter (with the line's argument, if any) given the script's path.
+    Script {
+        interpreter: PathBuf,
+        arg: Option<std::ffi::OsString>,
+    },
+}
+
 /// Why the emulator cannot run a program that exists and is executable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Refusal {
-    /// A `#!` script: qemu-user would run its interpreter, and every program it execs, natively.
+    /// A `#!` script whose interpreter is not an x86-64 ELF program (a script itself, or a
+    /// program for another machine).
     Script,
     /// A 32-bit ELF program.
     Bits32,
@@ -163,7 +177,7 @@ pub enum Refusal {
 impl Refusal {
     fn what(self) -> &'static str {
         match self {
-            Refusal::Script => "a script",
+            Refusal::Script => "a script whose interpreter is not an x86-64 ELF program",
             Refusal::Bits32 => "a 32-bit program",
             Refusal::OtherMachine => "not an x86-64 program",
         }
@@ -186,9 +200,9 @@ impl Refusal {
         let path = path.display();
         match self {
             Refusal::Script => format!(
-                "emulation: `{path}` is a script, which qemu-user would run natively with every \
-                 program it starts (uncounted), so it is single-stepped; to count the program \
-                 it starts by emulation (thousands of times faster), run that program itself"
+                "emulation: `{path}` is a script whose interpreter is not an x86-64 ELF \
+                 program, so it is single-stepped; to count the program it starts by emulation \
+                 (thousands of times faster), run that program itself"
             ),
             _ => format!(
                 "emulation: `{path}` is {}; the emulator runs x86-64 ELF programs only",
@@ -198,17 +212,20 @@ impl Refusal {
     }
 }
 
-/// The program to run: found, executable, an x86-64 ELF file.
-pub fn check_program(opts: &TraceOptions) -> Result<PathBuf, TraceError> {
-    let (path, refusal) = inspect_program(opts)?;
-    match refusal {
-        Some(r) => Err(r.error(&path)),
-        None => Ok(path),
+/// The program to run: found, executable, an x86-64 ELF file or a script the emulator can run.
+pub fn check_program(opts: &TraceOptions) -> Result<(PathBuf, Runnable), TraceError> {
+    let (path, runnable) = inspect_program(opts)?;
+    match runnable {
+        Ok(how) => Ok((path, how)),
+        Err(r) => Err(r.error(&path)),
     }
 }
 
-/// The program to run, found and executable, and whether the emulator cannot run it.
-pub fn inspect_program(opts: &TraceOptions) -> Result<(PathBuf, Option<Refusal>), TraceError> {
+/// The program to run, found and executable, and how the emulator runs it, or why it cannot.
+#[allow(clippy::type_complexity)]
+pub fn inspect_program(
+    opts: &TraceOptions,
+) -> Result<(PathBuf, Result<Runnable, Refusal>), TraceError> {
     let exec_err = |source: std::io::Error| TraceError::Exec {
         program: opts.program.clone(),
         source,
@@ -221,28 +238,64 @@ pub fn inspect_program(opts: &TraceOptions) -> Result<(PathBuf, Option<Refusal>)
             nix::libc::EACCES,
         )));
     }
-    let mut head = [0u8; 20];
-    let n = File::open(&path)
-        .and_then(|mut f| f.read(&mut head))
-        .map_err(exec_err)?;
-    let head = &head[..n];
-    if head.starts_with(b"#!") {
-        return Ok((path, Some(Refusal::Script)));
+    let head = read_head(&path).map_err(exec_err)?;
+    if let Some((interpreter, arg)) = shebang(&head) {
+        let runnable = match read_head(&interpreter).ok().and_then(|h| elf_kind(&h)) {
+            Some(Ok(())) => Ok(Runnable::Script { interpreter, arg }),
+            _ => Err(Refusal::Script),
+        };
+        return Ok((path, runnable));
     }
-    if !head.starts_with(b"\x7fELF") || n < 20 {
-        return Err(exec_err(std::io::Error::from_raw_os_error(
+    match elf_kind(&head) {
+        Some(kind) => Ok((path, kind.map(|()| Runnable::Elf))),
+        None => Err(exec_err(std::io::Error::from_raw_os_error(
             nix::libc::ENOEXEC,
-        )));
+        ))),
+    }
+}
+
+/// The first 256 bytes of a file (as much as the kernel reads to tell its format).
+fn read_head(path: &Path) -> std::io::Result<Vec<u8>> {
+    let mut head = Vec::with_capacity(256);
+    File::open(path)?.take(256).read_to_end(&mut head)?;
+    Ok(head)
+}
+
+/// An ELF file's kind from its first bytes: `Ok` for x86-64, else why the emulator cannot run
+/// it; `None` if it is not ELF.
+fn elf_kind(head: &[u8]) -> Option<Result<(), Refusal>> {
+    if !head.starts_with(b"\x7fELF") || head.len() < 20 {
+        return None;
     }
     let machine = u16::from_le_bytes([head[18], head[19]]);
-    let refusal = if head[4] == 1 {
-        Some(Refusal::Bits32)
+    Some(if head[4] == 1 {
+        Err(Refusal::Bits32)
     } else if head[4] != 2 || machine != 62 {
-        Some(Refusal::OtherMachine)
+        Err(Refusal::OtherMachine)
     } else {
-        None
-    };
-    Ok((path, refusal))
+        Ok(())
+    })
+}
+
+/// A `#!` line's interpreter and argument, by the kernel's rules: the interpreter up to a blank,
+/// then at most one argument, the rest of the line with its ends' blanks stripped.
+fn shebang(head: &[u8]) -> Option<(PathBuf, Option<std::ffi::OsString>)> {
+    let line = head.strip_prefix(b"#!")?;
+    let line = &line[..line.iter().position(|&b| b == b'\n').unwrap_or(line.len())];
+    let blank = |b: &u8| *b == b' ' || *b == b'\t';
+    let line = &line[line.iter().position(|b| !blank(b)).unwrap_or(line.len())..];
+    let end = line.iter().position(blank).unwrap_or(line.len());
+    if end == 0 {
+        return None;
+    }
+    let rest = &line[end..];
+    let rest = &rest[rest.iter().position(|b| !blank(b)).unwrap_or(rest.len())..];
+    let rest = &rest[..rest.iter().rposition(|b| !blank(b)).map_or(0, |i| i + 1)];
+    let os = |b: &[u8]| OsStr::from_bytes(b).to_os_string();
+    Some((
+        PathBuf::from(os(&line[..end])),
+        (!rest.is_empty()).then(|| os(rest)),
+    ))
 }
 
 /// A running emulated program and the analyzer's ends of the ring and the pipes.
@@ -265,8 +318,13 @@ fn os_err(what: &str) -> impl Fn(nix::errno::Errno) -> TraceError + '_ {
     }
 }
 
-/// Start `program` under `emu` with the plugin.
-pub fn launch(emu: &Emulator, program: &Path, opts: &TraceOptions) -> Result<Launched, TraceError> {
+/// Start `program` under `emu` with the plugin, as `how` says.
+pub fn launch(
+    emu: &Emulator,
+    program: &Path,
+    how: &Runnable,
+    opts: &TraceOptions,
+) -> Result<Launched, TraceError> {
     // The plugin in a memfd: nothing to clean up, nothing another user can swap.
     let name = CString::new("cilkview-plugin.so").expect("no NUL");
     let so = memfd_create(&name, MemFdCreateFlag::MFD_CLOEXEC).map_err(os_err("memfd_create"))?;
@@ -314,10 +372,15 @@ pub fn launch(emu: &Emulator, program: &Path, opts: &TraceOptions) -> Result<Lau
         .arg(CPU_MODEL)
         .arg("-plugin")
         .arg(plugin)
-        .arg("-0")
-        .arg(&opts.program)
-        .arg(program)
-        .args(&opts.args);
+        .arg("-0");
+    match how {
+        Runnable::Elf => cmd.arg(&opts.program).arg(program),
+        // As the kernel: interpreter [argument] script (the path found) arguments.
+        Runnable::Script { interpreter, arg } => {
+            cmd.arg(interpreter).arg(interpreter).args(arg).arg(program)
+        }
+    }
+    .args(&opts.args);
     crate::sys::prepare_child(
         &mut cmd,
         std::array::from_fn::<_, 5, _>(|i| (ours[i], keep[i])),
@@ -339,6 +402,32 @@ pub fn launch(emu: &Emulator, program: &Path, opts: &TraceOptions) -> Result<Lau
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_shebang_line_reads_as_the_kernel_reads_it() {
+        let read = |line: &[u8]| {
+            shebang(line).map(|(i, a)| {
+                (
+                    i.to_string_lossy().into_owned(),
+                    a.map(|a| a.to_string_lossy().into_owned()),
+                )
+            })
+        };
+        let some = |i: &str, a: Option<&str>| Some((i.to_string(), a.map(str::to_string)));
+        assert_eq!(read(b"#!/bin/sh\nexit 0\n"), some("/bin/sh", None));
+        assert_eq!(
+            read(b"#! \t/bin/sh -e \t\nexit"),
+            some("/bin/sh", Some("-e"))
+        );
+        // One argument: the rest of the line, blanks inside kept.
+        assert_eq!(
+            read(b"#!/usr/bin/env python3 -u x\n"),
+            some("/usr/bin/env", Some("python3 -u x"))
+        );
+        assert_eq!(read(b"#!/bin/true"), some("/bin/true", None));
+        assert_eq!(read(b"#! \n"), None);
+        assert_eq!(read(b"\x7fELF"), None);
+    }
 
     #[test]
     fn reading_the_emulator_says_what_asking_it_says() {

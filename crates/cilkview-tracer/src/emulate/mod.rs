@@ -36,6 +36,9 @@ pub struct EmulationNotes {
     /// The program exec'd this image, which qemu-user ran natively: nothing
     /// after the exec is counted (the threads' costs end at the exec).
     pub native_exec: Option<PathBuf>,
+    /// Images the program exec'd that ran under the emulator, counted (the plugin follows an
+    /// exec of an x86-64 ELF program or of a script whose interpreter is one), in order.
+    pub followed_execs: Vec<PathBuf>,
     /// Processes the program forked: they ran unharmed, uncounted.
     pub forked_children: Vec<i32>,
 }
@@ -60,8 +63,8 @@ pub fn run_emulated(
         mode: CounterMode::Emulate,
         reason,
     })?;
-    let program = launch::check_program(opts)?;
-    let mut launched = launch::launch(&emu, &program, opts)?;
+    let (program, how) = launch::check_program(opts)?;
+    let mut launched = launch::launch(&emu, &program, &how, opts)?;
     let pid = launched.child.id() as i32;
     // Signals sent to the tool go to QEMU, which delivers them to the program.
     crate::forward::launched(pid);
@@ -85,6 +88,7 @@ pub fn run_emulated(
     let notes = EmulationNotes {
         emulator: format!("{} ({})", emu.path.display(), emu.version),
         native_exec: s.native_exec.clone(),
+        followed_execs: s.followed.clone(),
         forked_children: s.forks.clone(),
     };
     let mut reason = format!("{} -cpu {CPU_MODEL}", emu.version);
@@ -99,6 +103,15 @@ pub fn run_emulated(
             "; the program was killed by signal {sig} from outside its own code: QEMU ran no exit \
              path, so the threads' last marks and counts were read from the plugin's shared \
              buffers (each thread's last strand is exact to within its last translation block)"
+        );
+    }
+    if let Some(last) = notes.followed_execs.last() {
+        reason += &format!(
+            "; the program exec'd {}, counted under the emulator",
+            match notes.followed_execs.len() {
+                1 => format!("`{}`", last.display()),
+                n => format!("{n} images (the last `{}`)", last.display()),
+            }
         );
     }
     if let Some(p) = &notes.native_exec {
@@ -140,9 +153,16 @@ struct Session {
     hits: u64,
     tail: u64,
     total: u64,
-    /// Thread counts at an exec the program attempted, and its path.
+    /// Thread counts at an exec the program attempted, its path and the thread that made it.
     snapshot: HashMap<i32, u64>,
     exec_path: Option<Vec<u8>>,
+    exec_tid: i32,
+    /// Images started so far (the executable, then each one exec'd under the emulator), and
+    /// the cost the next one's `Exec` event carries (the exec'ing thread's count at its exec).
+    images: u32,
+    exec_cost: u64,
+    /// Images the program exec'd that ran under the emulator (counted), in order.
+    followed: Vec<PathBuf>,
     native_exec: Option<PathBuf>,
     at_exit: bool,
     /// The program died of this signal, sent by no thread of its own (a fault, a kill from
@@ -169,6 +189,10 @@ impl Session {
             total: 0,
             snapshot: HashMap::new(),
             exec_path: None,
+            exec_tid: 0,
+            images: 0,
+            exec_cost: 0,
+            followed: Vec::new(),
             native_exec: None,
             at_exit: false,
             lost_at_death: None,
@@ -326,18 +350,28 @@ impl Session {
             Record::Start => {
                 self.started = true;
                 let probes = self.next;
+                let (image, cost) = (self.images, std::mem::take(&mut self.exec_cost));
+                self.images += 1;
                 self.emit(
                     sink,
                     TraceEvent::Exec {
-                        image: 0,
+                        image,
                         tid: self.pid,
-                        cost: 0,
+                        cost,
                         probes,
                     },
                 );
             }
+            Record::Image => {
+                self.image_execed(sink);
+                // A failed write means QEMU is gone; its status tells why.
+                let _ = replies.write_all(&protocol::image_ack());
+            }
             Record::Fork { pid } => self.forks.push(pid),
-            Record::Exec { path } => self.exec_path = Some(path),
+            Record::Exec { path } => {
+                self.exec_path = Some(path);
+                self.exec_tid = tid;
+            }
             Record::ExecFailed => {
                 self.exec_path = None;
                 self.snapshot.clear();
@@ -363,6 +397,36 @@ impl Session {
             }
         }
         Ok(())
+    }
+
+    /// The exec announced last succeeded, and the plugin followed it (a new QEMU runs the new
+    /// image): the other threads ended at the exec, at their snapshots; the exec'ing thread's
+    /// count goes with the new image's `Exec` event (at its `Start`), as the ptrace backend's;
+    /// the probes' numbering restarts.
+    fn image_execed(&mut self, sink: &mut dyn EventSink) {
+        let exec_tid = std::mem::replace(&mut self.exec_tid, 0);
+        self.exec_cost = self.snapshot.remove(&exec_tid).unwrap_or(0);
+        let mut ended: Vec<i32> = self.live.iter().copied().collect();
+        ended.sort_unstable();
+        for tid in ended {
+            // The exec'ing thread goes on as the process's only thread (its id the process's:
+            // one that was not the leader also ends, as the ptrace backend sees it).
+            let goes_on = tid == exec_tid && tid == self.pid;
+            if !goes_on {
+                let cost = self.snapshot.get(&tid).copied().unwrap_or(0);
+                self.live.remove(&tid);
+                self.emit(sink, TraceEvent::ThreadExit { tid, cost });
+            }
+        }
+        // After the exec the process has one thread, its id the process's.
+        self.live.insert(self.pid);
+        self.seen.insert(self.pid);
+        self.last_tid = 0;
+        self.snapshot.clear();
+        self.next = 0;
+        if let Some(path) = self.exec_path.take() {
+            self.followed.push(PathBuf::from(OsStr::from_bytes(&path)));
+        }
     }
 
     /// The probes of the file at host address `base`, checked, and the index of the first.

@@ -51,6 +51,7 @@ const K_EXIT: u64 = 10;
 const K_ATEXIT: u64 = 11;
 const K_NO_OPERAND: u64 = 12;
 const K_SELF_SIGNAL: u64 = 13;
+const K_IMAGE: u64 = 14;
 
 /// One decoded record; `tid` comes from its chunk's header where it applies.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -94,6 +95,10 @@ pub enum Record {
     SelfSignal {
         sig: i32,
     },
+    /// A new instance of the plugin, in the QEMU the previous one exec'd at the program's exec
+    /// (the records before it are the old image's): it waits for [`image_ack`] before anything
+    /// else, then announces the new image's files.
+    Image,
 }
 
 /// A malformed chunk: the stream cannot be trusted any more.
@@ -187,6 +192,7 @@ pub fn decode_one(words: &[u64], i: &mut usize) -> Result<Record, BadRecord> {
                 K_ATEXIT => Record::AtExit,
                 K_NO_OPERAND => Record::NoOperand { probe: arg },
                 K_SELF_SIGNAL => Record::SelfSignal { sig: arg as i32 },
+                K_IMAGE => Record::Image,
                 k => return Err(BadRecord(format!("unknown control record kind {k}"))),
             }
         }
@@ -219,6 +225,12 @@ pub fn reply(first: usize, probes: &[crate::Probe]) -> Vec<u8> {
         w.push(p.return_address.map_or(u64::MAX, |r| r.function_entry));
     }
     w.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// The reply to [`Record::Image`]: the new instance skips any reply before it (one to a request
+/// of a thread of the old image that the exec ended before it read it).
+pub fn image_ack() -> Vec<u8> {
+    [2u64, 0, 0].iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
 /// The reply refusing a request (the run is being stopped).
@@ -256,6 +268,7 @@ mod tests {
             u64::from_le_bytes(*b"/lib/lib"),
             u64::from_le_bytes(*b"c\0\0\0\0\0\0\0"),
             ctrl(K_START, 0),
+            ctrl(K_IMAGE, 0),
             ctrl(K_EXIT, 3),
         ];
         let mut out = vec![];
@@ -299,6 +312,7 @@ mod tests {
                     path: b"/lib/libc".to_vec()
                 },
                 Record::Start,
+                Record::Image,
                 Record::Exit { status: 3 },
             ]
         );
