@@ -278,8 +278,8 @@ static void vcpu_syscall(qemu_plugin_id_t id, unsigned int vcpu, int64_t num, ui
         memcpy(&w[1], path, plen);
         write_chunk(tid_now(), w, 1 + (unsigned)((plen + 7) / 8));
         pthread_mutex_unlock(&g_fin_lock);
-        if (num == SYS_execve)
-            follow_exec(path, a2, a3); /* returns if the image runs natively */
+        if (num == SYS_execve && plen + 1 < sizeof path) /* a path read whole */
+            follow_exec(path, a2, a3);                      /* returns if it runs natively */
     } else if ((num == SYS_kill && ((int)a1 == getpid() || (int)a1 == 0) && a2 != 0) ||
                (num == SYS_tgkill && (int)a1 == getpid() && a3 != 0) ||
                (num == SYS_tkill && a2 != 0 && is_our_task((int)a1))) {
