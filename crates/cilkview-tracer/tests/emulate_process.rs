@@ -112,6 +112,68 @@ int main(void) {
     assert_costs_add_up(out.total_instructions, &ev);
 }
 
+/// An exec made by a thread that is not the first: the other threads end at the exec (their
+/// marks before it counted), the exec'd image goes on as the process's only thread.
+#[test]
+fn exec_from_a_second_thread_is_followed() {
+    if !have_qemu() {
+        return;
+    }
+    let p = compile(
+        r#"
+#include <pthread.h>
+#include <unistd.h>
+static void *second(void *arg) {
+    (void)arg;
+    PROBE(probe_b);
+    execl("/bin/sh", "sh", "-c", "exit 6", (char *)0);
+    return 0;
+}
+int main(void) {
+    PROBE(probe_a);
+    pthread_t t;
+    pthread_create(&t, 0, second, 0);
+    for (;;)
+        pause();
+}"#,
+        &["-pthread"],
+    );
+    let probes = probes(&p.exe, &[("probe_a", None), ("probe_b", None)]);
+    let mut ev = vec![];
+    let (out, notes) = run_emulated_with_notes(
+        &opts(&p.exe, &[]),
+        |img| Ok(if img == p.exe { probes.clone() } else { vec![] }),
+        |e| ev.push(e),
+    )
+    .unwrap();
+    assert_eq!(out.status, ExitStatus::Exited(6));
+    assert_eq!(notes.followed_execs, [PathBuf::from("/bin/sh")]);
+    assert_eq!(out.hits, 2);
+    let pid = ev
+        .iter()
+        .find_map(|e| match *e {
+            TraceEvent::Hit { probe: 0, tid, .. } => Some(tid),
+            _ => None,
+        })
+        .unwrap();
+    // Both threads ended (the second with nothing more: its count went to the new image), and
+    // the process went on as the exec'd shell, whose exit ends it.
+    let exits: Vec<i32> = ev
+        .iter()
+        .filter_map(|e| match *e {
+            TraceEvent::ThreadExit { tid, .. } => Some(tid),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(exits.len(), 3, "{ev:?}");
+    assert_eq!(exits.iter().filter(|&&t| t == pid).count(), 2, "{ev:?}");
+    assert!(matches!(
+        ev.iter().rev().find(|e| matches!(e, TraceEvent::Exec { .. })),
+        Some(TraceEvent::Exec { image: 1, tid, cost, .. }) if *tid == pid && *cost > 10
+    ));
+    assert_costs_add_up(out.total_instructions, &ev);
+}
+
 /// What cannot be followed runs natively, as qemu-user runs it, and the report says so: a
 /// set-user-ID file would lose its privileges under the emulator.
 #[test]
