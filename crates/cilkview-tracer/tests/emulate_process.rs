@@ -174,6 +174,43 @@ int main(void) {
     assert_costs_add_up(out.total_instructions, &ev);
 }
 
+/// A followed exec passes the signal mask and the ignored signals on, as the kernel's exec does.
+#[test]
+fn a_followed_exec_keeps_the_signal_mask_and_ignored_signals() {
+    if !have_qemu() {
+        return;
+    }
+    let p = compile(
+        r#"
+#include <signal.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    if (argc > 1) {
+        sigset_t old;
+        struct sigaction hup;
+        sigprocmask(SIG_SETMASK, 0, &old);
+        sigaction(SIGHUP, 0, &hup);
+        return 40 + 2 * sigismember(&old, SIGUSR1) + (hup.sa_handler == SIG_IGN);
+    }
+    sigset_t s;
+    sigemptyset(&s);
+    sigaddset(&s, SIGUSR1);
+    sigprocmask(SIG_BLOCK, &s, 0);
+    signal(SIGHUP, SIG_IGN);
+    execl(argv[0], argv[0], "exec'd", (char *)0);
+    return 1;
+}"#,
+        &[],
+    );
+    let (out, notes) = run_emulated_with_notes(&opts(&p.exe, &[]), |_| Ok(vec![]), |_| {}).unwrap();
+    assert_eq!(notes.followed_execs, [p.exe.clone()]);
+    assert_eq!(
+        out.status,
+        ExitStatus::Exited(43),
+        "USR1 blocked and HUP ignored"
+    );
+}
+
 /// What cannot be followed runs natively, as qemu-user runs it, and the report says so: a
 /// set-user-ID file would lose its privileges under the emulator.
 #[test]
