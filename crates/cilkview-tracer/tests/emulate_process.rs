@@ -203,7 +203,7 @@ int main(int argc, char **argv) {
         &[],
     );
     let (out, notes) = run_emulated_with_notes(&opts(&p.exe, &[]), |_| Ok(vec![]), |_| {}).unwrap();
-    assert_eq!(notes.followed_execs, [p.exe.clone()]);
+    assert_eq!(notes.followed_execs, std::slice::from_ref(&p.exe));
     assert_eq!(
         out.status,
         ExitStatus::Exited(43),
