@@ -45,16 +45,13 @@ fn wrapper_script_and_exec_chain_equal_step() {
     let dir = tempfile::tempdir().unwrap();
     let wrapper = dir.path().join("wrapper.sh");
     // The shell execs env, which execs the program: two execs followed.
-    std::fs::write(
+    write_executable(
         &wrapper,
         format!(
             "#!/bin/sh\nexec /usr/bin/env CILKVIEW_WRAPPED=1 {}\n",
             exe.display()
         ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    );
     let (s, e) = compare(&wrapper, &[], EDGE_SLACK);
     println!("wrapper of known_spawn: step {s} emulate {e}");
 }

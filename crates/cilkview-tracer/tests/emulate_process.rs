@@ -2,7 +2,7 @@
 //! emulated: they run as without the tool, and the report says what was not counted.
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use cilkview_fixtures::{build, BuildOptions};
 use cilkview_tracer::{ExitStatus, TraceEvent};
@@ -29,14 +29,7 @@ int main(void) {
 }"#,
         &[],
     );
-    let probes = probes(&p.exe, &[("probe_c", None), ("probe_d", None)]);
-    let mut ev = vec![];
-    let (out, notes) = run_emulated_with_notes(
-        &opts(&p.exe, &[]),
-        |img| Ok(if img == p.exe { probes.clone() } else { vec![] }),
-        |e| ev.push(e),
-    )
-    .unwrap();
+    let (out, notes, ev, _) = emulate_with_probes(&p.exe, &[("probe_c", None), ("probe_d", None)]);
     assert_eq!(
         out.status,
         ExitStatus::Exited(9),
@@ -68,18 +61,7 @@ int main(void) {
 }"#,
         &[],
     );
-    let probes = probes(&p.exe, &[("probe_a", None)]);
-    let mut ev = vec![];
-    let mut asked = vec![];
-    let (out, notes) = run_emulated_with_notes(
-        &opts(&p.exe, &[]),
-        |img| {
-            asked.push(img.to_path_buf());
-            Ok(if img == p.exe { probes.clone() } else { vec![] })
-        },
-        |e| ev.push(e),
-    )
-    .unwrap();
+    let (out, notes, ev, asked) = emulate_with_probes(&p.exe, &[("probe_a", None)]);
     assert_eq!(out.status, ExitStatus::Exited(4));
     assert_eq!(notes.native_exec, None);
     assert_eq!(notes.followed_execs, [PathBuf::from("/bin/sh")]);
@@ -138,14 +120,7 @@ int main(void) {
 }"#,
         &["-pthread"],
     );
-    let probes = probes(&p.exe, &[("probe_a", None), ("probe_b", None)]);
-    let mut ev = vec![];
-    let (out, notes) = run_emulated_with_notes(
-        &opts(&p.exe, &[]),
-        |img| Ok(if img == p.exe { probes.clone() } else { vec![] }),
-        |e| ev.push(e),
-    )
-    .unwrap();
+    let (out, notes, ev, _) = emulate_with_probes(&p.exe, &[("probe_a", None), ("probe_b", None)]);
     assert_eq!(out.status, ExitStatus::Exited(6));
     assert_eq!(notes.followed_execs, [PathBuf::from("/bin/sh")]);
     assert_eq!(out.hits, 2);
@@ -236,14 +211,7 @@ int main(void) {{
         ),
         &[],
     );
-    let probes = probes(&p.exe, &[("probe_a", None)]);
-    let mut ev = vec![];
-    let (out, notes) = run_emulated_with_notes(
-        &opts(&p.exe, &[]),
-        |img| Ok(if img == p.exe { probes.clone() } else { vec![] }),
-        |e| ev.push(e),
-    )
-    .unwrap();
+    let (out, notes, ev, _) = emulate_with_probes(&p.exe, &[("probe_a", None)]);
     assert_eq!(out.status, ExitStatus::Exited(0));
     assert_eq!(notes.native_exec.as_deref(), Some(setuid.as_path()));
     assert!(notes.followed_execs.is_empty());
@@ -305,19 +273,14 @@ fn programs_the_emulator_cannot_run_are_one_clear_error() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    let executable = |path: &Path, text: &str| {
-        std::fs::write(path, text).unwrap();
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    };
     // A script runs through its interpreter, under the emulator; one whose interpreter is a
     // script itself (the kernel allows it) cannot.
     let script = dir.path().join("s.sh");
-    executable(&script, "#!/bin/sh -e\nexit 3\n");
+    write_executable(&script, "#!/bin/sh -e\nexit 3\n");
     let (out, _) = run_emulated_with_notes(&opts(&script, &[]), |_| Ok(vec![]), |_| {}).unwrap();
     assert_eq!(out.status, ExitStatus::Exited(3));
     let nested = dir.path().join("nested.sh");
-    executable(&nested, &format!("#!{}\nexit 0\n", script.display()));
+    write_executable(&nested, format!("#!{}\nexit 0\n", script.display()));
     let e = run_emulated(&opts(&nested, &[]), |_| Ok(vec![]), |_| {}).unwrap_err();
     assert!(
         e.to_string().contains("interpreter") && e.to_string().contains("--counter step"),
@@ -345,8 +308,7 @@ fn programs_the_emulator_cannot_run_are_one_clear_error() {
             let src = build("serial", &BuildOptions::default());
             let mut bytes = std::fs::read(&src).unwrap();
             bytes[4] = 1;
-            std::fs::write(&exe, bytes).unwrap();
-            std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+            write_executable(&exe, bytes);
             let e = run_emulated(&opts(&exe, &[]), |_| Ok(vec![]), |_| {}).unwrap_err();
             assert!(
                 e.to_string().contains("32-bit") && e.to_string().contains("--counter step"),

@@ -405,13 +405,10 @@ fn wrapper_script_exec_rearms_probes() {
         &[],
     );
     let script = p.dir.path().join("wrapper.sh");
-    std::fs::write(
+    write_executable(
         &script,
         format!("#!/bin/sh\nexec {} \"$@\"\n", p.exe.display()),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    );
     let probes = probes(&p.exe, &[("probe_w", None)]);
     let mut images = vec![];
     let mut ev = vec![];

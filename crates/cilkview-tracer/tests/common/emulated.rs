@@ -49,6 +49,26 @@ where
     cilkview_tracer::run_emulated(o, &mut Sink(probes_for, on_event))
 }
 
+/// `exe` (no arguments) under the emulator with the probes at its symbols `syms` (none for the
+/// other images): its outcome, notes and events, and every image the backend asked about.
+pub fn emulate_with_probes(
+    exe: &Path,
+    syms: &[(&str, Option<u16>)],
+) -> (Outcome, EmulationNotes, Vec<TraceEvent>, Vec<PathBuf>) {
+    let probes = super::probes(exe, syms);
+    let (mut ev, mut asked) = (vec![], vec![]);
+    let (out, notes) = run_emulated_with_notes(
+        &opts(exe, &[]),
+        |img| {
+            asked.push(img.to_path_buf());
+            Ok(if img == exe { probes.clone() } else { vec![] })
+        },
+        |e| ev.push(e),
+    )
+    .unwrap();
+    (out, notes, ev, asked)
+}
+
 pub fn run_emulated<P, F>(
     o: &TraceOptions,
     probes_for: P,

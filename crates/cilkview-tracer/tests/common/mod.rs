@@ -38,6 +38,13 @@ pub fn compile_into(dir: &Path, name: &str, src: &str, extra: &[&str]) -> PathBu
     cilkview_fixtures::compile_into(dir, name, &format!("{PRELUDE}\n{src}"), &flags)
 }
 
+/// Writes `contents` to `path`, executable (mode 755): a script or a doctored binary.
+pub fn write_executable(path: &Path, contents: impl AsRef<[u8]>) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, contents).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
 /// Offset of symbol `sym` from the start of the image's lowest mapping.
 pub fn offset_of(exe: &Path, sym: &str) -> u64 {
     cilkview_fixtures::symbol_offset(exe, sym)
