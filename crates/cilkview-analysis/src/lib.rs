@@ -36,8 +36,8 @@ pub use cilkview_events::{
 };
 pub use cilkview_marks::{MarksError, HEADER};
 pub use cilkview_tracer::{
-    forward_signals, ignore_terminal_interrupts, survive_tool_death, ForwardGuard, SignalGuard,
-    StopFlag, TerminalInterruptGuard, TraceError, FORWARDED_SIGNALS, STOP_SIGNALS,
+    forward_signals, ignore_terminal_interrupts, read_shebang, survive_tool_death, ForwardGuard,
+    SignalGuard, StopFlag, TerminalInterruptGuard, TraceError, FORWARDED_SIGNALS, STOP_SIGNALS,
 };
 
 #[cfg(test)]

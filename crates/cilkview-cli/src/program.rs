@@ -62,29 +62,10 @@ fn check_file(path: &Path, what: &str) -> Result<()> {
     Ok(())
 }
 
-/// The interpreter named on the `#!` line of `script`, if it is one.
-fn interpreter(script: &Path) -> Option<PathBuf> {
-    use std::io::Read;
-    let mut head = [0u8; 256];
-    let n = std::fs::File::open(script)
-        .and_then(|mut f| f.read(&mut head))
-        .ok()?;
-    let line = head[..n].strip_prefix(b"#!")?;
-    let line = &line[..line.iter().position(|&b| b == b'\n').unwrap_or(line.len())];
-    // As the kernel reads it: blanks, then the interpreter up to the next blank.
-    let start = line.iter().position(|&b| b != b' ' && b != b'\t')?;
-    let rest = &line[start..];
-    let end = rest
-        .iter()
-        .position(|&b| b == b' ' || b == b'\t')
-        .unwrap_or(rest.len());
-    Some(PathBuf::from(OsStr::from_bytes(&rest[..end])))
-}
-
 /// A `#!` script's interpreter exists and is executable (else the kernel's ENOENT would name the
 /// script, which does exist).
 fn check_interpreter(script: &Path) -> Result<()> {
-    if let Some(interp) = interpreter(script) {
+    if let Some((interp, _)) = cilkview_analysis::read_shebang(script) {
         check_file(
             &interp,
             &format!("{}: its interpreter (on its #! line) ", script.display()),

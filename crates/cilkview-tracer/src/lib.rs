@@ -42,7 +42,7 @@ pub use attach::{
     attach, ignore_terminal_interrupts, survive_tool_death, AttachOptions, AttachOutcome,
     SignalGuard, StopFlag, TerminalInterruptGuard, STOP_SIGNALS,
 };
-pub use emulate::{emulator_available, run_emulated, EmulationNotes, CPU_MODEL};
+pub use emulate::{emulator_available, read_shebang, run_emulated, EmulationNotes, CPU_MODEL};
 
 #[doc(hidden)]
 pub use backend::BreakpointsOnly;

@@ -239,7 +239,7 @@ pub fn inspect_program(
         )));
     }
     let head = read_head(&path).map_err(exec_err)?;
-    if let Some((interpreter, arg)) = shebang(&head) {
+    if let Some((interpreter, arg)) = parse_shebang(&head) {
         let runnable = match read_head(&interpreter).ok().and_then(|h| elf_kind(&h)) {
             Some(Ok(())) => Ok(Runnable::Script { interpreter, arg }),
             _ => Err(Refusal::Script),
@@ -277,9 +277,14 @@ fn elf_kind(head: &[u8]) -> Option<Result<(), Refusal>> {
     })
 }
 
+/// The interpreter and argument on the `#!` line of the file at `path`, if it is a script.
+pub fn read_shebang(path: &Path) -> Option<(PathBuf, Option<std::ffi::OsString>)> {
+    parse_shebang(&read_head(path).ok()?)
+}
+
 /// A `#!` line's interpreter and argument, by the kernel's rules: the interpreter up to a blank,
 /// then at most one argument, the rest of the line with its ends' blanks stripped.
-fn shebang(head: &[u8]) -> Option<(PathBuf, Option<std::ffi::OsString>)> {
+fn parse_shebang(head: &[u8]) -> Option<(PathBuf, Option<std::ffi::OsString>)> {
     let line = head.strip_prefix(b"#!")?;
     let line = &line[..line.iter().position(|&b| b == b'\n').unwrap_or(line.len())];
     let blank = |b: &u8| *b == b' ' || *b == b'\t';
@@ -406,7 +411,7 @@ mod tests {
     #[test]
     fn a_shebang_line_reads_as_the_kernel_reads_it() {
         let read = |line: &[u8]| {
-            shebang(line).map(|(i, a)| {
+            parse_shebang(line).map(|(i, a)| {
                 (
                     i.to_string_lossy().into_owned(),
                     a.map(|a| a.to_string_lossy().into_owned()),

@@ -18,6 +18,7 @@ use std::path::PathBuf;
 use nix::libc;
 
 pub(crate) use launch::inspect_program;
+pub use launch::read_shebang;
 pub use launch::CPU_MODEL;
 use protocol::Record;
 
