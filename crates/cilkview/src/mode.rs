@@ -18,7 +18,8 @@ static MODE: AtomicU8 = AtomicU8::new(UNKNOWN);
 /// that vary from run to run. Running them on the calling thread measures the program's own
 /// code only, the same in every run.
 ///
-/// Read once, at the first call.
+/// Decided once, before `main` (so that reading the environment is no part of any measured
+/// region, whose cost would depend on the environment's size), or at the first call.
 ///
 /// ```
 /// // This doctest does not set RAYON_NUM_THREADS=1:
@@ -33,6 +34,17 @@ pub fn is_serial() -> bool {
         PARALLEL => false,
         _ => decide(),
     }
+}
+
+/// Runs [`decide`] before `main`, from the ELF `.init_array`.
+#[cfg(target_os = "linux")]
+#[used]
+#[link_section = ".init_array"]
+static DECIDE_AT_START: extern "C" fn() = decide_at_start;
+
+#[cfg(target_os = "linux")]
+extern "C" fn decide_at_start() {
+    decide();
 }
 
 #[cold]
