@@ -13,21 +13,9 @@
 //! With the `marks` feature off (or `--cfg cilkview_disable`) every mark is an empty inline
 //! function: the serial elision.
 
-/// Record kinds (`docs/marks-format.md`). The asm templates spell them as literals.
-#[cfg(test)]
-pub(crate) const KINDS: [(&str, u8); 11] = [
-    ("function-enter", 1),
-    ("function-exit", 2),
-    ("spawn", 3),
-    ("spawn-return", 4),
-    ("sync", 5),
-    ("loop-begin", 6),
-    ("iteration-begin", 7),
-    ("iteration-end", 8),
-    ("loop-end", 9),
-    ("region-begin", 10),
-    ("region-end", 11),
-];
+// Record kinds (`docs/marks-format.md`), spelled as literals in the asm templates: 1
+// function-enter, 2 function-exit, 3 spawn, 4 spawn-return, 5 sync, 6 loop-begin, 7
+// iteration-begin, 8 iteration-end, 9 loop-end, 10 region-begin, 11 region-end.
 
 /// A plain mark of kind `$kind` (an integer literal), no operand.
 #[cfg(all(feature = "marks", not(cilkview_disable)))]
