@@ -96,6 +96,16 @@ fn every_record_points_at_its_nop_in_every_fixture() {
 }
 
 #[test]
+fn a_c_program_has_marks_but_no_rayon_section() {
+    let exe = cilkview_fixtures::build(
+        "twin_fib",
+        &cilkview_fixtures::BuildOptions::default().opt(2),
+    );
+    assert!(has_marks_section(&exe));
+    assert!(!has_rayon_marks(&exe));
+}
+
+#[test]
 fn the_elision_has_no_marks_and_no_rayon_section() {
     for name in ["rs_fib", "rs_loop"] {
         let exe = build_rust(name, false);
