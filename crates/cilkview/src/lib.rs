@@ -47,11 +47,12 @@
 //!
 //! Without the default feature `marks` (`cilkview = { version = "0.1", default-features = false }`),
 //! or with `RUSTFLAGS="--cfg cilkview_disable"` for the whole build, every mark is compiled out:
-//! no NOP, no section; the functions only call rayon. What the marks cost against that build is
-//! in the README.
+//! no NOP, no section, [`ENABLED`] is `false`; the functions call rayon (or, with
+//! `RAYON_NUM_THREADS=1`, run serially as above). What the marks cost against that build is in
+//! the README.
 //!
-//! Marks are emitted for x86-64 only (the format's NOP and registers); on other targets this
-//! crate compiles without them.
+//! Marks are emitted on x86-64 Linux only (the format's NOP, registers and ELF sections); on
+//! other targets this crate compiles without them.
 
 #![cfg_attr(
     not(all(target_arch = "x86_64", target_os = "linux")),
