@@ -122,9 +122,10 @@ impl Drop for FunctionGuard {
 ///
 /// `region!("label")` marks the region's beginning and returns a guard that marks its end when
 /// dropped (also on early returns and panics). The label must be a string literal without `"`,
-/// `\`, `{` or `}`; keep it short.
+/// `\`, `{` or `}`; keep it short. Usable in crates that `#![forbid(unsafe_code)]`.
 ///
 /// ```
+/// #![forbid(unsafe_code)]
 /// fn solve(n: u64) -> u64 {
 ///     let (a, b) = cilkview::join(|| n * 2, || n + 1);
 ///     a + b

@@ -120,7 +120,6 @@ pub(crate) fn loop_begin(grain: usize) {
 macro_rules! __cilkview_region_mark {
     ($kind:literal, $label:literal) => {
         // SAFETY: one NOP; the record goes to a non-allocated section.
-        #[allow(unsafe_code)]
         unsafe {
             ::core::arch::asm!(
                 "2: .byte 0x0f, 0x1f, 0x44, 0x00, 0x00",
