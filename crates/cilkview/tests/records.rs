@@ -69,6 +69,12 @@ fn every_record_points_at_its_nop_in_every_fixture() {
             "loop",
             &[LoopBegin, IterationBegin, IterationEnd, LoopEnd],
         ),
+        // No region; for_each_mut and for_range.
+        (
+            "rs_scale",
+            "",
+            &[LoopBegin, IterationBegin, IterationEnd, LoopEnd],
+        ),
     ] {
         let exe = build_rust(name, true);
         let counts = kinds(&exe);
@@ -87,7 +93,7 @@ fn every_record_points_at_its_nop_in_every_fixture() {
                 .map(|m| m.label.as_deref().unwrap())
                 .collect();
             assert!(
-                !labels.is_empty() && labels.iter().all(|l| *l == label),
+                labels.is_empty() == label.is_empty() && labels.iter().all(|l| *l == label),
                 "{name}: {labels:?}"
             );
         }
