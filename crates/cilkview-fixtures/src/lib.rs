@@ -6,6 +6,8 @@
 //! `$TMPDIR/cilkview-fixtures-<hash>/<name>`, where the hash covers the source, the
 //! headers, the compiler's identity and every flag. Repeated builds are reused; builds
 //! racing from parallel tests are safe (each writes a private temp file, then renames).
+//! [`build_rust`] builds the Rust fixtures (`fixtures/rust`, marked with the `cilkview` crate)
+//! with cargo.
 //!
 //! ```no_run
 //! use cilkview_fixtures::{build, BuildOptions};

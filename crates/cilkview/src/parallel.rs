@@ -196,7 +196,7 @@ impl Drop for LoopEnd {
 /// Measured as `cilkview.h`'s `cv_for_grain`: ⌈n/grain⌉ chunks under a divide-and-conquer
 /// tree. Under measurement the iterations run in order on the calling thread, each between an
 /// iteration-begin and an iteration-end mark; on rayon's pool (not measured) the iterations
-/// have no marks, so the body compiles as in the serial elision (vectorized, say).
+/// have no marks, so the body compiles as in the serial elision.
 ///
 /// ```
 /// use std::sync::atomic::{AtomicU64, Ordering};
@@ -219,7 +219,7 @@ where
         }
     } else {
         // No iteration marks on the pool: a parallel run is not measured, and marks in the
-        // body would keep the compiler from vectorizing it.
+        // body would keep the compiler from merging iterations (unrolling, vectorizing).
         range
             .into_par_iter()
             .with_min_len(grain.max(1))
