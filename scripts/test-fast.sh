@@ -6,6 +6,8 @@
 #   marks       the .cilkview_marks reader on synthetic sections and bad files (its tests that
 #               compile C fixtures, tests/fixtures_marks.rs, header.rs, elision.rs, are slow-tier)
 #   events      the backend/analysis seam types
+#   cilkview    the Rust marks crate: the serial order on the calling thread (its records test
+#               builds the Rust fixtures with cargo: slow tier)
 # The slow tier runs real programs under the tracer: `cargo test -p cilkview-tracer` and
 # `cargo test -p cilkview-cli` (or `cargo test --workspace` for both tiers).
 # Extra arguments go to cargo test (e.g. a test name filter).
@@ -16,3 +18,4 @@ cd "$(dirname "$0")/.."
 cargo test -p cilkview-engine --lib --test cases --test dag_model "$@"
 cargo test -p cilkview-marks --lib --test errors "$@"
 cargo test -p cilkview-analysis -p cilkview-report -p cilkview-events --lib --tests "$@"
+cargo test -p cilkview --test serial "$@"

@@ -34,7 +34,7 @@ pub use cilkview_engine::{DEFAULT_BURDEN, DEFAULT_SPAN_COEFFICIENT};
 pub use cilkview_events::{
     CounterInfo, CounterMode, Ending, EventSink, ExitStatus, Probe, TraceEvent,
 };
-pub use cilkview_marks::{MarksError, HEADER};
+pub use cilkview_marks::{has_rayon_marks, MarksError, HEADER};
 pub use cilkview_tracer::{
     forward_signals, ignore_terminal_interrupts, read_shebang, survive_tool_death, ForwardGuard,
     SignalGuard, StopFlag, TerminalInterruptGuard, TraceError, FORWARDED_SIGNALS, STOP_SIGNALS,

@@ -15,6 +15,11 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let program = crate::program::resolve(args.program())?;
     // Not ELF, wrong architecture, truncated, corrupt marks: say so before running anything.
     check_program(&program).with_context(|| format!("cannot analyze {}", program.display()))?;
+    if cilkview_analysis::has_rayon_marks(&program) {
+        // Marked with the Rust `cilkview` crate: its joins, scopes and loops run serially, in the
+        // serial elision's order, on one thread (crates/cilkview). Set before any thread starts.
+        std::env::set_var("RAYON_NUM_THREADS", "1");
+    }
     let options = (&args.output).into();
     crate::program::refuse_overwriting(&program, &options)?;
     let mut outputs = ExportManager::new(&options)?;

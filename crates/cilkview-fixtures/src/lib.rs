@@ -6,6 +6,8 @@
 //! `$TMPDIR/cilkview-fixtures-<hash>/<name>`, where the hash covers the source, the
 //! headers, the compiler's identity and every flag. Repeated builds are reused; builds
 //! racing from parallel tests are safe (each writes a private temp file, then renames).
+//! [`build_rust`] builds the Rust fixtures (`fixtures/rust`, marked with the `cilkview` crate)
+//! with cargo.
 //!
 //! ```no_run
 //! use cilkview_fixtures::{build, BuildOptions};
@@ -336,6 +338,63 @@ fn headers() -> Vec<String> {
         .iter()
         .map(|p| std::fs::read_to_string(p).unwrap_or_default())
         .collect()
+}
+
+/// Builds the Rust fixtures (`fixtures/rust`, the workspace member `cilkview-rust-fixtures`:
+/// programs marked with the `cilkview` crate) with cargo, and returns the path of the binary
+/// `name` (e.g. `rs_fib`). `marks: false` builds them without the crate's `marks` feature (the
+/// serial elision).
+///
+/// Release profile without LTO, statically linked (`-C target-feature=+crt-static`: no dynamic
+/// loader to single-step), into a target directory of its own per variant under the system temp
+/// dir (cargo's lock serializes concurrent builds; cargo rebuilds what changed). Panics with
+/// cargo's output if the build fails.
+pub fn build_rust(name: &str, marks: bool) -> PathBuf {
+    static BUILT: OnceLock<Mutex<HashMap<bool, PathBuf>>> = OnceLock::new();
+    let built = BUILT.get_or_init(Default::default);
+    let mut built = built.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(dir) = built.get(&marks) {
+        return dir.join(name);
+    }
+    let mut hasher = DefaultHasher::new();
+    repo_root().hash(&mut hasher);
+    let target = std::env::temp_dir().join(format!(
+        "cilkview-rust-fixtures-{:016x}-{}",
+        hasher.finish(),
+        if marks { "marks" } else { "elision" }
+    ));
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(&cargo);
+    cmd.args([
+        "build",
+        "--release",
+        "--bins",
+        "-p",
+        "cilkview-rust-fixtures",
+    ])
+    .arg("--manifest-path")
+    .arg(repo_root().join("Cargo.toml"))
+    .arg("--target-dir")
+    .arg(&target)
+    .args(["--config", "profile.release.lto=false"])
+    .env("RUSTFLAGS", "-C target-feature=+crt-static")
+    .env_remove("CARGO_ENCODED_RUSTFLAGS")
+    .env_remove("CARGO_BUILD_TARGET");
+    if !marks {
+        cmd.arg("--no-default-features");
+    }
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", Path::new(&cargo).display()));
+    assert!(
+        out.status.success(),
+        "building the Rust fixtures failed: {:?}\n{}",
+        cmd,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dir = target.join("release");
+    built.insert(marks, dir.clone());
+    dir.join(name)
 }
 
 /// Runs an executable with arguments and returns its stdout; panics if it fails.

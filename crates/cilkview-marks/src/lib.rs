@@ -30,6 +30,10 @@ pub const HEADER: &str = include_str!("../include/cilkview.h");
 /// Name of the ELF section holding the mark records.
 pub const SECTION_NAME: &str = ".cilkview_marks";
 
+/// Name of the non-allocated ELF section that the Rust `cilkview` crate's marks add a byte to:
+/// the program runs its parallel code through rayon, serially when `RAYON_NUM_THREADS=1`.
+pub const RAYON_SECTION_NAME: &str = ".cilkview_rayon";
+
 /// The record format version this reader understands.
 pub const FORMAT_VERSION: u8 = 1;
 
@@ -231,6 +235,17 @@ pub fn read_marks(path: &Path) -> Result<MarkedImage, MarksError> {
 /// its contents: a [`read_marks`] error about such a file means corrupt marks, not merely a file
 /// that is not a marked program (a script's interpreter, a foreign library).
 pub fn has_marks_section(path: &Path) -> bool {
+    has_section(path, SECTION_NAME)
+}
+
+/// Whether the file at `path` is a 64-bit ELF file marked with the Rust `cilkview` crate (it has
+/// a [`RAYON_SECTION_NAME`] section): its parallel code runs serially, in the serial elision's
+/// order, when it is started with `RAYON_NUM_THREADS=1`.
+pub fn has_rayon_marks(path: &Path) -> bool {
+    has_section(path, RAYON_SECTION_NAME)
+}
+
+fn has_section(path: &Path, name: &str) -> bool {
     let Ok(file) = open_elf(path) else {
         return false;
     };
@@ -239,5 +254,5 @@ pub fn has_marks_section(path: &Path) -> bool {
     };
     header
         .sections(LE, &file)
-        .is_ok_and(|s| s.section_by_name(LE, SECTION_NAME.as_bytes()).is_some())
+        .is_ok_and(|s| s.section_by_name(LE, name.as_bytes()).is_some())
 }

@@ -9,6 +9,11 @@
 //! `PT_LOAD` mapping (its `p_vaddr` rounded down to the page), so the same offset works for a PIE
 //! loaded anywhere and for a fixed-address executable.
 //!
+//! Code inlined from the Rust `cilkview` crate (its marks: `cilkview::join`, `cilkview::function`,
+//! …) is named where the program calls into the crate: inlined frames of functions of that crate
+//! are skipped from the innermost outwards ([`is_marks_library`]), as a `cilkview.h` mark, a bare
+//! asm statement, has no frame of its own.
+//!
 //! [`Symbolizer::return_address_rule`] reads the file's `.eh_frame` call-frame information and
 //! tells how to find the return address at a given code address (CFA = register + offset, return
 //! address at CFA − 8 on x86-64): what a backend that can read `rsp`/`rbp` at a mark needs to
@@ -106,6 +111,34 @@ pub struct Symbolizer {
 }
 
 const PAGE: u64 = 4096;
+
+/// Whether a demangled function name is one of the Rust `cilkview` crate's (`cilkview::join`,
+/// `<cilkview::FunctionGuard as core::ops::drop::Drop>::drop`, …): code of the marks, inlined
+/// into the program, that call-site names skip.
+pub fn is_marks_library(function: &str) -> bool {
+    function
+        .strip_prefix('<')
+        .unwrap_or(function)
+        .starts_with("cilkview::")
+}
+
+/// The next frame (innermost first) whose function is not of the marks library; the frames of
+/// the library before it are consumed. The innermost frame if the names cannot be read.
+fn next_outside_marks_library<'ctx, R: gimli::Reader>(
+    frames: &mut addr2line::FrameIter<'ctx, R>,
+) -> Option<addr2line::Frame<'ctx, R>> {
+    loop {
+        let frame = frames.next().ok()??;
+        let library = frame
+            .function
+            .as_ref()
+            .and_then(|f| f.demangle().ok())
+            .is_some_and(|name| is_marks_library(&name));
+        if !library {
+            return Some(frame);
+        }
+    }
+}
 
 fn read(path: &Path) -> Result<Vec<u8>, SymbolError> {
     std::fs::read(path).map_err(|source| SymbolError::Io {
@@ -263,7 +296,8 @@ impl Symbolizer {
             .find_frames(self.address(offset))
             .skip_all_loads()
             .ok()?;
-        frames.next().ok()??; // the innermost frame: the inlined function itself
+        // The innermost frame outside the marks library: the inlined function itself.
+        next_outside_marks_library(&mut frames)?;
         let caller = frames.next().ok()??;
         let mut out = Symbol {
             offset,
@@ -293,7 +327,7 @@ impl Symbolizer {
         }
         if let Some(ctx) = &self.dwarf {
             if let Ok(mut frames) = ctx.find_frames(probe).skip_all_loads() {
-                if let Ok(Some(frame)) = frames.next() {
+                if let Some(frame) = next_outside_marks_library(&mut frames) {
                     out.function = frame
                         .function
                         .as_ref()
@@ -335,5 +369,29 @@ impl Symbolizer {
                 what,
             },
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_marks_library;
+
+    #[test]
+    fn the_cilkview_crates_frames_are_the_marks_library() {
+        for name in [
+            "cilkview::function",
+            "cilkview::parallel::join<rs_fib::fib::{{closure}}, rs_fib::fib::{{closure}}, u64, u64>",
+            "<cilkview::FunctionGuard as core::ops::drop::Drop>::drop",
+        ] {
+            assert!(is_marks_library(name), "{name}");
+        }
+        for name in [
+            "rs_fib::fib",
+            "cilkview_demo::main",
+            "<rs_fib::Tree as cilkview::Something>::f",
+            "cilkview",
+        ] {
+            assert!(!is_marks_library(name), "{name}");
+        }
     }
 }
