@@ -59,6 +59,8 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
 #define K_NO_OPERAND 12  /* arg: probe index: its operand cannot be read exactly */
 #define K_SELF_SIGNAL 13 /* arg: signal the program sends itself (kill, tkill, tgkill) */
 #define K_IMAGE 14       /* a new instance, in the QEMU the last exec'd (exec.c); awaits a reply */
+#define K_UNSEEN 15      /* arg: path length; words: path (mapped after the reply pipe was lost) */
+#define K_FDS_LOST 16    /* arg: which descriptors the program closed (fds.c) */
 #define HIT_PROBE_BITS 24
 #define HIT_COST_BITS 38
 /* A small hit: cost << SMALL_PROBE_BITS | probe, 30 bits; (small << 2) | TAG_PAIR is half a word
@@ -101,6 +103,10 @@ static int g_inline = 1, g_window;
 static unsigned g_window_vcpu;
 static uint64_t g_window_base;
 static int g_out = -1, g_in = -1, g_shm = -1, g_so = -1, g_ring_fd = -1, g_execed;
+static int g_slots_shared; /* the threads' states are slots of the analyzer's memfd */
+/* The program closed or replaced one of those descriptors (fds.c): the next QEMU's options would
+ * name the wrong ones, so execs are not followed (exec.c). */
+static int g_fds_changed;
 static pthread_mutex_t g_shm_lock = PTHREAD_MUTEX_INITIALIZER;
 static int g_started, g_finalized, g_first_init = 1;
 static uint64_t g_guest_base;
@@ -128,6 +134,7 @@ static void register_callbacks(qemu_plugin_id_t id);
 #include "files.c"
 #include "translate.c"
 #include "exec.c"
+#include "fds.c"
 
 /* ---------------------------- threads, syscalls ---------------------------- */
 
@@ -245,6 +252,7 @@ static void vcpu_syscall(qemu_plugin_id_t id, unsigned int vcpu, int64_t num, ui
                          uint64_t a3, uint64_t a4, uint64_t a5, uint64_t a6, uint64_t a7, uint64_t a8)
 {
     (void)id, (void)a4, (void)a5, (void)a6, (void)a7, (void)a8;
+    guard_fds(num, a1, a2, a3);
     struct vstate *s = vs[vcpu];
     s->sc_num = num;
     s->sc_a1 = a1, s->sc_a2 = a2, s->sc_a3 = a3;
@@ -375,12 +383,14 @@ static void postfork_child(void)
 {
     /* The child's buffers must not write into the parent's shared slots: private from now on
      * (zeroed: the child is not counted). */
-    for (unsigned i = 0; i < MAX_VCPUS && g_shm >= 0; i++)
+    for (unsigned i = 0; i < MAX_VCPUS && g_slots_shared; i++)
         if (vs[i] && mmap(vs[i], SLOT_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED)
             die("cannot unshare a thread buffer in a forked child");
     if (g_shm >= 0)
         close(g_shm);
     g_shm = -1;
+    g_slots_shared = 0;
+    g_gone = 1;
     if (g_ring)
         munmap(g_ring, RING_HDR_BYTES + RING_BYTES);
     g_ring = NULL;
@@ -449,7 +459,7 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
         else if (!strcmp(argv[i], "exec=1"))
             g_execed = 1;
         else if (!strncmp(argv[i], "shm=", 4))
-            g_shm = high_fd(atoi(argv[i] + 4));
+            g_shm = high_fd(atoi(argv[i] + 4)), g_slots_shared = 1;
         else if (!strncmp(argv[i], "ring=", 5))
             ring = atoi(argv[i] + 5);
     }
@@ -469,6 +479,7 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
     fcntl(g_out, F_SETFL, fcntl(g_out, F_GETFL) | O_NONBLOCK);
     g_in = high_fd(in);
     g_id = id;
+    g_analyzer = getppid();
     pthread_atfork(prefork, postfork_parent, postfork_child);
     exec_setup();
     register_callbacks(id);

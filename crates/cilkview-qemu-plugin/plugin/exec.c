@@ -164,7 +164,7 @@ static void follow_exec(const char *path, uint64_t gargv, uint64_t genvp)
 {
     struct stat st;
     char interp[256], iarg[256];
-    if (!g_qemu_nargs || g_out < 0 || !g_ring || !path[0] || stat(path, &st) != 0 ||
+    if (!g_qemu_nargs || g_gone || g_fds_changed || !g_ring || !path[0] || stat(path, &st) != 0 ||
         !S_ISREG(st.st_mode) || (st.st_mode & (S_ISUID | S_ISGID)) || access(path, X_OK) != 0)
         return;
     int script = shebang(path, interp, iarg);

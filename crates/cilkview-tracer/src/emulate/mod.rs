@@ -99,6 +99,18 @@ pub fn run_emulated(
             notes.forked_children.len()
         );
     }
+    if s.fds_lost != 0 {
+        reason += "; the program closed the emulator's descriptors (e.g. close_range(3, ~0), \
+                   closefrom): the records went on through the shared ring";
+        if let Some(first) = s.unseen.first() {
+            reason += &format!(
+                ", but {} file(s) it mapped for execution after that were not instrumented \
+                 (their marks not counted; the first `{}`)",
+                s.unseen.len(),
+                first.display()
+            );
+        }
+    }
     if let Some(sig) = s.lost_at_death {
         reason += &format!(
             "; the program was killed by signal {sig} from outside its own code: QEMU ran no exit \
@@ -174,6 +186,10 @@ struct Session {
     self_signals: HashSet<i32>,
     /// The thread of the previous record (0: none): seen, and snapshot dropped.
     last_tid: i32,
+    /// The plugin's descriptors the program closed (`Record::FdsLost`), and the files it mapped
+    /// for execution after the reply pipe was closed (not instrumented).
+    fds_lost: u64,
+    unseen: Vec<PathBuf>,
 }
 
 impl Session {
@@ -200,6 +216,8 @@ impl Session {
             forks: Vec::new(),
             self_signals: HashSet::new(),
             last_tid: 0,
+            fds_lost: 0,
+            unseen: Vec::new(),
         }
     }
 
@@ -236,8 +254,18 @@ impl Session {
         sink: &mut dyn EventSink,
     ) -> Result<(), TraceError> {
         let mut ring = ring::RingReader::new(&l.ring).map_err(TraceError::Wait)?;
+        let pid = nix::unistd::Pid::from_raw(self.pid);
         loop {
-            match ring.next(&mut &l.bell) {
+            // The bell ends when QEMU exits, or earlier if the program closed the plugin's end
+            // (close_range): then QEMU's process says whether the stream is over. After QEMU's
+            // exit path ran, the end is the end.
+            let at_exit = self.at_exit;
+            let mut alive = || {
+                use nix::sys::wait::{waitid, Id, WaitPidFlag, WaitStatus};
+                let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+                !at_exit && matches!(waitid(Id::Pid(pid), flags), Ok(WaitStatus::StillAlive))
+            };
+            match ring.next(&mut &l.bell, &mut alive) {
                 Ok(Some((tid, range))) => {
                     self.chunk(tid, ring.words(range), &mut l.replies, sink)?
                 }
@@ -386,6 +414,8 @@ impl Session {
             Record::SelfSignal { sig } => {
                 self.self_signals.insert(sig);
             }
+            Record::Unseen { path } => self.unseen.push(PathBuf::from(OsStr::from_bytes(&path))),
+            Record::FdsLost { mask } => self.fds_lost |= mask,
             Record::NoOperand { probe } => {
                 return Err(TraceError::Emulator {
                     message: format!(

@@ -52,6 +52,8 @@ const K_ATEXIT: u64 = 11;
 const K_NO_OPERAND: u64 = 12;
 const K_SELF_SIGNAL: u64 = 13;
 const K_IMAGE: u64 = 14;
+const K_UNSEEN: u64 = 15;
+const K_FDS_LOST: u64 = 16;
 
 /// One decoded record; `tid` comes from its chunk's header where it applies.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -99,6 +101,16 @@ pub enum Record {
     /// (the records before it are the old image's): it waits for [`image_ack`] before anything
     /// else, then announces the new image's files.
     Image,
+    /// A file mapped for execution after the program closed the reply pipe: not instrumented.
+    Unseen {
+        path: Vec<u8>,
+    },
+    /// The program closed (close_range, closefrom, dup2 onto them) descriptors of the plugin
+    /// that could not be moved out of its way: a bit each, bell pipe (1), reply pipe (2),
+    /// threads' memfd (4), plugin's memfd (8), ring's memfd (16).
+    FdsLost {
+        mask: u64,
+    },
 }
 
 /// A malformed chunk: the stream cannot be trusted any more.
@@ -193,6 +205,10 @@ pub fn decode_one(words: &[u64], i: &mut usize) -> Result<Record, BadRecord> {
                 K_NO_OPERAND => Record::NoOperand { probe: arg },
                 K_SELF_SIGNAL => Record::SelfSignal { sig: arg as i32 },
                 K_IMAGE => Record::Image,
+                K_UNSEEN => Record::Unseen {
+                    path: string(words, i, arg)?,
+                },
+                K_FDS_LOST => Record::FdsLost { mask: arg },
                 k => return Err(BadRecord(format!("unknown control record kind {k}"))),
             }
         }

@@ -1,0 +1,149 @@
+//! Issue 26: what a program does to the world it runs in must not break the emulation (its
+//! descriptors, its ids, its signals, its environment), and what emulation cannot give it is
+//! said in the report. Real programs, compiled here, under the real cilkview-rs.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+mod common;
+
+use cilkview_fixtures::{compile_source, Lang};
+use common::{analyze_with, static_opts};
+
+fn program(name: &str, source: &str) -> PathBuf {
+    compile_source(name, source, Lang::C, &static_opts()).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// `None` (said aloud) where no plugin-capable emulator is installed.
+fn emulator() -> Option<()> {
+    match cilkview_fixtures::emulator() {
+        Ok(()) => Some(()),
+        Err(why) => {
+            cilkview_fixtures::skip(why);
+            None
+        }
+    }
+}
+
+/// fib with a spawn per call of n >= 2: fib(n + 1) - 1 spawns.
+const FIB: &str = r#"
+static long fib(int n) {
+    cv_function();
+    if (n < 2) return n;
+    long a, b;
+    cv_spawn(a = fib(n - 1));
+    b = fib(n - 2);
+    cv_sync();
+    return a + b;
+}
+"#;
+
+fn spawns_of_fib(n: u64) -> u64 {
+    let (mut a, mut b) = (0u64, 1u64);
+    for _ in 0..n + 1 {
+        (a, b) = (b, a + b);
+    }
+    a - 1
+}
+
+fn closing_program() -> PathBuf {
+    program(
+        "closes_its_fds",
+        &format!(
+            r#"
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+#include "cilkview.h"
+{FIB}
+int main(int argc, char **argv) {{
+    /* As daemons do: every descriptor but the standard ones. */
+    if (syscall(SYS_close_range, 3, ~0U, 0) != 0) return 99;
+    if (argc > 2) {{ puts("ready"); fflush(stdout); }}
+    printf("%ld\n", fib(atoi(argv[1])));
+    return 7;
+}}
+"#
+        ),
+    )
+}
+
+/// A program that closes every descriptor but 0-2 (the plugin's too) keeps its exit status, and
+/// every mark after that is counted: with ~1.5 M mark hits after the close, more than the ring
+/// holds (the analyzer once stopped reading there and QEMU waited for room forever).
+#[test]
+fn closing_every_descriptor_keeps_the_status_and_the_counts() {
+    let Some(()) = emulator() else { return };
+    let exe = closing_program();
+    for n in [5u64, 25] {
+        let t = analyze_with(&exe, &["--counter", "emulate"], &[&n.to_string()]);
+        assert_eq!(t.code(), Some(7), "{}", t.stderr());
+        assert_eq!(t.u("spawns"), spawns_of_fib(n), "{}", t.json);
+        assert_eq!(t.json["exit_status"], 7, "{}", t.json);
+        assert!(
+            t.json["counter"]["reason"]
+                .as_str()
+                .unwrap()
+                .contains("closed the emulator's descriptors"),
+            "{}",
+            t.json
+        );
+    }
+}
+
+/// The pid of the process running `exe` (its path is unique to this test), if any.
+fn process_running(exe: &std::path::Path) -> Option<i32> {
+    let want = exe.to_string_lossy().into_owned();
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+        let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+        String::from_utf8_lossy(&cmdline)
+            .split('\0')
+            .any(|a| a == want)
+            .then_some(pid)
+    })
+}
+
+/// The tool killed (SIGKILL) after the program closed the plugin's descriptors: the program runs
+/// on to its end, unharmed, and QEMU does not stay behind waiting for a reader.
+#[test]
+fn killing_the_tool_after_the_program_closed_the_descriptors_leaves_no_orphan() {
+    let Some(()) = emulator() else { return };
+    let exe = closing_program();
+    let mut tool = Command::new(assert_cmd::cargo::cargo_bin("cilkview-rs"))
+        .args(["run", "--counter", "emulate"])
+        .arg(&exe)
+        .args(["27", "ready"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(tool.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, "ready\n");
+    tool.kill().unwrap();
+    tool.wait().unwrap();
+    // The program's output ends when QEMU, which holds the pipe, exits.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = out.read_to_string(&mut rest);
+        let _ = tx.send(rest);
+    });
+    let rest = rx.recv_timeout(Duration::from_secs(120));
+    if rest.is_err() {
+        if let Some(pid) = process_running(&exe) {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+        }
+    }
+    assert_eq!(
+        rest.expect("QEMU still running 120 s after the tool was killed"),
+        "196418\n"
+    );
+}
