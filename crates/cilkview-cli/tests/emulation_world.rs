@@ -147,3 +147,78 @@ fn killing_the_tool_after_the_program_closed_the_descriptors_leaves_no_orphan() 
         "196418\n"
     );
 }
+
+/// A copy of `exe` owned by `nobody` (uid/gid 65534) with mode `mode` (set-user-ID and/or
+/// set-group-ID). `None`, said aloud, where the test cannot give a file away (not root).
+fn owned_by_nobody(exe: &std::path::Path, dir: &std::path::Path, mode: u32) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let copy = dir.join("ids");
+    std::fs::copy(exe, &copy).unwrap();
+    if euid() != 0 || std::os::unix::fs::chown(&copy, Some(65534), Some(65534)).is_err() {
+        cilkview_fixtures::skip("not root: cannot make a set-user-ID file of another user");
+        return None;
+    }
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(mode)).unwrap();
+    Some(copy)
+}
+
+const PRINT_IDS: &str = r#"
+#include <stdio.h>
+#include <unistd.h>
+#include "cilkview.h"
+static void child(void) { cv_function(); }
+int main(void) {
+    cv_function();
+    cv_spawn(child());
+    cv_sync();
+    printf("%d %d\n", (int)geteuid(), (int)getegid());
+    return 0;
+}
+"#;
+
+/// A set-user-ID / set-group-ID program: `auto` does not emulate it (QEMU would run it with
+/// the caller's ids) and says why; `--counter emulate` runs it and says what emulation changed.
+#[test]
+fn set_id_programs_are_not_emulated_silently() {
+    let Some(()) = emulator() else { return };
+    let exe = program("print_ids", PRINT_IDS);
+    for (mode, native_ids, what) in [
+        (0o4755, "65534 0\n", "set-user-ID (owner uid 65534)"),
+        (0o2755, "0 65534\n", "set-group-ID (gid 65534)"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let Some(copy) = owned_by_nobody(&exe, dir.path(), mode) else {
+            return;
+        };
+        let auto = analyze_with(&copy, &[], &[]);
+        assert_eq!(auto.code(), Some(0), "{}", auto.stderr());
+        assert_eq!(auto.json["counter"]["mode"], "single-step", "{}", auto.json);
+        let reason = auto.json["counter"]["reason"].as_str().unwrap();
+        assert!(
+            reason.contains(what) && reason.contains("your ids"),
+            "{reason}"
+        );
+        assert_eq!(auto.stdout(), native_ids, "the ids it has natively");
+        assert_eq!(auto.u("spawns"), 1);
+
+        let emulated = analyze_with(&copy, &["--counter", "emulate"], &[]);
+        assert_eq!(emulated.json["counter"]["mode"], "emulate");
+        assert_eq!(
+            emulated.stdout(),
+            "0 0\n",
+            "QEMU runs it with the caller's ids"
+        );
+        let reason = emulated.json["counter"]["reason"].as_str().unwrap();
+        assert!(
+            reason.contains(what) && reason.contains("the caller's user and group ids (euid 0)"),
+            "{reason}"
+        );
+        assert!(emulated.stderr().contains(what), "{}", emulated.stderr());
+    }
+}
+
+fn euid() -> u32 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let uid = status.lines().find(|l| l.starts_with("Uid:")).unwrap();
+    uid.split_whitespace().nth(2).unwrap().parse().unwrap()
+}

@@ -212,6 +212,27 @@ impl Refusal {
     }
 }
 
+/// What the program's set-user-ID / set-group-ID bits give it natively and emulation cannot:
+/// QEMU runs it with the caller's ids (its own exec of QEMU is an ordinary one). `None` if it
+/// has neither bit.
+pub fn set_id(path: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = path.metadata().ok()?;
+    let mode = meta.mode();
+    let (uid, gid) = (mode & 0o4000 != 0, mode & 0o2000 != 0);
+    let what = match (uid, gid) {
+        (true, true) => format!(
+            "set-user-ID (owner uid {}) and set-group-ID (gid {})",
+            meta.uid(),
+            meta.gid()
+        ),
+        (true, false) => format!("set-user-ID (owner uid {})", meta.uid()),
+        (false, true) => format!("set-group-ID (gid {})", meta.gid()),
+        (false, false) => return None,
+    };
+    Some(format!("`{}` is {what}", path.display()))
+}
+
 /// The program to run: found, executable, an x86-64 ELF file or a script the emulator can run.
 pub fn check_program(opts: &TraceOptions) -> Result<(PathBuf, Runnable), TraceError> {
     let (path, runnable) = inspect_program(opts)?;

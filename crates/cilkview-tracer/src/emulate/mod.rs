@@ -17,9 +17,9 @@ use std::path::PathBuf;
 
 use nix::libc;
 
-pub(crate) use launch::inspect_program;
 pub use launch::read_shebang;
 pub use launch::CPU_MODEL;
+pub(crate) use launch::{inspect_program, set_id};
 use protocol::Record;
 
 use crate::probe_check::check_probes;
@@ -93,6 +93,13 @@ pub fn run_emulated(
         forked_children: s.forks.clone(),
     };
     let mut reason = format!("{} -cpu {CPU_MODEL}", emu.version);
+    if let Some(what) = launch::set_id(&program) {
+        reason += &format!(
+            "; {what}: under emulation it ran with the caller's user and group ids (euid {}), \
+             not the ones its mode bits give it natively (use --counter step)",
+            crate::sys::geteuid()
+        );
+    }
     if !notes.forked_children.is_empty() {
         reason += &format!(
             "; {} forked child process(es) ran uncounted",
