@@ -116,23 +116,52 @@ fn read_emulator(path: &Path) -> Option<(String, bool)> {
     Some((line, plugins))
 }
 
-/// The emulator's `--version` line and whether `-h` lists `-plugin`, asked at once.
+/// How long the emulator may take to answer `--version` and `-h` (~10 ms normally).
+const ASK_TIME_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The emulator's `--version` line and whether `-h` lists `-plugin`, asked at once, each in a
+/// process group of its own, killed (with whatever it started) if it has not answered within
+/// [`ASK_TIME_LIMIT`].
 fn ask_emulator(path: &Path) -> Result<(String, bool), String> {
+    use std::os::unix::process::CommandExt;
     let ask = |arg: &str| {
         Command::new(path)
             .arg(arg)
+            .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
+            .process_group(0)
             .spawn()
             .map_err(|e| format!("cannot run {}: {e}", path.display()))
     };
     let (version_of, help_of) = (ask("--version")?, ask("-h")?);
-    let output = |child: Child| {
+    let deadline = std::time::Instant::now() + ASK_TIME_LIMIT;
+    let output = |mut child: Child| {
+        let answered = loop {
+            match child.try_wait() {
+                Ok(Some(_)) => break true,
+                Ok(None) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(2))
+                }
+                _ => break false,
+            }
+        };
+        // Whatever it started goes too (it could hold the pipe open).
+        crate::sys::kill(-(child.id() as i32), nix::libc::SIGKILL);
+        if !answered {
+            let _ = child.wait();
+            return Err(format!(
+                "{} did not answer `--version` / `-h` within {} s",
+                path.display(),
+                ASK_TIME_LIMIT.as_secs()
+            ));
+        }
         child
             .wait_with_output()
             .map_err(|e| format!("cannot run {}: {e}", path.display()))
     };
-    let (out, help) = (output(version_of)?, output(help_of)?);
+    let (out, help) = (output(version_of), output(help_of));
+    let (out, help) = (out?, help?);
     let text = String::from_utf8_lossy(&out.stdout);
     let first = text.lines().next().unwrap_or("").trim().to_string();
     Ok((

@@ -142,6 +142,17 @@ extern "C" fn forward_to_worker(sig: c_int) {
     }
 }
 
+/// In the worker of [`split_off_worker`]: the process the user sees (0 elsewhere).
+static FRONT: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// The process the user sees, if this is the worker [`split_off_worker`] forked: the tool too.
+pub fn front_process() -> Option<Tid> {
+    match FRONT.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => None,
+        pid => Some(pid),
+    }
+}
+
 /// Splits the calling (single-threaded) process in two. The fork returns `Ok(())` and does the
 /// work; the calling process stays the one the user sees: it only forwards `forward` signals to
 /// the worker, waits for it and exits as it did (never returns). If the waiter dies anyhow —
@@ -154,6 +165,7 @@ pub fn split_off_worker(forward: &[i32], on_death: i32) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     if pid == 0 {
+        FRONT.store(me, std::sync::atomic::Ordering::Relaxed);
         // SAFETY: plain syscalls.
         unsafe {
             libc::prctl(libc::PR_SET_PDEATHSIG, on_death);
