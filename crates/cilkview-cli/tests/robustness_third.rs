@@ -97,3 +97,134 @@ fn attaching_to_the_tools_own_visible_process_is_refused() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("is cilkview-rs itself"), "{err}");
 }
+
+/// Marked; natively under a benchmark (CILK_NWORKERS set) it writes its pid to argv[1] and
+/// then hangs (argv[2] == "hang") or fails with status 3.
+const BENCHED: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "cilkview.h"
+static void child(void) { cv_function(); }
+int main(int argc, char **argv) {
+    cv_function(); cv_spawn(child()); cv_sync();
+    if (getenv("CILK_NWORKERS")) {
+        FILE *f = fopen(argv[1], "w");
+        fprintf(f, "%d\n", (int)getpid());
+        fclose(f);
+        if (!strcmp(argv[2], "hang")) for (;;) pause();
+        return 3;
+    }
+    return 0;
+}
+"#;
+
+/// Waits (30 s at most) for the benchmarked program to write its pid.
+fn benched_pid(file: &Path) -> i32 {
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(pid) = std::fs::read_to_string(file)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+        {
+            return pid;
+        }
+        assert!(Instant::now() < until, "the benchmark never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        !s.rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z')
+    })
+}
+
+/// A signal to the tool while it benchmarks (`run --bench`, `bench`): the benchmarked program is
+/// killed, the tool ends with 128 + the signal, and `run --bench` writes the analysis it has.
+#[test]
+fn a_signal_in_the_benchmark_phase_kills_the_program_and_keeps_the_analysis() {
+    let exe = program("benched", BENCHED);
+    for (sub, sig, number) in [
+        ("run", "-TERM", 15),
+        ("run", "-HUP", 1),
+        ("bench", "-TERM", 15),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let (json, marker) = (dir.path().join("r.json"), dir.path().join("pid"));
+        let mut cmd = tool();
+        if sub == "run" {
+            cmd.args(["run", "--bench"]).arg("--json").arg(&json);
+        } else {
+            cmd.arg("bench");
+        }
+        let child = cmd
+            .args(["--cores", "1", "--trials", "1", "--warmup", "0"])
+            .arg(&exe)
+            .arg(&marker)
+            .arg("hang")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = benched_pid(&marker);
+        Command::new("kill")
+            .args([sig, &child.id().to_string()])
+            .status()
+            .unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(child.wait_with_output());
+        });
+        let out = rx.recv_timeout(Duration::from_secs(60));
+        let still = alive(pid);
+        if still {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+        }
+        let out = out.expect("the tool did not end").unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !still,
+            "{sub} {sig}: the benchmarked program was left running"
+        );
+        assert_eq!(out.status.code(), Some(128 + number), "{sub} {sig}: {err}");
+        assert!(err.contains("interrupted by signal"), "{err}");
+        if sub == "run" {
+            let report: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+            assert_eq!(report["spawns"], 1, "{report}");
+            assert!(err.contains("Spawns: 1"), "{err}");
+        }
+    }
+}
+
+/// `run --bench` whose benchmarked run fails: the finished analysis is still written; the exit
+/// status is the failed run's.
+#[test]
+fn a_failing_trial_keeps_the_analysis() {
+    let exe = program("benched", BENCHED);
+    let dir = tempfile::tempdir().unwrap();
+    let (json, marker) = (dir.path().join("r.json"), dir.path().join("pid"));
+    let mut cmd = tool();
+    cmd.args([
+        "run", "--bench", "--cores", "1", "--trials", "1", "--warmup", "0",
+    ])
+    .arg("--json")
+    .arg(&json)
+    .arg(&exe)
+    .arg(&marker)
+    .arg("fail");
+    let out = within(cmd, Duration::from_secs(120));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("the program failed at P=1"), "{err}");
+    assert!(err.contains("Spawns: 1"), "{err}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(report["spawns"], 1, "{report}");
+}
