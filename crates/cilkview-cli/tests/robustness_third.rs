@@ -228,3 +228,146 @@ fn a_failing_trial_keeps_the_analysis() {
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(report["spawns"], 1, "{report}");
 }
+
+/// Runs the tool in `dir` (60 s at most): exit code and stderr.
+fn tool_in(dir: &Path, args: &[&std::ffi::OsStr]) -> (Option<i32>, String) {
+    let mut cmd = tool();
+    cmd.current_dir(dir).args(args);
+    let out = within(cmd, Duration::from_secs(60));
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!err.contains("panicked"), "{err}");
+    (out.status.code(), err)
+}
+
+/// Two outputs naming one file, and a prefix that is a folder, are one clear error before the
+/// run, and no file is left behind.
+#[test]
+fn outputs_that_collide_or_are_folders_are_refused_before_the_run() {
+    let exe = program("tiny_spawn", TINY);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("outdir")).unwrap();
+    let os = |s: &str| std::ffi::OsString::from(s);
+    for (flags, says) in [
+        (
+            vec!["--profile", "P", "--plot", "P.svg"],
+            "the same file P.svg",
+        ),
+        (
+            vec!["--profile", "P", "--json", "P.csv"],
+            "the same file P.csv",
+        ),
+        (
+            vec![
+                "--json",
+                "r.json",
+                "--plot",
+                "./r.json.svg",
+                "--profile",
+                "r.json",
+            ],
+            "same file",
+        ),
+        (
+            vec!["--gnuplot", "g", "--json", "./g.dat"],
+            "g.dat: give them different names",
+        ),
+        (
+            vec!["--profile", "outdir/"],
+            "--profile outdir/: a prefix of file names",
+        ),
+        (
+            vec!["--profile", "/"],
+            "--profile /: a prefix of file names",
+        ),
+        (
+            vec!["--gnuplot", "outdir/"],
+            "--gnuplot outdir/: a prefix of file names",
+        ),
+    ] {
+        let mut args: Vec<std::ffi::OsString> = vec![os("run")];
+        args.extend(flags.iter().map(|f| os(f)));
+        args.push(exe.clone().into_os_string());
+        let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+        let (code, err) = tool_in(dir.path(), &args);
+        assert_eq!(code, Some(2), "{flags:?}: {err}");
+        assert!(
+            err.starts_with("error: ") && err.lines().count() == 1,
+            "{err}"
+        );
+        assert!(err.contains(says), "{flags:?}: {err}");
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .filter(|n| n != "outdir")
+            .collect();
+        assert!(left.is_empty(), "{flags:?} left {left:?}");
+        assert_eq!(
+            std::fs::read_dir(dir.path().join("outdir"))
+                .unwrap()
+                .count(),
+            0
+        );
+    }
+    assert!(!Path::new("/.csv").exists());
+}
+
+/// A burden whose burdened sums wrap at 2^64 is refused (a wrapped burdened span once made a
+/// `--fail-below burdened_parallelism` gate pass).
+#[test]
+fn a_burden_that_would_wrap_is_refused() {
+    let exe = program("tiny_spawn", TINY);
+    let dir = tempfile::tempdir().unwrap();
+    for burden in ["18446744073709551615", "1000000001"] {
+        let (code, err) = tool_in(
+            dir.path(),
+            &[
+                "run".as_ref(),
+                "--burden".as_ref(),
+                burden.as_ref(),
+                "--fail-below".as_ref(),
+                "burdened_parallelism=1".as_ref(),
+                exe.as_os_str(),
+            ],
+        );
+        assert_eq!(code, Some(2), "{err}");
+        assert!(err.contains("at most 1000000000 instructions"), "{err}");
+    }
+}
+
+/// `report` on a JSON whose measures are undefined (span 0: `"parallelism": null`) reads it
+/// back; names and arguments from a JSON are printed with their control characters escaped.
+#[test]
+fn report_reads_nulls_back_and_escapes_what_it_prints() {
+    let dir = tempfile::tempdir().unwrap();
+    let figure6 = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/figure6.json");
+    let mut json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(figure6).unwrap()).unwrap();
+    for key in ["work", "span", "burdened_span"] {
+        json[key] = 0.into();
+    }
+    json["parallelism"] = serde_json::Value::Null;
+    json["burdened_parallelism"] = serde_json::Value::Null;
+    json["average_maximal_strand"] = serde_json::Value::Null;
+    json["program"] = "evil\u{1b}[2J\nerror: forged".into();
+    json["args"] = serde_json::json!(["a\u{1b}]0;title\u{7}", "b\nc"]);
+    json["counter"]["reason"] = "r\u{1b}[31m".into();
+    let file = dir.path().join("span0.json");
+    std::fs::write(&file, json.to_string()).unwrap();
+    let (code, err) = tool_in(
+        dir.path(),
+        &[
+            "report".as_ref(),
+            file.as_os_str(),
+            "--json".as_ref(),
+            "again.json".as_ref(),
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(!err.contains('\u{1b}') && !err.contains('\u{7}'), "{err:?}");
+    assert!(!err.lines().any(|l| l.starts_with("error:")), "{err}");
+    assert!(err.contains(r"evil\u{1b}[2J\nerror: forged"), "{err}");
+    // What `report` wrote reads back too.
+    let (code, err) = tool_in(dir.path(), &["report".as_ref(), "again.json".as_ref()]);
+    assert_eq!(code, Some(0), "{err}");
+}
