@@ -96,17 +96,30 @@ fn closing_every_descriptor_keeps_the_status_and_the_counts() {
     }
 }
 
-/// The pid of the process running `exe` (its path is unique to this test), if any.
-fn process_running(exe: &std::path::Path) -> Option<i32> {
+/// The processes whose command line names `exe` (its path is unique to its test): the tool and
+/// QEMU.
+fn processes_running(exe: &std::path::Path) -> Vec<i32> {
     let want = exe.to_string_lossy().into_owned();
-    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
-        let pid: i32 = e.file_name().to_str()?.parse().ok()?;
-        let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
-        String::from_utf8_lossy(&cmdline)
-            .split('\0')
-            .any(|a| a == want)
-            .then_some(pid)
-    })
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| {
+            let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+            String::from_utf8_lossy(&cmdline)
+                .split('\0')
+                .any(|a| a == want)
+                .then_some(pid)
+        })
+        .collect()
+}
+
+/// Kills (SIGKILL) what a failed test left running of `exe`.
+fn kill_leftovers(exe: &std::path::Path) {
+    for pid in processes_running(exe) {
+        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+    }
 }
 
 /// The tool killed (SIGKILL) after the program closed the plugin's descriptors: the program runs
@@ -138,9 +151,7 @@ fn killing_the_tool_after_the_program_closed_the_descriptors_leaves_no_orphan() 
     });
     let rest = rx.recv_timeout(Duration::from_secs(120));
     if rest.is_err() {
-        if let Some(pid) = process_running(&exe) {
-            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
-        }
+        kill_leftovers(&exe);
     }
     assert_eq!(
         rest.expect("QEMU still running 120 s after the tool was killed"),
@@ -221,4 +232,64 @@ fn euid() -> u32 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
     let uid = status.lines().find(|l| l.starts_with("Uid:")).unwrap();
     uid.split_whitespace().nth(2).unwrap().parse().unwrap()
+}
+
+const PRINT_ENV: &str = r#"
+#include <stdio.h>
+extern char **environ;
+int main(void) {
+    for (char **e = environ; *e; e++) puts(*e);
+    return 0;
+}
+"#;
+
+/// The program's environment arrives in its order, and `QEMU_*` variables reach the program,
+/// not QEMU (which took `QEMU_STRACE=1` as -strace on the program's stderr, `QEMU_GDB=1234` as
+/// waiting forever for a debugger).
+#[test]
+fn the_environment_is_the_programs_in_order_and_qemu_variables_are_not_qemus() {
+    let Some(()) = emulator() else { return };
+    let exe = program("print_env", PRINT_ENV);
+    let vars = [
+        ("PATH", "/usr/bin:/bin"),
+        ("ZA", "1"),
+        ("QEMU_STRACE", "1"),
+        ("ZB", "2"),
+        ("QEMU_GDB", "1234"),
+        ("ZC", "3"),
+    ];
+    let mut cmd = Command::new("env");
+    cmd.arg("-i");
+    for (k, v) in vars {
+        cmd.arg(format!("{k}={v}"));
+    }
+    cmd.arg(assert_cmd::cargo::cargo_bin("cilkview-rs"))
+        .args(["run", "--counter", "emulate"])
+        .arg(&exe)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let Ok(out) = rx.recv_timeout(Duration::from_secs(60)) else {
+        kill_leftovers(&exe);
+        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+        panic!("the run did not end (QEMU_GDB reached QEMU?)");
+    };
+    let out = out.unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        !err.contains("write(") && !err.contains("exit_group"),
+        "strace output: {err}"
+    );
+    let got = String::from_utf8_lossy(&out.stdout);
+    // The QEMU_* ones first (QEMU puts -E variables at the front), each in its order.
+    assert_eq!(
+        got,
+        "QEMU_STRACE=1\nQEMU_GDB=1234\nPATH=/usr/bin:/bin\nZA=1\nZB=2\nZC=3\n"
+    );
 }

@@ -46,9 +46,15 @@ static void exec_setup(void)
     if (!args)
         die("out of memory");
     size_t k = 0, before_0 = 0;
+    int skip = 0;
     for (size_t i = 0; i < len && k < n; i += strlen(buf + i) + 1) {
         if (!before_0 && !strcmp(buf + i, "-0"))
             before_0 = k;
+        /* The -E options were this image's environment's (follow_exec makes the next's). */
+        if (!before_0 && (skip || !strcmp(buf + i, "-E"))) {
+            skip = !skip;
+            continue;
+        }
         args[k++] = buf + i;
     }
     ssize_t r = readlink("/proc/self/exe", g_qemu_exe, sizeof g_qemu_exe - 1);
@@ -173,10 +179,22 @@ static void follow_exec(const char *path, uint64_t gargv, uint64_t genvp)
     size_t argc = 0, envc = 0;
     char **argv = gargv ? guest_strings(gargv, &argc) : calloc(1, sizeof(char *));
     char **envp = genvp ? guest_strings(genvp, &envc) : calloc(1, sizeof(char *));
-    char **a = calloc(g_qemu_nargs + argc + 8, sizeof *a);
-    if (argv && envp && a) {
-        size_t k = 0;
-        for (size_t i = 0; i < g_qemu_nargs; i++)
+    char **a = calloc(g_qemu_nargs + argc + 2 * envc + 8, sizeof *a);
+    char **qenv = calloc(envc + 1, sizeof *qenv);
+    if (argv && envp && a && qenv) {
+        size_t k = 0, q = 0;
+        a[k++] = g_qemu_args[0];
+        /* As the analyzer's launch (launch.rs, qemu_environment): QEMU's environment is the
+         * guest's reversed (QEMU 7.2 reverses it), without the QEMU_* variables, which QEMU would
+         * take as its own options; those go to the guest by -E (first in its environment). */
+        for (size_t i = envc; i-- > 0;) {
+            if (strncmp(envp[i], "QEMU_", 5) != 0)
+                qenv[q++] = envp[i];
+            else if (!strchr(envp[i], ','))
+                a[k++] = "-E", a[k++] = envp[i];
+        }
+        qenv[q] = NULL;
+        for (size_t i = 1; i < g_qemu_nargs; i++)
             a[k++] = g_qemu_args[i];
         a[k++] = "-0";
         if (script) {
@@ -193,9 +211,10 @@ static void follow_exec(const char *path, uint64_t gargv, uint64_t genvp)
             a[k++] = argv[i];
         a[k] = NULL;
         keep_across_exec(1);
-        execve(g_qemu_exe, a, envp);
+        execve(g_qemu_exe, a, qenv);
         keep_across_exec(0); /* failed: QEMU's own exec tries it, natively */
     }
+    free(qenv);
     free(a);
     free(argv);
     free(envp);

@@ -353,6 +353,42 @@ fn parse_shebang(head: &[u8]) -> Option<(PathBuf, Option<std::ffi::OsString>)> {
     ))
 }
 
+/// QEMU's environment for a guest that is to see `vars` (in this order), and the `-E VAR=VALUE`
+/// options for the variables QEMU would take as its own options (`QEMU_*`: `QEMU_STRACE`,
+/// `QEMU_GDB`, …), which are kept out of QEMU's environment. QEMU 7.2 builds the guest's
+/// environment by putting each variable of its own, then of `-E`, at the front of a list, so
+/// its environment is the guest's reversed, and the `QEMU_*` variables come first in the
+/// guest's (in their order). A `QEMU_*` variable whose value has a comma cannot be passed
+/// (`-E` splits at commas): it is left out (see [`unpassable`]).
+pub fn qemu_environment(
+    vars: impl Iterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+) -> (Vec<std::ffi::OsString>, Vec<std::ffi::OsString>) {
+    let mut env = Vec::new();
+    let mut qemu = Vec::new();
+    for (k, v) in vars {
+        let mut kv = k.clone();
+        kv.push("=");
+        kv.push(&v);
+        if !k.as_bytes().starts_with(b"QEMU_") {
+            env.push(kv);
+        } else if !v.as_bytes().contains(&b',') {
+            qemu.push(kv);
+        }
+    }
+    env.reverse();
+    qemu.reverse();
+    (env, qemu)
+}
+
+/// The `QEMU_*` variables of the tool's environment that the guest cannot get (see
+/// [`qemu_environment`]).
+pub fn unpassable() -> Vec<String> {
+    std::env::vars_os()
+        .filter(|(k, v)| k.as_bytes().starts_with(b"QEMU_") && v.as_bytes().contains(&b','))
+        .map(|(k, _)| k.to_string_lossy().into_owned())
+        .collect()
+}
+
 /// A running emulated program and the analyzer's ends of the ring and the pipes.
 pub struct Launched {
     pub child: Child,
@@ -439,6 +475,20 @@ pub fn launch(
     crate::sys::prepare_child(
         &mut cmd,
         std::array::from_fn::<_, 5, _>(|i| (ours[i], keep[i])),
+    );
+    let (env, guest_only) = qemu_environment(std::env::vars_os());
+    let mut argv = vec![emu.path.as_os_str().to_owned()];
+    // Before the other options: QEMU reads `-E` before it loads anything.
+    for var in &guest_only {
+        argv.push("-E".into());
+        argv.push(var.clone());
+    }
+    argv.extend(cmd.get_args().map(OsStr::to_owned));
+    let c = |s: &std::ffi::OsString| CString::new(s.as_bytes()).unwrap_or_default();
+    crate::sys::exec_in_order(
+        &mut cmd,
+        argv.iter().map(c).collect(),
+        env.iter().map(c).collect(),
     );
     let child = cmd.spawn().map_err(|source| TraceError::Spawn {
         program: emu.path.clone(),

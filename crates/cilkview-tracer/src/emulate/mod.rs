@@ -100,6 +100,14 @@ pub fn run_emulated(
             crate::sys::geteuid()
         );
     }
+    let unpassable = launch::unpassable();
+    if !unpassable.is_empty() {
+        reason += &format!(
+            "; {} kept from the program: QEMU would take it as its own option, and its value has \
+             a comma, which QEMU's -E cannot pass",
+            unpassable.join(", ")
+        );
+    }
     if !notes.forked_children.is_empty() {
         reason += &format!(
             "; {} forked child process(es) ran uncounted",

@@ -579,3 +579,46 @@ pub fn prepare_child<const N: usize>(cmd: &mut std::process::Command, fds: [(c_i
         });
     }
 }
+
+/// The exec of a child spawned by a `Command` prepared with [`prepare_child`], done by hand so
+/// that the environment goes in exactly this order (`Command` sorts it): `execve(argv[0],
+/// argv, envp)` in the child, after the descriptors and signals are set up. `Command`'s own
+/// exec never runs (its program only names the child in errors); a failed `execve` is the
+/// spawn's error.
+pub fn exec_in_order(
+    cmd: &mut std::process::Command,
+    argv: Vec<std::ffi::CString>,
+    envp: Vec<std::ffi::CString>,
+) {
+    use std::os::unix::process::CommandExt;
+    /// The pointer arrays, made before the fork (the child must not allocate).
+    struct Exec {
+        _strings: (Vec<std::ffi::CString>, Vec<std::ffi::CString>),
+        argv: Vec<*const libc::c_char>,
+        envp: Vec<*const libc::c_char>,
+    }
+    // SAFETY: the pointers point into the CStrings owned alongside them, never written.
+    unsafe impl Send for Exec {}
+    // SAFETY: as above; shared only for reading.
+    unsafe impl Sync for Exec {}
+    let ptrs = |v: &[std::ffi::CString]| {
+        v.iter()
+            .map(|s| s.as_ptr())
+            .chain(std::iter::once(std::ptr::null()))
+            .collect::<Vec<_>>()
+    };
+    let exec = Exec {
+        argv: ptrs(&argv),
+        envp: ptrs(&envp),
+        _strings: (argv, envp),
+    };
+    // SAFETY: the closure runs in the forked child before Command's exec and only calls
+    // execve(2), async-signal-safe, on NUL-terminated arrays built before the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            let e = &exec; // the whole struct (Send), not its fields
+            libc::execve(e.argv[0], e.argv.as_ptr(), e.envp.as_ptr());
+            Err(io::Error::last_os_error())
+        });
+    }
+}
