@@ -293,3 +293,143 @@ fn the_environment_is_the_programs_in_order_and_qemu_variables_are_not_qemus() {
         "QEMU_STRACE=1\nQEMU_GDB=1234\nPATH=/usr/bin:/bin\nZA=1\nZB=2\nZC=3\n"
     );
 }
+
+/// `kill -ABRT` / `kill -ILL` sent to the program from outside: its death by that signal, as
+/// natively (134 / 132), with the report of what was measured.
+#[test]
+fn abrt_and_ill_from_outside_are_the_programs_death_with_the_report() {
+    let Some(()) = emulator() else { return };
+    let exe = program(
+        "waits_for_a_signal",
+        r#"
+#include <stdio.h>
+#include <unistd.h>
+#include "cilkview.h"
+static void child(void) { cv_function(); }
+int main(void) {
+    cv_function(); cv_spawn(child()); cv_sync();
+    printf("%d\n", (int)getpid());
+    fflush(stdout);
+    for (;;) pause();
+}
+"#,
+    );
+    for (sig, number) in [("-ABRT", 6), ("-ILL", 4)] {
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("r.json");
+        let mut tool = Command::new(assert_cmd::cargo::cargo_bin("cilkview-rs"))
+            .args(["run", "--counter", "emulate", "--json"])
+            .arg(&json)
+            .arg(&exe)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(tool.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        // The program's pid, as the world outside sees it.
+        Command::new("kill")
+            .args([sig, line.trim()])
+            .status()
+            .unwrap();
+        let out = tool.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(128 + number), "{sig}: {err}");
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        assert_eq!(report["signal"], number, "{report}");
+        assert_eq!(report["spawns"], 1, "{report}");
+        assert!(
+            err.contains("did not come from the program itself"),
+            "{err}"
+        );
+    }
+}
+
+/// Real-time signals: QEMU 7.2 cannot deliver SIGRTMAX-1 and SIGRTMAX (the report says so when
+/// the program installs a handler for one or sends one to itself), and a death by SIGRTMIN is
+/// reported with its own number (34, exit 162), not QEMU's host signal (36).
+#[test]
+fn real_time_signals_are_reported_with_their_numbers_and_what_qemu_cannot_deliver() {
+    let Some(()) = emulator() else { return };
+    let exe = program(
+        "real_time_signals",
+        r#"
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+static void on(int sig) { (void)sig; }
+int main(int argc, char **argv) {
+    if (!strcmp(argv[1], "die")) raise(SIGRTMIN + atoi(argv[2]));
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on;
+    sigaction(SIGRTMAX, &sa, 0);
+    raise(SIGRTMAX);
+    return 0;
+}
+"#,
+    );
+    for k in [0, 3] {
+        let t = analyze_with(&exe, &["--counter", "emulate"], &["die", &k.to_string()]);
+        assert_eq!(t.code(), Some(128 + 34 + k), "{}", t.stderr());
+        assert_eq!(t.json["signal"], 34 + k, "{}", t.json);
+    }
+    let t = analyze_with(&exe, &["--counter", "emulate"], &["handle", "0"]);
+    let reason = t.json["counter"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("installed a handler for signal 64 (SIGRTMAX)")
+            && reason.contains("sent itself signal 64 (SIGRTMAX)"),
+        "{reason}"
+    );
+}
+
+/// System calls QEMU 7.2 lacks (seccomp, io_uring, openat2, ptrace) fail under emulation: the
+/// run says which, in the report and the JSON.
+#[test]
+fn system_calls_the_emulator_lacks_are_reported() {
+    let Some(()) = emulator() else { return };
+    let exe = program(
+        "lacking_syscalls",
+        r#"
+#define _GNU_SOURCE
+#include <unistd.h>
+#include <sys/syscall.h>
+#include <sys/prctl.h>
+#include <linux/seccomp.h>
+#include <linux/filter.h>
+#include <sys/ptrace.h>
+int main(void) {
+    struct sock_filter f[] = { BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW) };
+    struct sock_fprog p = { 1, f };
+    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &p);
+    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &p);
+    char params[120] = {0}, how[24] = {0};
+    syscall(SYS_io_uring_setup, 4, params);
+    syscall(SYS_openat2, -100, "/", how, 24);
+    ptrace(PTRACE_TRACEME, 0, 0, 0);
+    return 0;
+}
+"#,
+    );
+    let t = analyze_with(&exe, &["--counter", "emulate"], &[]);
+    assert_eq!(t.code(), Some(0), "{}", t.stderr());
+    let reason = t.json["counter"]["reason"].as_str().unwrap();
+    for what in [
+        "refused the program's seccomp filter",
+        "seccomp returned ENOSYS",
+        "io_uring_setup returned ENOSYS",
+        "openat2 returned ENOSYS",
+        "ptrace returned ENOSYS",
+    ] {
+        assert!(reason.contains(what), "{what}: {reason}");
+    }
+    assert!(
+        !reason.contains("system call 334"),
+        "glibc's rseq probe: {reason}"
+    );
+    assert!(t.stderr().contains("openat2 returned ENOSYS"));
+}

@@ -61,6 +61,11 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
 #define K_IMAGE 14       /* a new instance, in the QEMU the last exec'd (exec.c); awaits a reply */
 #define K_UNSEEN 15      /* arg: path length; words: path (mapped after the reply pipe was lost) */
 #define K_FDS_LOST 16    /* arg: which descriptors the program closed (fds.c) */
+#define K_WORLD 17       /* arg: what << 16 | detail: the emulator changed the program's world */
+#define W_RT_HANDLER 1   /* detail: a real-time signal QEMU cannot deliver got a handler */
+#define W_RT_SELF 2      /* detail: the program sent itself such a signal */
+#define W_NOSYS 3        /* detail: a syscall number that returned ENOSYS */
+#define W_SECCOMP 4      /* prctl(PR_SET_SECCOMP) refused */
 #define HIT_PROBE_BITS 24
 #define HIT_COST_BITS 38
 /* A small hit: cost << SMALL_PROBE_BITS | probe, 30 bits; (small << 2) | TAG_PAIR is half a word
@@ -248,11 +253,30 @@ static void read_guest_string(uint64_t gaddr, char *out, size_t cap)
     out[cap - 1] = 0;
 }
 
+/* QEMU 7.2 maps guest real-time signals to host ones two above; the guest's last two (SIGRTMAX-1
+ * and SIGRTMAX: 63, 64) have none and are never delivered. */
+static int undeliverable(uint64_t sig) { return sig == 63 || sig == 64; }
+
+/* Tell the analyzer the emulator changed the program's world (once per what and detail). */
+static void world(unsigned what, uint64_t detail)
+{
+    static uint8_t told[8][1024 / 8];
+    if (detail < 1024) {
+        if (told[what][detail / 8] & (1u << (detail % 8)))
+            return;
+        told[what][detail / 8] |= (uint8_t)(1u << (detail % 8));
+    }
+    uint64_t w = ctrl(K_WORLD, ((uint64_t)what << 16) | (detail & 0xffff));
+    write_chunk(tid_now(), &w, 1);
+}
+
 static void vcpu_syscall(qemu_plugin_id_t id, unsigned int vcpu, int64_t num, uint64_t a1, uint64_t a2,
                          uint64_t a3, uint64_t a4, uint64_t a5, uint64_t a6, uint64_t a7, uint64_t a8)
 {
     (void)id, (void)a4, (void)a5, (void)a6, (void)a7, (void)a8;
     guard_fds(num, a1, a2, a3);
+    if (num == SYS_rt_sigaction && undeliverable(a1) && a2 != 0)
+        world(W_RT_HANDLER, a1);
     struct vstate *s = vs[vcpu];
     s->sc_num = num;
     s->sc_a1 = a1, s->sc_a2 = a2, s->sc_a3 = a3;
@@ -294,6 +318,8 @@ static void vcpu_syscall(qemu_plugin_id_t id, unsigned int vcpu, int64_t num, ui
         /* The program signals itself: if the signal kills it, QEMU ends without
          * its exit path; send what is buffered and every thread's count now. */
         int sig = (int)(num == SYS_tgkill ? a3 : a2);
+        if (undeliverable((uint64_t)sig))
+            world(W_RT_SELF, (uint64_t)sig);
         pthread_mutex_lock(&g_fin_lock);
         snapshot_all();
         uint64_t w = ctrl(K_SELF_SIGNAL, (uint64_t)sig);
@@ -307,6 +333,10 @@ static void vcpu_syscall_ret(qemu_plugin_id_t id, unsigned int vcpu, int64_t num
     (void)id;
     struct vstate *s = vs[vcpu];
     int ok = !(ret < 0 && ret >= -4095);
+    if (ret == -ENOSYS && num >= 0)
+        world(W_NOSYS, (uint64_t)num);
+    else if (num == SYS_prctl && s->sc_a1 == 22 /* PR_SET_SECCOMP */ && ret == -EINVAL)
+        world(W_SECCOMP, 0);
     if (!ok && num != SYS_execve && num != SYS_execveat)
         return;
     switch (num) {

@@ -6,6 +6,7 @@
 mod launch;
 mod protocol;
 mod ring;
+mod world;
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
@@ -92,62 +93,7 @@ pub fn run_emulated(
         followed_execs: s.followed.clone(),
         forked_children: s.forks.clone(),
     };
-    let mut reason = format!("{} -cpu {CPU_MODEL}", emu.version);
-    if let Some(what) = launch::set_id(&program) {
-        reason += &format!(
-            "; {what}: under emulation it ran with the caller's user and group ids (euid {}), \
-             not the ones its mode bits give it natively (use --counter step)",
-            crate::sys::geteuid()
-        );
-    }
-    let unpassable = launch::unpassable();
-    if !unpassable.is_empty() {
-        reason += &format!(
-            "; {} kept from the program: QEMU would take it as its own option, and its value has \
-             a comma, which QEMU's -E cannot pass",
-            unpassable.join(", ")
-        );
-    }
-    if !notes.forked_children.is_empty() {
-        reason += &format!(
-            "; {} forked child process(es) ran uncounted",
-            notes.forked_children.len()
-        );
-    }
-    if s.fds_lost != 0 {
-        reason += "; the program closed the emulator's descriptors (e.g. close_range(3, ~0), \
-                   closefrom): the records went on through the shared ring";
-        if let Some(first) = s.unseen.first() {
-            reason += &format!(
-                ", but {} file(s) it mapped for execution after that were not instrumented \
-                 (their marks not counted; the first `{}`)",
-                s.unseen.len(),
-                first.display()
-            );
-        }
-    }
-    if let Some(sig) = s.lost_at_death {
-        reason += &format!(
-            "; the program was killed by signal {sig} from outside its own code: QEMU ran no exit \
-             path, so the threads' last marks and counts were read from the plugin's shared \
-             buffers (each thread's last strand is exact to within its last translation block)"
-        );
-    }
-    if let Some(last) = notes.followed_execs.last() {
-        reason += &format!(
-            "; the program exec'd {}, counted under the emulator",
-            match notes.followed_execs.len() {
-                1 => format!("`{}`", last.display()),
-                n => format!("{n} images (the last `{}`)", last.display()),
-            }
-        );
-    }
-    if let Some(p) = &notes.native_exec {
-        reason += &format!(
-            "; the program exec'd `{}`, which ran natively, outside the emulator: not counted",
-            p.display()
-        );
-    }
+    let reason = s.reason(&emu, &program, &notes);
     let outcome = Outcome {
         status,
         counter: CounterInfo {
@@ -205,6 +151,11 @@ struct Session {
     /// for execution after the reply pipe was closed (not instrumented).
     fds_lost: u64,
     unseen: Vec<PathBuf>,
+    /// What the emulator changed in the program's world (`Record::World`), in order.
+    world: std::collections::BTreeSet<(u8, u32)>,
+    /// The program died of a signal nothing in it sent (SIGILL, SIGABRT): it may be the
+    /// emulator's own (an instruction it lacks, a failed assertion), said in the reason.
+    unexplained: Option<i32>,
 }
 
 impl Session {
@@ -233,6 +184,8 @@ impl Session {
             last_tid: 0,
             fds_lost: 0,
             unseen: Vec::new(),
+            world: std::collections::BTreeSet::new(),
+            unexplained: None,
         }
     }
 
@@ -431,6 +384,9 @@ impl Session {
             }
             Record::Unseen { path } => self.unseen.push(PathBuf::from(OsStr::from_bytes(&path))),
             Record::FdsLost { mask } => self.fds_lost |= mask,
+            Record::World { what, detail } => {
+                self.world.insert((what, detail));
+            }
             Record::NoOperand { probe } => {
                 return Err(TraceError::Emulator {
                     message: format!(
@@ -546,31 +502,16 @@ impl Session {
             self.emit(sink, TraceEvent::ThreadExit { tid, cost });
         }
         let normal_end = self.at_exit || self.native_exec.is_some();
-        if let Some(sig) = status.signal() {
-            if sig == libc::SIGILL
-                && self.native_exec.is_none()
-                && !self.self_signals.contains(&sig)
-            {
-                return Err(TraceError::Emulator {
-                    message: format!(
-                        "`{prog}` died of SIGILL under the emulator: it may use an instruction the \
-                         emulated CPU ({CPU_MODEL}) lacks (e.g. AVX-512); use --counter step"
-                    ),
-                });
+        if let Some(sig) = status.signal().map(world::guest_signal) {
+            // QEMU 7.2 ends the same way for the guest's fatal signal, a signal from outside and
+            // its own faults (it takes them for the guest's) or failed assertions (abort): a
+            // SIGILL or SIGABRT the program did not send itself is reported as its death, as
+            // natively, and the reason says it may be the emulator's.
+            let own = self.self_signals.contains(&sig);
+            if !normal_end && !own && (sig == libc::SIGILL || sig == libc::SIGABRT) {
+                self.unexplained = Some(sig);
             }
-            // QEMU 7.2 ends the same way for the guest's fatal signal and for
-            // its own faults (it takes them for the guest's); its own failed
-            // assertions abort() without the guest having sent SIGABRT.
-            if !normal_end && sig == libc::SIGABRT && !self.self_signals.contains(&sig) {
-                return Err(TraceError::Emulator {
-                    message: format!(
-                        "qemu-x86_64 itself crashed (signal {sig}, see its message above) while \
-                         running `{prog}`; this is the emulator's failure, not the program's: use \
-                         --counter step"
-                    ),
-                });
-            }
-            if !normal_end && !self.self_signals.contains(&sig) {
+            if !normal_end && !own {
                 self.lost_at_death = Some(sig);
             }
             return Ok(ExitStatus::Signaled(sig));

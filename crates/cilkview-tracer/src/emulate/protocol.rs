@@ -54,6 +54,7 @@ const K_SELF_SIGNAL: u64 = 13;
 const K_IMAGE: u64 = 14;
 const K_UNSEEN: u64 = 15;
 const K_FDS_LOST: u64 = 16;
+const K_WORLD: u64 = 17;
 
 /// One decoded record; `tid` comes from its chunk's header where it applies.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -110,6 +111,13 @@ pub enum Record {
     /// threads' memfd (4), plugin's memfd (8), ring's memfd (16).
     FdsLost {
         mask: u64,
+    },
+    /// The emulator changed the program's world: what (1 a handler for a real-time signal
+    /// QEMU cannot deliver, 2 the program sent itself one, 3 a system call returned ENOSYS,
+    /// 4 a seccomp filter was refused) and its detail (the signal, the syscall number).
+    World {
+        what: u8,
+        detail: u32,
     },
 }
 
@@ -209,6 +217,10 @@ pub fn decode_one(words: &[u64], i: &mut usize) -> Result<Record, BadRecord> {
                     path: string(words, i, arg)?,
                 },
                 K_FDS_LOST => Record::FdsLost { mask: arg },
+                K_WORLD => Record::World {
+                    what: (arg >> 16) as u8,
+                    detail: (arg & 0xffff) as u32,
+                },
                 k => return Err(BadRecord(format!("unknown control record kind {k}"))),
             }
         }
