@@ -433,3 +433,63 @@ int main(void) {
     );
     assert!(t.stderr().contains("openat2 returned ENOSYS"));
 }
+
+/// The program's process is named after it (/proc/self/comm, ps, pgrep: not `qemu-x86_64`), it
+/// sees its own core-dump limit, and a crash under emulation leaves no core file of QEMU's
+/// (QEMU's own `core` and `qemu_<prog>_*.core`), which the report says.
+#[test]
+fn the_process_has_the_programs_name_and_core_limit_and_no_qemu_core_files() {
+    let Some(()) = emulator() else { return };
+    let exe = program(
+        "name_and_core_limit",
+        r#"
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+int main(int argc, char **argv) {
+    char comm[64] = {0};
+    FILE *f = fopen("/proc/self/comm", "r");
+    fgets(comm, sizeof comm, f);
+    fclose(f);
+    struct rlimit rl;
+    getrlimit(RLIMIT_CORE, &rl);
+    printf("%s%llu\n", comm, (unsigned long long)rl.rlim_cur);
+    fflush(stdout);
+    if (argc > 1) raise(SIGSEGV);
+    return 0;
+}
+"#,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    // Natively: its name, and the limit as the shell set it (no crash: no core file here).
+    let native = Command::new("sh")
+        .arg("-c")
+        .arg(r#"ulimit -c 4096 && exec "$@""#)
+        .arg("sh")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    let native = String::from_utf8_lossy(&native.stdout).into_owned();
+    assert!(native.starts_with("name_and_core_l\n") && !native.ends_with("\n0\n"));
+    for crash in [false, true] {
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c")
+            .arg(r#"ulimit -c 4096 && exec "$@""#)
+            .arg("sh")
+            .arg(assert_cmd::cargo::cargo_bin("cilkview-rs"))
+            .args(["run", "--counter", "emulate"])
+            .arg(&exe)
+            .args(crash.then_some("crash"))
+            .current_dir(dir.path());
+        let out = cmd.output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(String::from_utf8_lossy(&out.stdout), native, "{err}");
+        if crash {
+            assert_eq!(out.status.code(), Some(139), "{err}");
+            assert!(err.contains("no core dump was written"), "{err}");
+        }
+        let files: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().collect();
+        assert!(files.is_empty(), "core files left: {files:?}");
+    }
+}

@@ -119,6 +119,7 @@ static pthread_mutex_t g_map_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t g_fin_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t g_write_lock = PTHREAD_MUTEX_INITIALIZER; /* one chunk at a time */
 static __thread int tl_new_vcpu = -1;
+static __thread uint64_t tl_sc_a4; /* the fourth argument of the syscall in progress */
 
 static int tid_now(void) { return (int)syscall(SYS_gettid); }
 
@@ -140,6 +141,7 @@ static void register_callbacks(qemu_plugin_id_t id);
 #include "translate.c"
 #include "exec.c"
 #include "fds.c"
+#include "process.c"
 
 /* ---------------------------- threads, syscalls ---------------------------- */
 
@@ -273,13 +275,14 @@ static void world(unsigned what, uint64_t detail)
 static void vcpu_syscall(qemu_plugin_id_t id, unsigned int vcpu, int64_t num, uint64_t a1, uint64_t a2,
                          uint64_t a3, uint64_t a4, uint64_t a5, uint64_t a6, uint64_t a7, uint64_t a8)
 {
-    (void)id, (void)a4, (void)a5, (void)a6, (void)a7, (void)a8;
+    (void)id, (void)a5, (void)a6, (void)a7, (void)a8;
     guard_fds(num, a1, a2, a3);
     if (num == SYS_rt_sigaction && undeliverable(a1) && a2 != 0)
         world(W_RT_HANDLER, a1);
     struct vstate *s = vs[vcpu];
     s->sc_num = num;
     s->sc_a1 = a1, s->sc_a2 = a2, s->sc_a3 = a3;
+    tl_sc_a4 = a4; /* the syscall returns on this thread */
     if (num == SYS_exit) {
         /* This thread ends; its count includes the syscall instruction. */
         pthread_mutex_lock(&g_fin_lock);
@@ -310,6 +313,7 @@ static void vcpu_syscall(qemu_plugin_id_t id, unsigned int vcpu, int64_t num, ui
         memcpy(&w[1], path, plen);
         write_chunk(tid_now(), w, 1 + (unsigned)((plen + 7) / 8));
         pthread_mutex_unlock(&g_fin_lock);
+        core_limit_to_host(1); /* the exec'd image (followed or native) gets the program's */
         if (num == SYS_execve && plen + 1 < sizeof path) /* a path read whole */
             follow_exec(path, a2, a3);                      /* returns if it runs natively */
     } else if ((num == SYS_kill && ((int)a1 == getpid() || (int)a1 == 0) && a2 != 0) ||
@@ -339,6 +343,7 @@ static void vcpu_syscall_ret(qemu_plugin_id_t id, unsigned int vcpu, int64_t num
         world(W_SECCOMP, 0);
     if (!ok && num != SYS_execve && num != SYS_execveat)
         return;
+    process_syscall_ret(num, s->sc_a1, s->sc_a2, s->sc_a3, tl_sc_a4);
     switch (num) {
     case SYS_mmap:
         if (s->sc_a3 & PROT_EXEC) {
@@ -377,6 +382,7 @@ static void vcpu_syscall_ret(qemu_plugin_id_t id, unsigned int vcpu, int64_t num
         break;
     case SYS_execve:
     case SYS_execveat: {
+        core_limit_to_host(0);
         uint64_t w = ctrl(K_EXEC_FAILED, 0);
         write_chunk(tid_now(), &w, 1);
         break;
@@ -479,7 +485,10 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
 {
     (void)info;
     int out = -1, in = -1, ring = -1;
+    const char *comm = NULL;
     for (int i = 0; i < argc; i++) {
+        if (!strncmp(argv[i], "comm=", 5))
+            comm = argv[i] + 5;
         if (!strncmp(argv[i], "out=", 4))
             out = atoi(argv[i] + 4);
         else if (!strncmp(argv[i], "in=", 3))
@@ -510,6 +519,7 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
     g_in = high_fd(in);
     g_id = id;
     g_analyzer = getppid();
+    process_setup(comm);
     pthread_atfork(prefork, postfork_parent, postfork_child);
     exec_setup();
     register_callbacks(id);

@@ -18,6 +18,7 @@
 static char **g_qemu_args; /* QEMU's arguments before "-0", the plugin's with exec=1 */
 static size_t g_qemu_nargs;     /* 0: execs are not followed */
 static char g_qemu_exe[PATH_MAX];
+static size_t g_plugin_arg; /* the index of the plugin's argument in g_qemu_args */
 
 /* At install: QEMU's own command line and executable, to exec it again. */
 static void exec_setup(void)
@@ -65,12 +66,21 @@ static void exec_setup(void)
     }
     g_qemu_exe[r] = 0;
     for (size_t i = 0; i + 1 < before_0; i++) {
-        if (!strcmp(args[i], "-plugin") && !strstr(args[i + 1], ",exec=1")) {
+        if (!strcmp(args[i], "-plugin")) {
+            /* The next instance's: exec=1, and no comm= (follow_exec adds the next image's). */
             char *p = malloc(strlen(args[i + 1]) + 8);
             if (!p)
                 die("out of memory");
-            sprintf(p, "%s,exec=1", args[i + 1]);
+            strcpy(p, args[i + 1]);
+            char *c = strstr(p, ",comm=");
+            if (c) {
+                char *end = strchr(c + 1, ',');
+                memmove(c, end ? end : c + strlen(c), strlen(end ? end : c + strlen(c)) + 1);
+            }
+            if (!strstr(p, ",exec=1"))
+                strcat(p, ",exec=1");
             args[i + 1] = p;
+            g_plugin_arg = i + 1;
         }
     }
     g_qemu_args = args;
@@ -194,8 +204,15 @@ static void follow_exec(const char *path, uint64_t gargv, uint64_t genvp)
                 a[k++] = "-E", a[k++] = envp[i];
         }
         qenv[q] = NULL;
+        /* The new image's name (process.c): its file's, as the kernel would give it. */
+        const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+        char plugin[PATH_MAX + 64];
         for (size_t i = 1; i < g_qemu_nargs; i++)
             a[k++] = g_qemu_args[i];
+        if (g_plugin_arg && !strchr(base, ',') &&
+            snprintf(plugin, sizeof plugin, "%s,comm=%.15s", g_qemu_args[g_plugin_arg], base) <
+                (int)sizeof plugin)
+            a[k - g_qemu_nargs + g_plugin_arg] = plugin;
         a[k++] = "-0";
         if (script) {
             /* As the kernel: interpreter [argument] script arguments-after-the-first. */

@@ -454,10 +454,17 @@ pub fn launch(
     ];
     // QEMU gets them at these numbers (high, where the plugin keeps them).
     let keep = crate::sys::high_fds(ours);
-    let plugin = format!(
+    let mut plugin = format!(
         "/proc/self/fd/{},out={},in={},so={},shm={},ring={}",
         keep[0], keep[1], keep[2], keep[0], keep[3], keep[4]
     );
+    // The process's name, as the kernel would give it (the file's name; QEMU's otherwise).
+    if let Some(name) = program.file_name().map(OsStr::as_bytes) {
+        if !name.contains(&b',') {
+            plugin += ",comm=";
+            plugin += &String::from_utf8_lossy(&name[..name.len().min(15)]);
+        }
+    }
     let mut cmd = Command::new(&emu.path);
     cmd.arg("-cpu")
         .arg(CPU_MODEL)

@@ -93,7 +93,7 @@ pub fn run_emulated(
         followed_execs: s.followed.clone(),
         forked_children: s.forks.clone(),
     };
-    let reason = s.reason(&emu, &program, &notes);
+    let reason = s.reason(&emu, &program, &notes, status);
     let outcome = Outcome {
         status,
         counter: CounterInfo {

@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use super::{launch, EmulationNotes, Session, CPU_MODEL};
+use crate::ExitStatus;
 
 /// QEMU 7.2 gives the guest's real-time signals the host's two above (guest SIGRTMIN, 34, is
 /// host 36), so a death by host signal `sig` is one by the guest's `guest_signal(sig)`; the
@@ -16,6 +17,22 @@ pub(super) fn guest_signal(sig: i32) -> i32 {
     } else {
         sig
     }
+}
+
+/// Whether a death by `sig` dumps core natively (signal(7): action "Core").
+fn dumps_core(sig: i32) -> bool {
+    use nix::libc::*;
+    [
+        SIGQUIT, SIGILL, SIGTRAP, SIGABRT, SIGBUS, SIGFPE, SIGSEGV, SIGXCPU, SIGXFSZ, SIGSYS,
+    ]
+    .contains(&sig)
+}
+
+/// The tool's soft core-dump limit (the program's when it started).
+fn core_limit() -> Option<u64> {
+    nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_CORE)
+        .ok()
+        .map(|(soft, _)| soft)
 }
 
 /// The name of a system call the plugin saw return ENOSYS.
@@ -90,6 +107,7 @@ impl Session {
         emu: &launch::Emulator,
         program: &Path,
         notes: &EmulationNotes,
+        status: ExitStatus,
     ) -> String {
         let s = self;
         let mut reason = format!("{} -cpu {CPU_MODEL}", emu.version);
@@ -155,6 +173,13 @@ impl Session {
             .collect();
         if !changed.is_empty() {
             reason += &format!("; what emulation changed: {}", changed.join("; "));
+        }
+        if let ExitStatus::Signaled(sig) = status {
+            if dumps_core(sig) && core_limit() != Some(0) {
+                reason += "; no core dump was written: QEMU's core limit is 0 under the plugin \
+                           (it would write the program's as qemu_*.core and its own beside it), \
+                           so a crash under emulation leaves none";
+            }
         }
         if let Some(sig) = self.unexplained {
             reason += &match sig {
