@@ -111,7 +111,7 @@ impl Session {
     ) -> String {
         let s = self;
         let mut reason = format!("{} -cpu {CPU_MODEL}", emu.version);
-        if let Some(what) = launch::set_id(&program) {
+        if let Some(what) = launch::set_id(program) {
             reason += &format!(
                 "; {what}: under emulation it ran with the caller's user and group ids (euid {}), \
                  not the ones its mode bits give it natively (use --counter step)",
