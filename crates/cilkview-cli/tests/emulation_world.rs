@@ -493,3 +493,44 @@ int main(int argc, char **argv) {
         assert!(files.is_empty(), "core files left: {files:?}");
     }
 }
+
+/// The plugin's descriptors are moved out of a `close` of one of them (the program gets EBADF,
+/// as natively, where nothing is open there); after `close_range(3, ~0)` a library the program
+/// loads is not instrumented, and the report names it.
+#[test]
+fn a_close_of_a_plugin_descriptor_is_ebadf_and_later_libraries_are_named() {
+    let Some(()) = emulator() else { return };
+    let exe = compile_source(
+        "closes_then_loads",
+        r#"
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+int main(void) {
+    int r = close(513);
+    printf("close: %d %d\n", r, r ? errno : 0);
+    syscall(SYS_close_range, 3, ~0U, 0);
+    printf("dlopen: %s\n", dlopen("libm.so.6", RTLD_NOW) ? "ok" : dlerror());
+    return 0;
+}
+"#,
+        Lang::C,
+        &cilkview_fixtures::BuildOptions::default()
+            .compiler("gcc")
+            .opt(2),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let native = Command::new(&exe).output().unwrap();
+    let t = analyze_with(&exe, &["--counter", "emulate"], &[]);
+    assert_eq!(t.code(), Some(0), "{}", t.stderr());
+    assert_eq!(t.stdout(), String::from_utf8_lossy(&native.stdout));
+    assert_eq!(t.stdout(), "close: -1 9\ndlopen: ok\n");
+    let reason = t.json["counter"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("were not instrumented") && reason.contains("libm.so.6"),
+        "{reason}"
+    );
+}
