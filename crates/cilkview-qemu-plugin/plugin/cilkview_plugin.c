@@ -10,7 +10,8 @@
  * Plugin arguments: ring=FD (the shared record ring, see stream.c), out=FD (the
  * pipe that wakes the analyzer), in=FD (the analyzer's replies), shm=FD (the
  * threads' states), so=FD (the memfd this file was loaded from), exec=1 (this QEMU was
- * exec'd by the plugin at the program's exec, see exec.c).
+ * exec'd by the plugin at the program's exec, see exec.c), tool=PID (the analyzer: QEMU's parent
+ * while it lives), comm=NAME (the process's name, see process.c).
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -489,6 +490,8 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
     for (int i = 0; i < argc; i++) {
         if (!strncmp(argv[i], "comm=", 5))
             comm = argv[i] + 5;
+        if (!strncmp(argv[i], "tool=", 5))
+            g_analyzer = atoi(argv[i] + 5); /* also right in a QEMU exec'd after the tool died */
         if (!strncmp(argv[i], "out=", 4))
             out = atoi(argv[i] + 4);
         else if (!strncmp(argv[i], "in=", 3))
@@ -518,7 +521,8 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
     fcntl(g_out, F_SETFL, fcntl(g_out, F_GETFL) | O_NONBLOCK);
     g_in = high_fd(in);
     g_id = id;
-    g_analyzer = getppid();
+    if (g_analyzer <= 0)
+        g_analyzer = getppid();
     process_setup(comm);
     pthread_atfork(prefork, postfork_parent, postfork_child);
     exec_setup();

@@ -455,8 +455,14 @@ pub fn launch(
     // QEMU gets them at these numbers (high, where the plugin keeps them).
     let keep = crate::sys::high_fds(ours);
     let mut plugin = format!(
-        "/proc/self/fd/{},out={},in={},so={},shm={},ring={}",
-        keep[0], keep[1], keep[2], keep[0], keep[3], keep[4]
+        "/proc/self/fd/{},out={},in={},so={},shm={},ring={},tool={}",
+        keep[0],
+        keep[1],
+        keep[2],
+        keep[0],
+        keep[3],
+        keep[4],
+        std::process::id()
     );
     // The process's name, as the kernel would give it (the file's name; QEMU's otherwise).
     if let Some(name) = program.file_name().map(OsStr::as_bytes) {
