@@ -219,9 +219,17 @@ impl<'a> Session<'a> {
         if !Engine::sums_fit(self.cost_total, measured.total.spawns, self.burden) {
             report.warnings.push(format!(
                 "the measures are not exact: {} instructions plus a burden of {} per spawn \
-                 ({} spawns) reach 2^64; use a smaller --burden",
+                 ({} spawns) reach 2^64, so the burdened spans are shown as 2^64 - 1 (and the \
+                 burdened parallelism as 0: a gate on it fails); use a smaller --burden",
                 self.cost_total, self.burden, measured.total.spawns
             ));
+            // The sums wrapped: never a burdened measure (or a passing gate) made of them.
+            report.burdened_span = u64::MAX;
+            report.burdened_parallelism = 0.0;
+            for r in &mut report.regions {
+                r.burdened_span = u64::MAX;
+                r.burdened_parallelism = 0.0;
+            }
         }
         report
     }

@@ -23,7 +23,7 @@ pub use compare::{compare, Placement, PredictedRange};
 pub use cores::{available_cpus, parse_cores, MAX_CORES};
 pub use model::{BenchReport, CoresResult};
 pub use stats::Summary;
-pub use trial::Launch;
+pub use trial::{interrupt_on, InterruptGuard, Launch, STOP_SIGNALS};
 
 use crate::trial::Finished;
 
@@ -91,6 +91,9 @@ pub enum BenchError {
     },
     #[error("--bandwidth needs a largest core count of at least 2")]
     BandwidthNeedsTwo,
+    /// A signal asked the tool to stop (see [`interrupt_on`]): the running program was killed.
+    #[error("interrupted by signal {signal}: the benchmarked program was killed")]
+    Interrupted { signal: i32 },
 }
 
 fn ending(code: Option<i32>, signal: Option<i32>) -> String {

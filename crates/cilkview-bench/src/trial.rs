@@ -2,15 +2,87 @@
 //! from spawn to exit.
 
 use std::ffi::OsString;
+use std::io::Read;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use nix::sched::{sched_setaffinity, CpuSet};
 use nix::unistd::Pid;
 
 use crate::BenchError;
+
+/// The runs started and not yet reaped (their pids cannot be reused while listed).
+static RUNNING: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+/// The signal that interrupted the benchmark (0: none).
+static INTERRUPTED: AtomicI32 = AtomicI32::new(0);
+
+fn interrupted() -> Result<(), BenchError> {
+    match INTERRUPTED.load(Ordering::SeqCst) {
+        0 => Ok(()),
+        signal => Err(BenchError::Interrupted { signal }),
+    }
+}
+
+/// The signals that stop a benchmark: what `kill` sends, a closed terminal, Ctrl-C and Ctrl-\\,
+/// and the other catchable ones whose default ends a process and that someone else sends.
+pub const STOP_SIGNALS: [i32; 9] = [
+    nix::libc::SIGTERM,
+    nix::libc::SIGHUP,
+    nix::libc::SIGINT,
+    nix::libc::SIGQUIT,
+    nix::libc::SIGUSR1,
+    nix::libc::SIGUSR2,
+    nix::libc::SIGALRM,
+    nix::libc::SIGVTALRM,
+    nix::libc::SIGPROF,
+];
+
+/// Until the guard is dropped, `signals` sent to the tool stop the benchmark: every run in
+/// progress is killed (SIGKILL) and the runs return [`BenchError::Interrupted`] (none starts
+/// after), so the caller ends cleanly with what it has instead of dying with the benchmarked
+/// program left running.
+pub fn interrupt_on(signals: &[i32]) -> std::io::Result<InterruptGuard> {
+    let mut incoming = signal_hook::iterator::Signals::new(signals)?;
+    let handle = incoming.handle();
+    let thread = std::thread::Builder::new()
+        .name("cilkview-bench-interrupt".into())
+        .spawn(move || {
+            for sig in incoming.forever() {
+                INTERRUPTED.store(sig, Ordering::SeqCst);
+                let running = RUNNING.lock().unwrap_or_else(|e| e.into_inner());
+                for &pid in running.iter() {
+                    let _ = nix::sys::signal::kill(
+                        Pid::from_raw(pid),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
+                }
+            }
+        })?;
+    Ok(InterruptGuard {
+        handle,
+        thread: Some(thread),
+    })
+}
+
+/// Keeps [`interrupt_on`]'s handling until dropped.
+#[must_use = "the handling stops when the guard is dropped"]
+pub struct InterruptGuard {
+    handle: signal_hook::iterator::Handle,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for InterruptGuard {
+    fn drop(&mut self) {
+        self.handle.close();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
 
 /// What to run and how.
 #[derive(Clone, Debug)]
@@ -41,11 +113,15 @@ impl Launch {
             cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         }
         bind(&mut cmd, cpus);
+        interrupted()?;
+        let mut running = RUNNING.lock().unwrap_or_else(|e| e.into_inner());
         let start = Instant::now();
         let child = cmd.spawn().map_err(|source| BenchError::Spawn {
             program: self.program.clone(),
             source,
         })?;
+        running.push(child.id() as i32);
+        drop(running);
         Ok(Started { child, start })
     }
 }
@@ -72,16 +148,43 @@ pub struct Finished {
 }
 
 impl Started {
-    /// Waits for the program (reading its captured output meanwhile).
-    pub fn wait(self) -> Result<Finished, BenchError> {
+    /// Waits for the program (reading its captured output meanwhile). Its pid leaves the
+    /// running list before it is reaped, so an interruption never signals a reused pid.
+    pub fn wait(mut self) -> Result<Finished, BenchError> {
+        use nix::sys::wait::{waitid, Id, WaitPidFlag};
         let start = self.start;
-        let out = self.child.wait_with_output().map_err(BenchError::Wait)?;
+        let pid = self.child.id() as i32;
+        let read = |pipe: Option<Box<dyn Read + Send>>| {
+            std::thread::spawn(move || {
+                let mut bytes = Vec::new();
+                if let Some(mut p) = pipe {
+                    let _ = p.read_to_end(&mut bytes);
+                }
+                bytes
+            })
+        };
+        let out = read(self.child.stdout.take().map(|p| Box::new(p) as _));
+        let err = read(self.child.stderr.take().map(|p| Box::new(p) as _));
+        let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT;
+        let ended = loop {
+            match waitid(Id::Pid(Pid::from_raw(pid)), flags) {
+                Err(nix::errno::Errno::EINTR) => continue,
+                other => break other,
+            }
+        };
+        RUNNING
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|&p| p != pid);
         let elapsed = start.elapsed();
-        let mut output = String::from_utf8_lossy(&out.stdout).into_owned();
-        output.push_str(&String::from_utf8_lossy(&out.stderr));
+        ended.map_err(|e| BenchError::Wait(e.into()))?;
+        let status = self.child.wait().map_err(BenchError::Wait)?;
+        let mut output = String::from_utf8_lossy(&out.join().unwrap_or_default()).into_owned();
+        output.push_str(&String::from_utf8_lossy(&err.join().unwrap_or_default()));
+        interrupted()?;
         Ok(Finished {
             elapsed,
-            status: out.status,
+            status,
             output,
         })
     }

@@ -205,6 +205,9 @@ fn progress_display() -> (ProgressBar, impl FnMut(Progress)) {
 
 /// Runs the benchmark (and the bandwidth test) with a progress display.
 pub fn measure(opts: &BenchOptions, bandwidth: bool) -> Result<BenchReport, BenchError> {
+    // A signal to the tool kills the run in progress and ends the benchmark cleanly.
+    let _interrupt =
+        cilkview_bench::interrupt_on(&cilkview_bench::STOP_SIGNALS).map_err(BenchError::Wait)?;
     let (bar, mut update) = progress_display();
     let result = cilkview_bench::run(opts, &mut update).and_then(|mut report| {
         if bandwidth {
@@ -237,6 +240,10 @@ pub fn failed(e: BenchError) -> Result<ExitCode> {
         let _ = writeln!(stderr, "error: {e}");
         let status = code.unwrap_or_else(|| 128 + signal.unwrap_or(0));
         return Ok(ExitCode::from(status.clamp(1, 255) as u8));
+    }
+    if let BenchError::Interrupted { signal } = e {
+        let _ = writeln!(std::io::stderr().lock(), "error: {e}");
+        return Ok(ExitCode::from((128 + signal).clamp(1, 255) as u8));
     }
     Err(e.into())
 }

@@ -41,9 +41,18 @@ fn parse_span_coefficient(s: &str) -> Result<f64, String> {
     }
 }
 
+/// The largest `--burden`: far above any steal's cost, and small enough that the burdened sums
+/// of any run of fewer than ~10^10 spawns fit in 64 bits.
+pub const MAX_BURDEN: u64 = 1_000_000_000;
+
 fn parse_burden(s: &str) -> Result<u64, String> {
-    s.parse()
-        .map_err(|_| "expected a whole number of instructions ≥ 0 (Cilkview uses 15000)".into())
+    match s.parse::<u64>() {
+        Ok(b) if b <= MAX_BURDEN => Ok(b),
+        Ok(_) => Err(format!(
+            "at most {MAX_BURDEN} instructions (Cilkview uses 15000)"
+        )),
+        Err(_) => Err("expected a whole number of instructions ≥ 0 (Cilkview uses 15000)".into()),
+    }
 }
 
 #[derive(Args, Debug, Clone)]

@@ -49,11 +49,17 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     drop(interrupts);
     let analysis = analysis.with_context(|| format!("cannot analyze {}", program.display()))?;
 
+    // A failed or interrupted benchmark (said on stderr) keeps the analysis: its report is
+    // written, and the exit code is the benchmark's.
+    let mut bench_failed = None;
     let bench = if args.bench {
         let report = &analysis.report;
         match crate::bench::after_analysis(&args.bench_tuning, &program, args.args(), report)? {
             Ok(bench) => Some(bench),
-            Err(code) => return Ok(code),
+            Err(code) => {
+                bench_failed = Some(code);
+                None
+            }
         }
     } else {
         None
@@ -64,6 +70,9 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let gates_passed = outputs.write(&analysis.report, &mut std::io::stderr().lock())?;
     if let Some(bench) = &bench {
         eprint!("\n{}", crate::bench::table(bench));
+    }
+    if let Some(code) = bench_failed {
+        return Ok(code);
     }
     let status = analysis.ending.status().map_or(0, |s| s.code());
     Ok(if status != 0 {

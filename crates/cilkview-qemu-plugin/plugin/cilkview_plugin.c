@@ -10,7 +10,8 @@
  * Plugin arguments: ring=FD (the shared record ring, see stream.c), out=FD (the
  * pipe that wakes the analyzer), in=FD (the analyzer's replies), shm=FD (the
  * threads' states), so=FD (the memfd this file was loaded from), exec=1 (this QEMU was
- * exec'd by the plugin at the program's exec, see exec.c).
+ * exec'd by the plugin at the program's exec, see exec.c), tool=PID (the analyzer: QEMU's parent
+ * while it lives), comm=NAME (the process's name, see process.c).
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -59,6 +60,13 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
 #define K_NO_OPERAND 12  /* arg: probe index: its operand cannot be read exactly */
 #define K_SELF_SIGNAL 13 /* arg: signal the program sends itself (kill, tkill, tgkill) */
 #define K_IMAGE 14       /* a new instance, in the QEMU the last exec'd (exec.c); awaits a reply */
+#define K_UNSEEN 15      /* arg: path length; words: path (mapped after the reply pipe was lost) */
+#define K_FDS_LOST 16    /* arg: which descriptors the program closed (fds.c) */
+#define K_WORLD 17       /* arg: what << 16 | detail: the emulator changed the program's world */
+#define W_RT_HANDLER 1   /* detail: a real-time signal QEMU cannot deliver got a handler */
+#define W_RT_SELF 2      /* detail: the program sent itself such a signal */
+#define W_NOSYS 3        /* detail: a syscall number that returned ENOSYS */
+#define W_SECCOMP 4      /* prctl(PR_SET_SECCOMP) refused */
 #define HIT_PROBE_BITS 24
 #define HIT_COST_BITS 38
 /* A small hit: cost << SMALL_PROBE_BITS | probe, 30 bits; (small << 2) | TAG_PAIR is half a word
@@ -101,6 +109,10 @@ static int g_inline = 1, g_window;
 static unsigned g_window_vcpu;
 static uint64_t g_window_base;
 static int g_out = -1, g_in = -1, g_shm = -1, g_so = -1, g_ring_fd = -1, g_execed;
+static int g_slots_shared; /* the threads' states are slots of the analyzer's memfd */
+/* The program closed or replaced one of those descriptors (fds.c): the next QEMU's options would
+ * name the wrong ones, so execs are not followed (exec.c). */
+static int g_fds_changed;
 static pthread_mutex_t g_shm_lock = PTHREAD_MUTEX_INITIALIZER;
 static int g_started, g_finalized, g_first_init = 1;
 static uint64_t g_guest_base;
@@ -108,6 +120,7 @@ static pthread_mutex_t g_map_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t g_fin_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t g_write_lock = PTHREAD_MUTEX_INITIALIZER; /* one chunk at a time */
 static __thread int tl_new_vcpu = -1;
+static __thread uint64_t tl_sc_a4; /* the fourth argument of the syscall in progress */
 
 static int tid_now(void) { return (int)syscall(SYS_gettid); }
 
@@ -128,6 +141,8 @@ static void register_callbacks(qemu_plugin_id_t id);
 #include "files.c"
 #include "translate.c"
 #include "exec.c"
+#include "fds.c"
+#include "process.c"
 
 /* ---------------------------- threads, syscalls ---------------------------- */
 
@@ -241,13 +256,34 @@ static void read_guest_string(uint64_t gaddr, char *out, size_t cap)
     out[cap - 1] = 0;
 }
 
+/* QEMU 7.2 maps guest real-time signals to host ones two above; the guest's last two (SIGRTMAX-1
+ * and SIGRTMAX: 63, 64) have none and are never delivered. */
+static int undeliverable(uint64_t sig) { return sig == 63 || sig == 64; }
+
+/* Tell the analyzer the emulator changed the program's world (once per what and detail). */
+static void world(unsigned what, uint64_t detail)
+{
+    static uint8_t told[8][1024 / 8];
+    if (detail < 1024) {
+        if (told[what][detail / 8] & (1u << (detail % 8)))
+            return;
+        told[what][detail / 8] |= (uint8_t)(1u << (detail % 8));
+    }
+    uint64_t w = ctrl(K_WORLD, ((uint64_t)what << 16) | (detail & 0xffff));
+    write_chunk(tid_now(), &w, 1);
+}
+
 static void vcpu_syscall(qemu_plugin_id_t id, unsigned int vcpu, int64_t num, uint64_t a1, uint64_t a2,
                          uint64_t a3, uint64_t a4, uint64_t a5, uint64_t a6, uint64_t a7, uint64_t a8)
 {
-    (void)id, (void)a4, (void)a5, (void)a6, (void)a7, (void)a8;
+    (void)id, (void)a5, (void)a6, (void)a7, (void)a8;
+    guard_fds(num, a1, a2, a3);
+    if (num == SYS_rt_sigaction && undeliverable(a1) && a2 != 0)
+        world(W_RT_HANDLER, a1);
     struct vstate *s = vs[vcpu];
     s->sc_num = num;
     s->sc_a1 = a1, s->sc_a2 = a2, s->sc_a3 = a3;
+    tl_sc_a4 = a4; /* the syscall returns on this thread */
     if (num == SYS_exit) {
         /* This thread ends; its count includes the syscall instruction. */
         pthread_mutex_lock(&g_fin_lock);
@@ -278,6 +314,7 @@ static void vcpu_syscall(qemu_plugin_id_t id, unsigned int vcpu, int64_t num, ui
         memcpy(&w[1], path, plen);
         write_chunk(tid_now(), w, 1 + (unsigned)((plen + 7) / 8));
         pthread_mutex_unlock(&g_fin_lock);
+        core_limit_to_host(1); /* the exec'd image (followed or native) gets the program's */
         if (num == SYS_execve && plen + 1 < sizeof path) /* a path read whole */
             follow_exec(path, a2, a3);                      /* returns if it runs natively */
     } else if ((num == SYS_kill && ((int)a1 == getpid() || (int)a1 == 0) && a2 != 0) ||
@@ -286,6 +323,8 @@ static void vcpu_syscall(qemu_plugin_id_t id, unsigned int vcpu, int64_t num, ui
         /* The program signals itself: if the signal kills it, QEMU ends without
          * its exit path; send what is buffered and every thread's count now. */
         int sig = (int)(num == SYS_tgkill ? a3 : a2);
+        if (undeliverable((uint64_t)sig))
+            world(W_RT_SELF, (uint64_t)sig);
         pthread_mutex_lock(&g_fin_lock);
         snapshot_all();
         uint64_t w = ctrl(K_SELF_SIGNAL, (uint64_t)sig);
@@ -299,8 +338,13 @@ static void vcpu_syscall_ret(qemu_plugin_id_t id, unsigned int vcpu, int64_t num
     (void)id;
     struct vstate *s = vs[vcpu];
     int ok = !(ret < 0 && ret >= -4095);
+    if (ret == -ENOSYS && num >= 0)
+        world(W_NOSYS, (uint64_t)num);
+    else if (num == SYS_prctl && s->sc_a1 == 22 /* PR_SET_SECCOMP */ && ret == -EINVAL)
+        world(W_SECCOMP, 0);
     if (!ok && num != SYS_execve && num != SYS_execveat)
         return;
+    process_syscall_ret(num, s->sc_a1, s->sc_a2, s->sc_a3, tl_sc_a4);
     switch (num) {
     case SYS_mmap:
         if (s->sc_a3 & PROT_EXEC) {
@@ -339,6 +383,7 @@ static void vcpu_syscall_ret(qemu_plugin_id_t id, unsigned int vcpu, int64_t num
         break;
     case SYS_execve:
     case SYS_execveat: {
+        core_limit_to_host(0);
         uint64_t w = ctrl(K_EXEC_FAILED, 0);
         write_chunk(tid_now(), &w, 1);
         break;
@@ -375,12 +420,14 @@ static void postfork_child(void)
 {
     /* The child's buffers must not write into the parent's shared slots: private from now on
      * (zeroed: the child is not counted). */
-    for (unsigned i = 0; i < MAX_VCPUS && g_shm >= 0; i++)
+    for (unsigned i = 0; i < MAX_VCPUS && g_slots_shared; i++)
         if (vs[i] && mmap(vs[i], SLOT_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED)
             die("cannot unshare a thread buffer in a forked child");
     if (g_shm >= 0)
         close(g_shm);
     g_shm = -1;
+    g_slots_shared = 0;
+    g_gone = 1;
     if (g_ring)
         munmap(g_ring, RING_HDR_BYTES + RING_BYTES);
     g_ring = NULL;
@@ -439,7 +486,12 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
 {
     (void)info;
     int out = -1, in = -1, ring = -1;
+    const char *comm = NULL;
     for (int i = 0; i < argc; i++) {
+        if (!strncmp(argv[i], "comm=", 5))
+            comm = argv[i] + 5;
+        if (!strncmp(argv[i], "tool=", 5))
+            g_analyzer = atoi(argv[i] + 5); /* also right in a QEMU exec'd after the tool died */
         if (!strncmp(argv[i], "out=", 4))
             out = atoi(argv[i] + 4);
         else if (!strncmp(argv[i], "in=", 3))
@@ -449,7 +501,7 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
         else if (!strcmp(argv[i], "exec=1"))
             g_execed = 1;
         else if (!strncmp(argv[i], "shm=", 4))
-            g_shm = high_fd(atoi(argv[i] + 4));
+            g_shm = high_fd(atoi(argv[i] + 4)), g_slots_shared = 1;
         else if (!strncmp(argv[i], "ring=", 5))
             ring = atoi(argv[i] + 5);
     }
@@ -469,6 +521,9 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
     fcntl(g_out, F_SETFL, fcntl(g_out, F_GETFL) | O_NONBLOCK);
     g_in = high_fd(in);
     g_id = id;
+    if (g_analyzer <= 0)
+        g_analyzer = getppid();
+    process_setup(comm);
     pthread_atfork(prefork, postfork_parent, postfork_child);
     exec_setup();
     register_callbacks(id);

@@ -18,6 +18,7 @@
 static char **g_qemu_args; /* QEMU's arguments before "-0", the plugin's with exec=1 */
 static size_t g_qemu_nargs;     /* 0: execs are not followed */
 static char g_qemu_exe[PATH_MAX];
+static size_t g_plugin_arg; /* the index of the plugin's argument in g_qemu_args */
 
 /* At install: QEMU's own command line and executable, to exec it again. */
 static void exec_setup(void)
@@ -46,9 +47,15 @@ static void exec_setup(void)
     if (!args)
         die("out of memory");
     size_t k = 0, before_0 = 0;
+    int skip = 0;
     for (size_t i = 0; i < len && k < n; i += strlen(buf + i) + 1) {
         if (!before_0 && !strcmp(buf + i, "-0"))
             before_0 = k;
+        /* The -E options were this image's environment's (follow_exec makes the next's). */
+        if (!before_0 && (skip || !strcmp(buf + i, "-E"))) {
+            skip = !skip;
+            continue;
+        }
         args[k++] = buf + i;
     }
     ssize_t r = readlink("/proc/self/exe", g_qemu_exe, sizeof g_qemu_exe - 1);
@@ -59,12 +66,21 @@ static void exec_setup(void)
     }
     g_qemu_exe[r] = 0;
     for (size_t i = 0; i + 1 < before_0; i++) {
-        if (!strcmp(args[i], "-plugin") && !strstr(args[i + 1], ",exec=1")) {
+        if (!strcmp(args[i], "-plugin")) {
+            /* The next instance's: exec=1, and no comm= (follow_exec adds the next image's). */
             char *p = malloc(strlen(args[i + 1]) + 8);
             if (!p)
                 die("out of memory");
-            sprintf(p, "%s,exec=1", args[i + 1]);
+            strcpy(p, args[i + 1]);
+            char *c = strstr(p, ",comm=");
+            if (c) {
+                char *end = strchr(c + 1, ',');
+                memmove(c, end ? end : c + strlen(c), strlen(end ? end : c + strlen(c)) + 1);
+            }
+            if (!strstr(p, ",exec=1"))
+                strcat(p, ",exec=1");
             args[i + 1] = p;
+            g_plugin_arg = i + 1;
         }
     }
     g_qemu_args = args;
@@ -164,7 +180,7 @@ static void follow_exec(const char *path, uint64_t gargv, uint64_t genvp)
 {
     struct stat st;
     char interp[256], iarg[256];
-    if (!g_qemu_nargs || g_out < 0 || !g_ring || !path[0] || stat(path, &st) != 0 ||
+    if (!g_qemu_nargs || g_gone || g_fds_changed || !g_ring || !path[0] || stat(path, &st) != 0 ||
         !S_ISREG(st.st_mode) || (st.st_mode & (S_ISUID | S_ISGID)) || access(path, X_OK) != 0)
         return;
     int script = shebang(path, interp, iarg);
@@ -173,11 +189,30 @@ static void follow_exec(const char *path, uint64_t gargv, uint64_t genvp)
     size_t argc = 0, envc = 0;
     char **argv = gargv ? guest_strings(gargv, &argc) : calloc(1, sizeof(char *));
     char **envp = genvp ? guest_strings(genvp, &envc) : calloc(1, sizeof(char *));
-    char **a = calloc(g_qemu_nargs + argc + 8, sizeof *a);
-    if (argv && envp && a) {
-        size_t k = 0;
-        for (size_t i = 0; i < g_qemu_nargs; i++)
+    char **a = calloc(g_qemu_nargs + argc + 2 * envc + 8, sizeof *a);
+    char **qenv = calloc(envc + 1, sizeof *qenv);
+    if (argv && envp && a && qenv) {
+        size_t k = 0, q = 0;
+        a[k++] = g_qemu_args[0];
+        /* As the analyzer's launch (launch.rs, qemu_environment): QEMU's environment is the
+         * guest's reversed (QEMU 7.2 reverses it), without the QEMU_* variables, which QEMU would
+         * take as its own options; those go to the guest by -E (first in its environment). */
+        for (size_t i = envc; i-- > 0;) {
+            if (strncmp(envp[i], "QEMU_", 5) != 0)
+                qenv[q++] = envp[i];
+            else if (!strchr(envp[i], ','))
+                a[k++] = "-E", a[k++] = envp[i];
+        }
+        qenv[q] = NULL;
+        /* The new image's name (process.c): its file's, as the kernel would give it. */
+        const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+        char plugin[PATH_MAX + 64];
+        for (size_t i = 1; i < g_qemu_nargs; i++)
             a[k++] = g_qemu_args[i];
+        if (g_plugin_arg && !strchr(base, ',') &&
+            snprintf(plugin, sizeof plugin, "%s,comm=%.15s", g_qemu_args[g_plugin_arg], base) <
+                (int)sizeof plugin)
+            a[k - g_qemu_nargs + g_plugin_arg] = plugin;
         a[k++] = "-0";
         if (script) {
             /* As the kernel: interpreter [argument] script arguments-after-the-first. */
@@ -193,9 +228,10 @@ static void follow_exec(const char *path, uint64_t gargv, uint64_t genvp)
             a[k++] = argv[i];
         a[k] = NULL;
         keep_across_exec(1);
-        execve(g_qemu_exe, a, envp);
+        execve(g_qemu_exe, a, qenv);
         keep_across_exec(0); /* failed: QEMU's own exec tries it, natively */
     }
+    free(qenv);
     free(a);
     free(argv);
     free(envp);

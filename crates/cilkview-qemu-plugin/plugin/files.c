@@ -151,12 +151,19 @@ static struct file *request(size_t i)
         die("mapped file path too long");
     uint64_t w[2 + 3000 / 8 + 1];
     memset(w, 0, sizeof w);
-    w[0] = ctrl(K_REQUEST, plen);
-    w[1] = lo;
-    memcpy(&w[2], path, plen);
-    write_chunk(tid_now(), w, 2 + (unsigned)((plen + 7) / 8));
-    uint64_t head[3]; /* status, first index, count */
-    read_all(head, sizeof head);
+    uint64_t head[3] = {1, 0, 0}; /* status, first index, count */
+    if (g_in < 0) {
+        /* The program closed the reply pipe (fds.c): no probes; the analyzer names the file. */
+        w[0] = ctrl(K_UNSEEN, plen);
+        memcpy(&w[1], path, plen);
+        write_chunk(tid_now(), w, 1 + (unsigned)((plen + 7) / 8));
+    } else {
+        w[0] = ctrl(K_REQUEST, plen);
+        w[1] = lo;
+        memcpy(&w[2], path, plen);
+        write_chunk(tid_now(), w, 2 + (unsigned)((plen + 7) / 8));
+        read_all(head, sizeof head);
+    }
     if (nfiles == capfiles) {
         capfiles = capfiles ? capfiles * 2 : 32;
         files = realloc(files, capfiles * sizeof *files);

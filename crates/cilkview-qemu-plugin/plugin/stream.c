@@ -28,18 +28,31 @@ struct ring_hdr {
 #define RING_WRAP (~(uint64_t)0)
 static struct ring_hdr *g_ring;
 static char *g_ring_data;
+/* The analyzer is gone (killed): nothing more is written, the program runs on. */
+static int g_gone;
+/* The analyzer's pid (QEMU's parent): if QEMU is reparented, the analyzer is gone, whatever the
+ * program did to the descriptors. */
+static pid_t g_analyzer;
 
-/* The analyzer closed the bell pipe's read end: it is gone. */
+/* The analyzer is gone: QEMU was reparented, or it closed the bell pipe's read end. */
 static int analyzer_gone(void)
 {
+    if (g_gone || getppid() != g_analyzer)
+        return 1;
     struct pollfd p = {.fd = g_out, .events = POLLOUT};
-    return g_out < 0 || (poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP)));
+    return g_out >= 0 && poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP));
 }
 
 /* Wake the analyzer. If it is gone, the write fails with EPIPE and raises SIGPIPE, which must
  * not reach the program: blocked for the write, and taken back if it came. */
 static void ring_bell(void)
 {
+    if (g_out < 0) {
+        /* The program closed the bell pipe (fds.c): the analyzer waits on this futex instead. */
+        atomic_store(&g_ring->reader_waiting, 0);
+        syscall(SYS_futex, (uint32_t *)&g_ring->reader_waiting, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+        return;
+    }
     sigset_t pipe_set, old;
     sigemptyset(&pipe_set);
     sigaddset(&pipe_set, SIGPIPE);
@@ -48,7 +61,7 @@ static void ring_bell(void)
     if (write(g_out, &bell, 1) < 0 && errno == EPIPE) {
         struct timespec none = {0, 0};
         sigtimedwait(&pipe_set, NULL, &none);
-        g_out = -1;
+        g_gone = 1;
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
@@ -79,7 +92,7 @@ static void ring_write(const void *p, size_t n)
     size_t off = head % RING_BYTES;
     size_t skip = off + n > RING_BYTES ? RING_BYTES - off : 0;
     if (!ring_room(head, skip + n)) {
-        g_out = -1; /* the analyzer is gone: stop writing */
+        g_gone = 1; /* the analyzer is gone: stop writing */
         return;
     }
     if (skip) {
@@ -97,7 +110,7 @@ static void ring_write(const void *p, size_t n)
 static void write_all(const void *p, size_t n)
 {
     pthread_mutex_lock(&g_write_lock);
-    if (g_out >= 0 && g_ring)
+    if (!g_gone && g_ring)
         ring_write(p, n);
     pthread_mutex_unlock(&g_write_lock);
 }

@@ -33,6 +33,28 @@ pub struct ExportOptions {
 }
 
 impl ExportOptions {
+    /// The prefix options are file name prefixes, not folders: `--profile outdir/` would write
+    /// `outdir/.csv`, `--profile /` `/.csv`.
+    fn check_prefixes(&self) -> Result<(), OutputError> {
+        for (option, prefix) in [("--profile", &self.profile), ("--gnuplot", &self.gnuplot)] {
+            let Some(path) = prefix else { continue };
+            let text = path.as_os_str().as_encoded_bytes();
+            let folder = text.is_empty()
+                || text.ends_with(b"/")
+                || !matches!(
+                    path.components().next_back(),
+                    Some(std::path::Component::Normal(_))
+                );
+            if folder {
+                return Err(OutputError::FolderPrefix {
+                    option,
+                    path: path.clone(),
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Every file these options write (`PREFIX.dat` and `PREFIX.plt` for gnuplot).
     pub fn files(&self) -> Vec<PathBuf> {
         let (whole, plots) = exporters(self, &[]);
@@ -63,6 +85,13 @@ pub enum OutputError {
     },
     #[error(transparent)]
     Export(#[from] ExportError),
+    /// Two outputs name one file: one would be lost.
+    #[error("two outputs would write the same file {}: give them different names", path.display())]
+    SameFile { path: PathBuf },
+    /// A prefix option (`--profile`, `--gnuplot`) names a folder, so its files would be hidden
+    /// (`outdir/.csv`).
+    #[error("{option} {}: a prefix of file names is needed (e.g. {}), not a folder", path.display(), path.join("name").display())]
+    FolderPrefix { option: &'static str, path: PathBuf },
 }
 
 /// Output files created before a run so that an unwritable path is reported before an hour of
@@ -75,8 +104,12 @@ pub struct Reservation {
 
 impl Reservation {
     /// Creates each file of `paths` that does not exist yet and checks every one is writable.
+    /// Two paths that name one file (the same path, or the same file once created: `./a` and
+    /// `a`, a link) are an error: one output would be lost.
     pub fn reserve(paths: impl IntoIterator<Item = PathBuf>) -> Result<Reservation, OutputError> {
+        use std::os::unix::fs::MetadataExt;
         let mut reservation = Reservation::default();
+        let mut seen: Vec<(u64, u64)> = Vec::new();
         for path in paths {
             let existed = path.exists();
             if let Err(source) = OpenOptions::new().append(true).create(true).open(&path) {
@@ -84,7 +117,14 @@ impl Reservation {
                 return Err(OutputError::Unwritable { path, source });
             }
             if !existed {
-                reservation.created.push(path);
+                reservation.created.push(path.clone());
+            }
+            if let Ok(meta) = path.metadata() {
+                let id = (meta.dev(), meta.ino());
+                if seen.contains(&id) {
+                    return Err(OutputError::SameFile { path });
+                }
+                seen.push(id);
             }
         }
         Ok(reservation)
@@ -171,6 +211,7 @@ fn write_artifacts(artifacts: Vec<Artifact>, stderr: &mut dyn Write) -> Result<(
 impl ExportManager {
     /// The exporters of `options`, their files checked writable (and created if missing).
     pub fn new(options: &ExportOptions) -> Result<ExportManager, OutputError> {
+        options.check_prefixes()?;
         let files = options.files();
         Ok(ExportManager {
             options: options.clone(),
@@ -194,7 +235,7 @@ impl ExportManager {
     ) -> Result<bool, OutputError> {
         self.reserved.keep();
         for w in &report.warnings {
-            let _ = writeln!(stderr, "warning: {w}");
+            let _ = writeln!(stderr, "warning: {}", crate::text::printable(w));
         }
         let (whole, plots) = exporters(&self.options, &self.measured);
         for exporter in &whole {

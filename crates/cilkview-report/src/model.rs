@@ -31,6 +31,12 @@ fn underived() -> f64 {
     f64::NAN
 }
 
+/// A derived measure as written: JSON has no NaN or infinity, so an undefined one (a span of 0)
+/// is written `null`, and read back as not derived.
+fn nullable<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+}
+
 fn unrecorded() -> String {
     "(program not recorded)".into()
 }
@@ -56,7 +62,9 @@ impl From<&CounterInfo> for CounterReport {
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SpeedupRow {
     pub cores: u32,
+    #[serde(deserialize_with = "nullable")]
     pub lower: f64,
+    #[serde(deserialize_with = "nullable")]
     pub upper: f64,
 }
 
@@ -68,10 +76,10 @@ pub struct RegionReport {
     pub span: u64,
     pub burdened_span: u64,
     /// Derived.
-    #[serde(default = "underived")]
+    #[serde(default = "underived", deserialize_with = "nullable")]
     pub parallelism: f64,
     /// Derived.
-    #[serde(default = "underived")]
+    #[serde(default = "underived", deserialize_with = "nullable")]
     pub burdened_parallelism: f64,
     #[serde(default)]
     pub spawns: u64,
@@ -117,10 +125,10 @@ pub struct RunReport {
     pub span: u64,
     pub burdened_span: u64,
     /// Derived.
-    #[serde(default = "underived")]
+    #[serde(default = "underived", deserialize_with = "nullable")]
     pub parallelism: f64,
     /// Derived.
-    #[serde(default = "underived")]
+    #[serde(default = "underived", deserialize_with = "nullable")]
     pub burdened_parallelism: f64,
     #[serde(default)]
     pub spawns: u64,
@@ -130,7 +138,7 @@ pub struct RunReport {
     #[serde(default)]
     pub events: u64,
     /// Derived.
-    #[serde(default = "underived")]
+    #[serde(default = "underived", deserialize_with = "nullable")]
     pub average_maximal_strand: f64,
     /// Derived.
     #[serde(default)]

@@ -44,9 +44,9 @@ impl TopSitesExporter {
             .map(|&i| {
                 let s = &sites[i];
                 [
-                    s.location.clone(),
-                    s.function.clone(),
-                    s.kind.clone(),
+                    crate::text::printable(&s.location).into_owned(),
+                    crate::text::printable(&s.function).into_owned(),
+                    crate::text::printable(&s.kind).into_owned(),
                     n(s.local_on_span.span),
                     format!("{:.1}%", percent(s.local_on_span.span, report.span)),
                     format!("{:.2}", s.on_span.parallelism()),

@@ -42,7 +42,7 @@ fn side_by_side(out: &mut String, report: &RunReport) {
         report
             .regions
             .iter()
-            .map(|r| (format!("region \"{}\"", r.label), r.measures())),
+            .map(|r| (format!("region \"{}\"", printable(&r.label)), r.measures())),
     );
     const TITLE: &str = "Whole program and regions";
     let width = rows
@@ -70,14 +70,33 @@ fn side_by_side(out: &mut String, report: &RunReport) {
     }
 }
 
+/// `s` safe to print on a terminal: control characters (escape sequences, newlines that would
+/// forge a line of their own) are shown escaped (`\u{1b}`, `\n`); the rest as it is. A report
+/// read back from JSON is not trusted to be the tool's own.
+pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(char::is_control) {
+        return s.into();
+    }
+    s.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect::<String>()
+        .into()
+}
+
 impl TextExporter {
     /// The report as text.
     pub fn to_text(report: &RunReport) -> String {
         let mut out = String::new();
-        let mut command = report.program.clone();
+        let mut command = printable(&report.program).into_owned();
         for a in &report.args {
             command.push(' ');
-            command.push_str(a);
+            command.push_str(&printable(a));
         }
         match &report.attach {
             None => {
@@ -102,7 +121,8 @@ impl TextExporter {
         let _ = writeln!(
             out,
             "Counter: {} — {}",
-            report.counter.mode, report.counter.reason
+            report.counter.mode,
+            printable(&report.counter.reason)
         );
         let _ = writeln!(
             out,
@@ -128,7 +148,7 @@ impl TextExporter {
         let max_cores = report.max_cores();
         for (i, r) in report.regions.iter().enumerate() {
             let _ = writeln!(out);
-            let _ = writeln!(out, "{}) Region \"{}\"", i + 3, r.label);
+            let _ = writeln!(out, "{}) Region \"{}\"", i + 3, printable(&r.label));
             profile(&mut out, &r.measures());
             let _ = writeln!(out, "Speedup Estimate");
             table(

@@ -139,6 +139,13 @@ impl Backend for Emulate {
         match crate::emulate::inspect_program(opts) {
             // A 32-bit program, a script whose interpreter is one or is a script itself.
             Ok((path, Err(refusal))) => Err(refusal.passed_over(&path)),
+            // QEMU would run it with the caller's ids: the next counter in `choose_for_run`'s
+            // list runs it with its own.
+            Ok((path, Ok(_))) if crate::emulate::set_id(&path).is_some() => Err(format!(
+                "emulation: {}, and under emulation it would run with your ids, not the ones its \
+                 mode bits give it",
+                crate::emulate::set_id(&path).unwrap_or_default()
+            )),
             _ => Ok(()), // runnable, or an error every backend will report
         }
     }

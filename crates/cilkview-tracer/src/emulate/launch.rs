@@ -116,23 +116,52 @@ fn read_emulator(path: &Path) -> Option<(String, bool)> {
     Some((line, plugins))
 }
 
-/// The emulator's `--version` line and whether `-h` lists `-plugin`, asked at once.
+/// How long the emulator may take to answer `--version` and `-h` (~10 ms normally).
+const ASK_TIME_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The emulator's `--version` line and whether `-h` lists `-plugin`, asked at once, each in a
+/// process group of its own, killed (with whatever it started) if it has not answered within
+/// [`ASK_TIME_LIMIT`].
 fn ask_emulator(path: &Path) -> Result<(String, bool), String> {
+    use std::os::unix::process::CommandExt;
     let ask = |arg: &str| {
         Command::new(path)
             .arg(arg)
+            .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
+            .process_group(0)
             .spawn()
             .map_err(|e| format!("cannot run {}: {e}", path.display()))
     };
     let (version_of, help_of) = (ask("--version")?, ask("-h")?);
-    let output = |child: Child| {
+    let deadline = std::time::Instant::now() + ASK_TIME_LIMIT;
+    let output = |mut child: Child| {
+        let answered = loop {
+            match child.try_wait() {
+                Ok(Some(_)) => break true,
+                Ok(None) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(2))
+                }
+                _ => break false,
+            }
+        };
+        // Whatever it started goes too (it could hold the pipe open).
+        crate::sys::kill(-(child.id() as i32), nix::libc::SIGKILL);
+        if !answered {
+            let _ = child.wait();
+            return Err(format!(
+                "{} did not answer `--version` / `-h` within {} s",
+                path.display(),
+                ASK_TIME_LIMIT.as_secs()
+            ));
+        }
         child
             .wait_with_output()
             .map_err(|e| format!("cannot run {}: {e}", path.display()))
     };
-    let (out, help) = (output(version_of)?, output(help_of)?);
+    let (out, help) = (output(version_of), output(help_of));
+    let (out, help) = (out?, help?);
     let text = String::from_utf8_lossy(&out.stdout);
     let first = text.lines().next().unwrap_or("").trim().to_string();
     Ok((
@@ -210,6 +239,27 @@ impl Refusal {
             ),
         }
     }
+}
+
+/// What the program's set-user-ID / set-group-ID bits give it natively and emulation cannot:
+/// QEMU runs it with the caller's ids (its own exec of QEMU is an ordinary one). `None` if it
+/// has neither bit.
+pub fn set_id(path: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = path.metadata().ok()?;
+    let mode = meta.mode();
+    let (uid, gid) = (mode & 0o4000 != 0, mode & 0o2000 != 0);
+    let what = match (uid, gid) {
+        (true, true) => format!(
+            "set-user-ID (owner uid {}) and set-group-ID (gid {})",
+            meta.uid(),
+            meta.gid()
+        ),
+        (true, false) => format!("set-user-ID (owner uid {})", meta.uid()),
+        (false, true) => format!("set-group-ID (gid {})", meta.gid()),
+        (false, false) => return None,
+    };
+    Some(format!("`{}` is {what}", path.display()))
 }
 
 /// The program to run: found, executable, an x86-64 ELF file or a script the emulator can run.
@@ -303,6 +353,42 @@ fn parse_shebang(head: &[u8]) -> Option<(PathBuf, Option<std::ffi::OsString>)> {
     ))
 }
 
+/// QEMU's environment for a guest that is to see `vars` (in this order), and the `-E VAR=VALUE`
+/// options for the variables QEMU would take as its own options (`QEMU_*`: `QEMU_STRACE`,
+/// `QEMU_GDB`, …), which are kept out of QEMU's environment. QEMU 7.2 builds the guest's
+/// environment by putting each variable of its own, then of `-E`, at the front of a list, so
+/// its environment is the guest's reversed, and the `QEMU_*` variables come first in the
+/// guest's (in their order). A `QEMU_*` variable whose value has a comma cannot be passed
+/// (`-E` splits at commas): it is left out (see [`unpassable`]).
+pub fn qemu_environment(
+    vars: impl Iterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+) -> (Vec<std::ffi::OsString>, Vec<std::ffi::OsString>) {
+    let mut env = Vec::new();
+    let mut qemu = Vec::new();
+    for (k, v) in vars {
+        let mut kv = k.clone();
+        kv.push("=");
+        kv.push(&v);
+        if !k.as_bytes().starts_with(b"QEMU_") {
+            env.push(kv);
+        } else if !v.as_bytes().contains(&b',') {
+            qemu.push(kv);
+        }
+    }
+    env.reverse();
+    qemu.reverse();
+    (env, qemu)
+}
+
+/// The `QEMU_*` variables of the tool's environment that the guest cannot get (see
+/// [`qemu_environment`]).
+pub fn unpassable() -> Vec<String> {
+    std::env::vars_os()
+        .filter(|(k, v)| k.as_bytes().starts_with(b"QEMU_") && v.as_bytes().contains(&b','))
+        .map(|(k, _)| k.to_string_lossy().into_owned())
+        .collect()
+}
+
 /// A running emulated program and the analyzer's ends of the ring and the pipes.
 pub struct Launched {
     pub child: Child,
@@ -368,10 +454,23 @@ pub fn launch(
     ];
     // QEMU gets them at these numbers (high, where the plugin keeps them).
     let keep = crate::sys::high_fds(ours);
-    let plugin = format!(
-        "/proc/self/fd/{},out={},in={},so={},shm={},ring={}",
-        keep[0], keep[1], keep[2], keep[0], keep[3], keep[4]
+    let mut plugin = format!(
+        "/proc/self/fd/{},out={},in={},so={},shm={},ring={},tool={}",
+        keep[0],
+        keep[1],
+        keep[2],
+        keep[0],
+        keep[3],
+        keep[4],
+        std::process::id()
     );
+    // The process's name, as the kernel would give it (the file's name; QEMU's otherwise).
+    if let Some(name) = program.file_name().map(OsStr::as_bytes) {
+        if !name.contains(&b',') {
+            plugin += ",comm=";
+            plugin += &String::from_utf8_lossy(&name[..name.len().min(15)]);
+        }
+    }
     let mut cmd = Command::new(&emu.path);
     cmd.arg("-cpu")
         .arg(CPU_MODEL)
@@ -389,6 +488,20 @@ pub fn launch(
     crate::sys::prepare_child(
         &mut cmd,
         std::array::from_fn::<_, 5, _>(|i| (ours[i], keep[i])),
+    );
+    let (env, guest_only) = qemu_environment(std::env::vars_os());
+    let mut argv = vec![emu.path.as_os_str().to_owned()];
+    // Before the other options: QEMU reads `-E` before it loads anything.
+    for var in &guest_only {
+        argv.push("-E".into());
+        argv.push(var.clone());
+    }
+    argv.extend(cmd.get_args().map(OsStr::to_owned));
+    let c = |s: &std::ffi::OsString| CString::new(s.as_bytes()).unwrap_or_default();
+    crate::sys::exec_in_order(
+        &mut cmd,
+        argv.iter().map(c).collect(),
+        env.iter().map(c).collect(),
     );
     let child = cmd.spawn().map_err(|source| TraceError::Spawn {
         program: emu.path.clone(),

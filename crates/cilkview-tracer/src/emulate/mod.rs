@@ -6,6 +6,7 @@
 mod launch;
 mod protocol;
 mod ring;
+mod world;
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
@@ -17,9 +18,9 @@ use std::path::PathBuf;
 
 use nix::libc;
 
-pub(crate) use launch::inspect_program;
 pub use launch::read_shebang;
 pub use launch::CPU_MODEL;
+pub(crate) use launch::{inspect_program, set_id};
 use protocol::Record;
 
 use crate::probe_check::check_probes;
@@ -92,35 +93,7 @@ pub fn run_emulated(
         followed_execs: s.followed.clone(),
         forked_children: s.forks.clone(),
     };
-    let mut reason = format!("{} -cpu {CPU_MODEL}", emu.version);
-    if !notes.forked_children.is_empty() {
-        reason += &format!(
-            "; {} forked child process(es) ran uncounted",
-            notes.forked_children.len()
-        );
-    }
-    if let Some(sig) = s.lost_at_death {
-        reason += &format!(
-            "; the program was killed by signal {sig} from outside its own code: QEMU ran no exit \
-             path, so the threads' last marks and counts were read from the plugin's shared \
-             buffers (each thread's last strand is exact to within its last translation block)"
-        );
-    }
-    if let Some(last) = notes.followed_execs.last() {
-        reason += &format!(
-            "; the program exec'd {}, counted under the emulator",
-            match notes.followed_execs.len() {
-                1 => format!("`{}`", last.display()),
-                n => format!("{n} images (the last `{}`)", last.display()),
-            }
-        );
-    }
-    if let Some(p) = &notes.native_exec {
-        reason += &format!(
-            "; the program exec'd `{}`, which ran natively, outside the emulator: not counted",
-            p.display()
-        );
-    }
+    let reason = s.reason(&emu, &program, &notes, status);
     let outcome = Outcome {
         status,
         counter: CounterInfo {
@@ -174,6 +147,15 @@ struct Session {
     self_signals: HashSet<i32>,
     /// The thread of the previous record (0: none): seen, and snapshot dropped.
     last_tid: i32,
+    /// The plugin's descriptors the program closed (`Record::FdsLost`), and the files it mapped
+    /// for execution after the reply pipe was closed (not instrumented).
+    fds_lost: u64,
+    unseen: Vec<PathBuf>,
+    /// What the emulator changed in the program's world (`Record::World`), in order.
+    world: std::collections::BTreeSet<(u8, u32)>,
+    /// The program died of a signal nothing in it sent (SIGILL, SIGABRT): it may be the
+    /// emulator's own (an instruction it lacks, a failed assertion), said in the reason.
+    unexplained: Option<i32>,
 }
 
 impl Session {
@@ -200,6 +182,10 @@ impl Session {
             forks: Vec::new(),
             self_signals: HashSet::new(),
             last_tid: 0,
+            fds_lost: 0,
+            unseen: Vec::new(),
+            world: std::collections::BTreeSet::new(),
+            unexplained: None,
         }
     }
 
@@ -236,8 +222,18 @@ impl Session {
         sink: &mut dyn EventSink,
     ) -> Result<(), TraceError> {
         let mut ring = ring::RingReader::new(&l.ring).map_err(TraceError::Wait)?;
+        let pid = nix::unistd::Pid::from_raw(self.pid);
         loop {
-            match ring.next(&mut &l.bell) {
+            // The bell ends when QEMU exits, or earlier if the program closed the plugin's end
+            // (close_range): then QEMU's process says whether the stream is over. After QEMU's
+            // exit path ran, the end is the end.
+            let at_exit = self.at_exit;
+            let mut alive = || {
+                use nix::sys::wait::{waitid, Id, WaitPidFlag, WaitStatus};
+                let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+                !at_exit && matches!(waitid(Id::Pid(pid), flags), Ok(WaitStatus::StillAlive))
+            };
+            match ring.next(&mut &l.bell, &mut alive) {
                 Ok(Some((tid, range))) => {
                     self.chunk(tid, ring.words(range), &mut l.replies, sink)?
                 }
@@ -386,6 +382,11 @@ impl Session {
             Record::SelfSignal { sig } => {
                 self.self_signals.insert(sig);
             }
+            Record::Unseen { path } => self.unseen.push(PathBuf::from(OsStr::from_bytes(&path))),
+            Record::FdsLost { mask } => self.fds_lost |= mask,
+            Record::World { what, detail } => {
+                self.world.insert((what, detail));
+            }
             Record::NoOperand { probe } => {
                 return Err(TraceError::Emulator {
                     message: format!(
@@ -501,31 +502,16 @@ impl Session {
             self.emit(sink, TraceEvent::ThreadExit { tid, cost });
         }
         let normal_end = self.at_exit || self.native_exec.is_some();
-        if let Some(sig) = status.signal() {
-            if sig == libc::SIGILL
-                && self.native_exec.is_none()
-                && !self.self_signals.contains(&sig)
-            {
-                return Err(TraceError::Emulator {
-                    message: format!(
-                        "`{prog}` died of SIGILL under the emulator: it may use an instruction the \
-                         emulated CPU ({CPU_MODEL}) lacks (e.g. AVX-512); use --counter step"
-                    ),
-                });
+        if let Some(sig) = status.signal().map(world::guest_signal) {
+            // QEMU 7.2 ends the same way for the guest's fatal signal, a signal from outside and
+            // its own faults (it takes them for the guest's) or failed assertions (abort): a
+            // SIGILL or SIGABRT the program did not send itself is reported as its death, as
+            // natively, and the reason says it may be the emulator's.
+            let own = self.self_signals.contains(&sig);
+            if !normal_end && !own && (sig == libc::SIGILL || sig == libc::SIGABRT) {
+                self.unexplained = Some(sig);
             }
-            // QEMU 7.2 ends the same way for the guest's fatal signal and for
-            // its own faults (it takes them for the guest's); its own failed
-            // assertions abort() without the guest having sent SIGABRT.
-            if !normal_end && sig == libc::SIGABRT && !self.self_signals.contains(&sig) {
-                return Err(TraceError::Emulator {
-                    message: format!(
-                        "qemu-x86_64 itself crashed (signal {sig}, see its message above) while \
-                         running `{prog}`; this is the emulator's failure, not the program's: use \
-                         --counter step"
-                    ),
-                });
-            }
-            if !normal_end && !self.self_signals.contains(&sig) {
+            if !normal_end && !own {
                 self.lost_at_death = Some(sig);
             }
             return Ok(ExitStatus::Signaled(sig));

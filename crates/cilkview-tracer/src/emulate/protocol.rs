@@ -52,6 +52,9 @@ const K_ATEXIT: u64 = 11;
 const K_NO_OPERAND: u64 = 12;
 const K_SELF_SIGNAL: u64 = 13;
 const K_IMAGE: u64 = 14;
+const K_UNSEEN: u64 = 15;
+const K_FDS_LOST: u64 = 16;
+const K_WORLD: u64 = 17;
 
 /// One decoded record; `tid` comes from its chunk's header where it applies.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -99,6 +102,23 @@ pub enum Record {
     /// (the records before it are the old image's): it waits for [`image_ack`] before anything
     /// else, then announces the new image's files.
     Image,
+    /// A file mapped for execution after the program closed the reply pipe: not instrumented.
+    Unseen {
+        path: Vec<u8>,
+    },
+    /// The program closed (close_range, closefrom, dup2 onto them) descriptors of the plugin
+    /// that could not be moved out of its way: a bit each, bell pipe (1), reply pipe (2),
+    /// threads' memfd (4), plugin's memfd (8), ring's memfd (16).
+    FdsLost {
+        mask: u64,
+    },
+    /// The emulator changed the program's world: what (1 a handler for a real-time signal
+    /// QEMU cannot deliver, 2 the program sent itself one, 3 a system call returned ENOSYS,
+    /// 4 a seccomp filter was refused) and its detail (the signal, the syscall number).
+    World {
+        what: u8,
+        detail: u32,
+    },
 }
 
 /// A malformed chunk: the stream cannot be trusted any more.
@@ -193,6 +213,14 @@ pub fn decode_one(words: &[u64], i: &mut usize) -> Result<Record, BadRecord> {
                 K_NO_OPERAND => Record::NoOperand { probe: arg },
                 K_SELF_SIGNAL => Record::SelfSignal { sig: arg as i32 },
                 K_IMAGE => Record::Image,
+                K_UNSEEN => Record::Unseen {
+                    path: string(words, i, arg)?,
+                },
+                K_FDS_LOST => Record::FdsLost { mask: arg },
+                K_WORLD => Record::World {
+                    what: (arg >> 16) as u8,
+                    detail: (arg & 0xffff) as u32,
+                },
                 k => return Err(BadRecord(format!("unknown control record kind {k}"))),
             }
         }

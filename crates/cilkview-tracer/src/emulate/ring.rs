@@ -40,6 +40,9 @@ pub struct RingReader {
     tail: u64,
     /// What the plugin was told we are done with.
     published: u64,
+    /// The bell pipe ended while QEMU was still running: the program closed the plugin's end
+    /// (close_range, closefrom). The plugin then wakes us with a futex on `reader_waiting`.
+    bell_lost: bool,
 }
 
 impl RingReader {
@@ -49,6 +52,7 @@ impl RingReader {
             map: SharedMap::new(file, HDR_BYTES + RING_BYTES)?,
             tail: 0,
             published: 0,
+            bell_lost: false,
         })
     }
 
@@ -58,9 +62,13 @@ impl RingReader {
     }
 
     /// The next chunk: its thread and its words (see [`RingReader::words`]); `None` once the
-    /// plugin is gone (`bell` at its end) and every chunk it published was read. The chunk
-    /// returned before is released to the plugin.
-    pub fn next(&mut self, bell: &mut impl Read) -> Result<Option<(i32, Range<usize>)>, ReadError> {
+    /// plugin is gone (`bell` at its end and `alive` false: QEMU exited) and every chunk it
+    /// published was read. The chunk returned before is released to the plugin.
+    pub fn next(
+        &mut self,
+        bell: &mut impl Read,
+        alive: &mut dyn FnMut() -> bool,
+    ) -> Result<Option<(i32, Range<usize>)>, ReadError> {
         self.release();
         let mut gone = false;
         loop {
@@ -96,9 +104,14 @@ impl RingReader {
             // publishes), then sleep until the plugin rings or is gone.
             self.map.store32(READER_WAITING, 1);
             self.map.fence();
-            if self.map.load64(HEAD) == self.tail {
+            if self.map.load64(HEAD) == self.tail && self.bell_lost {
+                self.map
+                    .futex_wait(READER_WAITING, 1, std::time::Duration::from_millis(2));
+                gone = !alive();
+            } else if self.map.load64(HEAD) == self.tail {
                 let mut bytes = [0u8; 64];
                 match bell.read(&mut bytes) {
+                    Ok(0) if alive() => self.bell_lost = true,
                     Ok(0) => gone = true,
                     Ok(_) => {}
                     Err(e) if e.kind() == ErrorKind::Interrupted => {}
@@ -203,7 +216,7 @@ mod tests {
         });
         let mut reader = RingReader::new(&file).unwrap();
         let mut got = Vec::new();
-        while let Some((tid, range)) = reader.next(&mut bell_r).unwrap() {
+        while let Some((tid, range)) = reader.next(&mut bell_r, &mut || false).unwrap() {
             got.push((tid, reader.words(range).to_vec()));
         }
         t.join().unwrap();
@@ -221,7 +234,7 @@ mod tests {
         drop(bell_w);
         let mut reader = RingReader::new(&file).unwrap();
         assert!(matches!(
-            reader.next(&mut bell_r),
+            reader.next(&mut bell_r, &mut || false),
             Err(ReadError::Bad(m)) if m == "chunk cut short"
         ));
     }

@@ -42,7 +42,11 @@ pub(crate) fn attach<C: Counting>(
     let me = sys::getpid();
     match procfs::tgid(pid) {
         Err(_) => return Err(TraceError::NoSuchProcess { pid }),
-        Ok(t) if t == me => return Err(TraceError::AttachSelf { pid }),
+        // Ourselves, or the process the user sees of this tool (`sh -c 'exec cilkview-rs attach
+        // $$'`: the worker would trace the process that waits for it).
+        Ok(t) if t == me || Some(t) == sys::front_process() => {
+            return Err(TraceError::AttachSelf { pid })
+        }
         Ok(t) if t != pid => return Err(TraceError::NotAProcess { tid: pid, pid: t }),
         Ok(_) => {}
     }

@@ -142,6 +142,17 @@ extern "C" fn forward_to_worker(sig: c_int) {
     }
 }
 
+/// In the worker of [`split_off_worker`]: the process the user sees (0 elsewhere).
+static FRONT: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// The process the user sees, if this is the worker [`split_off_worker`] forked: the tool too.
+pub fn front_process() -> Option<Tid> {
+    match FRONT.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => None,
+        pid => Some(pid),
+    }
+}
+
 /// Splits the calling (single-threaded) process in two. The fork returns `Ok(())` and does the
 /// work; the calling process stays the one the user sees: it only forwards `forward` signals to
 /// the worker, waits for it and exits as it did (never returns). If the waiter dies anyhow —
@@ -154,6 +165,7 @@ pub fn split_off_worker(forward: &[i32], on_death: i32) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     if pid == 0 {
+        FRONT.store(me, std::sync::atomic::Ordering::Relaxed);
         // SAFETY: plain syscalls.
         unsafe {
             libc::prctl(libc::PR_SET_PDEATHSIG, on_death);
@@ -564,6 +576,49 @@ pub fn prepare_child<const N: usize>(cmd: &mut std::process::Command, fds: [(c_i
             }
             reset_child_signals(reset);
             Ok(())
+        });
+    }
+}
+
+/// The exec of a child spawned by a `Command` prepared with [`prepare_child`], done by hand so
+/// that the environment goes in exactly this order (`Command` sorts it): `execve(argv[0],
+/// argv, envp)` in the child, after the descriptors and signals are set up. `Command`'s own
+/// exec never runs (its program only names the child in errors); a failed `execve` is the
+/// spawn's error.
+pub fn exec_in_order(
+    cmd: &mut std::process::Command,
+    argv: Vec<std::ffi::CString>,
+    envp: Vec<std::ffi::CString>,
+) {
+    use std::os::unix::process::CommandExt;
+    /// The pointer arrays, made before the fork (the child must not allocate).
+    struct Exec {
+        _strings: (Vec<std::ffi::CString>, Vec<std::ffi::CString>),
+        argv: Vec<*const libc::c_char>,
+        envp: Vec<*const libc::c_char>,
+    }
+    // SAFETY: the pointers point into the CStrings owned alongside them, never written.
+    unsafe impl Send for Exec {}
+    // SAFETY: as above; shared only for reading.
+    unsafe impl Sync for Exec {}
+    let ptrs = |v: &[std::ffi::CString]| {
+        v.iter()
+            .map(|s| s.as_ptr())
+            .chain(std::iter::once(std::ptr::null()))
+            .collect::<Vec<_>>()
+    };
+    let exec = Exec {
+        argv: ptrs(&argv),
+        envp: ptrs(&envp),
+        _strings: (argv, envp),
+    };
+    // SAFETY: the closure runs in the forked child before Command's exec and only calls
+    // execve(2), async-signal-safe, on NUL-terminated arrays built before the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            let e = &exec; // the whole struct (Send), not its fields
+            libc::execve(e.argv[0], e.argv.as_ptr(), e.envp.as_ptr());
+            Err(io::Error::last_os_error())
         });
     }
 }

@@ -87,6 +87,29 @@ impl SharedMap {
         }
     }
 
+    /// Wait (at most `timeout`) while the futex word at byte `at` holds `value`, or until the
+    /// other process wakes it.
+    pub fn futex_wait(&self, at: usize, value: u32, timeout: std::time::Duration) {
+        let word = self.atomic32(at).as_ptr();
+        let ts = libc::timespec {
+            tv_sec: timeout.as_secs() as libc::time_t,
+            tv_nsec: timeout.subsec_nanos() as libc::c_long,
+        };
+        // SAFETY: a futex wait on a word of our mapping with a timeout we own; the kernel only
+        // reads the word and the timespec.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                word,
+                libc::FUTEX_WAIT,
+                value,
+                &ts as *const _,
+                0,
+                0,
+            );
+        }
+    }
+
     /// The words of bytes `from..from + 8 * n`: written by the other process before it
     /// published them (release) and not written again until we say we are done with them.
     pub fn words(&self, from: usize, n: usize) -> &[u64] {
