@@ -36,46 +36,19 @@
 #include <unistd.h>
 
 #include "qemu_plugin_v1.h"
+#include "cilkview_wire.h"
 
 QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
 
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 
-/* ---- records (keep in sync with crates/cilkview-tracer/src/emulate/protocol.rs) ---- */
-#define TAG_HIT 0u    /* probe: bits 2..25, cost: bits 26..63 */
-#define TAG_HIT_OP 1u /* the same, then one word: the operand */
-#define TAG_PAIR 2u   /* small hits: one in bits 2..31; bits 32..63 zero or, alike, a second */
-#define TAG_CTRL 3u   /* kind: bits 2..9, arg: bits 10..63, then kind-specific words */
-#define K_BIGHIT 1       /* arg: has operand; words: probe, cost[, operand] */
-#define K_THREAD_EXIT 2  /* arg: tid; word: cost */
-#define K_REQUEST 3      /* arg: path length; words: host base, path (zero padded) */
-#define K_START 4        /* the executable and its loader were announced */
-#define K_FORK 6         /* arg: child pid */
-#define K_EXEC 7         /* arg: path length; words: path */
-#define K_EXEC_FAILED 8  /* the exec announced by K_EXEC returned */
-#define K_SNAPSHOT 9     /* arg: tid; word: cost (a thread's count at an exec) */
-#define K_EXIT 10        /* arg: exit_group status */
-#define K_ATEXIT 11      /* QEMU's exit path ran (normal exit or the guest's fatal signal) */
-#define K_NO_OPERAND 12  /* arg: probe index: its operand cannot be read exactly */
-#define K_SELF_SIGNAL 13 /* arg: signal the program sends itself (kill, tkill, tgkill) */
-#define K_IMAGE 14       /* a new instance, in the QEMU the last exec'd (exec.c); awaits a reply */
-#define K_UNSEEN 15      /* arg: path length; words: path (mapped after the reply pipe was lost) */
-#define K_FDS_LOST 16    /* arg: which descriptors the program closed (fds.c) */
-#define K_WORLD 17       /* arg: what << 16 | detail: the emulator changed the program's world */
-#define W_RT_HANDLER 1   /* detail: a real-time signal QEMU cannot deliver got a handler */
-#define W_RT_SELF 2      /* detail: the program sent itself such a signal */
-#define W_NOSYS 3        /* detail: a syscall number that returned ENOSYS */
-#define W_SECCOMP 4      /* prctl(PR_SET_SECCOMP) refused */
-#define HIT_PROBE_BITS 24
-#define HIT_COST_BITS 38
-/* A small hit: cost << SMALL_PROBE_BITS | probe, 30 bits; (small << 2) | TAG_PAIR is half a word
- * (counting.c: small_half). */
-#define SMALL_PROBE_BITS 14
-#define SMALL_COST_BITS 16
+/* ---- records, thread slots and the ring: cilkview_wire.h, rendered by build.rs from
+ * src/wire.rs (their one definition; the tracer reads the same constants). A small hit is
+ * cost << SMALL_PROBE_BITS | probe, 30 bits; (small << 2) | TAG_PAIR is half a word
+ * (counting.c: small_half). ---- */
 
 #define MAX_VCPUS 8192
-#define BUF_WORDS 8192 /* one chunk: header + records, 64 KiB, written under g_write_lock */
 #define TAIL_BITS 10  /* a block has at most 512 instructions */
 #define NO_RA UINT64_MAX
 
@@ -83,7 +56,7 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
  * A thread's state. It lives in a slot of the shared memory the analyzer passes (shm=FD), at
  * offset vcpu * SLOT_BYTES: if QEMU dies without running the plugin's exit path (a fault of
  * the program, a kill from outside), the analyzer still reads each thread's buffered records
- * and count there. The first fields have fixed offsets (keep in sync with protocol.rs).
+ * and count there. The first fields have the offsets of cilkview_wire.h (SLOT_*).
  */
 struct vstate {
     uint64_t count; /* 0: instructions since the thread's last event (block counted at entry) */
@@ -98,7 +71,11 @@ struct vstate {
     uint64_t sc_a1, sc_a2, sc_a3;
     uint64_t buf[BUF_WORDS]; /* 80 */
 } __attribute__((aligned(64)));
-_Static_assert(offsetof(struct vstate, buf) == 80, "slot layout (protocol.rs)");
+_Static_assert(offsetof(struct vstate, count) == SLOT_COUNT, "slot layout (wire.rs)");
+_Static_assert(offsetof(struct vstate, len) == SLOT_LEN, "slot layout (wire.rs)");
+_Static_assert(offsetof(struct vstate, tid) == SLOT_TID, "slot layout (wire.rs)");
+_Static_assert(offsetof(struct vstate, live) == SLOT_LIVE, "slot layout (wire.rs)");
+_Static_assert(offsetof(struct vstate, buf) == SLOT_BUF, "slot layout (wire.rs)");
 #define SLOT_BYTES ((sizeof(struct vstate) + 4095) & ~(size_t)4095)
 
 static struct vstate *vs[MAX_VCPUS];

@@ -13,7 +13,7 @@
  * out pipe carries no records: a byte written to it wakes the analyzer when it waits for records
  * (reader_waiting), and its end tells the analyzer that QEMU is gone. A writer that finds the
  * ring full waits on a futex on `tail` (writer_waiting) and gives up if the analyzer is gone.
- * Keep in sync with crates/cilkview-tracer/src/emulate/ring.rs.
+ * Offsets and sizes: cilkview_wire.h (RING_*), read by crates/cilkview-tracer/src/emulate/ring.rs.
  */
 struct ring_hdr {
     _Atomic uint64_t head; /* 0 */
@@ -23,9 +23,11 @@ struct ring_hdr {
     _Atomic uint32_t reader_waiting; /* 128 */
     _Atomic uint32_t writer_waiting; /* 132 */
 };
-#define RING_HDR_BYTES 4096
-#define RING_BYTES (2u << 20)
-#define RING_WRAP (~(uint64_t)0)
+_Static_assert(offsetof(struct ring_hdr, head) == RING_HEAD, "ring layout (wire.rs)");
+_Static_assert(offsetof(struct ring_hdr, tail) == RING_TAIL, "ring layout (wire.rs)");
+_Static_assert(offsetof(struct ring_hdr, reader_waiting) == RING_READER_WAITING, "ring layout (wire.rs)");
+_Static_assert(offsetof(struct ring_hdr, writer_waiting) == RING_WRITER_WAITING, "ring layout (wire.rs)");
+_Static_assert(sizeof(struct ring_hdr) <= RING_HDR_BYTES, "ring layout (wire.rs)");
 static struct ring_hdr *g_ring;
 static char *g_ring_data;
 /* The analyzer is gone (killed): nothing more is written, the program runs on. */

@@ -12,5 +12,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod wire;
+
 /// The plugin, a shared object for x86-64 Linux hosts.
 pub static PLUGIN_SO: &[u8] = include_bytes!(env!("CILKVIEW_PLUGIN_SO"));

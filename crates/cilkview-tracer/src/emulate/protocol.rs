@@ -1,5 +1,6 @@
-//! The plugin's records (crates/cilkview-qemu-plugin/plugin/cilkview_plugin.c;
-//! described in docs/emulation.md).
+//! The plugin's records (written by crates/cilkview-qemu-plugin/plugin/; their constants are
+//! `cilkview_qemu_plugin::wire`, the one definition the plugin is compiled with too; described in
+//! docs/emulation.md).
 //!
 //! The plugin writes chunks of little-endian 64-bit words, each at most 64 KiB
 //! (copied whole into the record ring under the plugin's lock, `ring.rs`): a header
@@ -14,47 +15,34 @@
 
 use cilkview_events::PackedHit;
 
+#[cfg(test)]
+use cilkview_qemu_plugin::wire::TAG_HIT;
+use cilkview_qemu_plugin::wire::{
+    BUF_WORDS, K_ATEXIT, K_BIGHIT, K_EXEC, K_EXEC_FAILED, K_EXIT, K_FDS_LOST, K_FORK, K_IMAGE,
+    K_NO_OPERAND, K_REQUEST, K_SELF_SIGNAL, K_SNAPSHOT, K_START, K_THREAD_EXIT, K_UNSEEN, K_WORLD,
+    SLOT_BUF, SLOT_COUNT, SLOT_LEN, SLOT_LIVE, SLOT_TID, TAG_CTRL, TAG_HIT_OP,
+};
+
 /// Largest chunk, header included, in words.
-pub const CHUNK_WORDS: usize = 8192;
+pub const CHUNK_WORDS: usize = BUF_WORDS as usize;
 
 /// The shared memory of the threads' states (the plugin's `struct vstate`, one slot per vCPU):
 /// read after QEMU died without running the plugin's exit path. Offsets in a slot:
 pub mod slot {
+    use super::*;
     /// `count`: instructions since the thread's last event.
-    pub const COUNT: usize = 0;
+    pub const COUNT: usize = SLOT_COUNT as usize;
     /// `len`: records buffered in `buf[1..]`.
-    pub const LEN: usize = 8;
+    pub const LEN: usize = SLOT_LEN as usize;
     /// `tid`.
-    pub const TID: usize = 12;
+    pub const TID: usize = SLOT_TID as usize;
     /// `live`: the thread has not exited.
-    pub const LIVE: usize = 16;
+    pub const LIVE: usize = SLOT_LIVE as usize;
     /// `buf`: `buf[0]` is room for a chunk header, records from `buf[1]`.
-    pub const BUF: usize = 80;
+    pub const BUF: usize = SLOT_BUF as usize;
     /// A slot's size: the state rounded to 64 bytes, then to pages.
     pub const BYTES: usize = (((BUF + 8 * super::CHUNK_WORDS) + 63) & !63).div_ceil(4096) * 4096;
 }
-
-#[cfg(test)]
-const TAG_HIT: u64 = 0;
-const TAG_HIT_OP: u64 = 1;
-const TAG_CTRL: u64 = 3;
-
-const K_BIGHIT: u64 = 1;
-const K_THREAD_EXIT: u64 = 2;
-const K_REQUEST: u64 = 3;
-const K_START: u64 = 4;
-const K_FORK: u64 = 6;
-const K_EXEC: u64 = 7;
-const K_EXEC_FAILED: u64 = 8;
-const K_SNAPSHOT: u64 = 9;
-const K_EXIT: u64 = 10;
-const K_ATEXIT: u64 = 11;
-const K_NO_OPERAND: u64 = 12;
-const K_SELF_SIGNAL: u64 = 13;
-const K_IMAGE: u64 = 14;
-const K_UNSEEN: u64 = 15;
-const K_FDS_LOST: u64 = 16;
-const K_WORLD: u64 = 17;
 
 /// One decoded record; `tid` comes from its chunk's header where it applies.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -269,12 +257,41 @@ pub fn refusal() -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cilkview_events::PackedHit;
+    use cilkview_qemu_plugin::wire::{
+        HIT_COST_BITS, HIT_PROBE_BITS, SMALL_COST_BITS, SMALL_PROBE_BITS, TAG_PAIR,
+    };
+
+    /// The analysis takes hit words as they are (`PackedHit`, in cilkview-events, which does not
+    /// depend on the plugin): its layout is the wire format's.
+    #[test]
+    fn packed_hits_are_the_wires_hit_records() {
+        assert_eq!(PackedHit::MAX_PROBE as u64, (1 << HIT_PROBE_BITS) - 1);
+        assert_eq!(PackedHit::MAX_COST, (1 << HIT_COST_BITS) - 1);
+        assert_eq!(
+            PackedHit::MAX_SMALL_PROBE as u64,
+            (1 << SMALL_PROBE_BITS) - 1
+        );
+        assert_eq!(PackedHit::MAX_SMALL_COST, (1 << SMALL_COST_BITS) - 1);
+        let max = PackedHit::new(PackedHit::MAX_PROBE, PackedHit::MAX_COST)
+            .unwrap()
+            .0;
+        assert_eq!(max & 3, TAG_HIT);
+        assert_eq!(max >> (2 + HIT_PROBE_BITS), PackedHit::MAX_COST);
+        let small = PackedHit::small(PackedHit::MAX_SMALL_PROBE, PackedHit::MAX_SMALL_COST)
+            .unwrap()
+            .0;
+        assert_eq!(small & 3, TAG_PAIR);
+        assert_eq!(small >> (2 + SMALL_PROBE_BITS), PackedHit::MAX_SMALL_COST);
+        assert_eq!(2 + SMALL_PROBE_BITS + SMALL_COST_BITS, 32);
+        assert_eq!(2 + HIT_PROBE_BITS + HIT_COST_BITS, 64);
+    }
 
     #[test]
     fn decodes_each_kind() {
         let hit = (7u64 << 26) | (5 << 2) | TAG_HIT;
         // Plain and small hit records are what EventSink::hits takes: handed over as they are.
-        assert_eq!(cilkview_events::PackedHit::new(5, 7).unwrap().0, hit);
+        assert_eq!(PackedHit::new(5, 7).unwrap().0, hit);
         let small = |probe: u64, cost: u64| (cost << 16) | (probe << 2) | 2;
         let pair = small(8, 30) | (small(9, 4) << 32);
         let hit_op = (9u64 << 26) | (6 << 2) | TAG_HIT_OP;

@@ -15,16 +15,18 @@ use std::ops::Range;
 use super::protocol::CHUNK_WORDS;
 use crate::sys::SharedMap;
 
+use cilkview_qemu_plugin::wire;
+
 /// The header page.
-pub const HDR_BYTES: usize = 4096;
-/// The data: 2 MiB (the plugin's RING_BYTES).
-pub const RING_BYTES: usize = 2 << 20;
-const HEAD: usize = 0;
-const TAIL: usize = 64;
-const READER_WAITING: usize = 128;
-const WRITER_WAITING: usize = 132;
+pub const HDR_BYTES: usize = wire::RING_HDR_BYTES as usize;
+/// The data: 2 MiB.
+pub const RING_BYTES: usize = wire::RING_BYTES as usize;
+const HEAD: usize = wire::RING_HEAD as usize;
+const TAIL: usize = wire::RING_TAIL as usize;
+const READER_WAITING: usize = wire::RING_READER_WAITING as usize;
+const WRITER_WAITING: usize = wire::RING_WRITER_WAITING as usize;
 /// In place of a chunk header: the rest of the ring up to its end is unused.
-const WRAP: u64 = u64::MAX;
+const WRAP: u64 = wire::RING_WRAP;
 
 /// A malformed stream, or the pipe failed.
 #[derive(Debug)]

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use super::{launch, EmulationNotes, Session, CPU_MODEL};
 use crate::ExitStatus;
+use cilkview_qemu_plugin::wire::{W_NOSYS, W_RT_HANDLER, W_RT_SELF, W_SECCOMP};
 
 /// QEMU 7.2 gives the guest's real-time signals the host's two above (guest SIGRTMIN, 34, is
 /// host 36), so a death by host signal `sig` is one by the guest's `guest_signal(sig)`; the
@@ -68,7 +69,7 @@ const QUIET_ENOSYS: [i64; 3] = [
 
 /// What the plugin reported (`Record::World`), in words (`None`: nothing the program sees).
 fn world_note(what: u8, detail: u32) -> Option<String> {
-    if what == 3 && QUIET_ENOSYS.contains(&i64::from(detail)) {
+    if u64::from(what) == W_NOSYS && QUIET_ENOSYS.contains(&i64::from(detail)) {
         return None;
     }
     Some(world_note_text(what, detail))
@@ -76,25 +77,27 @@ fn world_note(what: u8, detail: u32) -> Option<String> {
 
 fn world_note_text(what: u8, detail: u32) -> String {
     let rt = |sig: u32| if sig == 64 { "SIGRTMAX" } else { "SIGRTMAX-1" };
-    match what {
-        1 => format!(
+    match u64::from(what) {
+        W_RT_HANDLER => format!(
             "the program installed a handler for signal {detail} ({}), which QEMU 7.2 cannot \
              deliver: under emulation that handler never runs",
             rt(detail)
         ),
-        2 => format!(
+        W_RT_SELF => format!(
             "the program sent itself signal {detail} ({}), which QEMU 7.2 cannot deliver: it \
              went on where natively the signal would have been handled or ended it",
             rt(detail)
         ),
-        3 => format!(
+        W_NOSYS => format!(
             "{} returned ENOSYS under the emulator (QEMU 7.2 does not implement it; natively it \
              may have worked)",
             syscall_name(detail)
         ),
-        4 => "QEMU 7.2 refused the program's seccomp filter (prctl(PR_SET_SECCOMP)): it ran \
+        W_SECCOMP => {
+            "QEMU 7.2 refused the program's seccomp filter (prctl(PR_SET_SECCOMP)): it ran \
               without the sandbox it asked for"
-            .to_string(),
+                .to_string()
+        }
         _ => format!("the emulator reported an unknown change ({what}, {detail})"),
     }
 }
