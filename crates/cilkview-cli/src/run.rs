@@ -21,6 +21,8 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     if args.bench {
         crate::bench::precheck(&args.bench_tuning, &program)?;
     }
+    let openmp = crate::openmp::prepare(&args.openmp, &program)
+        .with_context(|| format!("cannot analyze {} with --openmp", program.display()))?;
 
     let mut progress = Spinner::new("tracing");
     let request = RunRequest {
@@ -31,6 +33,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         bind_cpu: !args.no_cpu_binding,
         model: (&args.model).into(),
         profile: args.output.profile.enabled(),
+        env: openmp.as_ref().map(|o| o.environment()).unwrap_or_default(),
     };
     // Ctrl-C at the terminal goes to the program (same process group); the tool lives on to
     // report what it measured.
@@ -42,7 +45,10 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let analysis = cilkview_analysis::run(&request, &mut progress);
     drop(forwarding);
     drop(interrupts);
-    let analysis = analysis.with_context(|| format!("cannot analyze {}", program.display()))?;
+    let mut analysis = analysis.with_context(|| format!("cannot analyze {}", program.display()))?;
+    if let Some(openmp) = openmp {
+        openmp.finish(&mut analysis.report, &program);
+    }
 
     let bench = if args.bench {
         let report = &analysis.report;
