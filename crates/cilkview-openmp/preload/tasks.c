@@ -58,14 +58,19 @@ EXPORT void GOMP_task(gomp_fn fn, void *data, gomp_cpyfn cpyfn, long arg_size, l
                         priority, detach);
         return;
     }
-    if (flags & GOMP_TASK_FLAG_DEPEND)
-        COUNT(C_DEPEND); /* its predecessors, created before it, have all ended */
     int final = (flags & GOMP_TASK_FLAG_FINAL) != 0;
     if (undeferred(if_clause)) {
         COUNT(C_UNDEFERRED);
         run_task(fn, data, cpyfn, arg_size, arg_align, final, NULL);
     } else {
         COUNT(C_TASKS);
+        if (flags & GOMP_TASK_FLAG_DEPEND) {
+            /* It may start only after the siblings it depends on: shown as a sync of all the
+               siblings before it (exact for a chain; a lower bound on the parallelism of
+               other dependence graphs). */
+            COUNT(C_DEPEND);
+            MARK_SYNC();
+        }
         spawn_task(fn, data, cpyfn, arg_size, arg_align, final, NULL);
     }
 }

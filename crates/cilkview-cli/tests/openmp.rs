@@ -1,0 +1,233 @@
+//! `run --openmp` on unmodified gcc OpenMP programs (fixtures compiled with -fopenmp and
+//! -DCILKVIEW_DISABLE: no cilkview.h marks), against their hand-marked twins (the same sources
+//! without -fopenmp), with numbers known by construction.
+
+mod common;
+
+use std::path::PathBuf;
+
+use cilkview_fixtures::{build, has_compiler, skip, BuildOptions};
+use common::{analyze_with, bin, Analysis};
+use serde_json::Value;
+
+/// The unmodified OpenMP build of a fixture (dynamically linked: libgomp is preloaded over).
+fn openmp(name: &str) -> PathBuf {
+    build(
+        name,
+        &BuildOptions::default()
+            .compiler("gcc")
+            .opt(2)
+            .flag("-fopenmp")
+            .disabled(),
+    )
+}
+
+/// The hand-marked twin: the same source, its cilkview.h marks, no -fopenmp.
+fn twin(name: &str) -> PathBuf {
+    build(name, &BuildOptions::default().compiler("gcc").opt(2))
+}
+
+fn count(a: &Analysis, name: &str) -> u64 {
+    a.json["openmp"]["counts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("count {name} in {}", a.json["openmp"]))["value"]
+        .as_u64()
+        .unwrap()
+}
+
+fn u(v: &Value, key: &str) -> u64 {
+    v[key].as_u64().unwrap_or_else(|| panic!("{key} in {v}"))
+}
+
+const N: u64 = 8;
+const W: u64 = 1_000_000;
+/// One unit: cv_work(W) is 2W + 1 instructions.
+const UNIT: u64 = 2 * W + 1;
+
+/// What the wrappers may add to the region "parallel" beside the twin's: libgomp's team of one
+/// (~6.5k instructions, serial, so on the span too) and the wrappers' instructions per task or
+/// chunk (a few hundred). Measured: at most 9.3k in work and 8.7k in span for 8 units.
+fn overhead(units: u64) -> u64 {
+    10_000 + 500 * units
+}
+
+/// tasks, taskloop, dynamic loop, depend chain: the OpenMP program's region "parallel" equals
+/// the twin's within the wrappers' overhead, and both equal the construction.
+#[test]
+fn openmp_constructs_equal_their_hand_marked_twins() {
+    let (omp, marked) = (openmp("omp_known"), twin("omp_known"));
+    let (n, w) = (N.to_string(), W.to_string());
+    // mode, spawns, span in units, the library's counter that saw the units
+    for (mode, spawns, span_units, counter) in [
+        ("tasks", N, 1, "tasks"),
+        ("taskloop", N, 1, "taskloop_tasks"),
+        ("dynamic", N - 1, 1, "chunks"),
+        ("chain", N, N, "depend_tasks"),
+    ] {
+        let a = analyze_with(&omp, &["--openmp"], &[mode, &n, &w]);
+        let b = analyze_with(&marked, &[], &[mode, &n, &w]);
+        assert_eq!(a.code(), Some(0), "{mode}: {}", a.stderr());
+        assert!(a.stdout().contains(&format!("{mode}: {N} units")), "{}", a.stdout());
+        let (ra, rb) = (a.region("parallel"), b.region("parallel"));
+        // By construction (the twin): n units of work, span_units of them on the span.
+        assert!(u(rb, "work") >= N * UNIT && u(rb, "work") < N * UNIT + 2_000, "{mode}: {rb}");
+        assert!(
+            u(rb, "span") >= span_units * UNIT && u(rb, "span") < span_units * UNIT + 2_000,
+            "{mode}: {rb}"
+        );
+        // The unmodified program, through the library.
+        assert_eq!(u(ra, "spawns"), spawns, "{mode}: {ra}");
+        assert_eq!(u(ra, "spawns"), u(rb, "spawns"), "{mode}");
+        assert_eq!(count(&a, counter), N, "{mode}");
+        assert_eq!(count(&a, "parallel_regions"), 1, "{mode}");
+        for key in ["work", "span"] {
+            let (x, y) = (u(ra, key), u(rb, key));
+            assert!(
+                x >= y && x - y <= overhead(N),
+                "{mode}: {key} {x} (--openmp) vs {y} (hand-marked): more than {} apart",
+                overhead(N)
+            );
+        }
+        let (pa, pb) = (
+            ra["parallelism"].as_f64().unwrap(),
+            rb["parallelism"].as_f64().unwrap(),
+        );
+        assert!((pa - pb).abs() <= 0.01 * pb, "{mode}: {pa} vs {pb}");
+        // 2M instructions per task: far above libgomp's cost, no warning.
+        assert!(!a.stderr().contains("below libgomp's cost"), "{}", a.stderr());
+    }
+}
+
+/// A schedule(static) loop: gcc computes its chunks from the thread number, so one thread runs
+/// it as one strand; the report names where.
+#[test]
+fn a_static_loop_is_reported_by_name() {
+    let a = analyze_with(
+        &openmp("omp_known"),
+        &["--openmp"],
+        &["static", &N.to_string(), "1000"],
+    );
+    assert_eq!(a.code(), Some(0), "{}", a.stderr());
+    let r = a.region("parallel");
+    assert!((r["parallelism"].as_f64().unwrap() - 1.0).abs() < 1e-9, "{r}");
+    let sites = a.json["openmp"]["thread_id_code"].as_array().unwrap();
+    assert!(!sites.is_empty());
+    assert!(
+        sites
+            .iter()
+            .all(|s| s["site"].as_str().unwrap().contains("main._omp_fn")),
+        "{sites:?}"
+    );
+    assert!(a.stderr().contains("split work by thread number"), "{}", a.stderr());
+}
+
+/// A BOTS-style nqueens (tasks with a final() cutoff, taskwaits, a critical section) computes
+/// and verifies its answer under --openmp; tasks below the cutoff are calls, not spawns.
+#[test]
+fn bots_style_nqueens_verifies_under_openmp() {
+    let a = analyze_with(&openmp("omp_nqueens"), &["--openmp"], &["8", "3"]);
+    assert_eq!(a.code(), Some(0), "{}", a.stderr());
+    assert!(a.stdout().contains("nqueens(8) = 92 (verified)"), "{}", a.stdout());
+    let (tasks, undeferred) = (count(&a, "tasks"), count(&a, "undeferred_tasks"));
+    // Every (row, column) of the first 3 rows whose search is tried is a task; deeper ones
+    // are included in a final task: calls.
+    assert!(tasks > 0 && undeferred > tasks, "{tasks} {undeferred}");
+    assert_eq!(u(&a.json, "spawns"), tasks);
+    assert_eq!(count(&a, "critical"), 1);
+    let critical = a.region("critical");
+    assert!(u(critical, "work") > 0 && u(critical, "work") < 2_000, "{critical}");
+    let par = a.region("parallel")["parallelism"].as_f64().unwrap();
+    assert!(par > 50.0, "{par}");
+    // ~2.3k instructions per task: below libgomp's per-task cost, said, and charged in the
+    // lower bound (2 cores: below 1).
+    assert!(a.stderr().contains("below libgomp's cost per task"), "{}", a.stderr());
+    let lower2 = a.json["speedup"][0]["lower"].as_f64().unwrap();
+    assert!(lower2 < 1.0, "{}", a.json["speedup"]);
+    let free = analyze_with(
+        &openmp("omp_nqueens"),
+        &["--openmp", "--task-cost", "0"],
+        &["8", "3"],
+    );
+    let free2 = free.json["speedup"][0]["lower"].as_f64().unwrap();
+    assert!(free2 > 1.5 && free2 > lower2, "{free2} vs {lower2}");
+}
+
+/// The emulator and single-stepping count the same instructions through the library.
+#[test]
+fn emulate_equals_step_under_openmp() {
+    let exe = openmp("omp_known");
+    let step = analyze_with(&exe, &["--openmp", "--counter", "step"], &["tasks", "4", "200"]);
+    if step.json["counter"]["mode"] != "single-step" {
+        skip("single-stepping not available here");
+        return;
+    }
+    let emu = analyze_with(&exe, &["--openmp", "--counter", "emulate"], &["tasks", "4", "200"]);
+    if emu.code() != Some(0) {
+        skip("qemu-x86_64 not available here");
+        return;
+    }
+    let (s, e) = (step.region("parallel"), emu.region("parallel"));
+    for key in ["spawns", "syncs"] {
+        assert_eq!(s[key], e[key], "{key}: step {s} emulate {e}");
+    }
+    // What ran off the critical path (the tasks, the wrappers) is counted identically.
+    assert_eq!(u(s, "work") - u(s, "span"), u(e, "work") - u(e, "span"));
+    // libgomp's serial set-up of its team of one (malloc, memset) takes a few instructions more
+    // or less with the heap addresses, which differ between QEMU and a native process
+    // (measured: 1 to 3): the span may differ by that much, nothing else.
+    for key in ["work", "span", "burdened_span"] {
+        let (a, b) = (u(s, key), u(e, key));
+        assert!(a.abs_diff(b) <= 16, "{key}: step {s} emulate {e}");
+    }
+    assert_eq!(step.json["openmp"]["counts"], emu.json["openmp"]["counts"]);
+}
+
+/// What --openmp cannot measure is refused with one line saying what to do.
+#[test]
+fn programs_without_libgomp_are_refused_with_a_hint() {
+    let marked = twin("omp_known");
+    let out = bin()
+        .args(["run", "--openmp"])
+        .arg(&marked)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("does not use libgomp"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let static_omp = build(
+        "omp_known",
+        &BuildOptions::default()
+            .compiler("gcc")
+            .opt(2)
+            .flag("-fopenmp")
+            .disabled()
+            .static_link(),
+    );
+    let out = bin()
+        .args(["run", "--openmp"])
+        .arg(&static_omp)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("statically linked"));
+    if !has_compiler("clang") {
+        skip("clang not installed: the libomp refusal is not tested");
+        return;
+    }
+    let llvm = build(
+        "omp_known",
+        &BuildOptions::default()
+            .compiler("clang")
+            .opt(2)
+            .flag("-fopenmp")
+            .disabled(),
+    );
+    let out = bin().args(["run", "--openmp"]).arg(&llvm).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("LLVM's OpenMP runtime") && err.contains("-fopenmp=libgomp"), "{err}");
+}
