@@ -54,8 +54,9 @@ fn overhead(units: u64) -> u64 {
     10_000 + 500 * units
 }
 
-/// tasks, taskloop, dynamic loop, depend chain: the OpenMP program's region "parallel" equals
-/// the twin's within the wrappers' overhead, and both equal the construction.
+/// tasks, taskloop, dynamic loop, depend chain, diamonds, readers of one writer: the OpenMP
+/// program's region "parallel" equals the twin's within the wrappers' overhead, and both equal
+/// the construction.
 #[test]
 fn openmp_constructs_equal_their_hand_marked_twins() {
     let (omp, marked) = (openmp("omp_known"), twin("omp_known"));
@@ -66,14 +67,21 @@ fn openmp_constructs_equal_their_hand_marked_twins() {
         ("taskloop", N, 1, "taskloop_tasks"),
         ("dynamic", N - 1, 1, "chunks"),
         ("chain", N, N, "depend_tasks"),
+        ("diamond", 4 * N, 2 * N + 1, "depend_tasks"),
+        ("readers", N + 1, 2, "tasks"),
     ] {
         let a = analyze_with(&omp, &["--openmp"], &[mode, &n, &w]);
         let b = analyze_with(&marked, &[], &[mode, &n, &w]);
         assert_eq!(a.code(), Some(0), "{mode}: {}", a.stderr());
-        assert!(a.stdout().contains(&format!("{mode}: {N} units")), "{}", a.stdout());
+        assert_eq!(b.code(), Some(0), "{mode}: {}", b.stderr());
         let (ra, rb) = (a.region("parallel"), b.region("parallel"));
-        // By construction (the twin): n units of work, span_units of them on the span.
-        assert!(u(rb, "work") >= N * UNIT && u(rb, "work") < N * UNIT + 2_000, "{mode}: {rb}");
+        // By construction (the twin): one unit per task or iteration, span_units of them on the
+        // span.
+        let units = if mode == "dynamic" { N } else { spawns };
+        assert!(
+            u(rb, "work") >= units * UNIT && u(rb, "work") < units * UNIT + 4_000,
+            "{mode}: {rb}"
+        );
         assert!(
             u(rb, "span") >= span_units * UNIT && u(rb, "span") < span_units * UNIT + 2_000,
             "{mode}: {rb}"
@@ -81,14 +89,22 @@ fn openmp_constructs_equal_their_hand_marked_twins() {
         // The unmodified program, through the library.
         assert_eq!(u(ra, "spawns"), spawns, "{mode}: {ra}");
         assert_eq!(u(ra, "spawns"), u(rb, "spawns"), "{mode}");
-        assert_eq!(count(&a, counter), N, "{mode}");
+        assert_eq!(count(&a, counter), units, "{mode}");
         assert_eq!(count(&a, "parallel_regions"), 1, "{mode}");
+        // A task with dependences waits only where it depends on a sibling since the last sync.
+        let depend_syncs = match mode {
+            "chain" => N - 1,
+            "diamond" => 2 * N,
+            "readers" => 1,
+            _ => 0,
+        };
+        assert_eq!(count(&a, "depend_syncs"), depend_syncs, "{mode}");
         for key in ["work", "span"] {
             let (x, y) = (u(ra, key), u(rb, key));
             assert!(
-                x >= y && x - y <= overhead(N),
+                x >= y && x - y <= overhead(units),
                 "{mode}: {key} {x} (--openmp) vs {y} (hand-marked): more than {} apart",
-                overhead(N)
+                overhead(units)
             );
         }
         let (pa, pb) = (
@@ -97,7 +113,11 @@ fn openmp_constructs_equal_their_hand_marked_twins() {
         );
         assert!((pa - pb).abs() <= 0.01 * pb, "{mode}: {pa} vs {pb}");
         // 2M instructions per task: far above libgomp's cost, no warning.
-        assert!(!a.stderr().contains("below libgomp's cost"), "{}", a.stderr());
+        assert!(
+            !a.stderr().contains("below libgomp's cost"),
+            "{}",
+            a.stderr()
+        );
     }
 }
 
@@ -112,7 +132,10 @@ fn a_static_loop_is_reported_by_name() {
     );
     assert_eq!(a.code(), Some(0), "{}", a.stderr());
     let r = a.region("parallel");
-    assert!((r["parallelism"].as_f64().unwrap() - 1.0).abs() < 1e-9, "{r}");
+    assert!(
+        (r["parallelism"].as_f64().unwrap() - 1.0).abs() < 1e-9,
+        "{r}"
+    );
     let sites = a.json["openmp"]["thread_id_code"].as_array().unwrap();
     assert!(!sites.is_empty());
     assert!(
@@ -121,7 +144,11 @@ fn a_static_loop_is_reported_by_name() {
             .all(|s| s["site"].as_str().unwrap().contains("main._omp_fn")),
         "{sites:?}"
     );
-    assert!(a.stderr().contains("split work by thread number"), "{}", a.stderr());
+    assert!(
+        a.stderr().contains("split work by thread number"),
+        "{}",
+        a.stderr()
+    );
 }
 
 /// A BOTS-style nqueens (tasks with a final() cutoff, taskwaits, a critical section) computes
@@ -130,7 +157,11 @@ fn a_static_loop_is_reported_by_name() {
 fn bots_style_nqueens_verifies_under_openmp() {
     let a = analyze_with(&openmp("omp_nqueens"), &["--openmp"], &["8", "3"]);
     assert_eq!(a.code(), Some(0), "{}", a.stderr());
-    assert!(a.stdout().contains("nqueens(8) = 92 (verified)"), "{}", a.stdout());
+    assert!(
+        a.stdout().contains("nqueens(8) = 92 (verified)"),
+        "{}",
+        a.stdout()
+    );
     let (tasks, undeferred) = (count(&a, "tasks"), count(&a, "undeferred_tasks"));
     // Every (row, column) of the first 3 rows whose search is tried is a task; deeper ones
     // are included in a final task: calls.
@@ -138,12 +169,19 @@ fn bots_style_nqueens_verifies_under_openmp() {
     assert_eq!(u(&a.json, "spawns"), tasks);
     assert_eq!(count(&a, "critical"), 1);
     let critical = a.region("critical");
-    assert!(u(critical, "work") > 0 && u(critical, "work") < 2_000, "{critical}");
+    assert!(
+        u(critical, "work") > 0 && u(critical, "work") < 2_000,
+        "{critical}"
+    );
     let par = a.region("parallel")["parallelism"].as_f64().unwrap();
     assert!(par > 50.0, "{par}");
     // ~2.3k instructions per task: below libgomp's per-task cost, said, and charged in the
     // lower bound (2 cores: below 1).
-    assert!(a.stderr().contains("below libgomp's cost per task"), "{}", a.stderr());
+    assert!(
+        a.stderr().contains("below libgomp's cost per task"),
+        "{}",
+        a.stderr()
+    );
     let lower2 = a.json["speedup"][0]["lower"].as_f64().unwrap();
     assert!(lower2 < 1.0, "{}", a.json["speedup"]);
     let free = analyze_with(
@@ -159,12 +197,20 @@ fn bots_style_nqueens_verifies_under_openmp() {
 #[test]
 fn emulate_equals_step_under_openmp() {
     let exe = openmp("omp_known");
-    let step = analyze_with(&exe, &["--openmp", "--counter", "step"], &["tasks", "4", "200"]);
+    let step = analyze_with(
+        &exe,
+        &["--openmp", "--counter", "step"],
+        &["tasks", "4", "200"],
+    );
     if step.json["counter"]["mode"] != "single-step" {
         skip("single-stepping not available here");
         return;
     }
-    let emu = analyze_with(&exe, &["--openmp", "--counter", "emulate"], &["tasks", "4", "200"]);
+    let emu = analyze_with(
+        &exe,
+        &["--openmp", "--counter", "emulate"],
+        &["tasks", "4", "200"],
+    );
     if emu.code() != Some(0) {
         skip("qemu-x86_64 not available here");
         return;
@@ -229,5 +275,8 @@ fn programs_without_libgomp_are_refused_with_a_hint() {
     let out = bin().args(["run", "--openmp"]).arg(&llvm).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("LLVM's OpenMP runtime") && err.contains("-fopenmp=libgomp"), "{err}");
+    assert!(
+        err.contains("LLVM's OpenMP runtime") && err.contains("-fopenmp=libgomp"),
+        "{err}"
+    );
 }

@@ -9,10 +9,12 @@
  * CILKVIEW_OPENMP_COUNTS (the tool reads it for the report).
  *
  *   state.c        per-thread state, the marks, counters, the counts file
+ *   depend.c       task dependences: a sync only where a task depends on a sibling
  *   tasks.c        GOMP_task, GOMP_taskloop(_ull), taskwait, taskgroup
  *   worksharing.c  parallel regions, loops, sections, barriers, critical/atomic/ordered
  */
 #define _GNU_SOURCE
 #include "state.c"
+#include "depend.c"
 #include "tasks.c"
 #include "worksharing.c"

@@ -76,6 +76,7 @@ enum counter {
     C_UNDEFERRED,
     C_DETACHED,
     C_DEPEND,
+    C_DEPEND_SYNCS,
     C_TASKLOOPS,
     C_TASKLOOP_TASKS,
     C_LOOPS,
@@ -93,7 +94,7 @@ enum counter {
 };
 static const char *const counter_names[C_COUNT] = {
     "parallel_regions", "serial_parallel_regions", "tasks", "undeferred_tasks", "detached_tasks",
-    "depend_tasks", "taskloops", "taskloop_tasks", "loops", "chunks", "sections",
+    "depend_tasks", "depend_syncs", "taskloops", "taskloop_tasks", "loops", "chunks", "sections",
     "serial_worksharing", "taskwaits", "taskwait_depends", "taskgroups", "barriers",
     "critical", "atomic", "ordered",
 };

@@ -40,6 +40,7 @@ EXPORT void TASKLOOP_NAME(gomp_fn fn, void *data, gomp_cpyfn cpyfn, long arg_siz
             REAL(GOMP_taskgroup_reduction_register)(((struct head *)data)->ptr);
         }
         MARK_ENTER();
+        frame_entered();
     }
     int call = undeferred((flags & GOMP_TASK_FLAG_IF) != 0);
     int final = (flags & GOMP_TASK_FLAG_FINAL) != 0;
@@ -61,6 +62,7 @@ EXPORT void TASKLOOP_NAME(gomp_fn fn, void *data, gomp_cpyfn cpyfn, long arg_siz
     }
     (void)priority;
     if (group) {
+        frame_ended();
         MARK_EXIT();
         REAL(GOMP_taskgroup_end)();
     }

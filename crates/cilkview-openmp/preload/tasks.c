@@ -9,6 +9,7 @@ static __attribute__((noinline)) void run_task(gomp_fn fn, void *data, gomp_cpyf
                                                const uint64_t *bounds)
 {
     MARK_ENTER();
+    frame_entered();
     if (final)
         final_depth++;
     if (cpyfn) {
@@ -27,6 +28,7 @@ static __attribute__((noinline)) void run_task(gomp_fn fn, void *data, gomp_cpyf
     }
     if (final)
         final_depth--;
+    frame_ended();
     MARK_EXIT();
 }
 
@@ -64,14 +66,17 @@ EXPORT void GOMP_task(gomp_fn fn, void *data, gomp_cpyfn cpyfn, long arg_size, l
         run_task(fn, data, cpyfn, arg_size, arg_align, final, NULL);
     } else {
         COUNT(C_TASKS);
+        int recorded = 1;
         if (flags & GOMP_TASK_FLAG_DEPEND) {
-            /* It may start only after the siblings it depends on: shown as a sync of all the
-               siblings before it (exact for a chain; a lower bound on the parallelism of
-               other dependence graphs). */
+            /* It may start only after the siblings it depends on (depend.c). */
             COUNT(C_DEPEND);
-            MARK_SYNC();
+            recorded = deps_before_spawn(depend);
         }
         spawn_task(fn, data, cpyfn, arg_size, arg_align, final, NULL);
+        if (!recorded) {
+            MARK_SYNC();
+            deps_synced();
+        }
     }
 }
 
@@ -80,15 +85,19 @@ EXPORT void GOMP_taskwait(void)
     COUNT(C_TASKWAITS);
     REAL(GOMP_taskwait)();
     MARK_SYNC();
+    deps_synced();
 }
 
-/* Waits for the sibling tasks the dependences name: all have ended; shown as a sync of all
-   the children (a lower bound on the parallelism). */
+/* Waits for the sibling tasks the dependences name (all have ended here): a sync of all the
+   children when one of those since the last sync conflicts (depend.c), else nothing. */
 EXPORT void GOMP_taskwait_depend(void **depend)
 {
     COUNT(C_TASKWAIT_DEPEND);
     REAL(GOMP_taskwait_depend)(depend);
-    MARK_SYNC();
+    if (deps_wait_needed(depend)) {
+        MARK_SYNC();
+        deps_synced();
+    }
 }
 
 /* A taskgroup is a frame: its end waits for the tasks created in it (and theirs), not for
@@ -98,10 +107,12 @@ EXPORT void GOMP_taskgroup_start(void)
     COUNT(C_TASKGROUPS);
     REAL(GOMP_taskgroup_start)();
     MARK_ENTER();
+    frame_entered();
 }
 
 EXPORT void GOMP_taskgroup_end(void)
 {
+    frame_ended();
     MARK_EXIT();
     REAL(GOMP_taskgroup_end)();
 }

@@ -11,6 +11,7 @@ static __attribute__((noinline)) void parallel_begin(unsigned num_threads)
     int active = num_threads != 1 && level < (unsigned)REAL(omp_get_max_active_levels)();
     MARK_REGION_BEGIN("parallel");
     MARK_ENTER();
+    frame_entered();
     level++;
     parallel_active[lvl()] = (unsigned char)active;
     ws_loop_open[lvl()] = ws_chunk_open[lvl()] = 0;
@@ -20,6 +21,7 @@ static __attribute__((noinline)) void parallel_begin(unsigned num_threads)
 static __attribute__((noinline)) void parallel_end(void)
 {
     level--;
+    frame_ended();
     MARK_EXIT();
     MARK_REGION_END("parallel");
 }
@@ -95,6 +97,7 @@ static __attribute__((noinline)) void ws_next(int got, enum counter kind)
         return;
     }
     if (ws_chunk_open[l]) {
+        frame_ended();
         MARK_ITERATION_END();
         ws_chunk_open[l] = 0;
     }
@@ -106,6 +109,7 @@ static __attribute__((noinline)) void ws_next(int got, enum counter kind)
         }
         COUNT(C_CHUNKS);
         MARK_ITERATION_BEGIN();
+        frame_entered();
         ws_chunk_open[l] = 1;
     } else if (ws_loop_open[l]) {
         MARK_LOOP_END();
@@ -120,6 +124,7 @@ static __attribute__((noinline)) void ws_end(int barrier)
     if (barrier && parallel_here()) {
         COUNT(C_BARRIERS);
         MARK_SYNC();
+        deps_synced();
     }
 }
 
@@ -284,6 +289,7 @@ EXPORT void GOMP_barrier(void)
     if (parallel_here()) {
         COUNT(C_BARRIERS);
         MARK_SYNC();
+        deps_synced();
     }
 }
 
@@ -293,6 +299,7 @@ EXPORT bool GOMP_barrier_cancel(void)
     if (parallel_here()) {
         COUNT(C_BARRIERS);
         MARK_SYNC();
+        deps_synced();
     }
     return r;
 }
