@@ -174,10 +174,10 @@ pub fn speedup(m: &Measures, cores: u32, delta: f64) -> Speedup {
 }
 
 /// [`speedup`] with a runtime's cost per spawn charged to the work of the lower bound on two
-/// cores or more (libgomp's locked task queue, `run --openmp`): T1 / ((T1 + spawns·task_cost)/P
-/// + 2δ(1 − 1/P)·burdened span). The upper bound and the one-core estimate (1) are unchanged:
-/// the cost is a queue's contention, between nothing and the calibrated cost. `task_cost` 0 is
-/// [`speedup`] exactly.
+/// cores or more (libgomp's locked task queue, `run --openmp`):
+/// T1 / ((T1 + spawns·task_cost)/P + 2δ(1 − 1/P)·burdened span). The upper bound and the
+/// one-core estimate (1) are unchanged: the cost is a queue's contention, between nothing and
+/// the calibrated cost. A `task_cost` of 0 is [`speedup`] exactly.
 pub fn speedup_with_task_cost(m: &Measures, cores: u32, delta: f64, task_cost: u64) -> Speedup {
     let p = f64::from(cores.max(1));
     let t1 = m.work as f64;
