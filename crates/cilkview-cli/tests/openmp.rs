@@ -280,3 +280,61 @@ fn programs_without_libgomp_are_refused_with_a_hint() {
         "{err}"
     );
 }
+
+/// The program gets LD_PRELOAD (the user's, then the library) and the library removes itself:
+/// the program sees the user's LD_PRELOAD only, under both kinds of counter.
+#[test]
+fn the_program_sees_the_users_environment() {
+    let exe = openmp("omp_known");
+    for counter in ["step", "emulate"] {
+        let a = {
+            let dir = tempfile::tempdir().unwrap();
+            let json = dir.path().join("r.json");
+            let out = bin()
+                .env("LD_PRELOAD", "libm.so.6")
+                .args(["run", "--openmp", "--counter", counter, "--json"])
+                .arg(&json)
+                .arg(&exe)
+                .arg("env")
+                .output()
+                .unwrap();
+            let Ok(text) = std::fs::read_to_string(&json) else {
+                skip(&format!(
+                    "--counter {counter} unavailable: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                ));
+                continue;
+            };
+            Analysis {
+                json: serde_json::from_str(&text).unwrap(),
+                out,
+            }
+        };
+        assert_eq!(a.code(), Some(0), "{}", a.stderr());
+        assert!(
+            a.stdout()
+                .contains("LD_PRELOAD=[libm.so.6] CILKVIEW_OPENMP_COUNTS=[(unset)]"),
+            "{counter}: {}",
+            a.stdout()
+        );
+        // The library ran: it counted the parallel region.
+        assert_eq!(count(&a, "parallel_regions"), 1, "{counter}");
+    }
+}
+
+/// `run --openmp --bench`: the same binary, benchmarked natively beside its prediction.
+#[test]
+fn run_openmp_then_bench_the_same_binary() {
+    let out = bin()
+        .args([
+            "run", "--openmp", "--bench", "--cores", "1", "--trials", "1", "--warmup", "0",
+        ])
+        .arg(openmp("omp_known"))
+        .args(["tasks", "8", "100000"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("measured vs predicted"), "{err}");
+    assert!(err.contains("OpenMP (--openmp)"), "{err}");
+}
