@@ -299,7 +299,7 @@ fn the_program_sees_the_users_environment() {
                 .output()
                 .unwrap();
             let Ok(text) = std::fs::read_to_string(&json) else {
-                skip(&format!(
+                skip(format!(
                     "--counter {counter} unavailable: {}",
                     String::from_utf8_lossy(&out.stderr)
                 ));
