@@ -22,6 +22,12 @@ pub struct OpenMpOptions {
     /// threads on BOTS).
     #[arg(long, value_name = "INSTRUCTIONS", default_value_t = DEFAULT_TASK_COST)]
     pub task_cost: u64,
+    /// With --openmp: run the outermost parallel region as K virtual threads on one OS thread,
+    /// switched at barriers, so that schedule(static) loops and thread-id code are split in K
+    /// (1: one thread, the serial elision).
+    #[arg(long, value_name = "K", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub omp_team: u32,
 }
 
 /// The preload library of a run, while the program runs.
@@ -29,6 +35,7 @@ pub struct OpenMpRun {
     preload: Preload,
     libgomp: Option<Libgomp>,
     task_cost: u64,
+    team: u32,
 }
 
 /// Checks the program and writes the library, before anything runs; `None` without --openmp.
@@ -48,6 +55,7 @@ pub fn prepare(options: &OpenMpOptions, program: &Path) -> Result<Option<OpenMpR
         preload,
         libgomp,
         task_cost: options.task_cost,
+        team: options.omp_team,
     }))
 }
 
@@ -56,7 +64,7 @@ impl OpenMpRun {
     /// library's.
     pub fn environment(&self) -> Vec<(OsString, OsString)> {
         self.preload
-            .environment(std::env::var_os("LD_PRELOAD").as_deref())
+            .environment(std::env::var_os("LD_PRELOAD").as_deref(), self.team)
     }
 
     /// Puts what the library saw in the report (and its task cost in the prediction), with the
@@ -71,6 +79,7 @@ impl OpenMpRun {
             libgomp,
             abi,
             task_cost: self.task_cost,
+            team: self.team,
             counts: counts
                 .iter()
                 .flat_map(|c| &c.counters)
@@ -114,8 +123,8 @@ fn warnings(openmp: &OpenMpReport, report: &RunReport) -> Vec<String> {
     if !openmp.thread_id_code.is_empty() {
         out.push(format!(
             "--openmp: {} place(s) split work by thread number (static loops, omp_get_thread_num): \
-             one thread runs each as one strand, so their parallelism is not seen (use \
-             schedule(dynamic) to see it); see the OpenMP section",
+             one thread runs each as one strand, so their parallelism is not seen (--omp-team K \
+             splits them in K; or use schedule(dynamic)); see the OpenMP section",
             openmp.thread_id_code.len()
         ));
     }

@@ -338,3 +338,51 @@ fn run_openmp_then_bench_the_same_binary() {
     assert!(err.contains("measured vs predicted"), "{err}");
     assert!(err.contains("OpenMP (--openmp)"), "{err}");
 }
+
+/// `--omp-team 8`: the static loop of 8 units runs as 8 virtual threads, a spawn each: the
+/// parallelism of its hand-marked twin (a cv_for of 8), within the team's overhead (8 stacks,
+/// context switches: measured 13.3k instructions of work, 12.0k of span).
+#[test]
+fn omp_team_splits_a_static_loop() {
+    let (n, w) = (N.to_string(), W.to_string());
+    let a = analyze_with(
+        &openmp("omp_known"),
+        &["--openmp", "--omp-team", "8"],
+        &["static", &n, &w],
+    );
+    let b = analyze_with(&twin("omp_known"), &[], &["static", &n, &w]);
+    assert_eq!(a.code(), Some(0), "{}", a.stderr());
+    let (ra, rb) = (a.region("parallel"), b.region("parallel"));
+    assert_eq!(u(ra, "spawns"), N, "one spawn per virtual thread: {ra}");
+    assert_eq!(count(&a, "virtual_team_regions"), 1);
+    assert!(a.json["openmp"]["thread_id_code"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+    assert_eq!(a.json["openmp"]["team"], 8);
+    assert!(
+        u(rb, "span") >= UNIT && u(rb, "span") < UNIT + 2_000,
+        "{rb}"
+    );
+    for key in ["work", "span"] {
+        let (x, y) = (u(ra, key), u(rb, key));
+        assert!(
+            x >= y && x - y <= 30_000,
+            "{key}: {x} (--omp-team 8) vs {y} (twin)"
+        );
+    }
+    let par = ra["parallelism"].as_f64().unwrap();
+    assert!(par > 7.9, "{ra}");
+    // The BOTS-style nqueens (single, tasks, critical) still verifies with 4 virtual threads.
+    let q = analyze_with(
+        &openmp("omp_nqueens"),
+        &["--openmp", "--omp-team", "4"],
+        &["7", "2"],
+    );
+    assert_eq!(q.code(), Some(0), "{}", q.stderr());
+    assert!(
+        q.stdout().contains("nqueens(7) = 40 (verified)"),
+        "{}",
+        q.stdout()
+    );
+}

@@ -11,10 +11,12 @@
  *   state.c        per-thread state, the marks, counters, the counts file
  *   depend.c       task dependences: a sync only where a task depends on a sibling
  *   tasks.c        GOMP_task, GOMP_taskloop(_ull), taskwait, taskgroup
+ *   team.c         --omp-team K: the outermost region as K virtual threads switched at barriers
  *   worksharing.c  parallel regions, loops, sections, barriers, critical/atomic/ordered
  */
 #define _GNU_SOURCE
 #include "state.c"
 #include "depend.c"
 #include "tasks.c"
+#include "team.c"
 #include "worksharing.c"

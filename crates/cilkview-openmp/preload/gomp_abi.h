@@ -59,6 +59,7 @@ void GOMP_taskwait_depend(void **);
 void GOMP_taskgroup_start(void);
 void GOMP_taskgroup_end(void);
 void GOMP_taskgroup_reduction_register(uintptr_t *);
+void GOMP_taskgroup_reduction_unregister(uintptr_t *);
 
 /* barrier.c, single.c, critical.c, ordered.c */
 void GOMP_barrier(void);
@@ -71,6 +72,9 @@ void GOMP_atomic_start(void);
 void GOMP_atomic_end(void);
 void GOMP_ordered_start(void);
 void GOMP_ordered_end(void);
+bool GOMP_single_start(void);
+void *GOMP_single_copy_start(void);
+void GOMP_single_copy_end(void *);
 
 /* sections.c */
 unsigned GOMP_sections_start(unsigned);

@@ -55,8 +55,14 @@ static TLS unsigned level;
 static TLS unsigned char parallel_active[MAX_LEVELS];
 /* The worksharing construct (loop or sections) of each level: open, and a chunk open. */
 static TLS unsigned char ws_loop_open[MAX_LEVELS], ws_chunk_open[MAX_LEVELS];
+/* --omp-team K (team.c): CILKVIEW_OPENMP_TEAM at start-up; below 2: off. */
+static unsigned team_size;
 /* > 0 inside a final task: its descendants are included (calls). */
 static TLS unsigned final_depth;
+
+/* Task reductions registered and not yet unregistered: their per-thread slots are those of
+   libgomp's team of one, so the thread queries answer for it meanwhile (team.c). */
+static TLS unsigned task_reductions;
 
 static inline unsigned lvl(void)
 {
@@ -90,13 +96,14 @@ enum counter {
     C_CRITICAL,
     C_ATOMIC,
     C_ORDERED,
+    C_VTEAMS,
     C_COUNT
 };
 static const char *const counter_names[C_COUNT] = {
     "parallel_regions", "serial_parallel_regions", "tasks", "undeferred_tasks", "detached_tasks",
     "depend_tasks", "depend_syncs", "taskloops", "taskloop_tasks", "loops", "chunks", "sections",
     "serial_worksharing", "taskwaits", "taskwait_depends", "taskgroups", "barriers",
-    "critical", "atomic", "ordered",
+    "critical", "atomic", "ordered", "virtual_team_regions",
 };
 static unsigned long counters[C_COUNT];
 #define COUNT(c) __atomic_fetch_add(&counters[c], 1, __ATOMIC_RELAXED)
@@ -109,7 +116,8 @@ static unsigned long query_counts[MAX_QUERY_SITES];
 
 static void note_thread_query(void *site)
 {
-    if (!parallel_here())
+    /* Not gcc's own slot lookups of task reductions (per-thread slots of libgomp's team). */
+    if (!parallel_here() || task_reductions > 0)
         return;
     for (unsigned i = 0; i < MAX_QUERY_SITES; i++) {
         void *s = __atomic_load_n(&query_sites[i], __ATOMIC_RELAXED);
@@ -170,6 +178,10 @@ __attribute__((constructor)) static void cilkview_omp_init(void)
     if (path)
         counts_path = strdup(path);
     unsetenv("CILKVIEW_OPENMP_COUNTS");
+    const char *team = getenv("CILKVIEW_OPENMP_TEAM");
+    if (team)
+        team_size = (unsigned)strtoul(team, NULL, 10);
+    unsetenv("CILKVIEW_OPENMP_TEAM");
     restore_preload();
 }
 

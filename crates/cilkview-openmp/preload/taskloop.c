@@ -38,6 +38,7 @@ EXPORT void TASKLOOP_NAME(gomp_fn fn, void *data, gomp_cpyfn cpyfn, long arg_siz
                 uintptr_t *ptr;
             };
             REAL(GOMP_taskgroup_reduction_register)(((struct head *)data)->ptr);
+            task_reductions++; /* until the program's GOMP_taskgroup_reduction_unregister */
         }
         MARK_ENTER();
         frame_entered();

@@ -117,6 +117,20 @@ EXPORT void GOMP_taskgroup_end(void)
     REAL(GOMP_taskgroup_end)();
 }
 
+/* Task reductions (taskgroup task_reduction, taskloop reduction): counted while registered. */
+EXPORT void GOMP_taskgroup_reduction_register(uintptr_t *data)
+{
+    REAL(GOMP_taskgroup_reduction_register)(data);
+    task_reductions++;
+}
+
+EXPORT void GOMP_taskgroup_reduction_unregister(uintptr_t *data)
+{
+    REAL(GOMP_taskgroup_reduction_unregister)(data);
+    if (task_reductions)
+        task_reductions--;
+}
+
 /* Tasks of a taskloop without grainsize or num_tasks (libgomp makes one per thread). */
 #define TASKLOOP_DEFAULT_TASKS 64
 

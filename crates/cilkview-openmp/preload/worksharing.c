@@ -29,7 +29,13 @@ static __attribute__((noinline)) void parallel_end(void)
 EXPORT void GOMP_parallel(gomp_fn fn, void *data, unsigned num_threads, unsigned flags)
 {
     parallel_begin(num_threads);
-    REAL(GOMP_parallel)(fn, data, 1, flags);
+    struct vteam *t = vteam_open(fn, data);
+    if (t) {
+        REAL(GOMP_parallel)(vteam_trampoline, t, 1, flags);
+        vteam_close(t);
+    } else {
+        REAL(GOMP_parallel)(fn, data, 1, flags);
+    }
     parallel_end();
 }
 
@@ -46,7 +52,13 @@ EXPORT void GOMP_parallel_sections(gomp_fn fn, void *data, unsigned num_threads,
                                    unsigned flags)
 {
     parallel_begin(num_threads);
-    REAL(GOMP_parallel_sections)(fn, data, 1, count, flags);
+    struct vteam *t = vteam_open(fn, data);
+    if (t) {
+        REAL(GOMP_parallel_sections)(vteam_trampoline, t, 1, count, flags);
+        vteam_close(t);
+    } else {
+        REAL(GOMP_parallel_sections)(fn, data, 1, count, flags);
+    }
     parallel_end();
 }
 
@@ -59,7 +71,13 @@ EXPORT void GOMP_parallel_sections(gomp_fn fn, void *data, unsigned num_threads,
                                           unsigned flags)                                          \
     {                                                                                              \
         parallel_begin(num_threads);                                                               \
-        REAL(GOMP_parallel_loop_##as)(fn, data, 1, start, end, incr, chunk, flags);                \
+        struct vteam *t = vteam_open(fn, data);                                                    \
+        if (t) {                                                                                   \
+            REAL(GOMP_parallel_loop_##as)(vteam_trampoline, t, 1, start, end, incr, chunk, flags); \
+            vteam_close(t);                                                                        \
+        } else {                                                                                   \
+            REAL(GOMP_parallel_loop_##as)(fn, data, 1, start, end, incr, chunk, flags);            \
+        }                                                                                          \
         parallel_end();                                                                            \
     }
 PARALLEL_LOOP(static, static)
@@ -73,7 +91,13 @@ PARALLEL_LOOP(nonmonotonic_guided, nonmonotonic_dynamic)
                                           long start, long end, long incr, unsigned flags)         \
     {                                                                                              \
         parallel_begin(num_threads);                                                               \
-        REAL(GOMP_parallel_loop_##kind)(fn, data, 1, start, end, incr, flags);                     \
+        struct vteam *t = vteam_open(fn, data);                                                    \
+        if (t) {                                                                                   \
+            REAL(GOMP_parallel_loop_##kind)(vteam_trampoline, t, 1, start, end, incr, flags);      \
+            vteam_close(t);                                                                        \
+        } else {                                                                                   \
+            REAL(GOMP_parallel_loop_##kind)(fn, data, 1, start, end, incr, flags);                 \
+        }                                                                                          \
         parallel_end();                                                                            \
     }
 PARALLEL_LOOP_RUNTIME(runtime)
@@ -132,6 +156,8 @@ static __attribute__((noinline)) void ws_end(int barrier)
     EXPORT bool GOMP_loop_##kind##_start(long start, long end, long incr, long chunk,              \
                                          long *istart, long *iend)                                 \
     {                                                                                              \
+        if (in_vteam() && !vteam_claim())                                                          \
+            return false;                                                                          \
         bool r = REAL(GOMP_loop_##as##_start)(start, end, incr, chunk, istart, iend);              \
         ws_next(r, C_LOOPS);                                                                       \
         return r;                                                                                  \
@@ -145,6 +171,8 @@ static __attribute__((noinline)) void ws_end(int barrier)
     EXPORT bool GOMP_loop_ull_##kind##_start(bool up, gomp_ull start, gomp_ull end, gomp_ull incr, \
                                              gomp_ull chunk, gomp_ull *istart, gomp_ull *iend)     \
     {                                                                                              \
+        if (in_vteam() && !vteam_claim())                                                          \
+            return false;                                                                          \
         bool r = REAL(GOMP_loop_ull_##as##_start)(up, start, end, incr, chunk, istart, iend);      \
         ws_next(r, C_LOOPS);                                                                       \
         return r;                                                                                  \
@@ -163,6 +191,8 @@ GOMP_GUIDED_KINDS(LOOP_CHUNKED)
     EXPORT bool GOMP_loop_##kind##_start(long start, long end, long incr, long *istart,            \
                                          long *iend)                                               \
     {                                                                                              \
+        if (in_vteam() && !vteam_claim())                                                          \
+            return false;                                                                          \
         bool r = REAL(GOMP_loop_##kind##_start)(start, end, incr, istart, iend);                   \
         ws_next(r, C_LOOPS);                                                                       \
         return r;                                                                                  \
@@ -176,6 +206,8 @@ GOMP_GUIDED_KINDS(LOOP_CHUNKED)
     EXPORT bool GOMP_loop_ull_##kind##_start(bool up, gomp_ull start, gomp_ull end, gomp_ull incr, \
                                              gomp_ull *istart, gomp_ull *iend)                     \
     {                                                                                              \
+        if (in_vteam() && !vteam_claim())                                                          \
+            return false;                                                                          \
         bool r = REAL(GOMP_loop_ull_##kind##_start)(up, start, end, incr, istart, iend);           \
         ws_next(r, C_LOOPS);                                                                       \
         return r;                                                                                  \
@@ -200,6 +232,8 @@ static inline long sched_of(long sched)
     EXPORT bool GOMP_##name(long start, long end, long incr, long sched, long chunk,               \
                             long *istart, long *iend, uintptr_t *reductions, void **mem)           \
     {                                                                                              \
+        if (in_vteam() && !vteam_claim())                                                          \
+            return false;                                                                          \
         bool r = REAL(GOMP_##name)(start, end, incr, sched_of(sched), chunk, istart, iend,         \
                                    reductions, mem);                                               \
         if (istart)                                                                                \
@@ -214,6 +248,8 @@ LOOP_GENERIC(loop_ordered_start)
                             gomp_ull chunk, gomp_ull *istart, gomp_ull *iend,                      \
                             uintptr_t *reductions, void **mem)                                     \
     {                                                                                              \
+        if (in_vteam() && !vteam_claim())                                                          \
+            return false;                                                                          \
         bool r = REAL(GOMP_##name)(up, start, end, incr, sched_of(sched), chunk, istart, iend,     \
                                    reductions, mem);                                               \
         if (istart)                                                                                \
@@ -223,27 +259,36 @@ LOOP_GENERIC(loop_ordered_start)
 LOOP_ULL_GENERIC(loop_ull_start)
 LOOP_ULL_GENERIC(loop_ull_ordered_start)
 
+/* The end of a worksharing construct: in a virtual team, libgomp hears only the ends of the
+   constructs it started, and a barrier switches virtual threads. */
 EXPORT void GOMP_loop_end(void)
 {
     ws_end(1);
-    REAL(GOMP_loop_end)();
+    if (!vteam_skipped())
+        REAL(GOMP_loop_end)();
+    vbarrier();
 }
 
 EXPORT void GOMP_loop_end_nowait(void)
 {
     ws_end(0);
-    REAL(GOMP_loop_end_nowait)();
+    if (!vteam_skipped())
+        REAL(GOMP_loop_end_nowait)();
 }
 
 EXPORT bool GOMP_loop_end_cancel(void)
 {
     ws_end(1);
-    return REAL(GOMP_loop_end_cancel)();
+    bool r = vteam_skipped() ? false : REAL(GOMP_loop_end_cancel)();
+    vbarrier();
+    return r;
 }
 
 /* Sections: each section is a chunk. */
 EXPORT unsigned GOMP_sections_start(unsigned count)
 {
+    if (in_vteam() && !vteam_claim())
+        return 0;
     unsigned r = REAL(GOMP_sections_start)(count);
     ws_next(r != 0, C_SECTIONS);
     return r;
@@ -251,6 +296,8 @@ EXPORT unsigned GOMP_sections_start(unsigned count)
 
 EXPORT unsigned GOMP_sections2_start(unsigned count, uintptr_t *reductions, void **mem)
 {
+    if (in_vteam() && !vteam_claim())
+        return 0;
     unsigned r = REAL(GOMP_sections2_start)(count, reductions, mem);
     ws_next(r != 0, C_SECTIONS);
     return r;
@@ -266,19 +313,46 @@ EXPORT unsigned GOMP_sections_next(void)
 EXPORT void GOMP_sections_end(void)
 {
     ws_end(1);
-    REAL(GOMP_sections_end)();
+    if (!vteam_skipped())
+        REAL(GOMP_sections_end)();
+    vbarrier();
 }
 
 EXPORT void GOMP_sections_end_nowait(void)
 {
     ws_end(0);
-    REAL(GOMP_sections_end_nowait)();
+    if (!vteam_skipped())
+        REAL(GOMP_sections_end_nowait)();
 }
 
 EXPORT bool GOMP_sections_end_cancel(void)
 {
     ws_end(1);
-    return REAL(GOMP_sections_end_cancel)();
+    bool r = vteam_skipped() ? false : REAL(GOMP_sections_end_cancel)();
+    vbarrier();
+    return r;
+}
+
+/* single: the first virtual thread to reach it runs it. */
+EXPORT bool GOMP_single_start(void)
+{
+    if (in_vteam() && !vteam_claim())
+        return false;
+    return REAL(GOMP_single_start)();
+}
+
+EXPORT void *GOMP_single_copy_start(void)
+{
+    if (in_vteam() && !vteam_claim())
+        return vteam->copy;
+    return REAL(GOMP_single_copy_start)();
+}
+
+EXPORT void GOMP_single_copy_end(void *data)
+{
+    if (in_vteam())
+        vteam->copy = data;
+    REAL(GOMP_single_copy_end)(data);
 }
 
 /* ---- barriers: the team's tasks end there ---- */
@@ -291,6 +365,7 @@ EXPORT void GOMP_barrier(void)
         MARK_SYNC();
         deps_synced();
     }
+    vbarrier();
 }
 
 EXPORT bool GOMP_barrier_cancel(void)
@@ -301,6 +376,7 @@ EXPORT bool GOMP_barrier_cancel(void)
         MARK_SYNC();
         deps_synced();
     }
+    vbarrier();
     return r;
 }
 
@@ -362,12 +438,16 @@ EXPORT void GOMP_ordered_end(void)
 
 EXPORT int omp_get_num_threads(void)
 {
+    if (vteam_answers())
+        return (int)vteam->k;
     note_thread_query(__builtin_return_address(0));
     return REAL(omp_get_num_threads)();
 }
 
 EXPORT int omp_get_thread_num(void)
 {
+    if (vteam_answers())
+        return (int)vteam->cur;
     note_thread_query(__builtin_return_address(0));
     return REAL(omp_get_thread_num)();
 }

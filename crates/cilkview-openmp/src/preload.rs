@@ -39,21 +39,31 @@ impl Preload {
     /// the user's (`user_preload`, the tool's own `LD_PRELOAD`), and where the library writes
     /// its counts. The library removes itself and its variables from the program's environment
     /// when it starts.
-    pub fn environment(&self, user_preload: Option<&OsStr>) -> Vec<(OsString, OsString)> {
+    ///
+    /// `team`: `--omp-team K`, the outermost parallel region as K virtual threads (below 2: off).
+    pub fn environment(
+        &self,
+        user_preload: Option<&OsStr>,
+        team: u32,
+    ) -> Vec<(OsString, OsString)> {
         let mut preload = OsString::new();
         if let Some(user) = user_preload.filter(|u| !u.is_empty()) {
             preload.push(user);
             preload.push(":");
         }
         preload.push(&self.library);
-        vec![
+        let mut env = vec![
             ("LD_PRELOAD".into(), preload),
             (
                 "CILKVIEW_OPENMP_LIBRARY".into(),
                 self.library.clone().into(),
             ),
             ("CILKVIEW_OPENMP_COUNTS".into(), self.counts.clone().into()),
-        ]
+        ];
+        if team > 1 {
+            env.push(("CILKVIEW_OPENMP_TEAM".into(), team.to_string().into()));
+        }
+        env
     }
 
     /// What the library saw, once the program has ended (`None`: it wrote nothing complete).

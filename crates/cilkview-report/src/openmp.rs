@@ -12,12 +12,19 @@ pub struct OpenMpReport {
     pub abi: String,
     /// Instructions charged per spawn to the work of the predicted lower bound on ≥ 2 cores.
     pub task_cost: u64,
+    /// `--omp-team K`: the outermost parallel region ran as K virtual threads (1: one thread).
+    #[serde(default = "one")]
+    pub team: u32,
     /// The library's counters (`tasks`, `undeferred_tasks`, `loops`, `chunks`, …), in its
     /// order; empty when it could not write them (the program did not exit normally).
     pub counts: Vec<OpenMpCount>,
     /// Code that asked for the thread number or count inside a parallel region: static loops
     /// and thread-id code, which one thread runs as one strand.
     pub thread_id_code: Vec<ThreadIdSite>,
+}
+
+fn one() -> u32 {
+    1
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -50,6 +57,14 @@ impl OpenMpReport {
              on 2 cores or more",
             self.libgomp, self.abi, self.task_cost
         );
+        if self.team > 1 {
+            let _ = writeln!(
+                out,
+                "  --omp-team {}: the outermost parallel region ran as {} virtual threads \
+                 switched at barriers",
+                self.team, self.team
+            );
+        }
         if self.counts.is_empty() {
             let _ = writeln!(
                 out,
