@@ -6,7 +6,7 @@ mod common;
 
 use std::path::PathBuf;
 
-use cilkview_fixtures::{build, has_compiler, skip, BuildOptions};
+use cilkview_fixtures::{build, compile_source, has_compiler, skip, BuildOptions, Lang};
 use common::{analyze_with, bin, Analysis};
 use serde_json::Value;
 
@@ -260,18 +260,19 @@ fn programs_without_libgomp_are_refused_with_a_hint() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("statically linked"));
-    if !has_compiler("clang") {
-        skip("clang not installed: the libomp refusal is not tested");
+    let clang_omp = BuildOptions::default()
+        .compiler("clang")
+        .opt(2)
+        .flag("-fopenmp")
+        .disabled();
+    let probe = "#include <omp.h>\nint main(void) { return omp_get_max_threads() < 1; }\n";
+    if !has_compiler("clang")
+        || compile_source("omp_clang_works", probe, Lang::C, &clang_omp).is_err()
+    {
+        skip("clang -fopenmp (libomp) not available: the libomp refusal is not tested");
         return;
     }
-    let llvm = build(
-        "omp_known",
-        &BuildOptions::default()
-            .compiler("clang")
-            .opt(2)
-            .flag("-fopenmp")
-            .disabled(),
-    );
+    let llvm = build("omp_known", &clang_omp);
     let out = bin().args(["run", "--openmp"]).arg(&llvm).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
