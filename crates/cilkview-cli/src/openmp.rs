@@ -20,12 +20,13 @@ pub struct OpenMpOptions {
     /// With --openmp: libgomp's cost per task (its locked task queue), in instructions, charged
     /// per spawn to the work of the predicted lower bound on 2 cores or more (calibrated at 2
     /// threads on BOTS).
-    #[arg(long, value_name = "INSTRUCTIONS", default_value_t = DEFAULT_TASK_COST)]
+    #[arg(long, value_name = "INSTRUCTIONS", default_value_t = DEFAULT_TASK_COST,
+          requires = "openmp")]
     pub task_cost: u64,
     /// With --openmp: run the outermost parallel region as K virtual threads on one OS thread,
     /// switched at barriers, so that schedule(static) loops and thread-id code are split in K
     /// (1: one thread, the serial elision).
-    #[arg(long, value_name = "K", default_value_t = 1,
+    #[arg(long, value_name = "K", default_value_t = 1, requires = "openmp",
           value_parser = clap::value_parser!(u32).range(1..=256))]
     pub omp_team: u32,
 }

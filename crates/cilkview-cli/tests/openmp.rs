@@ -244,6 +244,12 @@ fn programs_without_libgomp_are_refused_with_a_hint() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("does not use libgomp"), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
+    // The --openmp options alone are a usage error.
+    for option in [["--omp-team", "4"], ["--task-cost", "5"]] {
+        let out = bin().arg("run").args(option).arg(&marked).output().unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("--openmp"));
+    }
     let static_omp = build(
         "omp_known",
         &BuildOptions::default()
