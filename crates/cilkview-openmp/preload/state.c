@@ -53,6 +53,8 @@ static void *resolve(const char *name)
    program) more than one thread, so its tasks and loops are parallel. */
 static TLS unsigned level;
 static TLS unsigned char parallel_active[MAX_LEVELS];
+/* The num_threads of the region being begun (0: no clause). */
+static TLS unsigned requested_threads;
 /* The worksharing construct (loop or sections) of each level: open, and a chunk open. */
 static TLS unsigned char ws_loop_open[MAX_LEVELS], ws_chunk_open[MAX_LEVELS];
 /* --omp-team K (team.c): CILKVIEW_OPENMP_TEAM at start-up; below 2: off. */

@@ -116,7 +116,10 @@ static struct vteam *vteam_open(gomp_fn fn, void *data)
 {
     if (team_size < 2 || level != 1 || !parallel_active[1] || vteam)
         return NULL;
+    /* A num_threads clause asks for at most that many. */
     unsigned k = team_size < VT_MAX ? team_size : VT_MAX;
+    if (requested_threads > 1 && requested_threads < k)
+        k = requested_threads;
     struct vteam *t = calloc(1, sizeof *t);
     if (!t)
         return NULL;

@@ -9,6 +9,7 @@
 static __attribute__((noinline)) void parallel_begin(unsigned num_threads)
 {
     int active = num_threads != 1 && level < (unsigned)REAL(omp_get_max_active_levels)();
+    requested_threads = num_threads;
     MARK_REGION_BEGIN("parallel");
     MARK_ENTER();
     frame_entered();
@@ -435,6 +436,15 @@ EXPORT void GOMP_ordered_end(void)
 }
 
 /* ---- the thread queries: static loops and thread-id code, by call site ---- */
+
+/* With --omp-team K, outside the regions: K, the team a region would get (programs size their
+   per-thread arrays with it). */
+EXPORT int omp_get_max_threads(void)
+{
+    if (team_size > 1 && level == 0)
+        return (int)team_size;
+    return REAL(omp_get_max_threads)();
+}
 
 EXPORT int omp_get_num_threads(void)
 {
