@@ -393,3 +393,58 @@ fn omp_team_splits_a_static_loop() {
         q.stdout()
     );
 }
+
+/// `--profile`: the program's `#pragma omp task` and `#pragma omp parallel` lines are the call
+/// sites (the return addresses into the program, read at the library's entry marks, named in
+/// the program's image).
+#[test]
+fn profile_names_the_programs_pragma_lines() {
+    let exe = build(
+        "omp_fib",
+        &BuildOptions::default()
+            .compiler("gcc")
+            .opt(2)
+            .flag("-g")
+            .flag("-fopenmp")
+            .disabled(),
+    );
+    let source =
+        std::fs::read_to_string(cilkview_fixtures::fixtures_dir().join("omp_fib.c")).unwrap();
+    let line_of = |text: &str| {
+        1 + source
+            .lines()
+            .position(|l| l.trim_start().starts_with(text))
+            .unwrap_or_else(|| panic!("{text} in omp_fib.c"))
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let a = analyze_with(
+        &exe,
+        &[
+            "--openmp",
+            "--profile",
+            dir.path().join("p").to_str().unwrap(),
+        ],
+        &["14", "8"],
+    );
+    assert_eq!(a.code(), Some(0), "{}", a.stderr());
+    let sites = a.json["call_sites"].as_array().unwrap();
+    let find = |function: &str, line: usize| {
+        sites
+            .iter()
+            .find(|s| {
+                s["function"] == function
+                    && s["kind"] == "call"
+                    && s["location"].as_str().is_some_and(|l| {
+                        // The fixture is compiled from a copy named omp_fib.<…>.c.
+                        l.contains("omp_fib") && l.ends_with(&format!(".c:{line}"))
+                    })
+            })
+            .unwrap_or_else(|| panic!("{function} at omp_fib.c:{line} in {sites:?}"))
+    };
+    // fib(14) with tasks above 8: 33 tasks, each a call from the task construct's line.
+    assert_eq!(find("fib", line_of("#pragma omp task"))["invocations"], 33);
+    assert_eq!(
+        find("main", line_of("#pragma omp parallel"))["invocations"],
+        1
+    );
+}

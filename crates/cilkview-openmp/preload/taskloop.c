@@ -57,9 +57,9 @@ EXPORT void TASKLOOP_NAME(gomp_fn fn, void *data, gomp_cpyfn cpyfn, long arg_siz
         bounds[1] = start;
         COUNT(C_TASKLOOP_TASKS);
         if (call)
-            run_task(fn, data, cpyfn, arg_size, arg_align, final, (const uint64_t *)bounds);
+            TASK_CALL(fn, data, cpyfn, arg_size, arg_align, final, (const uint64_t *)bounds);
         else
-            spawn_task(fn, data, cpyfn, arg_size, arg_align, final, (const uint64_t *)bounds);
+            TASK_SPAWN(fn, data, cpyfn, arg_size, arg_align, final, (const uint64_t *)bounds);
     }
     (void)priority;
     if (group) {

@@ -1,14 +1,15 @@
 /* tasks.c -- explicit tasks: each runs where it is created (the serial elision). */
 
-/* Runs one task as a frame of the dag (a function instance: its end syncs its children, as a
-   Cilk function's does).  `arg_size`/`arg_align`/`cpyfn`: firstprivate data copied as libgomp
-   copies it for an undeferred task.  `bounds` (a taskloop's task): its first and last
-   iteration, written over the first two 8-byte fields of its data. */
-static __attribute__((noinline)) void run_task(gomp_fn fn, void *data, gomp_cpyfn cpyfn,
-                                               long arg_size, long arg_align, int final,
-                                               const uint64_t *bounds)
+/* The body of one task: firstprivate data copied as libgomp copies it for an undeferred task
+   (`cpyfn` into an `arg_size`/`arg_align` buffer), `fn` run on it.  `bounds` (a taskloop's
+   task): its first and last iteration, written over the first two 8-byte fields of its data.
+   The task's frame marks (TASK_CALL, TASK_SPAWN) are in the entry point the program called, so
+   that a profile names the program's task construct as the call site (the return address at
+   the entry mark). */
+static __attribute__((noinline)) void task_body(gomp_fn fn, void *data, gomp_cpyfn cpyfn,
+                                                long arg_size, long arg_align, int final,
+                                                const uint64_t *bounds)
 {
-    MARK_ENTER();
     frame_entered();
     if (final)
         final_depth++;
@@ -29,18 +30,25 @@ static __attribute__((noinline)) void run_task(gomp_fn fn, void *data, gomp_cpyf
     if (final)
         final_depth--;
     frame_ended();
-    MARK_EXIT();
 }
 
-/* A task that the real program runs in parallel with its creator: a spawn. */
-static __attribute__((noinline)) void spawn_task(gomp_fn fn, void *data, gomp_cpyfn cpyfn,
-                                                 long arg_size, long arg_align, int final,
-                                                 const uint64_t *bounds)
-{
-    MARK_SPAWN();
-    run_task(fn, data, cpyfn, arg_size, arg_align, final, bounds);
-    MARK_SPAWN_RETURN();
-}
+/* A task as a frame of the dag (a function instance: its end syncs its children, as a Cilk
+   function's does): called (undeferred), or spawned (run in parallel with its creator by the
+   real program). */
+#define TASK_CALL(...)                                                                             \
+    do {                                                                                           \
+        MARK_ENTER();                                                                              \
+        task_body(__VA_ARGS__);                                                                    \
+        MARK_EXIT();                                                                               \
+    } while (0)
+#define TASK_SPAWN(...)                                                                            \
+    do {                                                                                           \
+        MARK_SPAWN();                                                                              \
+        MARK_ENTER();                                                                              \
+        task_body(__VA_ARGS__);                                                                    \
+        MARK_EXIT();                                                                               \
+        MARK_SPAWN_RETURN();                                                                       \
+    } while (0)
 
 /* Whether a task created here is included/undeferred (a call): its if clause is false, it is
    created in a final task, or no parallel region with more than one thread encloses it. */
@@ -63,7 +71,7 @@ EXPORT void GOMP_task(gomp_fn fn, void *data, gomp_cpyfn cpyfn, long arg_size, l
     int final = (flags & GOMP_TASK_FLAG_FINAL) != 0;
     if (undeferred(if_clause)) {
         COUNT(C_UNDEFERRED);
-        run_task(fn, data, cpyfn, arg_size, arg_align, final, NULL);
+        TASK_CALL(fn, data, cpyfn, arg_size, arg_align, final, NULL);
     } else {
         COUNT(C_TASKS);
         int recorded = 1;
@@ -72,7 +80,7 @@ EXPORT void GOMP_task(gomp_fn fn, void *data, gomp_cpyfn cpyfn, long arg_size, l
             COUNT(C_DEPEND);
             recorded = deps_before_spawn(depend);
         }
-        spawn_task(fn, data, cpyfn, arg_size, arg_align, final, NULL);
+        TASK_SPAWN(fn, data, cpyfn, arg_size, arg_align, final, NULL);
         if (!recorded) {
             MARK_SYNC();
             deps_synced();

@@ -5,13 +5,12 @@
 
 /* A region: labeled `parallel`, one frame (its end is the implicit barrier).  It is parallel
    in the real program when it asks for more than one thread (if(0) and num_threads(1) give
-   1) and is not nested deeper than max-active-levels allows. */
-static __attribute__((noinline)) void parallel_begin(unsigned num_threads)
+   1) and is not nested deeper than max-active-levels allows.  The marks are in the entry point
+   the program called, so that a profile names its parallel construct as the call site. */
+static __attribute__((noinline)) void parallel_entered(unsigned num_threads)
 {
     int active = num_threads != 1 && level < (unsigned)REAL(omp_get_max_active_levels)();
     requested_threads = num_threads;
-    MARK_REGION_BEGIN("parallel");
-    MARK_ENTER();
     frame_entered();
     level++;
     parallel_active[lvl()] = (unsigned char)active;
@@ -19,13 +18,24 @@ static __attribute__((noinline)) void parallel_begin(unsigned num_threads)
     COUNT(active ? C_PARALLEL : C_PARALLEL_SERIAL);
 }
 
-static __attribute__((noinline)) void parallel_end(void)
+static __attribute__((noinline)) void parallel_leaving(void)
 {
     level--;
     frame_ended();
-    MARK_EXIT();
-    MARK_REGION_END("parallel");
 }
+
+#define parallel_begin(num_threads)                                                                \
+    do {                                                                                           \
+        MARK_REGION_BEGIN("parallel");                                                             \
+        MARK_ENTER();                                                                              \
+        parallel_entered(num_threads);                                                             \
+    } while (0)
+#define parallel_end()                                                                             \
+    do {                                                                                           \
+        parallel_leaving();                                                                        \
+        MARK_EXIT();                                                                               \
+        MARK_REGION_END("parallel");                                                               \
+    } while (0)
 
 EXPORT void GOMP_parallel(gomp_fn fn, void *data, unsigned num_threads, unsigned flags)
 {
