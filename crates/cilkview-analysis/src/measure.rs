@@ -60,6 +60,9 @@ pub struct RunRequest {
     pub model: Model,
     /// Profile call sites (Cilkprof): the report gets `call_sites` and `call_contexts`.
     pub profile: bool,
+    /// Variables set for the program only (not for the tool, nor for the emulator's own
+    /// process): `TraceOptions::env`.
+    pub env: Vec<(OsString, OsString)>,
 }
 
 /// A running process to measure until `stop`, `duration` or its exit.
@@ -105,6 +108,7 @@ pub fn run(request: &RunRequest, progress: &mut dyn Progress) -> Result<Analysis
         args: request.args.clone(),
         counter: request.counter,
         bind_cpu: request.bind_cpu,
+        env: request.env.clone(),
     };
     let (backend, counter) = cilkview_tracer::choose_for_run(&options)?;
     let outcome = backend.run(&options, counter, &mut session)?;

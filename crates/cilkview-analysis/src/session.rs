@@ -282,6 +282,12 @@ impl EventSink for Session<'_> {
         Ok(probes)
     }
 
+    fn image_base(&mut self, base: u64) {
+        if let Some(sites) = &mut self.sites {
+            sites.base(base);
+        }
+    }
+
     fn event(&mut self, event: TraceEvent) {
         match event {
             TraceEvent::Exec {

@@ -7,8 +7,12 @@
 //!   and it is named by the caller's function and the call's `file:line`.
 //! * Where that is not possible the site is, in order: the inlined call (the marked function was
 //!   inlined into its caller: the mark is in the caller, named by the inline call's `file:line`);
-//!   the callee (no CFI at the mark, the return address unreadable, or the caller in another
-//!   file: every call of the function is one site, named by the entry mark's `file:line`, function `NAME (callee)`).
+//!   the callee (no CFI at the mark, the return address unreadable, or in a file the backend
+//!   gave no load address of: every call of the function is one site, named by the entry
+//!   mark's `file:line`, function `NAME (callee)`). A return address in another image than the
+//!   mark (a program calling a marked library, `run --openmp`'s preload library called by the
+//!   program) is named in that image, with the load addresses the backend reports
+//!   (`EventSink::image_base`).
 //!
 //! Each site also carries its caller function ([`CallSite::in_function`], for top-caller
 //! measurements): the source function (DWARF, inlined ones included) containing the spawn mark,
@@ -56,6 +60,12 @@ pub(crate) struct Sites {
     symbols: Vec<Option<Symbolizer>>,
     /// Per probe of the current program image, indexed like the session's marks.
     probes: Vec<ProbeSite>,
+    /// Per image asked for: its path, its load address when the backend said it, and whether
+    /// its symbols were looked for (images without marks: only when a return address lies in
+    /// them).
+    paths: Vec<std::path::PathBuf>,
+    bases: Vec<Option<u64>>,
+    opened: Vec<bool>,
     /// (image, file-relative offset, origin) → key; `names[key - 1]` is the reverse.
     keys: HashMap<(u32, u64, Origin), CallSite>,
     names: Vec<(u32, u64, Origin)>,
@@ -108,6 +118,9 @@ impl Sites {
             .any(|m| matches!(m.kind, MarkKind::FunctionEnter | MarkKind::Spawn));
         self.symbols
             .push(wanted.then(|| Symbolizer::open(path).ok()).flatten());
+        self.paths.push(path.to_owned());
+        self.bases.push(None);
+        self.opened.push(wanted);
         for (m, probe) in marked.marks.iter().zip(probes.iter_mut()) {
             let offset = probe.offset;
             let site = match m.kind {
@@ -141,6 +154,36 @@ impl Sites {
         }
     }
 
+    /// The load address of the image last asked for.
+    pub(crate) fn base(&mut self, base: u64) {
+        if let Some(last) = self.bases.last_mut() {
+            *last = Some(base);
+        }
+    }
+
+    /// The image holding the address `operand` relative to image `from` (a return address in
+    /// another file, e.g. a program calling a marked library), and the address relative to it.
+    fn foreign(&mut self, from: u32, operand: u64) -> Option<(u32, u64)> {
+        let absolute = operand.wrapping_add((*self.bases.get(from as usize)?)?);
+        // The image loaded nearest below it.
+        let (image, base) = self
+            .bases
+            .iter()
+            .enumerate()
+            .filter_map(|(i, b)| Some((i, (*b)?)))
+            .filter(|&(i, b)| i != from as usize && b <= absolute)
+            .max_by_key(|&(_, b)| b)?;
+        if !self.opened[image] {
+            self.opened[image] = true;
+            self.symbols[image] = Symbolizer::open(&self.paths[image]).ok();
+        }
+        let offset = absolute - base;
+        self.symbols[image]
+            .as_ref()
+            .is_some_and(|s| s.contains(offset))
+            .then_some((image as u32, offset))
+    }
+
     /// A new program image: only the last `probes` probes remain numbered (see the session).
     pub(crate) fn restart(&mut self, probes: usize) {
         self.probes
@@ -158,8 +201,12 @@ impl Sites {
                         .as_ref()
                         .is_some_and(|s| s.contains(*ra))
                 };
-                match operand.filter(inside) {
-                    Some(ra) => Some(self.key(image, ra, Origin::Call)),
+                match operand {
+                    Some(ra) if inside(&ra) => Some(self.key(image, ra, Origin::Call)),
+                    Some(ra) => match self.foreign(image, ra) {
+                        Some((other, offset)) => Some(self.key(other, offset, Origin::Call)),
+                        None => Some(fallback),
+                    },
                     None => Some(fallback),
                 }
             }

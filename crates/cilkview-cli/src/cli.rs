@@ -137,6 +137,8 @@ pub struct RunArgs {
     pub bench: bool,
     #[command(flatten)]
     pub bench_tuning: crate::bench::BenchTuning,
+    #[command(flatten)]
+    pub openmp: crate::openmp::OpenMpOptions,
     /// The program to run (searched in PATH when it has no slash), then its arguments. Options
     /// end at PROGRAM: everything after it is the program's (a `--` right after PROGRAM is
     /// dropped).

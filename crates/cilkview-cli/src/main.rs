@@ -8,6 +8,7 @@
 mod attach;
 mod bench;
 mod cli;
+mod openmp;
 mod profile;
 mod program;
 mod progress;

@@ -26,6 +26,8 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     if args.bench {
         crate::bench::precheck(&args.bench_tuning, &program)?;
     }
+    let openmp = crate::openmp::prepare(&args.openmp, &program)
+        .with_context(|| format!("cannot analyze {} with --openmp", program.display()))?;
 
     let mut progress = Spinner::new("tracing");
     let request = RunRequest {
@@ -36,6 +38,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         bind_cpu: !args.no_cpu_binding,
         model: (&args.model).into(),
         profile: args.output.profile.enabled(),
+        env: openmp.as_ref().map(|o| o.environment()).unwrap_or_default(),
     };
     // Ctrl-C at the terminal goes to the program (same process group); the tool lives on to
     // report what it measured.
@@ -47,7 +50,10 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let analysis = cilkview_analysis::run(&request, &mut progress);
     drop(forwarding);
     drop(interrupts);
-    let analysis = analysis.with_context(|| format!("cannot analyze {}", program.display()))?;
+    let mut analysis = analysis.with_context(|| format!("cannot analyze {}", program.display()))?;
+    if let Some(openmp) = openmp {
+        openmp.finish(&mut analysis.report, &program);
+    }
 
     // A failed or interrupted benchmark (said on stderr) keeps the analysis: its report is
     // written, and the exit code is the benchmark's.

@@ -237,3 +237,47 @@ fn fine_grained_tasks_measure_a_slowdown() {
     assert!(two["predicted"]["lower"].as_f64().unwrap() < 0.05);
     assert_eq!(two["placement"], "inside");
 }
+
+/// An unmodified fine-grained task program (BOTS-style nqueens without a cutoff: ~2.3k
+/// instructions per task, below libgomp's per-task cost) analysed with `--openmp`: its measured
+/// speedup at 2 cores (~0.4–0.5 here) is inside the predicted range, whose lower bound charges
+/// libgomp's task cost; Cilkview's estimate (`--task-cost 0`, 1.96–2.00) is above it.
+#[test]
+fn fine_grained_openmp_tasks_fall_inside_the_task_cost_range() {
+    let _timing = timing();
+    if cpus() < 2 {
+        skip("one CPU: no speedup at 2 cores to compare");
+        return;
+    }
+    let Some(exe) = openmp("omp_nqueens") else {
+        return;
+    };
+    let run = |cost: &str| {
+        let out = bin()
+            .args([
+                "run",
+                "--openmp",
+                "--task-cost",
+                cost,
+                "--bench",
+                "--cores",
+                "1,2",
+            ])
+            .args(["--trials", "5"])
+            .arg(&exe)
+            .args(["10", "20"])
+            .output()
+            .unwrap();
+        let text = stderr(&out);
+        assert!(out.status.success(), "{text}");
+        // The benchmark table's row for P = 2 (the one with an efficiency column).
+        text.lines()
+            .find(|l| l.trim_start().starts_with("2 ") && l.contains('%'))
+            .unwrap_or_else(|| panic!("no P = 2 row in {text}"))
+            .to_string()
+    };
+    let charged = run("10000");
+    assert!(charged.ends_with("inside"), "{charged}");
+    let cilkview = run("0");
+    assert!(cilkview.contains("BELOW"), "{cilkview}");
+}

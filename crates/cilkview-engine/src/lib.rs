@@ -56,7 +56,7 @@ mod profiler;
 pub use engine::{Config, Engine, DEFAULT_BURDEN};
 pub use event::{Event, EventKind, RegionId};
 pub use measures::{
-    core_counts, speedup, Anomalies, Measures, RegionMeasures, Report, Speedup,
-    DEFAULT_SPAN_COEFFICIENT,
+    core_counts, speedup, speedup_with_task_cost, Anomalies, Measures, RegionMeasures, Report,
+    Speedup, DEFAULT_SPAN_COEFFICIENT,
 };
 pub use profile::{CallSite, ContextProfile, Profile, SiteKind, SiteProfile, WorkSpan};

@@ -170,13 +170,28 @@ pub const DEFAULT_SPAN_COEFFICIENT: f64 = 0.85;
 
 /// Speedup bounds on `cores` processors (see docs/engine.md for the formula and its source).
 pub fn speedup(m: &Measures, cores: u32, delta: f64) -> Speedup {
+    speedup_with_task_cost(m, cores, delta, 0)
+}
+
+/// [`speedup`] with a runtime's cost per spawn charged to the work of the lower bound on two
+/// cores or more (libgomp's locked task queue, `run --openmp`):
+/// T1 / ((T1 + spawns·task_cost)/P + 2δ(1 − 1/P)·burdened span). The upper bound and the
+/// one-core estimate (1) are unchanged: the cost is a queue's contention, between nothing and
+/// the calibrated cost. A `task_cost` of 0 is [`speedup`] exactly.
+pub fn speedup_with_task_cost(m: &Measures, cores: u32, delta: f64, task_cost: u64) -> Speedup {
     let p = f64::from(cores.max(1));
     let t1 = m.work as f64;
     let upper = p.min(m.parallelism());
     let lower = if m.work == 0 {
         1.0
     } else {
-        let denominator = t1 / p + 2.0 * delta * (1.0 - 1.0 / p) * m.burdened_span as f64;
+        let runtime = if cores > 1 {
+            m.spawns as f64 * task_cost as f64
+        } else {
+            0.0
+        };
+        let denominator =
+            (t1 + runtime) / p + 2.0 * delta * (1.0 - 1.0 / p) * m.burdened_span as f64;
         (t1 / denominator).min(upper)
     };
     Speedup {

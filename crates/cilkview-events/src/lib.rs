@@ -242,6 +242,11 @@ pub trait EventSink {
     /// The probes of `image` (the executable, then each file mapped executable); `Ok(vec![])` for
     /// files without marks. An error stops the run.
     fn probes_for(&mut self, image: &std::path::Path) -> Result<Vec<Probe>, String>;
+    /// Where the image `probes_for` was last asked about is loaded: the start of its lowest
+    /// mapping, in the address space that return-address operands are relative to (a backend
+    /// that knows it says it, after each `probes_for`). Call-site profiles use it to name a
+    /// return address that lies in another image than its entry mark.
+    fn image_base(&mut self, _base: u64) {}
     /// The next event of the run.
     fn event(&mut self, event: TraceEvent);
     /// Thread `tid` reached probe `probe`, no operand: the same as

@@ -29,7 +29,12 @@ impl RunReport {
             spawns: m.spawns,
             syncs: m.syncs,
             average_maximal_strand: m.average_maximal_strand(),
-            speedup: speedup_table(&m, self.max_cores(), self.span_coefficient),
+            speedup: speedup_table(
+                &m,
+                self.max_cores(),
+                self.span_coefficient,
+                self.task_cost(),
+            ),
             regions: Vec::new(),
             call_sites: None,
             call_contexts: None,

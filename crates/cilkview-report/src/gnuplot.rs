@@ -4,7 +4,7 @@
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
-use cilkview_engine::speedup;
+use cilkview_engine::speedup_with_task_cost;
 
 use crate::{Artifact, Destination, ExportError, Exporter, MeasuredPoint, RunReport};
 
@@ -54,7 +54,7 @@ impl Exporter for GnuplotExporter {
             report.program, report.work, report.span, report.burdened_span, report.span_coefficient
         );
         for p in 1..=max {
-            let s = speedup(&m, p, report.span_coefficient);
+            let s = speedup_with_task_cost(&m, p, report.span_coefficient, report.task_cost());
             let _ = writeln!(
                 dat,
                 "{p}\t{p}\t{:.6}\t{:.6}\t{:.6}",

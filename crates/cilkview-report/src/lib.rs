@@ -16,6 +16,7 @@ mod gate;
 mod gnuplot;
 mod json;
 mod model;
+mod openmp;
 mod plot;
 mod prediction;
 mod profile_csv;
@@ -40,6 +41,7 @@ pub use model::{
     signal_name, speedup_table, AttachReport, CounterReport, RegionReport, RunInfo, RunReport,
     SpeedupRow,
 };
+pub use openmp::{OpenMpCount, OpenMpReport, ThreadIdSite};
 pub use plot::{
     render_plot, MeasuredPoint, PlotExporter, PlotFormat, Prediction, Profile, PLOT_SIZE,
 };

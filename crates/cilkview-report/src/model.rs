@@ -1,7 +1,7 @@
 //! The report model: what one analysis found, independent of how it is shown. Its serde form is
 //! the JSON schema documented in docs/json-schema.md (stable: add keys only with a version note).
 
-use cilkview_engine::{core_counts, speedup, Measures, Report};
+use cilkview_engine::{core_counts, speedup_with_task_cost, Measures, Report};
 use cilkview_events::{CounterInfo, CounterMode, Ending, ExitStatus};
 use serde::{Deserialize, Serialize};
 
@@ -154,6 +154,10 @@ pub struct RunReport {
     /// The calling-context tree of the profile; the first context is the root.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub call_contexts: Option<Vec<CallContextReport>>,
+    /// Present for `run --openmp`: what the preload library saw, and libgomp's per-task cost
+    /// in the prediction.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub openmp: Option<crate::OpenMpReport>,
     /// Things the user should know (no marks found, partial stream, …). Shown in the text report;
     /// not part of the JSON schema.
     #[serde(skip)]
@@ -198,12 +202,13 @@ pub struct RunInfo {
     pub max_cores: u32,
 }
 
-/// The speedup table for P = 2, 4, 8, … up to `max_cores`.
-pub fn speedup_table(m: &Measures, max_cores: u32, delta: f64) -> Vec<SpeedupRow> {
+/// The speedup table for P = 2, 4, 8, … up to `max_cores`; `task_cost`: a runtime's cost per
+/// spawn (`run --openmp`, else 0; `cilkview_engine::speedup_with_task_cost`).
+pub fn speedup_table(m: &Measures, max_cores: u32, delta: f64, task_cost: u64) -> Vec<SpeedupRow> {
     core_counts(max_cores)
         .into_iter()
         .map(|p| {
-            let s = speedup(m, p, delta);
+            let s = speedup_with_task_cost(m, p, delta, task_cost);
             SpeedupRow {
                 cores: s.cores,
                 lower: s.lower,
@@ -239,7 +244,7 @@ impl RunReport {
             syncs: m.syncs,
             events: report.events,
             average_maximal_strand: m.average_maximal_strand(),
-            speedup: speedup_table(m, info.max_cores, info.span_coefficient),
+            speedup: speedup_table(m, info.max_cores, info.span_coefficient, 0),
             regions: report
                 .regions
                 .iter()
@@ -257,6 +262,7 @@ impl RunReport {
             attach: None,
             call_sites: None,
             call_contexts: None,
+            openmp: None,
             warnings: Vec::new(),
         }
     }
@@ -300,8 +306,24 @@ impl RunReport {
             } else {
                 self.max_cores()
             });
-            self.speedup = speedup_table(&m, cores, self.span_coefficient);
+            self.speedup = speedup_table(&m, cores, self.span_coefficient, self.task_cost());
         }
+    }
+
+    /// The runtime's cost per spawn in the prediction: `run --openmp`'s task cost, else 0.
+    pub fn task_cost(&self) -> u64 {
+        self.openmp.as_ref().map_or(0, |o| o.task_cost)
+    }
+
+    /// Records what `run --openmp` saw, and recomputes the speedup table with its task cost.
+    pub fn set_openmp(&mut self, openmp: crate::OpenMpReport) {
+        self.openmp = Some(openmp);
+        self.speedup = speedup_table(
+            &self.measures(),
+            self.max_cores(),
+            self.span_coefficient,
+            self.task_cost(),
+        );
     }
 
     /// The largest core count of the speedup table (the report's `--max-cores`), 1 if empty.

@@ -10,7 +10,7 @@ mod draw;
 use std::path::{Path, PathBuf};
 use std::sync::Once;
 
-use cilkview_engine::{speedup, Measures};
+use cilkview_engine::{speedup_with_task_cost, Measures};
 use plotters::prelude::*;
 use plotters::style::FontStyle;
 use serde::{Deserialize, Serialize};
@@ -34,6 +34,8 @@ pub struct MeasuredPoint {
 pub struct Prediction {
     pub measures: Measures,
     pub span_coefficient: f64,
+    /// A runtime's cost per spawn (`run --openmp`), 0 otherwise.
+    pub task_cost: u64,
 }
 
 /// Everything one picture shows.
@@ -58,6 +60,7 @@ impl Profile {
             prediction: Some(Prediction {
                 measures: report.measures(),
                 span_coefficient: report.span_coefficient,
+                task_cost: report.task_cost(),
             }),
             measured,
             max_cores: match widest {
@@ -73,7 +76,7 @@ impl Profile {
         Some(
             (1..=self.max_cores)
                 .map(|c| {
-                    let s = speedup(&p.measures, c, p.span_coefficient);
+                    let s = speedup_with_task_cost(&p.measures, c, p.span_coefficient, p.task_cost);
                     (f64::from(c), s.lower, s.upper)
                 })
                 .collect(),

@@ -130,6 +130,9 @@ impl TextExporter {
             n(report.burden),
             report.span_coefficient
         );
+        if let Some(openmp) = &report.openmp {
+            openmp.to_text(&mut out);
+        }
         let _ = writeln!(out);
         let _ = writeln!(out, "1) Parallelism Profile");
         let m = report.measures();
@@ -153,7 +156,12 @@ impl TextExporter {
             let _ = writeln!(out, "Speedup Estimate");
             table(
                 &mut out,
-                &crate::speedup_table(&r.measures(), max_cores, report.span_coefficient),
+                &crate::speedup_table(
+                    &r.measures(),
+                    max_cores,
+                    report.span_coefficient,
+                    report.task_cost(),
+                ),
             );
         }
         out

@@ -29,6 +29,7 @@ fn main() {
         args: rest,
         counter: CounterMode::Auto,
         bind_cpu: false,
+        env: Vec::new(),
     };
     let probes_for = |img: &Path| -> Result<Vec<Probe>, String> {
         Ok(cilkview_marks::read_marks(img)

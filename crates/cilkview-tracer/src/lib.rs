@@ -65,6 +65,31 @@ pub struct TraceOptions {
     /// at every step: ~3x faster on our KVM guests. The program sees a one-CPU affinity mask
     /// (as under `taskset` or rr), which changes what thread pools sized from it do.
     pub bind_cpu: bool,
+    /// Variables set (or replaced) in the program's environment only, not in the tracer's nor
+    /// in the emulator's own (QEMU gets them as `-E NAME=VALUE`, for the guest).
+    pub env: Vec<(OsString, OsString)>,
+}
+
+impl TraceOptions {
+    /// The program's environment when [`TraceOptions::env`] sets something: the tracer's, with
+    /// those variables replaced or added (`NAME=VALUE` strings). `None`: the tracer's unchanged.
+    pub fn environment(&self) -> Option<Vec<OsString>> {
+        if self.env.is_empty() {
+            return None;
+        }
+        let mut out: Vec<OsString> = std::env::vars_os()
+            .filter(|(k, _)| !self.env.iter().any(|(name, _)| name == k))
+            .chain(self.env.iter().cloned())
+            .map(|(k, v)| {
+                let mut pair = k;
+                pair.push("=");
+                pair.push(v);
+                pair
+            })
+            .collect();
+        out.shrink_to_fit();
+        Some(out)
+    }
 }
 
 /// Errors of the tracer; messages say what was wrong and what to do.

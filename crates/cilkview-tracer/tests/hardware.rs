@@ -24,6 +24,7 @@ fn hits(
         args: vec![],
         counter: mode,
         bind_cpu: true,
+        env: Vec::new(),
     };
     let out = run(
         &o,
@@ -50,6 +51,7 @@ fn auto_reports_its_choice() {
             args: vec![],
             counter: CounterMode::Hardware,
             bind_cpu: true,
+            env: Vec::new(),
         };
         let e = run(&o, |_| Ok(vec![]), |_| {}).unwrap_err();
         assert!(matches!(e, TraceError::CounterUnavailable { .. }), "{e}");

@@ -133,6 +133,7 @@ fn opts(exe: &Path, args: &[&str], mode: CounterMode) -> TraceOptions {
         args: args.iter().map(|a| a.into()).collect(),
         counter: mode,
         bind_cpu: true,
+        env: Vec::new(),
     }
 }
 

@@ -33,6 +33,7 @@ fn step_total_matches_valgrind_exactly_without_libc() {
         args: vec![],
         counter: CounterMode::Step,
         bind_cpu: true,
+        env: Vec::new(),
     };
     let out = run(&opts, |_| Ok(vec![]), |_| {}).unwrap();
     assert_eq!(out.status, ExitStatus::Exited(7));
@@ -62,6 +63,7 @@ fn step_total_matches_valgrind() {
         args: vec![],
         counter: CounterMode::Step,
         bind_cpu: true,
+        env: Vec::new(),
     };
     let out = run(&opts, |_| Ok(vec![]), |_| {}).unwrap();
     assert_eq!(out.status, ExitStatus::Exited(0));

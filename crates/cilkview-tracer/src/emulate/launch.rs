@@ -472,11 +472,16 @@ pub fn launch(
         }
     }
     let mut cmd = Command::new(&emu.path);
-    cmd.arg("-cpu")
-        .arg(CPU_MODEL)
-        .arg("-plugin")
-        .arg(plugin)
-        .arg("-0");
+    cmd.arg("-cpu").arg(CPU_MODEL).arg("-plugin").arg(plugin);
+    // The program's own variables, for the guest only (QEMU's -E splits its argument at commas:
+    // one variable per -E, whose value must have none).
+    for (name, value) in &opts.env {
+        let mut pair = name.clone();
+        pair.push("=");
+        pair.push(value);
+        cmd.arg("-E").arg(pair);
+    }
+    cmd.arg("-0");
     match how {
         Runnable::Elf => cmd.arg(&opts.program).arg(program),
         // As the kernel: interpreter [argument] script (the path found) arguments.

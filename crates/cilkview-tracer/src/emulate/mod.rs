@@ -460,6 +460,7 @@ impl Session {
                 image: image.clone(),
                 message,
             })?;
+        sink.image_base(base);
         if !probes.is_empty() {
             let mem = Mem::open(self.pid).map_err(|source| TraceError::Proc {
                 pid: self.pid,

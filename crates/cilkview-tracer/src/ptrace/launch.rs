@@ -34,7 +34,15 @@ pub(crate) fn run<C: Counting>(
     for a in &opts.args {
         argv.push(CString::new(a.as_bytes()).map_err(|_| nul())?);
     }
-    let mut child = sys::spawn_blocked(&program, &argv).map_err(spawn_err)?;
+    let envp = match opts.environment() {
+        Some(vars) => Some(
+            vars.iter()
+                .map(|v| CString::new(v.as_bytes()).map_err(|_| nul()))
+                .collect::<Result<Vec<_>, _>>()?,
+        ),
+        None => None,
+    };
+    let mut child = sys::spawn_blocked(&program, &argv, envp.as_deref()).map_err(spawn_err)?;
     crate::forward::launched(child.pid);
     let mut t = Tracer::new(child.pid, counting, sink);
     t.core.nthreads = 1;

@@ -146,6 +146,7 @@ impl Core<'_> {
             addrs = self.place(pid, &exe, base, &probes)?;
         }
         if let Some(f) = exe_file {
+            self.sink.image_base(f.base);
             self.armed.files.insert(f.key.clone(), addrs.clone());
         }
         addrs.extend(self.scan_files(pid, files)?);
@@ -261,6 +262,7 @@ impl Core<'_> {
                         image: path.clone(),
                         message,
                     })?;
+            self.sink.image_base(f.base);
             if !probes.is_empty() {
                 let addrs = self.place(pid, &path, f.base, &probes)?;
                 placed.extend_from_slice(&addrs);

@@ -438,18 +438,32 @@ unsafe fn reset_child_signals(reset: u8) {
 }
 
 /// Fork a child that waits for [`Child::release`], then resets SIGPIPE and
-/// the signal mask and `execvp`s `program` with `argv`. If `execvp` fails the
-/// child reports errno through a close-on-exec pipe and `_exit(127)`s.
-pub fn spawn_blocked(program: &CStr, argv: &[CString]) -> io::Result<Child> {
+/// the signal mask and `execvp`s `program` with `argv` (`execvpe` with `envp`, `NAME=VALUE`
+/// strings, when given). If the exec fails the child reports errno through a close-on-exec
+/// pipe and `_exit(127)`s.
+pub fn spawn_blocked(
+    program: &CStr,
+    argv: &[CString],
+    envp: Option<&[CString]>,
+) -> io::Result<Child> {
     let mut ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
     ptrs.push(std::ptr::null());
+    let env_ptrs: Option<Vec<*const libc::c_char>> = envp.map(|e| {
+        e.iter()
+            .map(|v| v.as_ptr())
+            .chain(std::iter::once(std::ptr::null()))
+            .collect()
+    });
     let reset = RESET_IN_CHILD.load(std::sync::atomic::Ordering::SeqCst);
     // SAFETY (of what the child runs): signal, sigprocmask, execvp and write are
     // async-signal-safe and read only data prepared before fork.
     fork_held(|err_w| unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
         reset_child_signals(reset);
-        libc::execvp(program.as_ptr(), ptrs.as_ptr());
+        match &env_ptrs {
+            Some(env) => libc::execvpe(program.as_ptr(), ptrs.as_ptr(), env.as_ptr()),
+            None => libc::execvp(program.as_ptr(), ptrs.as_ptr()),
+        };
         let e = (*libc::__errno_location()).to_ne_bytes();
         libc::write(err_w, e.as_ptr() as *const c_void, 4);
         127

@@ -87,6 +87,7 @@ pub fn opts(exe: &Path, args: &[&str]) -> TraceOptions {
         args: args.iter().map(Into::into).collect(),
         counter: CounterMode::Step,
         bind_cpu: true,
+        env: Vec::new(),
     }
 }
 

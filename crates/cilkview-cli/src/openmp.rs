@@ -1,0 +1,151 @@
+//! `run --openmp`: an unmodified gcc OpenMP program, through the preload library of
+//! `cilkview-openmp` (docs/openmp.md).
+
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use cilkview_openmp::{Libgomp, Preload, DEFAULT_TASK_COST};
+use cilkview_report::{OpenMpCount, OpenMpReport, RunReport, ThreadIdSite};
+use clap::Args;
+
+#[derive(Args, Debug, Clone)]
+pub struct OpenMpOptions {
+    /// Measure an unmodified gcc OpenMP program (libgomp): it runs as its serial elision (one
+    /// thread, each task where it is created) with marks on libgomp's entry points; its
+    /// parallel regions are the region "parallel" (docs/openmp.md).
+    #[arg(long)]
+    pub openmp: bool,
+    /// With --openmp: libgomp's cost per task (its locked task queue), in instructions, charged
+    /// per spawn to the work of the predicted lower bound on 2 cores or more (calibrated at 2
+    /// threads on BOTS).
+    #[arg(long, value_name = "INSTRUCTIONS", default_value_t = DEFAULT_TASK_COST,
+          requires = "openmp")]
+    pub task_cost: u64,
+    /// With --openmp: run the outermost parallel region as K virtual threads on one OS thread,
+    /// switched at barriers, so that schedule(static) loops and thread-id code are split in K
+    /// (1: one thread, the serial elision).
+    #[arg(long, value_name = "K", default_value_t = 1, requires = "openmp",
+          value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub omp_team: u32,
+}
+
+/// The preload library of a run, while the program runs.
+pub struct OpenMpRun {
+    preload: Preload,
+    libgomp: Option<Libgomp>,
+    task_cost: u64,
+    team: u32,
+}
+
+/// Checks the program and writes the library, before anything runs; `None` without --openmp.
+pub fn prepare(options: &OpenMpOptions, program: &Path) -> Result<Option<OpenMpRun>> {
+    if !options.openmp {
+        return Ok(None);
+    }
+    if program.as_os_str().as_bytes().contains(&b'=') {
+        bail!(
+            "--openmp cannot start a program whose path has a `=` ({}): rename it",
+            program.display()
+        );
+    }
+    let libgomp = cilkview_openmp::check_program(program)?;
+    let preload = Preload::new().context("cannot write the OpenMP preload library")?;
+    Ok(Some(OpenMpRun {
+        preload,
+        libgomp,
+        task_cost: options.task_cost,
+        team: options.omp_team,
+    }))
+}
+
+impl OpenMpRun {
+    /// The program's own variables: LD_PRELOAD (the user's, then the library) and the
+    /// library's.
+    pub fn environment(&self) -> Vec<(OsString, OsString)> {
+        self.preload
+            .environment(std::env::var_os("LD_PRELOAD").as_deref(), self.team)
+    }
+
+    /// Puts what the library saw in the report (and its task cost in the prediction), with the
+    /// warnings it calls for.
+    pub fn finish(self, report: &mut RunReport, program: &Path) {
+        let counts = self.preload.counts();
+        let (libgomp, abi) = match &self.libgomp {
+            Some(l) => (l.path.display().to_string(), l.abi.clone()),
+            None => ("libgomp (not checked: a script)".into(), "?".into()),
+        };
+        let openmp = OpenMpReport {
+            libgomp,
+            abi,
+            task_cost: self.task_cost,
+            team: self.team,
+            counts: counts
+                .iter()
+                .flat_map(|c| &c.counters)
+                .map(|(name, value)| OpenMpCount {
+                    name: name.clone(),
+                    value: *value,
+                })
+                .collect(),
+            thread_id_code: counts
+                .iter()
+                .flat_map(|c| &c.thread_queries)
+                .map(|q| ThreadIdSite {
+                    site: cilkview_openmp::name_thread_query(q, program),
+                    calls: q.calls,
+                })
+                .collect(),
+        };
+        report.warnings.extend(warnings(&openmp, report));
+        report.set_openmp(openmp);
+    }
+}
+
+/// What the user should know about an --openmp run.
+fn warnings(openmp: &OpenMpReport, report: &RunReport) -> Vec<String> {
+    let mut out = Vec::new();
+    if openmp.counts.is_empty() {
+        out.push(
+            "--openmp: the preload library wrote no counts (the program did not end through \
+             exit, or did not load libgomp)"
+                .into(),
+        );
+        return out;
+    }
+    if openmp.count("parallel_regions") == 0 {
+        out.push(
+            "--openmp: the program ran no parallel region with more than one thread: nothing \
+             in it runs in parallel"
+                .into(),
+        );
+    }
+    if !openmp.thread_id_code.is_empty() {
+        out.push(format!(
+            "--openmp: {} place(s) split work by thread number (static loops, omp_get_thread_num): \
+             one thread runs each as one strand, so their parallelism is not seen (--omp-team K \
+             splits them in K; or use schedule(dynamic)); see the OpenMP section",
+            openmp.thread_id_code.len()
+        ));
+    }
+    if openmp.count("detached_tasks") > 0 {
+        out.push(format!(
+            "--openmp: {} detached task(s) were left to libgomp: their work is counted where \
+             libgomp ran them, not as spawns",
+            openmp.count("detached_tasks")
+        ));
+    }
+    if report.spawns > 0 && openmp.task_cost > 0 {
+        let per_spawn = report.work / report.spawns;
+        if per_spawn < openmp.task_cost {
+            out.push(format!(
+                "--openmp: {} instructions of work per spawn, below libgomp's cost per task \
+                 (~{} instructions at 2 threads): the program may run slower in parallel than \
+                 serially; coarser tasks (a cutoff, a grainsize) would pay for it",
+                per_spawn, openmp.task_cost
+            ));
+        }
+    }
+    out
+}

@@ -1,0 +1,450 @@
+//! `run --openmp` on unmodified gcc OpenMP programs (fixtures compiled with -fopenmp and
+//! -DCILKVIEW_DISABLE: no cilkview.h marks), against their hand-marked twins (the same sources
+//! without -fopenmp), with numbers known by construction.
+
+mod common;
+
+use std::path::PathBuf;
+
+use cilkview_fixtures::{build, compile_source, has_compiler, skip, BuildOptions, Lang};
+use common::{analyze_with, bin, Analysis};
+use serde_json::Value;
+
+/// The unmodified OpenMP build of a fixture (dynamically linked: libgomp is preloaded over).
+fn openmp(name: &str) -> PathBuf {
+    build(
+        name,
+        &BuildOptions::default()
+            .compiler("gcc")
+            .opt(2)
+            .flag("-fopenmp")
+            .disabled(),
+    )
+}
+
+/// The hand-marked twin: the same source, its cilkview.h marks, no -fopenmp.
+fn twin(name: &str) -> PathBuf {
+    build(name, &BuildOptions::default().compiler("gcc").opt(2))
+}
+
+fn count(a: &Analysis, name: &str) -> u64 {
+    a.json["openmp"]["counts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("count {name} in {}", a.json["openmp"]))["value"]
+        .as_u64()
+        .unwrap()
+}
+
+fn u(v: &Value, key: &str) -> u64 {
+    v[key].as_u64().unwrap_or_else(|| panic!("{key} in {v}"))
+}
+
+const N: u64 = 8;
+const W: u64 = 1_000_000;
+/// One unit: cv_work(W) is 2W + 1 instructions.
+const UNIT: u64 = 2 * W + 1;
+
+/// What the wrappers may add to the region "parallel" beside the twin's: libgomp's team of one
+/// (~6.5k instructions, serial, so on the span too) and the wrappers' instructions per task or
+/// chunk (a few hundred). Measured: at most 9.3k in work and 8.7k in span for 8 units.
+fn overhead(units: u64) -> u64 {
+    10_000 + 500 * units
+}
+
+/// tasks, taskloop, dynamic loop, depend chain, diamonds, readers of one writer: the OpenMP
+/// program's region "parallel" equals the twin's within the wrappers' overhead, and both equal
+/// the construction.
+#[test]
+fn openmp_constructs_equal_their_hand_marked_twins() {
+    let (omp, marked) = (openmp("omp_known"), twin("omp_known"));
+    let (n, w) = (N.to_string(), W.to_string());
+    // mode, spawns, span in units, the library's counter that saw the units
+    for (mode, spawns, span_units, counter) in [
+        ("tasks", N, 1, "tasks"),
+        ("taskloop", N, 1, "taskloop_tasks"),
+        ("dynamic", N - 1, 1, "chunks"),
+        ("chain", N, N, "depend_tasks"),
+        ("diamond", 4 * N, 2 * N + 1, "depend_tasks"),
+        ("readers", N + 1, 2, "tasks"),
+    ] {
+        let a = analyze_with(&omp, &["--openmp"], &[mode, &n, &w]);
+        let b = analyze_with(&marked, &[], &[mode, &n, &w]);
+        assert_eq!(a.code(), Some(0), "{mode}: {}", a.stderr());
+        assert_eq!(b.code(), Some(0), "{mode}: {}", b.stderr());
+        let (ra, rb) = (a.region("parallel"), b.region("parallel"));
+        // By construction (the twin): one unit per task or iteration, span_units of them on the
+        // span.
+        let units = if mode == "dynamic" { N } else { spawns };
+        assert!(
+            u(rb, "work") >= units * UNIT && u(rb, "work") < units * UNIT + 4_000,
+            "{mode}: {rb}"
+        );
+        assert!(
+            u(rb, "span") >= span_units * UNIT && u(rb, "span") < span_units * UNIT + 2_000,
+            "{mode}: {rb}"
+        );
+        // The unmodified program, through the library.
+        assert_eq!(u(ra, "spawns"), spawns, "{mode}: {ra}");
+        assert_eq!(u(ra, "spawns"), u(rb, "spawns"), "{mode}");
+        assert_eq!(count(&a, counter), units, "{mode}");
+        assert_eq!(count(&a, "parallel_regions"), 1, "{mode}");
+        // A task with dependences waits only where it depends on a sibling since the last sync.
+        let depend_syncs = match mode {
+            "chain" => N - 1,
+            "diamond" => 2 * N,
+            "readers" => 1,
+            _ => 0,
+        };
+        assert_eq!(count(&a, "depend_syncs"), depend_syncs, "{mode}");
+        for key in ["work", "span"] {
+            let (x, y) = (u(ra, key), u(rb, key));
+            assert!(
+                x >= y && x - y <= overhead(units),
+                "{mode}: {key} {x} (--openmp) vs {y} (hand-marked): more than {} apart",
+                overhead(units)
+            );
+        }
+        let (pa, pb) = (
+            ra["parallelism"].as_f64().unwrap(),
+            rb["parallelism"].as_f64().unwrap(),
+        );
+        assert!((pa - pb).abs() <= 0.01 * pb, "{mode}: {pa} vs {pb}");
+        // 2M instructions per task: far above libgomp's cost, no warning.
+        assert!(
+            !a.stderr().contains("below libgomp's cost"),
+            "{}",
+            a.stderr()
+        );
+    }
+}
+
+/// A schedule(static) loop: gcc computes its chunks from the thread number, so one thread runs
+/// it as one strand; the report names where.
+#[test]
+fn a_static_loop_is_reported_by_name() {
+    let a = analyze_with(
+        &openmp("omp_known"),
+        &["--openmp"],
+        &["static", &N.to_string(), "1000"],
+    );
+    assert_eq!(a.code(), Some(0), "{}", a.stderr());
+    let r = a.region("parallel");
+    assert!(
+        (r["parallelism"].as_f64().unwrap() - 1.0).abs() < 1e-9,
+        "{r}"
+    );
+    let sites = a.json["openmp"]["thread_id_code"].as_array().unwrap();
+    assert!(!sites.is_empty());
+    assert!(
+        sites
+            .iter()
+            .all(|s| s["site"].as_str().unwrap().contains("main._omp_fn")),
+        "{sites:?}"
+    );
+    assert!(
+        a.stderr().contains("split work by thread number"),
+        "{}",
+        a.stderr()
+    );
+}
+
+/// A BOTS-style nqueens (tasks with a final() cutoff, taskwaits, a critical section) computes
+/// and verifies its answer under --openmp; tasks below the cutoff are calls, not spawns.
+#[test]
+fn bots_style_nqueens_verifies_under_openmp() {
+    let a = analyze_with(&openmp("omp_nqueens"), &["--openmp"], &["8", "3"]);
+    assert_eq!(a.code(), Some(0), "{}", a.stderr());
+    assert!(
+        a.stdout().contains("nqueens(8) = 92 (verified)"),
+        "{}",
+        a.stdout()
+    );
+    let (tasks, undeferred) = (count(&a, "tasks"), count(&a, "undeferred_tasks"));
+    // Every (row, column) of the first 3 rows whose search is tried is a task; deeper ones
+    // are included in a final task: calls.
+    assert!(tasks > 0 && undeferred > tasks, "{tasks} {undeferred}");
+    assert_eq!(u(&a.json, "spawns"), tasks);
+    assert_eq!(count(&a, "critical"), 1);
+    let critical = a.region("critical");
+    assert!(
+        u(critical, "work") > 0 && u(critical, "work") < 2_000,
+        "{critical}"
+    );
+    let par = a.region("parallel")["parallelism"].as_f64().unwrap();
+    assert!(par > 50.0, "{par}");
+    // ~2.3k instructions per task: below libgomp's per-task cost, said, and charged in the
+    // lower bound (2 cores: below 1).
+    assert!(
+        a.stderr().contains("below libgomp's cost per task"),
+        "{}",
+        a.stderr()
+    );
+    let lower2 = a.json["speedup"][0]["lower"].as_f64().unwrap();
+    assert!(lower2 < 1.0, "{}", a.json["speedup"]);
+    let free = analyze_with(
+        &openmp("omp_nqueens"),
+        &["--openmp", "--task-cost", "0"],
+        &["8", "3"],
+    );
+    let free2 = free.json["speedup"][0]["lower"].as_f64().unwrap();
+    assert!(free2 > 1.5 && free2 > lower2, "{free2} vs {lower2}");
+}
+
+/// The emulator and single-stepping count the same instructions through the library.
+#[test]
+fn emulate_equals_step_under_openmp() {
+    let exe = openmp("omp_known");
+    let step = analyze_with(
+        &exe,
+        &["--openmp", "--counter", "step"],
+        &["tasks", "4", "200"],
+    );
+    if step.json["counter"]["mode"] != "single-step" {
+        skip("single-stepping not available here");
+        return;
+    }
+    let emu = analyze_with(
+        &exe,
+        &["--openmp", "--counter", "emulate"],
+        &["tasks", "4", "200"],
+    );
+    if emu.code() != Some(0) {
+        skip("qemu-x86_64 not available here");
+        return;
+    }
+    let (s, e) = (step.region("parallel"), emu.region("parallel"));
+    for key in ["spawns", "syncs"] {
+        assert_eq!(s[key], e[key], "{key}: step {s} emulate {e}");
+    }
+    // What ran off the critical path (the tasks, the wrappers) is counted identically.
+    assert_eq!(u(s, "work") - u(s, "span"), u(e, "work") - u(e, "span"));
+    // libgomp's serial set-up of its team of one (malloc, memset) takes a few instructions more
+    // or less with the heap addresses, which differ between QEMU and a native process
+    // (measured: 1 to 3): the span may differ by that much, nothing else.
+    for key in ["work", "span", "burdened_span"] {
+        let (a, b) = (u(s, key), u(e, key));
+        assert!(a.abs_diff(b) <= 16, "{key}: step {s} emulate {e}");
+    }
+    assert_eq!(step.json["openmp"]["counts"], emu.json["openmp"]["counts"]);
+}
+
+/// What --openmp cannot measure is refused with one line saying what to do.
+#[test]
+fn programs_without_libgomp_are_refused_with_a_hint() {
+    let marked = twin("omp_known");
+    let out = bin()
+        .args(["run", "--openmp"])
+        .arg(&marked)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("does not use libgomp"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    // The --openmp options alone are a usage error.
+    for option in [["--omp-team", "4"], ["--task-cost", "5"]] {
+        let out = bin().arg("run").args(option).arg(&marked).output().unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("--openmp"));
+    }
+    let static_omp = build(
+        "omp_known",
+        &BuildOptions::default()
+            .compiler("gcc")
+            .opt(2)
+            .flag("-fopenmp")
+            .disabled()
+            .static_link(),
+    );
+    let out = bin()
+        .args(["run", "--openmp"])
+        .arg(&static_omp)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("statically linked"));
+    let clang_omp = BuildOptions::default()
+        .compiler("clang")
+        .opt(2)
+        .flag("-fopenmp")
+        .disabled();
+    let probe = "#include <omp.h>\nint main(void) { return omp_get_max_threads() < 1; }\n";
+    if !has_compiler("clang")
+        || compile_source("omp_clang_works", probe, Lang::C, &clang_omp).is_err()
+    {
+        skip("clang -fopenmp (libomp) not available: the libomp refusal is not tested");
+        return;
+    }
+    let llvm = build("omp_known", &clang_omp);
+    let out = bin().args(["run", "--openmp"]).arg(&llvm).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("LLVM's OpenMP runtime") && err.contains("-fopenmp=libgomp"),
+        "{err}"
+    );
+}
+
+/// The program gets LD_PRELOAD (the user's, then the library) and the library removes itself:
+/// the program sees the user's LD_PRELOAD only, under both kinds of counter.
+#[test]
+fn the_program_sees_the_users_environment() {
+    let exe = openmp("omp_known");
+    for counter in ["step", "emulate"] {
+        let a = {
+            let dir = tempfile::tempdir().unwrap();
+            let json = dir.path().join("r.json");
+            let out = bin()
+                .env("LD_PRELOAD", "libm.so.6")
+                .args(["run", "--openmp", "--counter", counter, "--json"])
+                .arg(&json)
+                .arg(&exe)
+                .arg("env")
+                .output()
+                .unwrap();
+            let Ok(text) = std::fs::read_to_string(&json) else {
+                skip(format!(
+                    "--counter {counter} unavailable: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                ));
+                continue;
+            };
+            Analysis {
+                json: serde_json::from_str(&text).unwrap(),
+                out,
+            }
+        };
+        assert_eq!(a.code(), Some(0), "{}", a.stderr());
+        assert!(
+            a.stdout()
+                .contains("LD_PRELOAD=[libm.so.6] CILKVIEW_OPENMP_COUNTS=[(unset)]"),
+            "{counter}: {}",
+            a.stdout()
+        );
+        // The library ran: it counted the parallel region.
+        assert_eq!(count(&a, "parallel_regions"), 1, "{counter}");
+    }
+}
+
+/// `run --openmp --bench`: the same binary, benchmarked natively beside its prediction.
+#[test]
+fn run_openmp_then_bench_the_same_binary() {
+    let out = bin()
+        .args([
+            "run", "--openmp", "--bench", "--cores", "1", "--trials", "1", "--warmup", "0",
+        ])
+        .arg(openmp("omp_known"))
+        .args(["tasks", "8", "100000"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("measured vs predicted"), "{err}");
+    assert!(err.contains("OpenMP (--openmp)"), "{err}");
+}
+
+/// `--omp-team 8`: the static loop of 8 units runs as 8 virtual threads, a spawn each: the
+/// parallelism of its hand-marked twin (a cv_for of 8), within the team's overhead (8 stacks,
+/// context switches: measured 13.3k instructions of work, 12.0k of span).
+#[test]
+fn omp_team_splits_a_static_loop() {
+    let (n, w) = (N.to_string(), W.to_string());
+    let a = analyze_with(
+        &openmp("omp_known"),
+        &["--openmp", "--omp-team", "8"],
+        &["static", &n, &w],
+    );
+    let b = analyze_with(&twin("omp_known"), &[], &["static", &n, &w]);
+    assert_eq!(a.code(), Some(0), "{}", a.stderr());
+    let (ra, rb) = (a.region("parallel"), b.region("parallel"));
+    assert_eq!(u(ra, "spawns"), N, "one spawn per virtual thread: {ra}");
+    assert_eq!(count(&a, "virtual_team_regions"), 1);
+    assert!(a.json["openmp"]["thread_id_code"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+    assert_eq!(a.json["openmp"]["team"], 8);
+    assert!(
+        u(rb, "span") >= UNIT && u(rb, "span") < UNIT + 2_000,
+        "{rb}"
+    );
+    for key in ["work", "span"] {
+        let (x, y) = (u(ra, key), u(rb, key));
+        assert!(
+            x >= y && x - y <= 30_000,
+            "{key}: {x} (--omp-team 8) vs {y} (twin)"
+        );
+    }
+    let par = ra["parallelism"].as_f64().unwrap();
+    assert!(par > 7.9, "{ra}");
+    // The BOTS-style nqueens (single, tasks, critical) still verifies with 4 virtual threads.
+    let q = analyze_with(
+        &openmp("omp_nqueens"),
+        &["--openmp", "--omp-team", "4"],
+        &["7", "2"],
+    );
+    assert_eq!(q.code(), Some(0), "{}", q.stderr());
+    assert!(
+        q.stdout().contains("nqueens(7) = 40 (verified)"),
+        "{}",
+        q.stdout()
+    );
+}
+
+/// `--profile`: the program's `#pragma omp task` and `#pragma omp parallel` lines are the call
+/// sites (the return addresses into the program, read at the library's entry marks, named in
+/// the program's image).
+#[test]
+fn profile_names_the_programs_pragma_lines() {
+    let exe = build(
+        "omp_fib",
+        &BuildOptions::default()
+            .compiler("gcc")
+            .opt(2)
+            .flag("-g")
+            .flag("-fopenmp")
+            .disabled(),
+    );
+    let source =
+        std::fs::read_to_string(cilkview_fixtures::fixtures_dir().join("omp_fib.c")).unwrap();
+    let line_of = |text: &str| {
+        1 + source
+            .lines()
+            .position(|l| l.trim_start().starts_with(text))
+            .unwrap_or_else(|| panic!("{text} in omp_fib.c"))
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let a = analyze_with(
+        &exe,
+        &[
+            "--openmp",
+            "--profile",
+            dir.path().join("p").to_str().unwrap(),
+        ],
+        &["14", "8"],
+    );
+    assert_eq!(a.code(), Some(0), "{}", a.stderr());
+    let sites = a.json["call_sites"].as_array().unwrap();
+    let find = |function: &str, line: usize| {
+        sites
+            .iter()
+            .find(|s| {
+                s["function"] == function
+                    && s["kind"] == "call"
+                    && s["location"].as_str().is_some_and(|l| {
+                        // The fixture is compiled from a copy named omp_fib.<…>.c.
+                        l.contains("omp_fib") && l.ends_with(&format!(".c:{line}"))
+                    })
+            })
+            .unwrap_or_else(|| panic!("{function} at omp_fib.c:{line} in {sites:?}"))
+    };
+    // fib(14) with tasks above 8: 33 tasks, each a call from the task construct's line.
+    assert_eq!(find("fib", line_of("#pragma omp task"))["invocations"], 33);
+    assert_eq!(
+        find("main", line_of("#pragma omp parallel"))["invocations"],
+        1
+    );
+}

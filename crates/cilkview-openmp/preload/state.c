@@ -1,0 +1,222 @@
+/* state.c -- per-thread state, the marks, the counters and the counts file. */
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cilkview.h"
+#include "gomp_abi.h"
+
+#define EXPORT __attribute__((visibility("default")))
+#define TLS __thread __attribute__((tls_model("initial-exec")))
+
+/* ---- the marks (cilkview.h's records, placed by hand: the frames are libgomp's) ---- */
+#define MARK_ENTER() CV__MARK(CV__KIND_FUNCTION_ENTER)
+#define MARK_EXIT() CV__MARK(CV__KIND_FUNCTION_EXIT)
+#define MARK_SPAWN() CV__MARK(CV__KIND_SPAWN)
+#define MARK_SPAWN_RETURN() CV__MARK(CV__KIND_SPAWN_RETURN)
+#define MARK_SYNC() CV__MARK(CV__KIND_SYNC)
+#define MARK_LOOP_BEGIN() cv__mark_loop_begin(1)
+#define MARK_ITERATION_BEGIN() CV__MARK(CV__KIND_ITERATION_BEGIN)
+#define MARK_ITERATION_END() CV__MARK(CV__KIND_ITERATION_END)
+#define MARK_LOOP_END() CV__MARK(CV__KIND_LOOP_END)
+#define MARK_REGION_BEGIN(label) CV__REGION_MARK(CV__KIND_REGION_BEGIN, label)
+#define MARK_REGION_END(label) CV__REGION_MARK(CV__KIND_REGION_END, label)
+
+/* ---- libgomp, reached past this library ---- */
+static void *resolve(const char *name)
+{
+    void *p = dlsym(RTLD_NEXT, name);
+    if (!p) {
+        static const char msg[] = "cilkview-rs --openmp: libgomp has no entry point ";
+        (void)!write(2, msg, sizeof msg - 1);
+        (void)!write(2, name, strlen(name));
+        (void)!write(2, "\n", 1);
+        _exit(127);
+    }
+    return p;
+}
+/* The real `name`, resolved at its first use at this call site. */
+#define REAL(name)                                                                                 \
+    ({                                                                                             \
+        static __typeof__(&name) real_;                                                            \
+        if (__builtin_expect(real_ == NULL, 0))                                                    \
+            real_ = (__typeof__(&name))resolve(#name);                                             \
+        real_;                                                                                     \
+    })
+
+/* ---- per-thread state ---- */
+#define MAX_LEVELS 64
+/* Nesting of parallel regions (0: none); parallel_active[l]: region l has (in the real
+   program) more than one thread, so its tasks and loops are parallel. */
+static TLS unsigned level;
+static TLS unsigned char parallel_active[MAX_LEVELS];
+/* The num_threads of the region being begun (0: no clause). */
+static TLS unsigned requested_threads;
+/* The worksharing construct (loop or sections) of each level: open, and a chunk open. */
+static TLS unsigned char ws_loop_open[MAX_LEVELS], ws_chunk_open[MAX_LEVELS];
+/* --omp-team K (team.c): CILKVIEW_OPENMP_TEAM at start-up; below 2: off. */
+static unsigned team_size;
+/* > 0 inside a final task: its descendants are included (calls). */
+static TLS unsigned final_depth;
+
+/* Task reductions registered and not yet unregistered: their per-thread slots are those of
+   libgomp's team of one, so the thread queries answer for it meanwhile (team.c). */
+static TLS unsigned task_reductions;
+
+static inline unsigned lvl(void)
+{
+    return level < MAX_LEVELS ? level : MAX_LEVELS - 1;
+}
+/* Whether what is created here may run in parallel in the real program. */
+static inline int parallel_here(void)
+{
+    return level > 0 && parallel_active[lvl()];
+}
+
+/* ---- counters ---- */
+enum counter {
+    C_PARALLEL,
+    C_PARALLEL_SERIAL,
+    C_TASKS,
+    C_UNDEFERRED,
+    C_DETACHED,
+    C_DEPEND,
+    C_DEPEND_SYNCS,
+    C_TASKLOOPS,
+    C_TASKLOOP_TASKS,
+    C_LOOPS,
+    C_CHUNKS,
+    C_SECTIONS,
+    C_SERIAL_WORKSHARES,
+    C_TASKWAITS,
+    C_TASKWAIT_DEPEND,
+    C_TASKGROUPS,
+    C_BARRIERS,
+    C_CRITICAL,
+    C_ATOMIC,
+    C_ORDERED,
+    C_VTEAMS,
+    C_COUNT
+};
+static const char *const counter_names[C_COUNT] = {
+    "parallel_regions", "serial_parallel_regions", "tasks", "undeferred_tasks", "detached_tasks",
+    "depend_tasks", "depend_syncs", "taskloops", "taskloop_tasks", "loops", "chunks", "sections",
+    "serial_worksharing", "taskwaits", "taskwait_depends", "taskgroups", "barriers",
+    "critical", "atomic", "ordered", "virtual_team_regions",
+};
+static unsigned long counters[C_COUNT];
+#define COUNT(c) __atomic_fetch_add(&counters[c], 1, __ATOMIC_RELAXED)
+
+/* Code asking for the thread number or count inside a parallel region (static loops, split by
+   thread id): where it is, by return address. */
+#define MAX_QUERY_SITES 64
+static void *query_sites[MAX_QUERY_SITES];
+static unsigned long query_counts[MAX_QUERY_SITES];
+
+static void note_thread_query(void *site)
+{
+    /* Not gcc's own slot lookups of task reductions (per-thread slots of libgomp's team). */
+    if (!parallel_here() || task_reductions > 0)
+        return;
+    for (unsigned i = 0; i < MAX_QUERY_SITES; i++) {
+        void *s = __atomic_load_n(&query_sites[i], __ATOMIC_RELAXED);
+        if (s == site) {
+            __atomic_fetch_add(&query_counts[i], 1, __ATOMIC_RELAXED);
+            return;
+        }
+        if (s == NULL) {
+            void *expected = NULL;
+            if (__atomic_compare_exchange_n(&query_sites[i], &expected, site, 0,
+                                            __ATOMIC_RELAXED, __ATOMIC_RELAXED) ||
+                expected == site) {
+                __atomic_fetch_add(&query_counts[i], 1, __ATOMIC_RELAXED);
+                return;
+            }
+        }
+    }
+}
+
+/* ---- the counts file ---- */
+static char *counts_path;
+
+/* LD_PRELOAD without this library (the program sees the environment it would have without
+   the tool; programs it starts are not preloaded). */
+static void restore_preload(void)
+{
+    const char *ours = getenv("CILKVIEW_OPENMP_LIBRARY");
+    const char *preload = getenv("LD_PRELOAD");
+    if (ours && preload) {
+        size_t n = strlen(ours);
+        char *kept = malloc(strlen(preload) + 1);
+        if (kept) {
+            kept[0] = 0;
+            const char *p = preload;
+            while (*p) {
+                size_t len = strcspn(p, ": ");
+                if (!(len == n && memcmp(p, ours, n) == 0) && len > 0) {
+                    if (kept[0])
+                        strcat(kept, ":");
+                    strncat(kept, p, len);
+                }
+                p += len;
+                p += strspn(p, ": ");
+            }
+            if (kept[0])
+                setenv("LD_PRELOAD", kept, 1);
+            else
+                unsetenv("LD_PRELOAD");
+            free(kept);
+        }
+    }
+    unsetenv("CILKVIEW_OPENMP_LIBRARY");
+}
+
+__attribute__((constructor)) static void cilkview_omp_init(void)
+{
+    const char *path = getenv("CILKVIEW_OPENMP_COUNTS");
+    if (path)
+        counts_path = strdup(path);
+    unsetenv("CILKVIEW_OPENMP_COUNTS");
+    const char *team = getenv("CILKVIEW_OPENMP_TEAM");
+    if (team)
+        team_size = (unsigned)strtoul(team, NULL, 10);
+    unsetenv("CILKVIEW_OPENMP_TEAM");
+    restore_preload();
+}
+
+static void put(int fd, const char *line)
+{
+    (void)!write(fd, line, strlen(line));
+}
+
+__attribute__((destructor)) static void cilkview_omp_fini(void)
+{
+    if (!counts_path)
+        return;
+    int fd = open(counts_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return;
+    char line[4200];
+    put(fd, "cilkview-openmp 1\n");
+    for (int c = 0; c < C_COUNT; c++) {
+        snprintf(line, sizeof line, "%s %lu\n", counter_names[c],
+                 __atomic_load_n(&counters[c], __ATOMIC_RELAXED));
+        put(fd, line);
+    }
+    for (unsigned i = 0; i < MAX_QUERY_SITES && query_sites[i]; i++) {
+        Dl_info info;
+        if (dladdr(query_sites[i], &info) && info.dli_fname && info.dli_fname[0]) {
+            /* A return address: the call is the instruction before it. */
+            unsigned long offset =
+                (unsigned long)((char *)query_sites[i] - (char *)info.dli_fbase) - 1;
+            snprintf(line, sizeof line, "thread_query %lu %#lx %s\n", query_counts[i], offset,
+                     info.dli_fname);
+            put(fd, line);
+        }
+    }
+    put(fd, "end\n");
+    close(fd);
+}

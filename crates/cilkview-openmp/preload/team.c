@@ -1,0 +1,165 @@
+/* team.c -- `--omp-team K`: the outermost parallel region runs as K virtual threads on this
+ * one OS thread, each on its own stack, switched at barriers.  Code that splits work by thread
+ * number (schedule(static) loops, omp_get_thread_num()) then runs as K strands between
+ * barriers: a spawn per virtual thread's segment, a sync at each barrier.
+ *
+ * The virtual threads answer omp_get_thread_num()/omp_get_num_threads(); a worksharing
+ * construct (loop, sections, single) is run, through libgomp's team of one, by the first
+ * virtual thread that reaches it, and the others find it done (no iterations, not the single
+ * one; copyprivate data from the one that ran it).  Nested regions run as before (one thread).
+ * threadprivate data is shared by the virtual threads. */
+
+#include <sys/mman.h>
+#include <ucontext.h>
+
+#define VT_MAX 256
+#define VT_STACK (8UL << 20)
+
+struct vteam {
+    gomp_fn fn;
+    void *data;
+    unsigned k, cur;
+    unsigned claimed; /* worksharing constructs begun by some virtual thread */
+    void *copy;       /* copyprivate data of the last single */
+    ucontext_t sched;
+    ucontext_t *ctx;
+    void **stack;
+    unsigned *seen; /* worksharing constructs each virtual thread has met */
+    unsigned char *skipping, *done;
+};
+
+static struct vteam *vteam; /* the running virtual team (level 1 of the thread that runs it) */
+
+static inline int in_vteam(void)
+{
+    return vteam != NULL && level == 1;
+}
+
+/* Whether the thread queries answer for the virtual team: not while a task reduction is
+   registered (its per-thread slots are libgomp's team of one, and gcc's code combines
+   omp_get_num_threads() of them). */
+static inline int vteam_answers(void)
+{
+    return in_vteam() && task_reductions == 0;
+}
+
+static void vthread_main(void)
+{
+    struct vteam *t = vteam;
+    t->fn(t->data);
+    t->done[t->cur] = 1; /* uc_link returns to the scheduler */
+}
+
+/* A barrier in a virtual thread: back to the scheduler until every one has arrived. */
+static void vbarrier(void)
+{
+    if (in_vteam()) {
+        struct vteam *t = vteam;
+        swapcontext(&t->ctx[t->cur], &t->sched);
+    }
+}
+
+/* A worksharing construct begins in this virtual thread: 1 if it runs it (the first to reach
+   it), 0 if another did (then its end must not reach libgomp). */
+static int vteam_claim(void)
+{
+    struct vteam *t = vteam;
+    unsigned i = t->cur;
+    unsigned index = t->seen[i]++;
+    int runs = index >= t->claimed;
+    if (runs)
+        t->claimed++;
+    t->skipping[i] = (unsigned char)!runs;
+    return runs;
+}
+
+/* The end of a worksharing construct: whether this virtual thread skipped it. */
+static int vteam_skipped(void)
+{
+    return in_vteam() && vteam->skipping[vteam->cur];
+}
+
+/* Runs in libgomp's team of one: the virtual threads, phase by phase. */
+static void vteam_trampoline(void *arg)
+{
+    struct vteam *t = arg;
+    for (unsigned i = 0; i < t->k; i++) {
+        getcontext(&t->ctx[i]);
+        t->ctx[i].uc_stack.ss_sp = t->stack[i];
+        t->ctx[i].uc_stack.ss_size = VT_STACK;
+        t->ctx[i].uc_link = &t->sched;
+        makecontext(&t->ctx[i], vthread_main, 0);
+    }
+    for (;;) {
+        unsigned alive = 0;
+        for (unsigned i = 0; i < t->k; i++) {
+            if (t->done[i])
+                continue;
+            t->cur = i;
+            MARK_SPAWN();
+            frame_entered();
+            swapcontext(&t->sched, &t->ctx[i]);
+            frame_ended();
+            MARK_SPAWN_RETURN();
+            alive += !t->done[i];
+        }
+        MARK_SYNC();
+        deps_synced();
+        if (!alive)
+            break;
+    }
+}
+
+/* A virtual team for the region just begun, if wanted (--omp-team, outermost active region);
+   NULL: run it as a team of one. */
+static struct vteam *vteam_open(gomp_fn fn, void *data)
+{
+    if (team_size < 2 || level != 1 || !parallel_active[1] || vteam)
+        return NULL;
+    /* A num_threads clause asks for at most that many. */
+    unsigned k = team_size < VT_MAX ? team_size : VT_MAX;
+    if (requested_threads > 1 && requested_threads < k)
+        k = requested_threads;
+    struct vteam *t = calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    t->k = k;
+    t->fn = fn;
+    t->data = data;
+    t->ctx = calloc(k, sizeof *t->ctx);
+    t->stack = calloc(k, sizeof *t->stack);
+    t->seen = calloc(k, sizeof *t->seen);
+    t->skipping = calloc(k, 1);
+    t->done = calloc(k, 1);
+    int ok = t->ctx && t->stack && t->seen && t->skipping && t->done;
+    for (unsigned i = 0; ok && i < k; i++) {
+        t->stack[i] = mmap(NULL, VT_STACK, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+        ok = t->stack[i] != MAP_FAILED;
+        if (!ok)
+            t->stack[i] = NULL;
+    }
+    if (!ok) {
+        static const char msg[] = "cilkview-rs --openmp: no memory for the --omp-team stacks; "
+                                  "the region runs as one thread\n";
+        (void)!write(2, msg, sizeof msg - 1);
+    }
+    if (ok) {
+        COUNT(C_VTEAMS);
+        vteam = t;
+        return t;
+    }
+    for (unsigned i = 0; t->stack && i < k; i++)
+        if (t->stack[i])
+            munmap(t->stack[i], VT_STACK);
+    free(t->ctx), free(t->stack), free(t->seen), free(t->skipping), free(t->done), free(t);
+    return NULL;
+}
+
+static void vteam_close(struct vteam *t)
+{
+    vteam = NULL;
+    for (unsigned i = 0; i < t->k; i++)
+        munmap(t->stack[i], VT_STACK);
+    free(t->ctx), free(t->stack), free(t->seen), free(t->skipping), free(t->done), free(t);
+}
