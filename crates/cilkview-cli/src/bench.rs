@@ -90,7 +90,7 @@ pub struct BenchArgs {
     /// The program, then its arguments. Options end at PROGRAM: everything after it is the
     /// program's (an optional `--` right after PROGRAM is dropped).
     #[arg(value_name = "PROGRAM [-- ARGS]", required = true, num_args = 1..,
-          trailing_var_arg = true, allow_hyphen_values = true)]
+          trailing_var_arg = true)]
     pub command: Vec<OsString>,
 }
 

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use cilkview_analysis::{CounterMode, Model, DEFAULT_BURDEN, DEFAULT_SPAN_COEFFICIENT};
 use cilkview_report::{ExportOptions, Gate};
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -135,10 +135,39 @@ pub struct RunArgs {
         value_name = "PROGRAM [ARGS]",
         required = true,
         num_args = 1..,
-        trailing_var_arg = true,
-        allow_hyphen_values = true
+        trailing_var_arg = true
     )]
     pub command: Vec<OsString>,
+}
+
+/// The options of `run` that tune `--bench`: an error without it (not silently ignored).
+const BENCH_TUNING: [&str; 6] = [
+    "cores",
+    "trials",
+    "warmup",
+    "workers_env",
+    "show_output",
+    "oversubscribe",
+];
+
+/// The clap command: the derived one, with what derive cannot say (`run`'s benchmark options
+/// require `--bench`; the exit statuses after each program-running command's help).
+pub fn command() -> clap::Command {
+    Cli::command()
+        .mut_subcommand("run", |run| {
+            BENCH_TUNING
+                .iter()
+                .fold(run, |run, id| run.mut_arg(*id, |a| a.requires("bench")))
+                .after_help(crate::exit::EXIT_STATUS_HELP)
+        })
+        .mut_subcommand("bench", |c| c.after_help(crate::exit::EXIT_STATUS_HELP))
+        .mut_subcommand("attach", |c| c.after_help(crate::exit::EXIT_STATUS_HELP))
+}
+
+/// The command line, parsed (`--help`, `--version` and usage errors as clap errors).
+pub fn parse() -> Result<Cli, clap::Error> {
+    let mut matches = command().try_get_matches()?;
+    Cli::from_arg_matches_mut(&mut matches)
 }
 
 /// `PROGRAM [--] ARGS…` (at least PROGRAM, as clap requires): the program as the user named it,

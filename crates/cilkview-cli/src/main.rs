@@ -8,6 +8,7 @@
 mod attach;
 mod bench;
 mod cli;
+mod exit;
 mod profile;
 mod program;
 mod progress;
@@ -19,12 +20,22 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 
-use clap::Parser;
-
-use crate::cli::{Cli, Command};
+use crate::cli::Command;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match cli::parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // Usage errors exit 125 (as env's and timeout's do), not clap's 2: a code programs
+            // use too. --help and --version exit 0.
+            let _ = e.print();
+            return if e.exit_code() == 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(exit::TOOL_FAILED)
+            };
+        }
+    };
     let result = match cli.command {
         Command::Run(args) => run::run(args),
         Command::Attach(args) => attach::attach(args),
@@ -38,7 +49,7 @@ fn main() -> ExitCode {
             // One line: what went wrong, with its causes. (If stderr is closed too, there is no
             // one left to tell.)
             let _ = writeln!(std::io::stderr().lock(), "error: {}", error_line(&e));
-            ExitCode::from(2)
+            exit::of_error(&e)
         }
     }
 }

@@ -9,17 +9,19 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use cilkview_report::ExportOptions;
 
+use crate::exit::Unrunnable;
+
 /// Finds the program as `execvp` does (a name without a slash is searched in PATH only, never in
 /// the current directory) and checks that it can be run, before anything runs.
 pub fn resolve(program: &OsStr) -> Result<PathBuf> {
     let path = if program.as_bytes().contains(&b'/') {
         PathBuf::from(program)
     } else {
-        which::which(program).with_context(|| {
-            format!(
+        which::which(program).map_err(|_| {
+            Unrunnable::not_found(format!(
                 "program `{}` not found in PATH (give a path such as ./{0})",
                 Path::new(program).display()
-            )
+            ))
         })?
     };
     check_file(&path, "")?;
@@ -33,13 +35,21 @@ fn check_file(path: &Path, what: &str) -> Result<()> {
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            bail!("{what}{}: no such file (check the path)", path.display())
+            return Err(Unrunnable::not_found(format!(
+                "{what}{}: no such file (check the path)",
+                path.display()
+            ))
+            .into())
         }
         Err(e) => return Err(e).with_context(|| format!("cannot run {what}{}", path.display())),
     };
     let kind = meta.file_type();
     if kind.is_dir() {
-        bail!("{what}{} is a directory, not a program", path.display());
+        return Err(Unrunnable::not_executable(format!(
+            "{what}{} is a directory, not a program",
+            path.display()
+        ))
+        .into());
     }
     if !kind.is_file() {
         let is = if kind.is_fifo() {
@@ -51,13 +61,18 @@ fn check_file(path: &Path, what: &str) -> Result<()> {
         } else {
             "not a regular file"
         };
-        bail!("{what}{} is {is}, not a program", path.display());
+        return Err(Unrunnable::not_executable(format!(
+            "{what}{} is {is}, not a program",
+            path.display()
+        ))
+        .into());
     }
     if meta.permissions().mode() & 0o111 == 0 {
-        bail!(
+        return Err(Unrunnable::not_executable(format!(
             "{what}{} is not executable (chmod +x it, or build it with cc)",
             path.display()
-        );
+        ))
+        .into());
     }
     Ok(())
 }

@@ -177,7 +177,7 @@ fn report_draws_a_saved_analysis() {
         .arg(dir.path().join("p.pdf"))
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(common::TOOL_FAILED));
     assert!(
         stderr(&out).contains("a plot file must end in .svg or .png"),
         "{}",
@@ -189,7 +189,7 @@ fn report_draws_a_saved_analysis() {
         .arg(fixture("omp_fib"))
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(common::TOOL_FAILED));
     assert!(out.stdout.is_empty(), "the program ran");
     let err = stderr(&out);
     assert!(

@@ -490,7 +490,7 @@ fn regions_side_by_side_and_plot_region() {
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(out.status.code(), Some(common::TOOL_FAILED), "{err}");
     assert!(err.contains("Parallelism Profile"), "{err}");
     assert!(
         err.trim_end()
