@@ -37,6 +37,7 @@ pub fn parse_plot_path(s: &str) -> Result<PathBuf, String> {
 
 /// How to benchmark (shared by `bench` and `run --bench`).
 #[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Benchmark")]
 pub struct BenchTuning {
     /// Worker counts to run, e.g. 1,2,4 or 1-8 [default: 1 to the number of CPUs available].
     /// P = 1, the baseline of the speedups, is always run.
@@ -68,29 +69,34 @@ pub struct BenchArgs {
     pub tuning: BenchTuning,
     /// Also run the memory-bandwidth test: P copies of the serial program at once vs one alone
     /// (P = the largest core count).
-    #[arg(long)]
+    #[arg(long, help_heading = "Benchmark")]
     pub bandwidth: bool,
     /// A report saved by `cilkview-rs run --json`: show the predicted range beside each
     /// measured speedup.
-    #[arg(long, value_name = "FILE.json")]
+    #[arg(long, value_name = "FILE.json", help_heading = "Prediction")]
     pub analysis: Option<PathBuf>,
     /// With --analysis: predict from this region's measures (cv_region_begin("LABEL")) instead
     /// of the whole run's (whose serial start-up weighs heavily on a small analysed input).
-    #[arg(long, value_name = "LABEL", requires = "analysis")]
+    #[arg(
+        long,
+        value_name = "LABEL",
+        requires = "analysis",
+        help_heading = "Prediction"
+    )]
     pub region: Option<String>,
-    /// Write the benchmark as JSON (schema: docs/json-schema.md).
-    #[arg(long, value_name = "FILE")]
+    /// Write the benchmark as JSON (its JSON Schema: `cilkview-rs schema bench`).
+    #[arg(long, value_name = "FILE", help_heading = "Outputs")]
     pub json: Option<PathBuf>,
     /// Write one CSV row per worker count.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = "Outputs")]
     pub csv: Option<PathBuf>,
     /// Draw the measured speedups (and the prediction, with --analysis): FILE.svg or FILE.png.
-    #[arg(long, value_name = "FILE", value_parser = parse_plot_path)]
+    #[arg(long, value_name = "FILE", value_parser = parse_plot_path, help_heading = "Outputs")]
     pub plot: Option<PathBuf>,
     /// The program, then its arguments. Options end at PROGRAM: everything after it is the
     /// program's (an optional `--` right after PROGRAM is dropped).
     #[arg(value_name = "PROGRAM [-- ARGS]", required = true, num_args = 1..,
-          trailing_var_arg = true)]
+          trailing_var_arg = true, help_heading = None::<&str>)]
     pub command: Vec<OsString>,
 }
 

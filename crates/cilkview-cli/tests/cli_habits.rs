@@ -72,10 +72,15 @@ fn benchmark_options_without_bench_are_an_error() {
         let (code, _, err) = tool(&args);
         assert_eq!(code, Some(TOOL_FAILED), "{flags:?}: {err}");
         assert!(
-            err.starts_with("error: the following required arguments were not provided:\n  --bench"),
+            err.starts_with(
+                "error: the following required arguments were not provided:\n  --bench"
+            ),
             "{flags:?}: {err}"
         );
-        assert!(!dir.path().join("ran").exists(), "{flags:?}: the program ran");
+        assert!(
+            !dir.path().join("ran").exists(),
+            "{flags:?}: the program ran"
+        );
     }
 }
 
@@ -91,4 +96,50 @@ fn help_and_version_exit_0_and_state_the_exit_statuses() {
     let (code, out, _) = tool(&["--version".as_ref()]);
     assert_eq!(code, Some(0));
     assert!(out.starts_with("cilkview-rs "), "{out}");
+}
+
+#[test]
+fn help_has_headings_wraps_and_names_no_repository_path() {
+    for (sub, headings) in [
+        (
+            "run",
+            &[
+                "Counting:",
+                "Model:",
+                "Outputs:",
+                "CI gates:",
+                "Call-site profile:",
+                "Benchmark:",
+            ][..],
+        ),
+        ("attach", &["Arguments:", "Counting:", "Outputs:"]),
+        ("report", &["Arguments:", "Model:", "Outputs:"]),
+        (
+            "bench",
+            &["Arguments:", "Benchmark:", "Prediction:", "Outputs:"],
+        ),
+    ] {
+        let out = bin()
+            .env("COLUMNS", "80")
+            .args([sub, "--help"])
+            .output()
+            .unwrap();
+        let help = String::from_utf8(out.stdout).unwrap();
+        for h in headings {
+            assert!(
+                help.lines().any(|l| l == *h),
+                "{sub} --help lacks {h}: {help}"
+            );
+        }
+        for line in help.lines() {
+            assert!(
+                line.chars().count() <= 80,
+                "{sub} --help, wider than 80: {line}"
+            );
+        }
+        assert!(
+            !help.contains("docs/") && !help.contains(".md"),
+            "{sub} --help names a file of the repository: {help}"
+        );
+    }
 }
