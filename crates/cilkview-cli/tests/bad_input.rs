@@ -226,8 +226,8 @@ fn emulator_that_cannot_take_the_plugin() {
             .find(|l| l.starts_with("Counter: "))
             .unwrap_or("");
         assert!(
-            counter.starts_with("Counter: hardware")
-                || (counter.starts_with("Counter: single-step") && counter.contains(says)),
+            counter.starts_with("Counter: hw")
+                || (counter.starts_with("Counter: step") && counter.contains(says)),
             "{err}"
         );
     }

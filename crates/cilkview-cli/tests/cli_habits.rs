@@ -143,3 +143,37 @@ fn help_has_headings_wraps_and_names_no_repository_path() {
         );
     }
 }
+
+/// One spelling of each counter name, `--counter`'s, in the report and the JSON; the JSON's
+/// former spellings are still read (fixtures/figure6.json says "hardware").
+#[test]
+fn counter_names_are_spelled_as_the_flag_spells_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let figure6 = cilkview_fixtures::repo_root().join("fixtures/figure6.json");
+    assert!(std::fs::read_to_string(&figure6)
+        .unwrap()
+        .contains(r#""mode": "hardware""#));
+    let json = dir.path().join("r.json");
+    let (code, _, err) = tool(&[
+        "report".as_ref(),
+        figure6.as_os_str(),
+        "--json".as_ref(),
+        json.as_os_str(),
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("\nCounter: hw — "), "{err}");
+    let saved: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(saved["counter"]["mode"], "hw");
+    // --counter takes the former JSON spellings as aliases: a bad name lists the real ones only.
+    let (code, _, err) = tool(&[
+        "run".as_ref(),
+        "--counter".as_ref(),
+        "magic".as_ref(),
+        "/bin/true".as_ref(),
+    ]);
+    assert_eq!(code, Some(TOOL_FAILED), "{err}");
+    assert!(
+        err.contains("[possible values: auto, hw, emulate, step]"),
+        "{err}"
+    );
+}

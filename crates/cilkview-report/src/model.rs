@@ -10,7 +10,7 @@ use crate::{CallContextReport, CallSiteReport};
 /// Which instruction counter produced the costs, and why it was chosen.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CounterReport {
-    /// `"hardware"`, `"single-step"` or `"emulate"` in JSON.
+    /// `"hw"`, `"emulate"` or `"step"` in JSON (`"hardware"` and `"single-step"` read as aliases).
     pub mode: CounterMode,
     /// Why this counter was used (e.g. why the hardware counter was not).
     pub reason: String,
