@@ -32,6 +32,12 @@ pub enum Command {
     Bench(crate::bench::BenchArgs),
     /// Print the cilkview.h annotation header (e.g. `cilkview-rs header > cilkview.h`).
     Header,
+    /// Print the JSON Schema of `run --json` (or of `bench --json`).
+    Schema(crate::schema::SchemaArgs),
+    /// Print a shell completion script.
+    Completions(crate::completions::CompletionsArgs),
+    /// Print the man page (roff) of cilkview-rs or of one subcommand.
+    Man(crate::man::ManArgs),
 }
 
 fn parse_span_coefficient(s: &str) -> Result<f64, String> {
@@ -157,6 +163,7 @@ const BENCH_TUNING: [&str; 6] = [
 /// require `--bench`; the exit statuses after each program-running command's help).
 pub fn command() -> clap::Command {
     Cli::command()
+        .after_help(crate::exit::EXIT_STATUS_HELP)
         .mut_subcommand("run", |run| {
             BENCH_TUNING
                 .iter()

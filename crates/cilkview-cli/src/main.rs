@@ -8,12 +8,15 @@
 mod attach;
 mod bench;
 mod cli;
+mod completions;
 mod exit;
+mod man;
 mod profile;
 mod program;
 mod progress;
 mod report;
 mod run;
+mod schema;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -41,7 +44,10 @@ fn main() -> ExitCode {
         Command::Attach(args) => attach::attach(args),
         Command::Report(args) => report::report(args),
         Command::Bench(args) => bench::bench(args),
-        Command::Header => header(),
+        Command::Header => print_stdout(cilkview_analysis::HEADER.as_bytes(), "the header"),
+        Command::Schema(args) => schema::schema(args),
+        Command::Completions(args) => completions::completions(args),
+        Command::Man(args) => man::man(args),
     };
     match result {
         Ok(code) => code,
@@ -54,17 +60,14 @@ fn main() -> ExitCode {
     }
 }
 
-/// `cilkview-rs header`: the header on stdout. A reader that went away (`| head -1`) is no
-/// error; a full disk is.
-fn header() -> anyhow::Result<ExitCode> {
+/// `cilkview-rs header`, `schema`, `completions`, `man`: `bytes` (`what`) on stdout. A reader
+/// that went away (`| head -1`) is no error; a full disk is.
+fn print_stdout(bytes: &[u8], what: &str) -> anyhow::Result<ExitCode> {
     let mut out = std::io::stdout().lock();
-    match out
-        .write_all(cilkview_analysis::HEADER.as_bytes())
-        .and_then(|()| out.flush())
-    {
+    match out.write_all(bytes).and_then(|()| out.flush()) {
         Ok(()) => Ok(ExitCode::SUCCESS),
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
-        Err(e) => Err(e).context("cannot write the header to standard output"),
+        Err(e) => Err(e).with_context(|| format!("cannot write {what} to standard output")),
     }
 }
 

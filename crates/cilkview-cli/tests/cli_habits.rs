@@ -177,3 +177,152 @@ fn counter_names_are_spelled_as_the_flag_spells_them() {
         "{err}"
     );
 }
+
+/// The JSON Schema `cilkview-rs schema` prints, compiled by a validator.
+fn schema(of: &str) -> jsonschema::Validator {
+    let out = bin().args(["schema", of]).output().unwrap();
+    assert!(out.status.success());
+    let schema: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        schema["$schema"], "https://json-schema.org/draft/2020-12/schema",
+        "{schema}"
+    );
+    jsonschema::validator_for(&schema).unwrap()
+}
+
+fn assert_valid(validator: &jsonschema::Validator, json: &serde_json::Value) {
+    let errors: Vec<String> = validator
+        .iter_errors(json)
+        .map(|e| format!("{e} at {}", e.instance_path()))
+        .collect();
+    assert!(errors.is_empty(), "{errors:?}\n{json}");
+}
+
+/// `run --json` (with a call-site profile) and `bench --json` validate against the schemas
+/// `cilkview-rs schema` prints, and carry their format's `version`; a report without `work`
+/// does not validate.
+#[test]
+fn json_outputs_validate_against_the_printed_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = schema("run");
+    let json = dir.path().join("r.json");
+    let exe = common::fixture("known_spawn");
+    let out = bin()
+        .args(["run", "--json"])
+        .arg(&json)
+        .arg("--profile")
+        .arg(dir.path().join("p"))
+        .arg(&exe)
+        .timeout(std::time::Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert!(
+        report["call_sites"]
+            .as_array()
+            .is_some_and(|s| !s.is_empty()),
+        "{report}"
+    );
+    assert_eq!(report["version"], 1);
+    assert_valid(&run, &report);
+    report.as_object_mut().unwrap().remove("work");
+    assert!(!run.is_valid(&report), "a report without work validates");
+
+    let bench = schema("bench");
+    let json = dir.path().join("b.json");
+    let out = bin()
+        .args([
+            "bench", "--cores", "1", "--trials", "1", "--warmup", "0", "--json",
+        ])
+        .arg(&json)
+        .arg("/bin/true")
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut measured: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(measured["version"], 1);
+    assert_valid(&bench, &measured);
+    measured["results"] = serde_json::json!("none");
+    assert!(!bench.is_valid(&measured));
+}
+
+/// `completions bash` is a script bash parses and that completes the subcommands and options;
+/// `man` is roff that man renders, with the options and the exit statuses.
+#[test]
+fn completions_and_man_pages() {
+    let out = bin().args(["completions", "bash"]).output().unwrap();
+    assert!(out.status.success());
+    let script = String::from_utf8(out.stdout).unwrap();
+    for word in ["cilkview-rs", "--plot-region", "--profile", "schema"] {
+        assert!(script.contains(word), "{word} in {script}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cilkview-rs.bash");
+    std::fs::write(&path, &script).unwrap();
+    let check = std::process::Command::new("bash")
+        .arg("-n")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+
+    for (page, says) in [(None, "cilkview-rs-run(1)"), (Some("run"), "--plot-region")] {
+        let mut cmd = bin();
+        cmd.arg("man").args(page);
+        let out = cmd.output().unwrap();
+        assert!(out.status.success());
+        let roff = String::from_utf8(out.stdout).unwrap();
+        assert!(roff.starts_with(".ie") || roff.contains("\n.TH "), "{roff}");
+        let path = dir.path().join("page.1");
+        std::fs::write(&path, &roff).unwrap();
+        if std::process::Command::new("man")
+            .arg("--version")
+            .output()
+            .is_err()
+        {
+            cilkview_fixtures::skip("man is not installed: the page is not rendered");
+            continue;
+        }
+        let shown = std::process::Command::new("man")
+            .arg("-l")
+            .arg(&path)
+            .env("MANWIDTH", "200")
+            .output()
+            .unwrap();
+        assert!(
+            shown.status.success(),
+            "{}",
+            String::from_utf8_lossy(&shown.stderr)
+        );
+        // Overstruck bold (c\bc) and underline (_\bc) read as plain text.
+        let mut text = String::new();
+        for c in String::from_utf8_lossy(&shown.stdout).chars() {
+            if c == '\u{8}' {
+                text.pop();
+            } else {
+                text.push(c);
+            }
+        }
+        let text = text.replace(['\u{2010}', '\u{2212}'], "-");
+        assert!(text.contains(says), "{page:?}: {text}");
+        assert!(text.contains("127"), "{page:?}: exit statuses in {text}");
+    }
+    let out = bin().args(["man", "nope"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(TOOL_FAILED));
+}

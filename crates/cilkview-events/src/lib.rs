@@ -21,6 +21,7 @@ pub use packed::{HitPacker, HitsTotal, PackedHit};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub enum CounterMode {
     /// The hardware counter if it passes its self-test here, else emulation if a plugin-capable
     /// qemu-x86_64 is found, else single-step.

@@ -265,7 +265,7 @@ mod tests {
         assert!(manager.write(&figure6(), &mut stderr).unwrap());
         drop(manager);
         let json = std::fs::read(dir.path().join("r.json")).unwrap();
-        assert!(json.starts_with(b"{\n  \"program\": \"./qsort\""));
+        assert!(json.starts_with(b"{\n  \"version\": 1,\n  \"program\": \"./qsort\""));
         assert!(dir.path().join("p.plt").exists());
         let text = String::from_utf8(stderr).unwrap();
         assert!(text.contains("Parallelism: 21.31\n"), "{text}");

@@ -35,10 +35,10 @@ pub use cilkview_events::{CounterMode, Ending, ExitStatus};
 pub use export::{ExportManager, ExportOptions, OutputError, Reservation};
 pub use gate::{Gate, GateMeasure};
 pub use gnuplot::GnuplotExporter;
-pub use json::{read_json, JsonExporter};
+pub use json::{json_schema, read_json, JsonExporter};
 pub use model::{
     signal_name, speedup_table, AttachReport, CounterReport, RegionReport, RunInfo, RunReport,
-    SpeedupRow,
+    SpeedupRow, JSON_VERSION,
 };
 pub use plot::{
     render_plot, MeasuredPoint, PlotExporter, PlotFormat, Prediction, Profile, PLOT_SIZE,

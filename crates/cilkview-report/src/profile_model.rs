@@ -2,12 +2,13 @@
 //! arrays (docs/json-schema.md), present only when the run was profiled.
 
 use cilkview_engine::{Profile, SiteKind, SiteProfile, WorkSpan};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::RunReport;
 
 /// A work and a span.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct WorkSpanReport {
     pub work: u64,
     pub span: u64,
@@ -30,7 +31,7 @@ impl From<WorkSpan> for WorkSpanReport {
 }
 
 /// One call site (docs/engine.md, "Call-site profiles", for the definitions).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct CallSiteReport {
     /// `file:line` of the call site, or `symbol+0xoff`, or the address.
     pub location: String,
@@ -58,7 +59,7 @@ impl CallSiteReport {
 
 /// One node of the calling-context tree (recursion folded); the first one is the root, the code
 /// under no call site.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct CallContextReport {
     /// Index of the parent context (absent for the root).
     #[serde(default, skip_serializing_if = "Option::is_none")]

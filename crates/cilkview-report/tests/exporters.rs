@@ -60,6 +60,7 @@ fn json_round_trips_with_exactly_the_documented_keys() {
     assert_eq!(
         keys,
         [
+            "version",
             "program",
             "args",
             "exit_status",
