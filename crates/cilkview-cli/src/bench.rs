@@ -84,10 +84,11 @@ pub struct BenchArgs {
         help_heading = "Prediction"
     )]
     pub region: Option<String>,
-    /// Write the benchmark as JSON (its JSON Schema: `cilkview-rs schema bench`).
+    /// Write the benchmark as JSON to FILE, `-` for standard output (its JSON Schema:
+    /// `cilkview-rs schema bench`).
     #[arg(long, value_name = "FILE", help_heading = "Outputs")]
     pub json: Option<PathBuf>,
-    /// Write one CSV row per worker count.
+    /// Write one CSV row per worker count to FILE (`-`: standard output).
     #[arg(long, value_name = "FILE", help_heading = "Outputs")]
     pub csv: Option<PathBuf>,
     /// Draw the measured speedups (and the prediction, with --analysis): FILE.svg or FILE.png.
@@ -374,9 +375,16 @@ pub fn bench(args: BenchArgs) -> Result<ExitCode> {
         None => None,
     };
     let opts = options(&args.tuning, &program, program_args)?;
+    let to_stdout = |p: &Option<PathBuf>| p.as_deref().is_some_and(|p| p.as_os_str() == "-");
+    if to_stdout(&args.json) && to_stdout(&args.csv) {
+        anyhow::bail!(
+            "--json - and --csv - would both write to standard output: name a file for one"
+        );
+    }
     let files: Vec<PathBuf> = [&args.json, &args.csv, &args.plot]
         .into_iter()
         .flatten()
+        .filter(|p| p.as_os_str() != "-")
         .cloned()
         .collect();
     let mut reserved = Reservation::reserve(files)?;
@@ -426,7 +434,15 @@ pub fn bench(args: BenchArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Writes an output file; `-` is standard output.
 fn write(path: &Path, bytes: &[u8]) -> Result<()> {
+    if path.as_os_str() == "-" {
+        let mut out = std::io::stdout().lock();
+        return out
+            .write_all(bytes)
+            .and_then(|()| out.flush())
+            .context("cannot write to standard output");
+    }
     std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))
 }
 

@@ -82,7 +82,8 @@ impl From<&ModelOptions> for Model {
 #[derive(Args, Debug, Clone, Default)]
 #[command(next_help_heading = "Outputs")]
 pub struct OutputOptions {
-    /// Write the measures as JSON to FILE (its JSON Schema: `cilkview-rs schema`).
+    /// Write the measures as JSON to FILE, `-` for standard output (after the program's own
+    /// output; its JSON Schema: `cilkview-rs schema`).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
     /// Write PREFIX.dat and PREFIX.plt; `gnuplot PREFIX.plt` draws the scalability profile.

@@ -326,3 +326,62 @@ fn completions_and_man_pages() {
     let out = bin().args(["man", "nope"]).output().unwrap();
     assert_eq!(out.status.code(), Some(TOOL_FAILED));
 }
+
+/// `--json -` writes the JSON to standard output, after the program's own output, and creates
+/// no file named `-`; so do `bench --json -` and `--csv -` (one of them at a time).
+#[test]
+fn a_dash_is_standard_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = bin()
+        .current_dir(dir.path())
+        .args(["run", "--json", "-", "/bin/echo", "hello"])
+        .timeout(std::time::Duration::from_secs(120))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let json = stdout
+        .strip_prefix("hello\n")
+        .unwrap_or_else(|| panic!("{stdout}"));
+    let report: serde_json::Value = serde_json::from_str(json).unwrap();
+    assert_eq!(report["args"], serde_json::json!(["hello"]));
+    assert!(
+        err.contains("Parallelism Profile"),
+        "the text report stays on stderr: {err}"
+    );
+    assert!(!dir.path().join("-").exists());
+
+    let out = bin()
+        .current_dir(dir.path())
+        .args([
+            "bench",
+            "--cores",
+            "1",
+            "--trials",
+            "1",
+            "--warmup",
+            "0",
+            "--csv",
+            "-",
+            "/bin/true",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let csv = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        csv.starts_with("cores,time_median,") && csv.lines().nth(1).unwrap().starts_with("1,"),
+        "{csv}"
+    );
+    assert!(!dir.path().join("-").exists());
+    let (code, _, err) = tool(&[
+        "bench".as_ref(),
+        "--json".as_ref(),
+        "-".as_ref(),
+        "--csv".as_ref(),
+        "-".as_ref(),
+        "/bin/true".as_ref(),
+    ]);
+    assert_eq!(code, Some(TOOL_FAILED), "{err}");
+}

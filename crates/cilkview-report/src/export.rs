@@ -42,7 +42,7 @@ impl ExportOptions {
             .flat_map(|e| e.destinations())
             .filter_map(|d| match d {
                 Destination::File(path) => Some(path),
-                Destination::Stderr => None,
+                Destination::Stderr | Destination::Stdout => None,
             })
             .collect()
     }
@@ -157,6 +157,18 @@ fn write_artifacts(artifacts: Vec<Artifact>, stderr: &mut dyn Write) -> Result<(
         match artifact.destination {
             Destination::Stderr => {
                 let _ = stderr.write_all(&artifact.bytes);
+            }
+            Destination::Stdout => {
+                let mut stdout = std::io::stdout().lock();
+                if let Err(source) = stdout
+                    .write_all(&artifact.bytes)
+                    .and_then(|()| stdout.flush())
+                {
+                    return Err(OutputError::Write {
+                        path: PathBuf::from("standard output"),
+                        source,
+                    });
+                }
             }
             Destination::File(path) => {
                 if let Err(source) = std::fs::write(&path, &artifact.bytes) {

@@ -11,14 +11,14 @@ pub struct JsonExporter {
 
 impl Exporter for JsonExporter {
     fn destinations(&self) -> Vec<Destination> {
-        vec![Destination::File(self.path.clone())]
+        vec![Destination::of_path(&self.path)]
     }
 
     fn render(&self, report: &RunReport) -> Result<Vec<Artifact>, ExportError> {
         let mut bytes = serde_json::to_vec_pretty(report)?;
         bytes.push(b'\n');
         Ok(vec![Artifact {
-            destination: Destination::File(self.path.clone()),
+            destination: Destination::of_path(&self.path),
             bytes,
         }])
     }

@@ -51,7 +51,22 @@ pub use text::TextExporter;
 pub enum Destination {
     /// Standard error, like `perf stat`: standard output belongs to the program under test.
     Stderr,
+    /// Standard output: a file named `-` on the command line (`--json -`), written after the
+    /// program ended.
+    Stdout,
     File(PathBuf),
+}
+
+impl Destination {
+    /// Where an output file named on the command line goes: `-` is standard output (a file
+    /// named `-` is `./-`).
+    pub fn of_path(path: &Path) -> Destination {
+        if path.as_os_str() == "-" {
+            Destination::Stdout
+        } else {
+            Destination::File(path.to_owned())
+        }
+    }
 }
 
 /// One rendered output.
