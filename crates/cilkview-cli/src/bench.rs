@@ -176,9 +176,10 @@ fn options(tuning: &BenchTuning, program: &Path, args: &[OsString]) -> Result<Be
 }
 
 /// A progress bar on a terminal; nothing otherwise.
-fn progress_display() -> (ProgressBar, impl FnMut(Progress)) {
-    // Hidden until the number of runs is known (then drawn on a terminal only).
-    let terminal = std::io::stderr().is_terminal();
+fn progress_display(show_output: bool) -> (ProgressBar, impl FnMut(Progress)) {
+    // Hidden until the number of runs is known (then drawn on a terminal only, and not when the
+    // runs' output goes there too: it would share lines with the bar).
+    let terminal = std::io::stderr().is_terminal() && !show_output;
     let bar = ProgressBar::hidden();
     bar.set_style(
         ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} runs {msg}")
@@ -212,7 +213,7 @@ fn progress_display() -> (ProgressBar, impl FnMut(Progress)) {
 
 /// Runs the benchmark (and the bandwidth test) with a progress display.
 pub fn measure(opts: &BenchOptions, bandwidth: bool) -> Result<BenchReport, BenchError> {
-    let (bar, mut update) = progress_display();
+    let (bar, mut update) = progress_display(opts.show_output);
     let result = cilkview_bench::run(opts, &mut update).and_then(|mut report| {
         if bandwidth {
             let copies = report.results.last().map_or(1, |r| r.cores);

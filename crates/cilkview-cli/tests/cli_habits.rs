@@ -385,3 +385,55 @@ fn a_dash_is_standard_output() {
     ]);
     assert_eq!(code, Some(TOOL_FAILED), "{err}");
 }
+
+/// On a terminal (a pty made by `script`), the program's output lines stay whole: no spinner
+/// shares a line with them. The program prints for ~2 s, long enough for a spinner to be drawn
+/// between its lines (it ticks every 250 ms).
+#[test]
+fn progress_never_shares_a_line_with_the_programs_output() {
+    if !cilkview_fixtures::has_tool("script") {
+        cilkview_fixtures::skip("script (util-linux) is not installed: no pty to test with");
+        return;
+    }
+    let exe = cilkview_fixtures::compile_source(
+        "slow_print",
+        r#"
+#include <stdio.h>
+#include <unistd.h>
+int main(void)
+{
+    for (int i = 1; i <= 3; i++) {
+        printf("line %d\n", i);
+        fflush(stdout);
+        usleep(600000);
+    }
+    fprintf(stderr, "err line\n");
+    return 0;
+}
+"#,
+        cilkview_fixtures::Lang::C,
+        &common::static_opts(),
+    )
+    .unwrap();
+    let command = format!(
+        "{} run {}",
+        assert_cmd::cargo::cargo_bin("cilkview-rs").display(),
+        exe.display()
+    );
+    let out = std::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .output()
+        .unwrap();
+    let tty = String::from_utf8_lossy(&out.stdout).replace('\r', "");
+    for line in ["line 1", "line 2", "line 3", "err line"] {
+        assert!(
+            tty.lines().any(|l| l == line),
+            "{line:?} not whole on its line: {tty:?}"
+        );
+    }
+    assert!(
+        !tty.contains("marks hit") && !tty.contains('\u{1b}'),
+        "{tty:?}"
+    );
+    assert!(tty.contains("Parallelism Profile"), "{tty:?}");
+}
