@@ -109,3 +109,43 @@ pub fn refuse_overwriting(program: &Path, outputs: &ExportOptions) -> Result<()>
     }
     Ok(())
 }
+
+/// Refuses, before running, a region label (`--plot-region`, `--fail-below region:LABEL:…`)
+/// that no marks of the program or of the libraries it links define: a typo is found now, not
+/// after the run. Programs whose labels cannot be known beforehand (scripts, `dlopen`) are not
+/// checked.
+pub fn check_region_labels(program: &Path, output: &crate::cli::OutputOptions) -> Result<()> {
+    let named = output
+        .plot_region
+        .iter()
+        .map(|l| (l, "--plot-region"))
+        .chain(
+            output
+                .fail_below
+                .iter()
+                .filter_map(|g| g.region.as_ref().map(|l| (l, "--fail-below"))),
+        );
+    let mut known = None;
+    for (label, option) in named {
+        let labels = match &known {
+            Some(labels) => labels,
+            None => known.insert(cilkview_analysis::region_labels(program)),
+        };
+        let Some(labels) = labels else {
+            return Ok(());
+        };
+        if !labels.contains(label) {
+            let its = if labels.is_empty() {
+                "it has no cv_region_begin".to_string()
+            } else {
+                let list: Vec<&str> = labels.iter().map(String::as_str).collect();
+                format!("its regions: {}", list.join(", "))
+            };
+            bail!(
+                "{option} names region \"{label}\", which {} never reports ({its})",
+                program.display()
+            );
+        }
+    }
+    Ok(())
+}

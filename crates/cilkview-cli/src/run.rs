@@ -15,6 +15,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let program = crate::program::resolve(args.program())?;
     // Not ELF, wrong architecture, truncated, corrupt marks: say so before running anything.
     check_program(&program).with_context(|| format!("cannot analyze {}", program.display()))?;
+    crate::program::check_region_labels(&program, &args.output)?;
     let options = (&args.output).into();
     crate::program::refuse_overwriting(&program, &options)?;
     let mut outputs = ExportManager::new(&options)?;

@@ -437,3 +437,90 @@ int main(void)
     );
     assert!(tty.contains("Parallelism Profile"), "{tty:?}");
 }
+
+/// A region label that neither the program nor the libraries it links define is refused before
+/// the program runs, naming the labels there are; one in a linked library is accepted; with a
+/// program that can `dlopen`, labels cannot be known beforehand and are not checked.
+#[test]
+fn region_labels_are_checked_before_the_program_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let include = format!("-I{}", cilkview_fixtures::include_dir().display());
+    cilkview_fixtures::compile_into(
+        dir.path(),
+        "libregion.so",
+        r#"#include "cilkview.h"
+           int lib_kernel(int n) { cv_region_begin("in_lib"); int s = 0;
+               for (int i = 0; i < n; i++) s += i; cv_region_end("in_lib"); return s; }"#,
+        &[&include, "-O2", "-shared", "-fPIC"],
+    );
+    let lib = format!("-L{}", dir.path().display());
+    let exe = cilkview_fixtures::compile_into(
+        dir.path(),
+        "uses_region",
+        r#"#include <stdio.h>
+           int lib_kernel(int n);
+           int main(void) { printf("ran %d\n", lib_kernel(10)); return 0; }"#,
+        &["-O2", &lib, "-lregion", "-Wl,-rpath,$ORIGIN"],
+    );
+    let svg = dir.path().join("r.svg");
+    let plot = |label: &str, exe: &Path| {
+        bin()
+            .args(["run", "--plot"])
+            .arg(&svg)
+            .args(["--plot-region", label])
+            .arg(exe)
+            .timeout(std::time::Duration::from_secs(120))
+            .output()
+            .unwrap()
+    };
+    let out = plot("in_lbi", &exe);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(TOOL_FAILED), "{err}");
+    assert_eq!(
+        err.trim_end(),
+        format!(
+            "error: --plot-region names region \"in_lbi\", which {} never reports (its regions: in_lib)",
+            exe.display()
+        )
+    );
+    assert!(out.stdout.is_empty(), "the program ran");
+    let (code, out, err) = tool(&[
+        "run".as_ref(),
+        "--fail-below".as_ref(),
+        "region:nope:parallelism=1".as_ref(),
+        exe.as_os_str(),
+    ]);
+    assert_eq!(code, Some(TOOL_FAILED), "{err}");
+    assert!(
+        err.starts_with("error: --fail-below names region \"nope\""),
+        "{err}"
+    );
+    assert!(out.is_empty());
+
+    let out = plot("in_lib", &exe);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(svg.is_file());
+
+    // A program that imports dlopen may load a library defining any label: the run goes ahead
+    // (and the label is looked for in what was measured, after it).
+    let dlopens = cilkview_fixtures::compile_into(
+        dir.path(),
+        "dlopens",
+        r#"#include <dlfcn.h>
+           #include <stdio.h>
+           int main(int argc, char **argv) { if (argc > 5) dlopen(argv[1], RTLD_NOW); puts("ran"); return 0; }"#,
+        &["-O2", "-ldl"],
+    );
+    let out = plot("elsewhere", &dlopens);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "ran\n");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.trim_end()
+            .ends_with("error: no region \"elsewhere\" to plot (the report has no region)"),
+        "{err}"
+    );
+}

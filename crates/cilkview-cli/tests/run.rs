@@ -480,7 +480,7 @@ fn regions_side_by_side_and_plot_region() {
     );
     let dat = std::fs::read_to_string(&dat).unwrap();
     assert!(dat.contains("1.33"), "{dat}");
-    // A region that does not exist: the text and JSON are still written, then one error line.
+    // A region that the program does not have: refused before it runs, naming those it has.
     let out = bin()
         .arg("run")
         .arg("--plot")
@@ -491,10 +491,10 @@ fn regions_side_by_side_and_plot_region() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(common::TOOL_FAILED), "{err}");
-    assert!(err.contains("Parallelism Profile"), "{err}");
+    assert!(!err.contains("Parallelism Profile"), "{err}");
     assert!(
-        err.trim_end()
-            .ends_with("error: no region \"nope\" to plot (its regions: step, outer, inner)"),
+        err.trim_end().starts_with("error: --plot-region names region \"nope\", which ")
+            && err.trim_end().ends_with(" never reports (its regions: inner, outer, step)"),
         "{err}"
     );
     assert!(!dir.path().join("q.svg").exists());
