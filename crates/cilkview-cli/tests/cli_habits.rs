@@ -524,3 +524,32 @@ fn region_labels_are_checked_before_the_program_runs() {
         "{err}"
     );
 }
+
+/// An error that suggests another counter suggests the fastest that works here: without a
+/// hardware counter, `--counter hw` advises emulation when a plugin-capable QEMU is installed
+/// (not single-stepping, ~10^4 times slower).
+#[test]
+fn a_suggested_counter_is_the_fastest_that_works_here() {
+    let exe = common::fixture("known_spawn");
+    let out = bin()
+        .args(["run", "--counter", "hw"])
+        .arg(&exe)
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    if out.status.success() {
+        cilkview_fixtures::skip("the hardware counter works here: nothing to advise");
+        return;
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(TOOL_FAILED), "{err}");
+    let advice = if cilkview_fixtures::emulator().is_ok() {
+        "use --counter emulate"
+    } else {
+        "use --counter step"
+    };
+    assert!(
+        err.trim_end().ends_with(&format!("; {advice}")) || err.contains(&format!("; {advice} (")),
+        "{err}"
+    );
+}

@@ -493,8 +493,11 @@ fn regions_side_by_side_and_plot_region() {
     assert_eq!(out.status.code(), Some(common::TOOL_FAILED), "{err}");
     assert!(!err.contains("Parallelism Profile"), "{err}");
     assert!(
-        err.trim_end().starts_with("error: --plot-region names region \"nope\", which ")
-            && err.trim_end().ends_with(" never reports (its regions: inner, outer, step)"),
+        err.trim_end()
+            .starts_with("error: --plot-region names region \"nope\", which ")
+            && err
+                .trim_end()
+                .ends_with(" never reports (its regions: inner, outer, step)"),
         "{err}"
     );
     assert!(!dir.path().join("q.svg").exists());

@@ -392,7 +392,8 @@ impl Session {
                         "probe {probe} reports a register, but its mark does not begin a \
                          translation block, so the emulator cannot read the register exactly; \
                          rebuild the program with the current cilkview.h (its loop-begin mark \
-                         starts with a jmp), or use --counter step"
+                         starts with a jmp), or {}",
+                        crate::backend::use_instead(CounterMode::Emulate)
                     ),
                 })
             }
@@ -483,7 +484,8 @@ impl Session {
             return Err(TraceError::Emulator {
                 message: format!(
                     "qemu-x86_64 could not run `{prog}` ({status}; see its message above); \
-                     use --counter step"
+                     {}",
+                    crate::backend::use_instead(CounterMode::Emulate)
                 ),
             });
         }
@@ -509,7 +511,8 @@ impl Session {
                 return Err(TraceError::Emulator {
                     message: format!(
                         "`{prog}` died of SIGILL under the emulator: it may use an instruction the \
-                         emulated CPU ({CPU_MODEL}) lacks (e.g. AVX-512); use --counter step"
+                         emulated CPU ({CPU_MODEL}) lacks (e.g. AVX-512); {}",
+                        crate::backend::use_instead(CounterMode::Emulate)
                     ),
                 });
             }
@@ -520,8 +523,8 @@ impl Session {
                 return Err(TraceError::Emulator {
                     message: format!(
                         "qemu-x86_64 itself crashed (signal {sig}, see its message above) while \
-                         running `{prog}`; this is the emulator's failure, not the program's: use \
-                         --counter step"
+                         running `{prog}`; this is the emulator's failure, not the program's: {}",
+                        crate::backend::use_instead(CounterMode::Emulate)
                     ),
                 });
             }
@@ -535,7 +538,8 @@ impl Session {
             return Err(TraceError::Emulator {
                 message: format!(
                     "qemu-x86_64 ended without finishing `{prog}` (exit status {code}; see its \
-                     message above); use --counter step"
+                     message above); {}",
+                    crate::backend::use_instead(CounterMode::Emulate)
                 ),
             });
         }
