@@ -257,10 +257,12 @@ fn a_program_killed_by_a_signal_exits_128_plus_n() {
 #[test]
 fn gnuplot_output_renders() {
     let dir = tempfile::tempdir().unwrap();
+    let plots = dir.path().join("plots");
+    std::fs::create_dir(&plots).unwrap();
     let out = bin()
         .arg("run")
         .arg("--gnuplot")
-        .arg(dir.path().join("fib"))
+        .arg(plots.join("fib"))
         .arg(fixture("fib"))
         .args(["--", "8"])
         .output()
@@ -270,10 +272,14 @@ fn gnuplot_output_renders() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(dir.path().join("fib.dat").is_file());
-    if let Some(png) = gnuplot_render(dir.path(), "fib.plt", "fib.png") {
+    assert!(plots.join("fib.dat").is_file());
+    // Run from the folder above: the script finds its .dat and draws the .png beside itself.
+    if let Some(png) = gnuplot_render(dir.path(), "plots/fib.plt", "plots/fib.png") {
         assert!(png.len() > 5000, "a PNG of {} bytes", png.len());
     }
+    // And from the folder itself.
+    std::fs::remove_file(plots.join("fib.png")).unwrap();
+    gnuplot_render(&plots, "fib.plt", "fib.png");
 }
 
 fn figure6() -> PathBuf {

@@ -1,5 +1,6 @@
-//! `--gnuplot PREFIX`: `PREFIX.dat` and `PREFIX.plt`; `gnuplot PREFIX.plt`, run in that folder,
-//! draws the scalability profile of the Cilkview paper's Figure 2 into `PREFIX.png`.
+//! `--gnuplot PREFIX`: `PREFIX.dat` and `PREFIX.plt`; `gnuplot PREFIX.plt`, run from any folder,
+//! draws the scalability profile of the Cilkview paper's Figure 2 into `PREFIX.png` (the script
+//! first changes to its own folder, where the `.dat` is).
 
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
@@ -84,8 +85,14 @@ impl Exporter for GnuplotExporter {
         let mut plt = String::new();
         let _ = writeln!(
             plt,
-            "# cilkview-rs: run `gnuplot {}` in this folder to draw {png}",
+            "# cilkview-rs: `gnuplot {}` (from any folder) draws {png} beside it",
             file_name(&self.path("plt"))
+        );
+        // gnuplot sets ARG0 to the script's path as given on its command line: go to the
+        // script's folder, where the .dat is and the .png goes (from stdin, ARG0 is empty).
+        let _ = writeln!(
+            plt,
+            "here = ARG0; i = strlen(here)\nwhile (i > 0 && here[i:i] ne '/') {{ i = i - 1 }}\nif (i > 0) {{ cd here[1:i] }}"
         );
         let _ = writeln!(plt, "set terminal pngcairo size 900,600 noenhanced");
         let _ = writeln!(plt, "set output {}", quoted(&png));
