@@ -236,10 +236,18 @@ fn quicksort_partition_holds_the_span() {
         csv.starts_with("location,function,kind,invocations,"),
         "{csv}"
     );
+    // A header, a row per site, a row for the code outside every call site; the local span on
+    // span column adds up to the span.
     assert_eq!(
         csv.lines().count(),
-        json["call_sites"].as_array().unwrap().len() + 1
+        json["call_sites"].as_array().unwrap().len() + 2
     );
+    let mut rows = csv::Reader::from_reader(csv.as_bytes());
+    let local_spans: u64 = rows
+        .records()
+        .map(|r| r.unwrap()[11].parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(local_spans, json["span"].as_u64().unwrap(), "{csv}");
     let folded = read("folded");
     let sum: u64 = folded
         .lines()

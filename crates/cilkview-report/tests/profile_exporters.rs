@@ -195,7 +195,14 @@ fn csv_has_the_columns_of_figure_2() {
         ]
     );
     let rows: Vec<csv::StringRecord> = rd.records().map(|r| r.unwrap()).collect();
-    assert_eq!(rows.len(), 4);
+    assert_eq!(rows.len(), 5);
+    // The last row is the code outside every call site: the local span column adds up to the
+    // span.
+    let outside = &rows[4];
+    assert_eq!((&outside[0], &outside[2]), ("(outside every call site)", "outside"));
+    assert_eq!(&outside[11], "12");
+    let local_spans: u64 = rows.iter().map(|r| r[11].parse::<u64>().unwrap()).sum();
+    assert_eq!(local_spans, report.span);
     let (_, partition) = pqsort_span(N, 0);
     let part = rows.iter().find(|r| &r[0] == "qsort.c:20").unwrap();
     assert_eq!(&part[1], "pqsort");
@@ -228,6 +235,22 @@ fn top_sites_table_puts_partition_first() {
     assert_eq!(lines.len(), 5, "{text}");
     assert!(lines[4].contains("outside every call site: 12"), "{text}");
     assert_eq!(TopSitesExporter::default().top, 10);
+}
+
+#[test]
+fn sites_with_no_span_are_not_on_the_span() {
+    let mut report = report();
+    let sites = report.call_sites.as_mut().unwrap();
+    sites[3].local_on_span.span = 0;
+    let gone = sites[3].location.clone();
+    let text = TopSitesExporter { top: 10 }.to_text(&report);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines[0],
+        "Top 3 of 3 call sites on the span (by local span on span; 1 more have none of it):"
+    );
+    assert_eq!(lines.len(), 6, "{text}");
+    assert!(!lines[2..5].iter().any(|l| l.trim_start().starts_with(&format!("{gone} "))), "{text}");
 }
 
 #[test]
