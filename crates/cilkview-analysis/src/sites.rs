@@ -175,6 +175,7 @@ impl Sites {
             return SiteName {
                 function: "??".into(),
                 location: format!("{offset:#x}"),
+                address: None,
             };
         };
         let symbol = match origin {
@@ -191,6 +192,7 @@ impl Sites {
         SiteName {
             function,
             location: symbol.location(),
+            address: Some(offset),
         }
     }
 }

@@ -410,11 +410,17 @@ pub fn bench(args: BenchArgs) -> Result<ExitCode> {
         let measured = measured_points(&report);
         let bytes = match &analysis {
             Some(a) => {
+                // The title names the program benchmarked, not the (serial) build analysed.
+                let mut titled = a.clone();
+                titled.program = match &args.region {
+                    Some(label) => format!("{} [{label}]", report.program),
+                    None => report.program.clone(),
+                };
                 PlotExporter {
                     path: path.clone(),
                     measured,
                 }
-                .render(a)?
+                .render(&titled)?
                 .remove(0)
                 .bytes
             }

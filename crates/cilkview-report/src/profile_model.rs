@@ -80,6 +80,10 @@ pub struct CallContextReport {
 pub struct SiteName {
     pub function: String,
     pub location: String,
+    /// The site's address in its file (the call's return address, the spawn's mark), which
+    /// tells apart sites that share a function, a location and a kind (a function the compiler
+    /// inlined into itself has many call sites on one source line).
+    pub address: Option<u64>,
 }
 
 impl RunReport {
@@ -90,14 +94,33 @@ impl RunReport {
         profile: &Profile,
         mut name: impl FnMut(&SiteProfile) -> SiteName,
     ) -> RunReport {
+        let names: Vec<SiteName> = profile.sites.iter().map(&mut name).collect();
+        let mut seen: std::collections::HashMap<(&str, &str, SiteKind), usize> =
+            std::collections::HashMap::new();
+        for (n, s) in names.iter().zip(&profile.sites) {
+            *seen
+                .entry((n.function.as_str(), n.location.as_str(), s.kind))
+                .or_default() += 1;
+        }
+        let shared: Vec<bool> = names
+            .iter()
+            .zip(&profile.sites)
+            .map(|(n, s)| seen[&(n.function.as_str(), n.location.as_str(), s.kind)] > 1)
+            .collect();
         self.call_sites = Some(
             profile
                 .sites
                 .iter()
-                .map(|s| {
-                    let n = name(s);
+                .zip(names.iter().zip(shared))
+                .map(|(s, (n, shared))| {
+                    let n = n.clone();
+                    // Sites that would read the same are told apart by their address.
+                    let location = match n.address {
+                        Some(a) if shared => format!("{} @{a:#x}", n.location),
+                        _ => n.location,
+                    };
                     CallSiteReport {
-                        location: n.location,
+                        location,
                         function: n.function,
                         kind: match s.kind {
                             SiteKind::Spawn => "spawn",
