@@ -103,7 +103,7 @@ fn write_all(artifacts: &[cilkview_report::Artifact]) -> Vec<PathBuf> {
                 std::fs::write(p, &a.bytes).unwrap();
                 p.clone()
             }
-            Destination::Stderr => panic!("gnuplot writes files"),
+            Destination::Stderr | Destination::Stdout => panic!("gnuplot writes files"),
         })
         .collect()
 }

@@ -37,11 +37,7 @@ fn pqsort(s: &mut Stream, n: u64, depth: u32) {
     s.ev(FunctionEnter, 20);
     s.pending += n;
     s.ev(FunctionExit, 0);
-    let a = if depth.is_multiple_of(2) {
-        2 * n / 5
-    } else {
-        3 * n / 5
-    };
+    let a = if depth % 2 == 0 { 2 * n / 5 } else { 3 * n / 5 };
     s.ev(Spawn, 21);
     pqsort(s, a, depth + 1);
     s.ev(SpawnReturn, 0);
@@ -56,11 +52,7 @@ fn pqsort_span(n: u64, depth: u32) -> (u64, u64) {
     if n < COARSENING {
         return (n, 0);
     }
-    let a = if depth.is_multiple_of(2) {
-        2 * n / 5
-    } else {
-        3 * n / 5
-    };
+    let a = if depth % 2 == 0 { 2 * n / 5 } else { 3 * n / 5 };
     let (sa, pa) = pqsort_span(a, depth + 1);
     let (sb, pb) = pqsort_span(n - a, depth + 1);
     let (s, p) = if sa > sb { (sa, pa) } else { (sb, pb) };
@@ -103,7 +95,7 @@ fn report() -> RunReport {
         SiteName {
             function: if line == 31 { "main" } else { "pqsort" }.into(),
             location: format!("qsort.c:{line}"),
-            address: Some(0x1000 + u64::from(line)),
+            address: Some(0x1000 + line),
         }
     })
 }
@@ -125,7 +117,7 @@ fn sites_sharing_a_line_are_told_apart() {
                     "qsort.c:20"
                 }
                 .into(),
-                address: Some(0x1000 + u64::from(line)),
+                address: Some(0x1000 + line),
             }
         },
     );
