@@ -466,7 +466,7 @@ fn regions_side_by_side_and_plot_region() {
         let s = v.to_string();
         let mut out = String::new();
         for (i, c) in s.chars().enumerate() {
-            if i > 0 && (s.len() - i).is_multiple_of(3) {
+            if i > 0 && (s.len() - i) % 3 == 0 {
                 out.push(',');
             }
             out.push(c);
