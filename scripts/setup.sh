@@ -26,7 +26,6 @@ fi
 
 missing=()
 command -v cc >/dev/null || missing+=(gcc)
-command -v make >/dev/null || missing+=(make)
 # Counting by emulation (--counter emulate, and auto on machines without a hardware counter):
 # Debian bookworm's qemu-user 7.2 accepts TCG plugins (newer Debian builds are static and do not).
 command -v qemu-x86_64 >/dev/null || missing+=(qemu-user)
