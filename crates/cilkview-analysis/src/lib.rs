@@ -18,12 +18,14 @@
 
 #![forbid(unsafe_code)]
 
+mod labels;
 mod measure;
 mod nesting;
 mod progress;
 mod session;
 mod sites;
 
+pub use labels::region_labels;
 pub use measure::{
     attach, check_program, command_line, run, Analysis, AttachRequest, Model, RunRequest,
 };

@@ -222,6 +222,7 @@ impl Sites {
             return SiteName {
                 function: "??".into(),
                 location: format!("{offset:#x}"),
+                address: None,
             };
         };
         let symbol = match origin {
@@ -238,6 +239,7 @@ impl Sites {
         SiteName {
             function,
             location: symbol.location(),
+            address: Some(offset),
         }
     }
 }

@@ -16,7 +16,7 @@ pub const LIMITED: f64 = 1.25;
 /// noise on a quiet machine (a few percent), less than [`LIMITED`].
 pub const CONTENTION: f64 = 1.10;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum BandwidthVerdict {
     /// ratio < [`CONTENTION`]: the copies do not slow each other down.
@@ -27,7 +27,7 @@ pub enum BandwidthVerdict {
     Limited,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BandwidthReport {
     /// How many copies ran at once.
     pub copies: u32,

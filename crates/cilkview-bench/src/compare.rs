@@ -6,7 +6,7 @@ use crate::BenchReport;
 
 /// The predicted speedup range at one P: `lower` is the burdened-span bound, `upper` is
 /// min(P, parallelism).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PredictedRange {
     pub cores: u32,
     pub lower: f64,
@@ -14,7 +14,7 @@ pub struct PredictedRange {
 }
 
 /// Where a measured speedup lies relative to the predicted range.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Placement {
     /// The trials' speedups (min to max) overlap the range.

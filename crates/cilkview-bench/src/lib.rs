@@ -21,7 +21,7 @@ use std::path::PathBuf;
 pub use bandwidth::{bandwidth, BandwidthReport, BandwidthVerdict, CONTENTION, LIMITED};
 pub use compare::{compare, Placement, PredictedRange};
 pub use cores::{available_cpus, parse_cores, MAX_CORES};
-pub use model::{BenchReport, CoresResult};
+pub use model::{json_schema, BenchReport, CoresResult, JSON_VERSION};
 pub use stats::Summary;
 pub use trial::{interrupt_on, InterruptGuard, Launch, STOP_SIGNALS};
 

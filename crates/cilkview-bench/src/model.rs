@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use crate::{BandwidthReport, BenchOptions, Placement, PredictedRange, Summary};
 
 /// The results at one worker count.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CoresResult {
     pub cores: u32,
     /// Every trial's wall-clock time, seconds, in the order run.
@@ -24,9 +24,42 @@ pub struct CoresResult {
     pub placement: Option<Placement>,
 }
 
+/// The version of the JSON format of [`BenchReport`], its `version` key: raised when a key
+/// changes meaning or is removed (keys are only ever added otherwise).
+pub const JSON_VERSION: u32 = 1;
+
+fn json_version() -> u32 {
+    JSON_VERSION
+}
+
+/// The JSON Schema (draft 2020-12) of `cilkview-rs bench --json`, derived from [`BenchReport`]'s
+/// serde form.
+pub fn json_schema() -> serde_json::Value {
+    let mut schema = schemars::generate::SchemaSettings::draft2020_12()
+        .for_serialize()
+        .into_generator()
+        .into_root_schema_for::<BenchReport>();
+    schema.insert(
+        "title".into(),
+        "cilkview-rs benchmark (bench --json)".into(),
+    );
+    schema.insert(
+        "description".into(),
+        format!(
+            "The report of `cilkview-rs bench --json FILE`, format version {JSON_VERSION}: \
+             measured times and speedups per worker count, beside a prediction if given."
+        )
+        .into(),
+    );
+    schema.to_value()
+}
+
 /// A whole benchmark.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BenchReport {
+    /// The version of this JSON format ([`JSON_VERSION`]).
+    #[serde(default = "json_version")]
+    pub version: u32,
     pub program: String,
     pub args: Vec<String>,
     /// CPUs available to the tool when it ran.
@@ -71,6 +104,7 @@ impl BenchReport {
             })
             .collect();
         BenchReport {
+            version: JSON_VERSION,
             program: opts.program.display().to_string(),
             args: opts
                 .args

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Summary of a few samples (seconds).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Summary {
     pub median: f64,
     pub min: f64,

@@ -37,7 +37,12 @@ pub fn attach(args: AttachArgs) -> Result<ExitCode> {
             args.pid
         );
     }
-    let mut progress = Spinner::new(&format!("attached to {}", args.pid));
+    // No spinner if the process writes to this terminal (`./server & cilkview-rs attach $!`).
+    let fds = [1, 2].map(|fd| format!("/proc/{}/fd/{fd}", args.pid));
+    let mut progress = Spinner::drawn_if(
+        !crate::progress::writes_to_our_terminal(&fds),
+        &format!("attached to {}", args.pid),
+    );
     let request = AttachRequest {
         pid: args.pid,
         counter: args.counter,

@@ -37,6 +37,7 @@ pub fn parse_plot_path(s: &str) -> Result<PathBuf, String> {
 
 /// How to benchmark (shared by `bench` and `run --bench`).
 #[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Benchmark")]
 pub struct BenchTuning {
     /// Worker counts to run, e.g. 1,2,4 or 1-8 [default: 1 to the number of CPUs available].
     /// P = 1, the baseline of the speedups, is always run.
@@ -68,29 +69,35 @@ pub struct BenchArgs {
     pub tuning: BenchTuning,
     /// Also run the memory-bandwidth test: P copies of the serial program at once vs one alone
     /// (P = the largest core count).
-    #[arg(long)]
+    #[arg(long, help_heading = "Benchmark")]
     pub bandwidth: bool,
     /// A report saved by `cilkview-rs run --json`: show the predicted range beside each
     /// measured speedup.
-    #[arg(long, value_name = "FILE.json")]
+    #[arg(long, value_name = "FILE.json", help_heading = "Prediction")]
     pub analysis: Option<PathBuf>,
     /// With --analysis: predict from this region's measures (cv_region_begin("LABEL")) instead
     /// of the whole run's (whose serial start-up weighs heavily on a small analysed input).
-    #[arg(long, value_name = "LABEL", requires = "analysis")]
+    #[arg(
+        long,
+        value_name = "LABEL",
+        requires = "analysis",
+        help_heading = "Prediction"
+    )]
     pub region: Option<String>,
-    /// Write the benchmark as JSON (schema: docs/json-schema.md).
-    #[arg(long, value_name = "FILE")]
+    /// Write the benchmark as JSON to FILE, `-` for standard output (its JSON Schema:
+    /// `cilkview-rs schema bench`).
+    #[arg(long, value_name = "FILE", help_heading = "Outputs")]
     pub json: Option<PathBuf>,
-    /// Write one CSV row per worker count.
-    #[arg(long, value_name = "FILE")]
+    /// Write one CSV row per worker count to FILE (`-`: standard output).
+    #[arg(long, value_name = "FILE", help_heading = "Outputs")]
     pub csv: Option<PathBuf>,
     /// Draw the measured speedups (and the prediction, with --analysis): FILE.svg or FILE.png.
-    #[arg(long, value_name = "FILE", value_parser = parse_plot_path)]
+    #[arg(long, value_name = "FILE", value_parser = parse_plot_path, help_heading = "Outputs")]
     pub plot: Option<PathBuf>,
     /// The program, then its arguments. Options end at PROGRAM: everything after it is the
     /// program's (an optional `--` right after PROGRAM is dropped).
     #[arg(value_name = "PROGRAM [-- ARGS]", required = true, num_args = 1..,
-          trailing_var_arg = true, allow_hyphen_values = true)]
+          trailing_var_arg = true, help_heading = None::<&str>)]
     pub command: Vec<OsString>,
 }
 
@@ -169,9 +176,10 @@ fn options(tuning: &BenchTuning, program: &Path, args: &[OsString]) -> Result<Be
 }
 
 /// A progress bar on a terminal; nothing otherwise.
-fn progress_display() -> (ProgressBar, impl FnMut(Progress)) {
-    // Hidden until the number of runs is known (then drawn on a terminal only).
-    let terminal = std::io::stderr().is_terminal();
+fn progress_display(show_output: bool) -> (ProgressBar, impl FnMut(Progress)) {
+    // Hidden until the number of runs is known (then drawn on a terminal only, and not when the
+    // runs' output goes there too: it would share lines with the bar).
+    let terminal = std::io::stderr().is_terminal() && !show_output;
     let bar = ProgressBar::hidden();
     bar.set_style(
         ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} runs {msg}")
@@ -208,7 +216,7 @@ pub fn measure(opts: &BenchOptions, bandwidth: bool) -> Result<BenchReport, Benc
     // A signal to the tool kills the run in progress and ends the benchmark cleanly.
     let _interrupt =
         cilkview_bench::interrupt_on(&cilkview_bench::STOP_SIGNALS).map_err(BenchError::Wait)?;
-    let (bar, mut update) = progress_display();
+    let (bar, mut update) = progress_display(opts.show_output);
     let result = cilkview_bench::run(opts, &mut update).and_then(|mut report| {
         if bandwidth {
             let copies = report.results.last().map_or(1, |r| r.cores);
@@ -375,9 +383,16 @@ pub fn bench(args: BenchArgs) -> Result<ExitCode> {
         None => None,
     };
     let opts = options(&args.tuning, &program, program_args)?;
+    let to_stdout = |p: &Option<PathBuf>| p.as_deref().is_some_and(|p| p.as_os_str() == "-");
+    if to_stdout(&args.json) && to_stdout(&args.csv) {
+        anyhow::bail!(
+            "--json - and --csv - would both write to standard output: name a file for one"
+        );
+    }
     let files: Vec<PathBuf> = [&args.json, &args.csv, &args.plot]
         .into_iter()
         .flatten()
+        .filter(|p| p.as_os_str() != "-")
         .cloned()
         .collect();
     let mut reserved = Reservation::reserve(files)?;
@@ -402,11 +417,17 @@ pub fn bench(args: BenchArgs) -> Result<ExitCode> {
         let measured = measured_points(&report);
         let bytes = match &analysis {
             Some(a) => {
+                // The title names the program benchmarked, not the (serial) build analysed.
+                let mut titled = a.clone();
+                titled.program = match &args.region {
+                    Some(label) => format!("{} [{label}]", report.program),
+                    None => report.program.clone(),
+                };
                 PlotExporter {
                     path: path.clone(),
                     measured,
                 }
-                .render(a)?
+                .render(&titled)?
                 .remove(0)
                 .bytes
             }
@@ -427,7 +448,15 @@ pub fn bench(args: BenchArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Writes an output file; `-` is standard output.
 fn write(path: &Path, bytes: &[u8]) -> Result<()> {
+    if path.as_os_str() == "-" {
+        let mut out = std::io::stdout().lock();
+        return out
+            .write_all(bytes)
+            .and_then(|()| out.flush())
+            .context("cannot write to standard output");
+    }
     std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))
 }
 

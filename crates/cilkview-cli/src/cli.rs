@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use cilkview_analysis::{CounterMode, Model, DEFAULT_BURDEN, DEFAULT_SPAN_COEFFICIENT};
 use cilkview_report::{ExportOptions, Gate};
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -32,6 +32,12 @@ pub enum Command {
     Bench(crate::bench::BenchArgs),
     /// Print the cilkview.h annotation header (e.g. `cilkview-rs header > cilkview.h`).
     Header,
+    /// Print the JSON Schema of `run --json` (or of `bench --json`).
+    Schema(crate::schema::SchemaArgs),
+    /// Print a shell completion script.
+    Completions(crate::completions::CompletionsArgs),
+    /// Print the man page (roff) of cilkview-rs or of one subcommand.
+    Man(crate::man::ManArgs),
 }
 
 fn parse_span_coefficient(s: &str) -> Result<f64, String> {
@@ -56,6 +62,7 @@ fn parse_burden(s: &str) -> Result<u64, String> {
 }
 
 #[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Model")]
 pub struct ModelOptions {
     /// Burden of a steal, in instructions, put on every continuation edge.
     #[arg(long, value_name = "INSTRUCTIONS", default_value_t = DEFAULT_BURDEN,
@@ -82,8 +89,10 @@ impl From<&ModelOptions> for Model {
 }
 
 #[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Outputs")]
 pub struct OutputOptions {
-    /// Write the measures as JSON to FILE (schema: docs/json-schema.md).
+    /// Write the measures as JSON to FILE, `-` for standard output (after the program's own
+    /// output; its JSON Schema: `cilkview-rs schema`).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
     /// Write PREFIX.dat and PREFIX.plt; `gnuplot PREFIX.plt` draws the scalability profile.
@@ -98,7 +107,7 @@ pub struct OutputOptions {
     pub plot_region: Option<String>,
     /// Exit non-zero if a measure falls below N (CI gate). MEASURE=N with MEASURE parallelism or
     /// burdened_parallelism, or region:LABEL:MEASURE=N. Repeatable.
-    #[arg(long, value_name = "MEASURE=N", value_parser = Gate::parse)]
+    #[arg(long, value_name = "MEASURE=N", value_parser = Gate::parse, help_heading = "CI gates")]
     pub fail_below: Vec<Gate>,
     #[command(flatten)]
     pub profile: crate::profile::ProfileOptions,
@@ -121,11 +130,11 @@ impl From<&OutputOptions> for ExportOptions {
 #[derive(Args, Debug)]
 pub struct RunArgs {
     /// How to count instructions.
-    #[arg(long, value_enum, default_value_t = CounterMode::Auto)]
+    #[arg(long, value_enum, default_value_t = CounterMode::Auto, help_heading = "Counting")]
     pub counter: CounterMode,
     /// With single-stepping, do not bind the program and the tracer to one CPU (binding makes
     /// stepping ~3x faster, but the program then sees a one-CPU affinity mask).
-    #[arg(long)]
+    #[arg(long, help_heading = "Counting")]
     pub no_cpu_binding: bool,
     #[command(flatten)]
     pub model: ModelOptions,
@@ -133,7 +142,7 @@ pub struct RunArgs {
     pub output: OutputOptions,
     /// After the analysis, benchmark the program natively (as `cilkview-rs bench`) and show
     /// the measured speedups beside the prediction (table, --plot, --gnuplot).
-    #[arg(long)]
+    #[arg(long, help_heading = "Benchmark")]
     pub bench: bool,
     #[command(flatten)]
     pub bench_tuning: crate::bench::BenchTuning,
@@ -147,9 +156,40 @@ pub struct RunArgs {
         required = true,
         num_args = 1..,
         trailing_var_arg = true,
-        allow_hyphen_values = true
+        help_heading = None::<&str>
     )]
     pub command: Vec<OsString>,
+}
+
+/// The options of `run` that tune `--bench`: an error without it (not silently ignored).
+const BENCH_TUNING: [&str; 6] = [
+    "cores",
+    "trials",
+    "warmup",
+    "workers_env",
+    "show_output",
+    "oversubscribe",
+];
+
+/// The clap command: the derived one, with what derive cannot say (`run`'s benchmark options
+/// require `--bench`; the exit statuses after each program-running command's help).
+pub fn command() -> clap::Command {
+    Cli::command()
+        .after_help(crate::exit::EXIT_STATUS_HELP)
+        .mut_subcommand("run", |run| {
+            BENCH_TUNING
+                .iter()
+                .fold(run, |run, id| run.mut_arg(*id, |a| a.requires("bench")))
+                .after_help(crate::exit::EXIT_STATUS_HELP)
+        })
+        .mut_subcommand("bench", |c| c.after_help(crate::exit::EXIT_STATUS_HELP))
+        .mut_subcommand("attach", |c| c.after_help(crate::exit::EXIT_STATUS_HELP))
+}
+
+/// The command line, parsed (`--help`, `--version` and usage errors as clap errors).
+pub fn parse() -> Result<Cli, clap::Error> {
+    let mut matches = command().try_get_matches()?;
+    Cli::from_arg_matches_mut(&mut matches)
 }
 
 /// `PROGRAM [--] ARGS…` (at least PROGRAM, as clap requires): the program as the user named it,
@@ -192,17 +232,19 @@ fn parse_duration(s: &str) -> Result<f64, String> {
 #[derive(Args, Debug)]
 pub struct AttachArgs {
     /// How to count instructions.
-    #[arg(long, value_enum, default_value_t = CounterMode::Auto)]
+    #[arg(long, value_enum, default_value_t = CounterMode::Auto, help_heading = "Counting")]
     pub counter: CounterMode,
     /// Stop measuring and detach after this many seconds.
-    #[arg(long, value_name = "SECS", value_parser = parse_duration, allow_negative_numbers = true)]
+    #[arg(long, value_name = "SECS", value_parser = parse_duration, allow_negative_numbers = true,
+          help_heading = "Counting")]
     pub duration: Option<f64>,
     #[command(flatten)]
     pub model: ModelOptions,
     #[command(flatten)]
     pub output: OutputOptions,
     /// The process to measure.
-    #[arg(value_name = "PID", value_parser = clap::value_parser!(i32).range(1..))]
+    #[arg(value_name = "PID", value_parser = clap::value_parser!(i32).range(1..),
+          help_heading = None::<&str>)]
     pub pid: i32,
 }
 
@@ -213,16 +255,17 @@ pub struct ReportArgs {
     pub file: PathBuf,
     /// Span coefficient δ of the speedup table, recomputed (default: the report's).
     #[arg(long, value_name = "D", value_parser = parse_span_coefficient,
-          allow_negative_numbers = true)]
+          allow_negative_numbers = true, help_heading = "Model")]
     pub span_coefficient: Option<f64>,
     /// Largest core count of the speedup table, recomputed (default: the report's).
     #[arg(long, value_name = "P",
-          value_parser = clap::value_parser!(u32).range(1..=4096), allow_negative_numbers = true)]
+          value_parser = clap::value_parser!(u32).range(1..=4096), allow_negative_numbers = true,
+          help_heading = "Model")]
     pub max_cores: Option<u32>,
     /// Accepted only if equal to the report's burden: the burdened span was measured with it and
     /// cannot be recomputed without running the program again.
     #[arg(long, value_name = "INSTRUCTIONS", value_parser = parse_burden,
-          allow_negative_numbers = true)]
+          allow_negative_numbers = true, help_heading = "Model")]
     pub burden: Option<u64>,
     #[command(flatten)]
     pub output: OutputOptions,

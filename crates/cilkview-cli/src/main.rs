@@ -8,30 +8,47 @@
 mod attach;
 mod bench;
 mod cli;
+mod completions;
+mod exit;
+mod man;
 mod openmp;
 mod profile;
 mod program;
 mod progress;
 mod report;
 mod run;
+mod schema;
 
 use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::Context;
 
-use clap::Parser;
-
-use crate::cli::{Cli, Command};
+use crate::cli::Command;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match cli::parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // Usage errors exit 125 (as env's and timeout's do), not clap's 2: a code programs
+            // use too. --help and --version exit 0.
+            let _ = e.print();
+            return if e.exit_code() == 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(exit::TOOL_FAILED)
+            };
+        }
+    };
     let result = match cli.command {
         Command::Run(args) => run::run(args),
         Command::Attach(args) => attach::attach(args),
         Command::Report(args) => report::report(args),
         Command::Bench(args) => bench::bench(args),
-        Command::Header => header(),
+        Command::Header => print_stdout(cilkview_analysis::HEADER.as_bytes(), "the header"),
+        Command::Schema(args) => schema::schema(args),
+        Command::Completions(args) => completions::completions(args),
+        Command::Man(args) => man::man(args),
     };
     match result {
         Ok(code) => code,
@@ -39,22 +56,19 @@ fn main() -> ExitCode {
             // One line: what went wrong, with its causes. (If stderr is closed too, there is no
             // one left to tell.)
             let _ = writeln!(std::io::stderr().lock(), "error: {}", error_line(&e));
-            ExitCode::from(2)
+            exit::of_error(&e)
         }
     }
 }
 
-/// `cilkview-rs header`: the header on stdout. A reader that went away (`| head -1`) is no
-/// error; a full disk is.
-fn header() -> anyhow::Result<ExitCode> {
+/// `cilkview-rs header`, `schema`, `completions`, `man`: `bytes` (`what`) on stdout. A reader
+/// that went away (`| head -1`) is no error; a full disk is.
+fn print_stdout(bytes: &[u8], what: &str) -> anyhow::Result<ExitCode> {
     let mut out = std::io::stdout().lock();
-    match out
-        .write_all(cilkview_analysis::HEADER.as_bytes())
-        .and_then(|()| out.flush())
-    {
+    match out.write_all(bytes).and_then(|()| out.flush()) {
         Ok(()) => Ok(ExitCode::SUCCESS),
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
-        Err(e) => Err(e).context("cannot write the header to standard output"),
+        Err(e) => Err(e).with_context(|| format!("cannot write {what} to standard output")),
     }
 }
 

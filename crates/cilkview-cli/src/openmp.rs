@@ -11,10 +11,11 @@ use cilkview_report::{OpenMpCount, OpenMpReport, RunReport, ThreadIdSite};
 use clap::Args;
 
 #[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "OpenMP")]
 pub struct OpenMpOptions {
     /// Measure an unmodified gcc OpenMP program (libgomp): it runs as its serial elision (one
     /// thread, each task where it is created) with marks on libgomp's entry points; its
-    /// parallel regions are the region "parallel" (docs/openmp.md).
+    /// parallel regions are the region "parallel".
     #[arg(long)]
     pub openmp: bool,
     /// With --openmp: libgomp's cost per task (its locked task queue), in instructions, charged

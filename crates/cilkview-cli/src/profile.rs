@@ -8,6 +8,7 @@ use cilkview_report::RunReport;
 use clap::Args;
 
 #[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Call-site profile")]
 pub struct ProfileOptions {
     /// Profile call sites (Cilkprof): write PREFIX.csv, PREFIX.folded, PREFIX.svg (flame graph of
     /// the critical path) and PREFIX.callgrind (for KCachegrind), add the "top call sites on the

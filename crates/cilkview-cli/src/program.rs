@@ -9,17 +9,19 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use cilkview_report::ExportOptions;
 
+use crate::exit::Unrunnable;
+
 /// Finds the program as `execvp` does (a name without a slash is searched in PATH only, never in
 /// the current directory) and checks that it can be run, before anything runs.
 pub fn resolve(program: &OsStr) -> Result<PathBuf> {
     let path = if program.as_bytes().contains(&b'/') {
         PathBuf::from(program)
     } else {
-        which::which(program).with_context(|| {
-            format!(
+        which::which(program).map_err(|_| {
+            Unrunnable::not_found(format!(
                 "program `{}` not found in PATH (give a path such as ./{0})",
                 Path::new(program).display()
-            )
+            ))
         })?
     };
     check_file(&path, "")?;
@@ -33,13 +35,21 @@ fn check_file(path: &Path, what: &str) -> Result<()> {
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            bail!("{what}{}: no such file (check the path)", path.display())
+            return Err(Unrunnable::not_found(format!(
+                "{what}{}: no such file (check the path)",
+                path.display()
+            ))
+            .into())
         }
         Err(e) => return Err(e).with_context(|| format!("cannot run {what}{}", path.display())),
     };
     let kind = meta.file_type();
     if kind.is_dir() {
-        bail!("{what}{} is a directory, not a program", path.display());
+        return Err(Unrunnable::not_executable(format!(
+            "{what}{} is a directory, not a program",
+            path.display()
+        ))
+        .into());
     }
     if !kind.is_file() {
         let is = if kind.is_fifo() {
@@ -51,13 +61,18 @@ fn check_file(path: &Path, what: &str) -> Result<()> {
         } else {
             "not a regular file"
         };
-        bail!("{what}{} is {is}, not a program", path.display());
+        return Err(Unrunnable::not_executable(format!(
+            "{what}{} is {is}, not a program",
+            path.display()
+        ))
+        .into());
     }
     if meta.permissions().mode() & 0o111 == 0 {
-        bail!(
+        return Err(Unrunnable::not_executable(format!(
             "{what}{} is not executable (chmod +x it, or build it with cc)",
             path.display()
-        );
+        ))
+        .into());
     }
     Ok(())
 }
@@ -90,6 +105,46 @@ pub fn refuse_overwriting(program: &Path, outputs: &ExportOptions) -> Result<()>
                     program.display()
                 );
             }
+        }
+    }
+    Ok(())
+}
+
+/// Refuses, before running, a region label (`--plot-region`, `--fail-below region:LABEL:…`)
+/// that no marks of the program or of the libraries it links define: a typo is found now, not
+/// after the run. Programs whose labels cannot be known beforehand (scripts, `dlopen`) are not
+/// checked.
+pub fn check_region_labels(program: &Path, output: &crate::cli::OutputOptions) -> Result<()> {
+    let named = output
+        .plot_region
+        .iter()
+        .map(|l| (l, "--plot-region"))
+        .chain(
+            output
+                .fail_below
+                .iter()
+                .filter_map(|g| g.region.as_ref().map(|l| (l, "--fail-below"))),
+        );
+    let mut known = None;
+    for (label, option) in named {
+        let labels = match &known {
+            Some(labels) => labels,
+            None => known.insert(cilkview_analysis::region_labels(program)),
+        };
+        let Some(labels) = labels else {
+            return Ok(());
+        };
+        if !labels.contains(label) {
+            let its = if labels.is_empty() {
+                "it has no cv_region_begin".to_string()
+            } else {
+                let list: Vec<&str> = labels.iter().map(String::as_str).collect();
+                format!("its regions: {}", list.join(", "))
+            };
+            bail!(
+                "{option} names region \"{label}\", which {} never reports ({its})",
+                program.display()
+            );
         }
     }
     Ok(())

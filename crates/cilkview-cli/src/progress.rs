@@ -1,20 +1,32 @@
-//! The progress line on a terminal: `⠋ cilkview-rs: tracing, 1234 marks hit (12s)`.
+//! The progress line on a terminal: `⠋ cilkview-rs: measuring process 123, 1234 marks hit (12s)`,
+//! drawn only where it cannot share a line with the program's output.
 
+use std::io::IsTerminal;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use cilkview_analysis::Progress;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// A spinner on stderr (drawn only when stderr is a terminal), cleared before the report.
+/// `run` draws none: the program's output (its stderr is the tool's) goes to that terminal, and
+/// a spinner redrawn between its lines would garble them.
 pub struct Spinner {
     bar: ProgressBar,
     last_update: Instant,
 }
 
 impl Spinner {
-    /// A spinner reading `{spinner} cilkview-rs: {what}, {msg} ({elapsed})`.
-    pub fn new(what: &str) -> Spinner {
-        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+    /// A spinner reading `{spinner} cilkview-rs: {what}, {msg} ({elapsed})`, drawn only if
+    /// `visible` (and stderr is a terminal); a hidden one otherwise.
+    pub fn drawn_if(visible: bool, what: &str) -> Spinner {
+        let target = if visible {
+            ProgressDrawTarget::stderr()
+        } else {
+            ProgressDrawTarget::hidden()
+        };
+        let bar = ProgressBar::with_draw_target(None, target);
         bar.set_style(
             ProgressStyle::with_template(&format!(
                 "{{spinner}} cilkview-rs: {what}, {{msg}} ({{elapsed}})"
@@ -43,4 +55,19 @@ impl Progress for Spinner {
     fn finished(&mut self) {
         self.bar.finish_and_clear();
     }
+}
+
+/// Whether one of `paths` (e.g. a process's `/proc/PID/fd/1` and `fd/2`) is the terminal that
+/// our stderr is: output written there would share lines with a spinner.
+pub fn writes_to_our_terminal<P: AsRef<Path>>(paths: &[P]) -> bool {
+    if !std::io::stderr().is_terminal() {
+        return false;
+    }
+    let Ok(ours) = std::fs::metadata("/proc/self/fd/2") else {
+        return true;
+    };
+    paths.iter().any(|p| {
+        std::fs::metadata(p)
+            .is_ok_and(|m| m.file_type().is_char_device() && m.rdev() == ours.rdev())
+    })
 }

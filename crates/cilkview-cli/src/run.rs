@@ -1,5 +1,6 @@
 //! `cilkview-rs run`: launch the program under the tracer, report its scalability.
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
@@ -9,7 +10,6 @@ use cilkview_analysis::{
 use cilkview_report::ExportManager;
 
 use crate::cli::RunArgs;
-use crate::progress::Spinner;
 
 pub fn run(args: RunArgs) -> Result<ExitCode> {
     let program = crate::program::resolve(args.program())?;
@@ -20,6 +20,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         // serial elision's order, on one thread (crates/cilkview). Set before any thread starts.
         std::env::set_var("RAYON_NUM_THREADS", "1");
     }
+    crate::program::check_region_labels(&program, &args.output)?;
     let options = (&args.output).into();
     crate::program::refuse_overwriting(&program, &options)?;
     let mut outputs = ExportManager::new(&options)?;
@@ -29,7 +30,15 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let openmp = crate::openmp::prepare(&args.openmp, &program)
         .with_context(|| format!("cannot analyze {} with --openmp", program.display()))?;
 
-    let mut progress = Spinner::new("tracing");
+    // The program writes to our terminal (its stderr is ours): no spinner while it runs, one
+    // line saying what runs instead.
+    let mut progress = ();
+    if std::io::stderr().is_terminal() {
+        eprintln!(
+            "cilkview-rs: measuring {}; the report follows when it ends",
+            args.program().to_string_lossy()
+        );
+    }
     let request = RunRequest {
         program: program.clone(),
         name: args.program().to_string_lossy().into_owned(),

@@ -175,7 +175,7 @@ fn a_missing_pid_or_the_tool_itself_is_a_clear_error() {
     // The output file reserved before the attach is not left behind, empty.
     assert!(!json.exists());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(out.status.code(), Some(common::TOOL_FAILED), "{err}");
     assert!(
         err.starts_with("error: ") && err.contains("no process with pid 999999999"),
         "{err}"

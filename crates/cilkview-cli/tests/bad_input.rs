@@ -1,22 +1,29 @@
-//! Bad input gets one clear `error: …` line (what was wrong, what to do) and exit status 2 —
-//! never a panic, a backtrace or a hang — and is detected before the program starts.
+//! Bad input gets one clear `error: …` line (what was wrong, what to do) and exit status 125
+//! (126 for a program that cannot be executed, 127 for one not found) — never a panic, a
+//! backtrace or a hang — and is detected before the program starts.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 mod common;
 
-use common::{bin, fixture};
+use common::{bin, fixture, NOT_EXECUTABLE, NOT_FOUND, TOOL_FAILED};
 
-/// Runs cilkview-rs and returns its stderr, asserting exit status 2 and no panic.
+/// Runs cilkview-rs and returns its stderr, asserting exit status 125 (the tool's own failure)
+/// and no panic.
 fn fails(args: &[&std::ffi::OsStr]) -> String {
+    fails_with(TOOL_FAILED, args)
+}
+
+/// Runs cilkview-rs and returns its stderr, asserting exit status `code` and no panic.
+fn fails_with(code: i32, args: &[&std::ffi::OsStr]) -> String {
     let out = bin()
         .args(args)
         .timeout(std::time::Duration::from_secs(60))
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
     assert!(
         !err.contains("panicked") && !err.contains("RUST_BACKTRACE"),
         "{err}"
@@ -26,7 +33,11 @@ fn fails(args: &[&std::ffi::OsStr]) -> String {
 }
 
 fn run_fails(program: &Path) -> String {
-    let err = fails(&["run".as_ref(), program.as_os_str()]);
+    run_fails_with(TOOL_FAILED, program)
+}
+
+fn run_fails_with(code: i32, program: &Path) -> String {
+    let err = fails_with(code, &["run".as_ref(), program.as_os_str()]);
     // The program must not have run: nothing but our one line.
     assert_eq!(err.lines().count(), 1, "{err}");
     err
@@ -46,9 +57,9 @@ fn sample() -> Vec<u8> {
 #[test]
 fn missing_file_directory_text_and_unexecutable() {
     let dir = tempfile::tempdir().unwrap();
-    let err = run_fails(&dir.path().join("nope"));
+    let err = run_fails_with(NOT_FOUND, &dir.path().join("nope"));
     assert!(err.contains("no such file"), "{err}");
-    let err = run_fails(dir.path());
+    let err = run_fails_with(NOT_EXECUTABLE, dir.path());
     assert!(err.contains("is a directory"), "{err}");
     let text = executable_copy(dir.path(), "notes.txt", b"just some text\n");
     let err = run_fails(&text);
@@ -56,12 +67,15 @@ fn missing_file_directory_text_and_unexecutable() {
     let plain = dir.path().join("plain");
     std::fs::write(&plain, sample()).unwrap();
     std::fs::set_permissions(&plain, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let err = run_fails(&plain);
+    let err = run_fails_with(NOT_EXECUTABLE, &plain);
     assert!(
         err.contains("not executable") && err.contains("chmod +x"),
         "{err}"
     );
-    let err = fails(&["run".as_ref(), "no-such-program-anywhere".as_ref()]);
+    let err = fails_with(
+        NOT_FOUND,
+        &["run".as_ref(), "no-such-program-anywhere".as_ref()],
+    );
     assert!(err.contains("not found in PATH"), "{err}");
 }
 
@@ -192,7 +206,7 @@ fn emulator_that_cannot_take_the_plugin() {
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert_eq!(out.status.code(), Some(TOOL_FAILED), "{err}");
         assert_eq!(err.lines().count(), 1, "{err}");
         assert!(err.starts_with("error: ") && err.contains(says), "{err}");
         assert!(err.contains("apt-get install qemu-user"), "{err}");
@@ -212,8 +226,8 @@ fn emulator_that_cannot_take_the_plugin() {
             .find(|l| l.starts_with("Counter: "))
             .unwrap_or("");
         assert!(
-            counter.starts_with("Counter: hardware")
-                || (counter.starts_with("Counter: single-step") && counter.contains(says)),
+            counter.starts_with("Counter: hw")
+                || (counter.starts_with("Counter: step") && counter.contains(says)),
             "{err}"
         );
     }

@@ -115,7 +115,7 @@ fn more_cores_than_cpus_needs_oversubscribe() {
             log.as_os_str(),
             os("1"),
         ]);
-        assert_eq!(out.status.code(), Some(2));
+        assert_eq!(out.status.code(), Some(common::TOOL_FAILED));
         let err = stderr(&out);
         assert_eq!(
             err,
@@ -170,7 +170,7 @@ fn malformed_core_lists_are_refused_before_anything_runs() {
             log.as_os_str(),
             os("1"),
         ]);
-        assert_eq!(out.status.code(), Some(2), "{list}");
+        assert_eq!(out.status.code(), Some(common::TOOL_FAILED), "{list}");
         let err = stderr(&out);
         assert!(err.starts_with("error: "), "{list}: {err}");
         assert!(err.lines().next().unwrap().contains(says), "{list}: {err}");

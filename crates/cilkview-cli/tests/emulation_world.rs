@@ -203,7 +203,7 @@ fn set_id_programs_are_not_emulated_silently() {
         };
         let auto = analyze_with(&copy, &[], &[]);
         assert_eq!(auto.code(), Some(0), "{}", auto.stderr());
-        assert_eq!(auto.json["counter"]["mode"], "single-step", "{}", auto.json);
+        assert_eq!(auto.json["counter"]["mode"], "step", "{}", auto.json);
         let reason = auto.json["counter"]["reason"].as_str().unwrap();
         assert!(
             reason.contains(what) && reason.contains("your ids"),

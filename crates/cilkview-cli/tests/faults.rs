@@ -474,7 +474,7 @@ fn auto_emulates_a_script_and_single_steps_a_script_interpreter() {
         assert_eq!(t.json["counter"]["mode"], "emulate", "{}", t.json);
         let direct = analyze_with(&exe, &["--counter", "emulate"], &[]);
         assert_eq!(t.parallel_part(), direct.parallel_part());
-        assert_eq!(n.json["counter"]["mode"], "single-step", "{}", n.json);
+        assert_eq!(n.json["counter"]["mode"], "step", "{}", n.json);
         let reason = n.json["counter"]["reason"].as_str().unwrap();
         assert!(reason.contains("interpreter is not an x86-64"), "{reason}");
         // What to do instead, not "use --counter step", which is what happened.

@@ -240,14 +240,14 @@ fn programs_without_libgomp_are_refused_with_a_hint() {
         .arg(&marked)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(common::TOOL_FAILED));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("does not use libgomp"), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
     // The --openmp options alone are a usage error.
     for option in [["--omp-team", "4"], ["--task-cost", "5"]] {
         let out = bin().arg("run").args(option).arg(&marked).output().unwrap();
-        assert_eq!(out.status.code(), Some(2));
+        assert_eq!(out.status.code(), Some(common::TOOL_FAILED));
         assert!(String::from_utf8_lossy(&out.stderr).contains("--openmp"));
     }
     let static_omp = build(
@@ -264,7 +264,7 @@ fn programs_without_libgomp_are_refused_with_a_hint() {
         .arg(&static_omp)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(common::TOOL_FAILED));
     assert!(String::from_utf8_lossy(&out.stderr).contains("statically linked"));
     let clang_omp = BuildOptions::default()
         .compiler("clang")
@@ -280,7 +280,7 @@ fn programs_without_libgomp_are_refused_with_a_hint() {
     }
     let llvm = build("omp_known", &clang_omp);
     let out = bin().args(["run", "--openmp"]).arg(&llvm).output().unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(common::TOOL_FAILED));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("LLVM's OpenMP runtime") && err.contains("-fopenmp=libgomp"),

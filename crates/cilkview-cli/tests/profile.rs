@@ -236,10 +236,18 @@ fn quicksort_partition_holds_the_span() {
         csv.starts_with("location,function,kind,invocations,"),
         "{csv}"
     );
+    // A header, a row per site, a row for the code outside every call site; the local span on
+    // span column adds up to the span.
     assert_eq!(
         csv.lines().count(),
-        json["call_sites"].as_array().unwrap().len() + 1
+        json["call_sites"].as_array().unwrap().len() + 2
     );
+    let mut rows = csv::Reader::from_reader(csv.as_bytes());
+    let local_spans: u64 = rows
+        .records()
+        .map(|r| r.unwrap()[11].parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(local_spans, json["span"].as_u64().unwrap(), "{csv}");
     let folded = read("folded");
     let sum: u64 = folded
         .lines()
@@ -424,5 +432,44 @@ fn top_caller_of_mm_base_is_zero() {
     assert!(
         q1.0 > calls[0].0 && q1.0 - calls[0].0 < 40,
         "{q1:?} {calls:?}"
+    );
+}
+
+/// Locations read as the user reads them: relative to the working directory when the source lies
+/// under it; and no two sites read the same — gcc -O2 inlines fib into itself, leaving many calls
+/// on one source line, told apart by their address.
+#[test]
+fn locations_are_relative_and_sites_are_told_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = std::fs::read_to_string(cilkview_fixtures::fixtures_dir().join("fib.c")).unwrap();
+    let include = format!("-I{}", cilkview_fixtures::include_dir().display());
+    cilkview_fixtures::compile_into(dir.path(), "fib", &source, &["-O2", "-g", &include]);
+    let out = bin()
+        .current_dir(dir.path())
+        .args(["run", "--profile", "p", "--json", "r.json", "./fib", "12"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("r.json")).unwrap()).unwrap();
+    let sites = json["call_sites"].as_array().unwrap();
+    assert!(sites.len() > 1, "{json}");
+    let mut names = std::collections::BTreeSet::new();
+    for s in sites {
+        let location = s["location"].as_str().unwrap();
+        assert!(location.starts_with("fib.c:"), "{location}");
+        let name = (
+            s["function"].to_string(),
+            location.to_string(),
+            s["kind"].to_string(),
+        );
+        assert!(names.insert(name), "two sites read {location}: {sites:?}");
+    }
+    assert!(
+        sites
+            .iter()
+            .any(|s| s["location"].as_str().unwrap().contains(" @0x")),
+        "gcc -O2 inlines fib into itself: some sites share a line ({sites:?})"
     );
 }

@@ -40,10 +40,15 @@ fn tool(args: &[&std::ffi::OsStr]) -> (Option<i32>, String, String) {
     (out.status.code(), stdout, err)
 }
 
-/// One `error: …` line and exit status 2.
+/// One `error: …` line and exit status 125.
 fn one_error(args: &[&std::ffi::OsStr]) -> String {
+    one_error_with(common::TOOL_FAILED, args)
+}
+
+/// One `error: …` line and exit status `status`.
+fn one_error_with(status: i32, args: &[&std::ffi::OsStr]) -> String {
     let (code, _, err) = tool(args);
-    assert_eq!(code, Some(2), "{args:?}: {err}");
+    assert_eq!(code, Some(status), "{args:?}: {err}");
     assert!(
         err.starts_with("error: ") && err.lines().count() == 1,
         "{err}"
@@ -143,7 +148,7 @@ fn no_panics_on_huge_durations_or_closed_and_full_outputs() {
         .unwrap();
     let out = std_bin().arg("header").stdout(full).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(out.status.code(), Some(common::TOOL_FAILED), "{err}");
     assert_eq!(
         err,
         "error: cannot write the header to standard output: No space left on device (os error 28)\n"
@@ -159,7 +164,10 @@ fn no_panics_on_huge_durations_or_closed_and_full_outputs() {
     let figure6 = cilkview_fixtures::repo_root().join("fixtures/figure6.json");
     for (args, code) in [
         (vec!["report".into(), figure6.into_os_string()], 0),
-        (vec!["report".into(), "/nonexistent.json".into()], 2),
+        (
+            vec!["report".into(), "/nonexistent.json".into()],
+            common::TOOL_FAILED,
+        ),
     ] {
         let (reader, writer) = std::io::pipe().unwrap();
         drop(reader);
@@ -173,11 +181,11 @@ fn std_bin() -> Command {
     Command::new(assert_cmd::cargo::cargo_bin("cilkview-rs"))
 }
 
-/// A clap usage error: exit 2, starts with `error: `, no panic.
+/// A clap usage error: exit 125, starts with `error: `, no panic.
 fn one_error_clap(args: &[&str]) -> String {
     let args: Vec<&std::ffi::OsStr> = args.iter().map(std::ffi::OsStr::new).collect();
     let (code, _, err) = tool(&args);
-    assert_eq!(code, Some(2), "{err}");
+    assert_eq!(code, Some(common::TOOL_FAILED), "{err}");
     assert!(err.starts_with("error: "), "{err}");
     err
 }
@@ -193,7 +201,7 @@ fn a_fifo_as_program_is_refused_without_hanging() {
         .unwrap()
         .success());
     std::fs::set_permissions(&fifo, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let err = one_error(&["run".as_ref(), fifo.as_os_str()]);
+    let err = one_error_with(common::NOT_EXECUTABLE, &["run".as_ref(), fifo.as_os_str()]);
     assert!(
         err.contains("is a FIFO (named pipe), not a program"),
         "{err}"
@@ -235,6 +243,7 @@ fn a_name_without_slash_is_searched_in_path_only() {
         err.contains("not found in PATH (give a path such as ./only_here)"),
         "{err}"
     );
+    assert_eq!(out.status.code(), Some(common::NOT_FOUND), "{err}");
     assert!(out.stdout.is_empty());
 }
 
@@ -243,7 +252,7 @@ fn a_name_without_slash_is_searched_in_path_only() {
 fn a_missing_interpreter_is_named() {
     let dir = tempfile::tempdir().unwrap();
     let s = script(dir.path(), "tool.sh", "#!/no/such/shell -e\necho hi\n");
-    let err = one_error(&["run".as_ref(), s.as_os_str()]);
+    let err = one_error_with(common::NOT_FOUND, &["run".as_ref(), s.as_os_str()]);
     assert!(
         err.contains("its interpreter (on its #! line) /no/such/shell: no such file"),
         "{err}"
@@ -286,7 +295,7 @@ fn attaching_to_a_zombie_says_it_has_exited() {
     let (code, _, err) = tool(&["attach".as_ref(), zombie.as_ref()]);
     let _ = parent.kill();
     let _ = parent.wait();
-    assert_eq!(code, Some(2), "{err}");
+    assert_eq!(code, Some(common::TOOL_FAILED), "{err}");
     assert!(err.contains("it has already exited (a zombie"), "{err}");
     assert!(!err.contains("root"), "{err}");
 }
@@ -377,7 +386,7 @@ fn corrupt_marks_behind_a_wrapper_are_an_error() {
         json.as_os_str(),
         wrapper.as_os_str(),
     ]);
-    assert_eq!(code, Some(2), "{err}");
+    assert_eq!(code, Some(common::TOOL_FAILED), "{err}");
     assert!(err.starts_with("error: ") && err.contains(&cause), "{err}");
     assert!(
         err.contains(&corrupt.display().to_string()),

@@ -73,7 +73,7 @@ fn an_emulator_that_never_answers_does_not_hang_the_tool() {
         .arg(&exe);
     let out = within(cmd, Duration::from_secs(60));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(out.status.code(), Some(common::TOOL_FAILED), "{err}");
     assert!(err.contains("did not answer `--version`"), "{err}");
     assert!(started.elapsed() < Duration::from_secs(30));
     // Nothing it started is left behind.
@@ -94,7 +94,7 @@ fn attaching_to_the_tools_own_visible_process_is_refused() {
     ));
     let out = within(cmd, Duration::from_secs(30));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(out.status.code(), Some(common::TOOL_FAILED), "{err}");
     assert!(err.contains("is cilkview-rs itself"), "{err}");
 }
 
@@ -289,7 +289,7 @@ fn outputs_that_collide_or_are_folders_are_refused_before_the_run() {
         args.push(exe.clone().into_os_string());
         let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
         let (code, err) = tool_in(dir.path(), &args);
-        assert_eq!(code, Some(2), "{flags:?}: {err}");
+        assert_eq!(code, Some(common::TOOL_FAILED), "{flags:?}: {err}");
         assert!(
             err.starts_with("error: ") && err.lines().count() == 1,
             "{err}"
@@ -330,7 +330,7 @@ fn a_burden_that_would_wrap_is_refused() {
                 exe.as_os_str(),
             ],
         );
-        assert_eq!(code, Some(2), "{err}");
+        assert_eq!(code, Some(common::TOOL_FAILED), "{err}");
         assert!(err.contains("at most 1000000000 instructions"), "{err}");
     }
 }

@@ -257,10 +257,12 @@ fn a_program_killed_by_a_signal_exits_128_plus_n() {
 #[test]
 fn gnuplot_output_renders() {
     let dir = tempfile::tempdir().unwrap();
+    let plots = dir.path().join("plots");
+    std::fs::create_dir(&plots).unwrap();
     let out = bin()
         .arg("run")
         .arg("--gnuplot")
-        .arg(dir.path().join("fib"))
+        .arg(plots.join("fib"))
         .arg(fixture("fib"))
         .args(["--", "8"])
         .output()
@@ -270,10 +272,14 @@ fn gnuplot_output_renders() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(dir.path().join("fib.dat").is_file());
-    if let Some(png) = gnuplot_render(dir.path(), "fib.plt", "fib.png") {
+    assert!(plots.join("fib.dat").is_file());
+    // Run from the folder above: the script finds its .dat and draws the .png beside itself.
+    if let Some(png) = gnuplot_render(dir.path(), "plots/fib.plt", "plots/fib.png") {
         assert!(png.len() > 5000, "a PNG of {} bytes", png.len());
     }
+    // And from the folder itself.
+    std::fs::remove_file(plots.join("fib.png")).unwrap();
+    gnuplot_render(&plots, "fib.plt", "fib.png");
 }
 
 fn figure6() -> PathBuf {
@@ -460,7 +466,7 @@ fn regions_side_by_side_and_plot_region() {
         let s = v.to_string();
         let mut out = String::new();
         for (i, c) in s.chars().enumerate() {
-            if i > 0 && (s.len() - i).is_multiple_of(3) {
+            if i > 0 && (s.len() - i) % 3 == 0 {
                 out.push(',');
             }
             out.push(c);
@@ -480,7 +486,7 @@ fn regions_side_by_side_and_plot_region() {
     );
     let dat = std::fs::read_to_string(&dat).unwrap();
     assert!(dat.contains("1.33"), "{dat}");
-    // A region that does not exist: the text and JSON are still written, then one error line.
+    // A region that the program does not have: refused before it runs, naming those it has.
     let out = bin()
         .arg("run")
         .arg("--plot")
@@ -490,11 +496,14 @@ fn regions_side_by_side_and_plot_region() {
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("Parallelism Profile"), "{err}");
+    assert_eq!(out.status.code(), Some(common::TOOL_FAILED), "{err}");
+    assert!(!err.contains("Parallelism Profile"), "{err}");
     assert!(
         err.trim_end()
-            .ends_with("error: no region \"nope\" to plot (its regions: step, outer, inner)"),
+            .starts_with("error: --plot-region names region \"nope\", which ")
+            && err
+                .trim_end()
+                .ends_with(" never reports (its regions: inner, outer, step)"),
         "{err}"
     );
     assert!(!dir.path().join("q.svg").exists());

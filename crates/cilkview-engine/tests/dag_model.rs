@@ -222,7 +222,7 @@ impl Dag {
             };
             let end = self.instance(cur, body);
             open = Some((entry, end));
-            if (i as u64 + 1).is_multiple_of(grain) {
+            if (i as u64 + 1) % grain == 0 {
                 chunks.push(open.take().unwrap());
             }
         }

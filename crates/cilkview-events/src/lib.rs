@@ -15,10 +15,13 @@ mod packed;
 pub use packed::{HitPacker, HitsTotal, PackedHit};
 
 /// How instructions are counted: the user's request (`Auto` included) and, in [`CounterInfo`],
-/// the counter a run used (never `Auto`). One type from the command-line flag to the JSON field.
+/// the counter a run used (never `Auto`). One type, and one spelling of each name, from the
+/// command-line flag to the JSON field (`hw`, `emulate`, `step`); the JSON's former spellings
+/// `hardware` and `single-step` are read, and accepted by `--counter`, as aliases.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub enum CounterMode {
     /// The hardware counter if it passes its self-test here, else emulation if a plugin-capable
     /// qemu-x86_64 is found, else single-step.
@@ -26,25 +29,26 @@ pub enum CounterMode {
     #[cfg_attr(feature = "serde", serde(rename = "auto"))]
     Auto,
     /// The hardware instruction counter (perf_event); an error if unavailable.
-    #[cfg_attr(feature = "clap", value(name = "hw"))]
-    #[cfg_attr(feature = "serde", serde(rename = "hardware"))]
+    #[cfg_attr(feature = "clap", value(name = "hw", alias = "hardware"))]
+    #[cfg_attr(feature = "serde", serde(rename = "hw", alias = "hardware"))]
     Hardware,
     /// Run under qemu-x86_64 with the cilkview plugin: exact, ~10x native, no PMU needed.
     #[cfg_attr(feature = "serde", serde(rename = "emulate"))]
     Emulate,
     /// Single-step every instruction under ptrace: exact everywhere, but ~20 µs per instruction.
-    #[cfg_attr(feature = "serde", serde(rename = "single-step"))]
+    #[cfg_attr(feature = "clap", value(alias = "single-step"))]
+    #[cfg_attr(feature = "serde", serde(rename = "step", alias = "single-step"))]
     Step,
 }
 
 impl CounterMode {
-    /// The name used in reports and JSON: `auto`, `hardware`, `emulate`, `single-step`.
+    /// The name used by `--counter`, in reports and in JSON: `auto`, `hw`, `emulate`, `step`.
     pub fn name(self) -> &'static str {
         match self {
             CounterMode::Auto => "auto",
-            CounterMode::Hardware => "hardware",
+            CounterMode::Hardware => "hw",
             CounterMode::Emulate => "emulate",
-            CounterMode::Step => "single-step",
+            CounterMode::Step => "step",
         }
     }
 }

@@ -21,8 +21,10 @@ pub struct CallgrindExporter {
     pub prefix: PathBuf,
 }
 
-/// `file:line` → (file, line); anything else has no file and line 0.
+/// `file:line` (or `file:line @0xaddress`, a site told apart from others on its line) →
+/// (file, line); anything else has no file and line 0.
 fn file_line(location: &str) -> (String, u64) {
+    let location = location.split_once(" @").map_or(location, |(l, _)| l);
     match location.rsplit_once(':') {
         Some((file, line)) if !file.is_empty() => match line.parse() {
             Ok(l) => (file.to_string(), l),
@@ -114,5 +116,17 @@ impl Exporter for CallgrindExporter {
             destination: Destination::File(prefixed(&self.prefix, "callgrind")),
             bytes: Self::to_callgrind(report).into_bytes(),
         }])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::file_line;
+
+    #[test]
+    fn a_site_told_apart_by_its_address_keeps_its_file_and_line() {
+        assert_eq!(file_line("fib.c:17 @0x11c5"), ("fib.c".to_string(), 17));
+        assert_eq!(file_line("src/fib.c:9"), ("src/fib.c".to_string(), 9));
+        assert_eq!(file_line("fib+0x12").1, 0);
     }
 }

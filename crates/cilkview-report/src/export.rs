@@ -64,7 +64,7 @@ impl ExportOptions {
             .flat_map(|e| e.destinations())
             .filter_map(|d| match d {
                 Destination::File(path) => Some(path),
-                Destination::Stderr => None,
+                Destination::Stderr | Destination::Stdout => None,
             })
             .collect()
     }
@@ -198,6 +198,18 @@ fn write_artifacts(artifacts: Vec<Artifact>, stderr: &mut dyn Write) -> Result<(
             Destination::Stderr => {
                 let _ = stderr.write_all(&artifact.bytes);
             }
+            Destination::Stdout => {
+                let mut stdout = std::io::stdout().lock();
+                if let Err(source) = stdout
+                    .write_all(&artifact.bytes)
+                    .and_then(|()| stdout.flush())
+                {
+                    return Err(OutputError::Write {
+                        path: PathBuf::from("standard output"),
+                        source,
+                    });
+                }
+            }
             Destination::File(path) => {
                 if let Err(source) = std::fs::write(&path, &artifact.bytes) {
                     return Err(OutputError::Write { path, source });
@@ -306,7 +318,7 @@ mod tests {
         assert!(manager.write(&figure6(), &mut stderr).unwrap());
         drop(manager);
         let json = std::fs::read(dir.path().join("r.json")).unwrap();
-        assert!(json.starts_with(b"{\n  \"program\": \"./qsort\""));
+        assert!(json.starts_with(b"{\n  \"version\": 1,\n  \"program\": \"./qsort\""));
         assert!(dir.path().join("p.plt").exists());
         let text = String::from_utf8(stderr).unwrap();
         assert!(text.contains("Parallelism: 21.31\n"), "{text}");

@@ -1,5 +1,6 @@
-//! `--gnuplot PREFIX`: `PREFIX.dat` and `PREFIX.plt`; `gnuplot PREFIX.plt`, run in that folder,
-//! draws the scalability profile of the Cilkview paper's Figure 2 into `PREFIX.png`.
+//! `--gnuplot PREFIX`: `PREFIX.dat` and `PREFIX.plt`; `gnuplot PREFIX.plt`, run from any folder,
+//! draws the scalability profile of the Cilkview paper's Figure 2 into `PREFIX.png` (the script
+//! first changes to its own folder, where the `.dat` is).
 
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
@@ -47,6 +48,14 @@ impl Exporter for GnuplotExporter {
         let m = report.measures();
         let widest = self.measured.iter().map(|m| m.cores).max().unwrap_or(1);
         let max = report.max_cores().max(2).max(widest);
+        // The ranges of the plotters picture (plot/draw.rs): x from 0.8 to P + 0.2, y to 1.45
+        // times the highest upper bound or measured point, leaving room for the legend.
+        let top = (1..=max)
+            .map(|p| {
+                speedup_with_task_cost(&m, p, report.span_coefficient, report.task_cost()).upper
+            })
+            .chain(self.measured.iter().map(|m| m.max))
+            .fold(1.0f64, f64::max);
         let mut dat = String::new();
         let _ = writeln!(
             dat,
@@ -84,32 +93,49 @@ impl Exporter for GnuplotExporter {
         let mut plt = String::new();
         let _ = writeln!(
             plt,
-            "# cilkview-rs: run `gnuplot {}` in this folder to draw {png}",
+            "# cilkview-rs: `gnuplot {}` (from any folder) draws {png} beside it",
             file_name(&self.path("plt"))
         );
-        let _ = writeln!(plt, "set terminal pngcairo size 900,600 noenhanced");
+        // gnuplot sets ARG0 to the script's path as given on its command line: go to the
+        // script's folder, where the .dat is and the .png goes (from stdin, ARG0 is empty).
+        let _ = writeln!(
+            plt,
+            "here = ARG0; i = strlen(here)\nwhile (i > 0 && here[i:i] ne '/') {{ i = i - 1 }}\nif (i > 0) {{ cd here[1:i] }}"
+        );
+        let (width, height) = crate::PLOT_SIZE;
+        let _ = writeln!(
+            plt,
+            "set encoding utf8\nset terminal pngcairo size {width},{height} noenhanced"
+        );
         let _ = writeln!(plt, "set output {}", quoted(&png));
+        // Title, axes and legend as in the plotters picture (`--plot`).
         let _ = writeln!(
             plt,
             "set title {}",
             quoted(&format!(
-                "Scalability profile of {program}: parallelism {:.2}, burdened parallelism {:.2}",
+                "{program}: parallelism {:.2}, burdened parallelism {:.2}",
                 report.parallelism, report.burdened_parallelism
             ))
         );
         let _ = writeln!(
             plt,
-            "set xlabel 'Cores'\nset ylabel 'Speedup'\nset key top left\nset grid"
+            "set xlabel 'Cores (P)'\nset ylabel 'Speedup T(1)/T(P)'\nset key top left\nset grid"
         );
-        let _ = writeln!(plt, "set xrange [1:{max}]\nset yrange [0:{}]", max + 1);
+        let _ = writeln!(
+            plt,
+            "set xrange [0.8:{:.1}]\nset yrange [0:{:.3}]",
+            f64::from(max) + 0.2,
+            top * 1.45
+        );
         let dat_name = quoted(&file_name(&dat_path));
         let _ = writeln!(
             plt,
-            "plot {dat_name} index 0 using 1:4:5 with filledcurves lc rgb '#bcd6ee' title 'Estimated speedup range', \\\n     {dat_name} index 0 using 1:2 with lines lw 2 lc rgb '#444444' title 'Work law (linear speedup)', \\\n     {dat_name} index 0 using 1:3 with lines lw 2 lc rgb '#d62728' title 'Span law (parallelism)', \\\n     {dat_name} index 0 using 1:4 with lines lw 2 lc rgb '#1f77b4' title 'Burdened speedup (lower bound)'{}",
+            "plot {dat_name} index 0 using 1:4:5 with filledcurves lc rgb '#bcd6ee' title 'Estimated speedup range', \\\n     {dat_name} index 0 using 1:2 with lines lw 2 lc rgb '#444444' title 'Work law: speedup ≤ P', \\\n     {dat_name} index 0 using 1:3 with lines lw 2 lc rgb '#d62728' title 'Span law: speedup ≤ parallelism ({:.2})', \\\n     {dat_name} index 0 using 1:4 with lines lw 2 lc rgb '#1f77b4' title 'Burdened speedup (lower bound)'{}",
+            report.parallelism,
             if self.measured.is_empty() {
                 String::new()
             } else {
-                format!(", \\\n     {dat_name} index 1 using 1:2:3:4 with yerrorbars pt 2 ps 1.5 lw 2 lc rgb '#e06c00' title 'Measured speedup (median, min-max)'")
+                format!(", \\\n     {dat_name} index 1 using 1:2:3:4 with yerrorbars pt 2 ps 1.5 lw 2 lc rgb '#e06c00' title 'Measured speedup (median; bar: fastest to slowest trial)'")
             }
         );
         Ok(vec![

@@ -1,4 +1,5 @@
-//! `--json FILE`: the report as JSON (schema: docs/json-schema.md).
+//! `--json FILE`: the report as JSON (docs/json-schema.md; its JSON Schema is [`json_schema`],
+//! printed by `cilkview-rs schema`).
 
 use std::path::{Path, PathBuf};
 
@@ -10,17 +11,38 @@ pub struct JsonExporter {
 
 impl Exporter for JsonExporter {
     fn destinations(&self) -> Vec<Destination> {
-        vec![Destination::File(self.path.clone())]
+        vec![Destination::of_path(&self.path)]
     }
 
     fn render(&self, report: &RunReport) -> Result<Vec<Artifact>, ExportError> {
         let mut bytes = serde_json::to_vec_pretty(report)?;
         bytes.push(b'\n');
         Ok(vec![Artifact {
-            destination: Destination::File(self.path.clone()),
+            destination: Destination::of_path(&self.path),
             bytes,
         }])
     }
+}
+
+/// The JSON Schema (draft 2020-12) of what [`JsonExporter`] writes, derived from [`RunReport`]'s
+/// serde form.
+pub fn json_schema() -> serde_json::Value {
+    let mut schema = schemars::generate::SchemaSettings::draft2020_12()
+        .for_serialize()
+        .into_generator()
+        .into_root_schema_for::<RunReport>();
+    schema.insert("title".into(), "cilkview-rs report (run --json)".into());
+    schema.insert(
+        "description".into(),
+        format!(
+            "The report of `cilkview-rs run --json FILE` (and `attach --json`), format version \
+             {}: work, span, burdened span, parallelism, the speedup table, regions and the \
+             call-site profile of one program.",
+            crate::JSON_VERSION
+        )
+        .into(),
+    );
+    schema.to_value()
 }
 
 /// Errors reading a saved JSON report.

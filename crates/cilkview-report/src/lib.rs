@@ -36,10 +36,10 @@ pub use cilkview_events::{CounterMode, Ending, ExitStatus};
 pub use export::{ExportManager, ExportOptions, OutputError, Reservation};
 pub use gate::{Gate, GateMeasure};
 pub use gnuplot::GnuplotExporter;
-pub use json::{read_json, JsonExporter};
+pub use json::{json_schema, read_json, JsonExporter};
 pub use model::{
     signal_name, speedup_table, AttachReport, CounterReport, RegionReport, RunInfo, RunReport,
-    SpeedupRow,
+    SpeedupRow, JSON_VERSION,
 };
 pub use openmp::{OpenMpCount, OpenMpReport, ThreadIdSite};
 pub use plot::{
@@ -53,7 +53,22 @@ pub use text::TextExporter;
 pub enum Destination {
     /// Standard error, like `perf stat`: standard output belongs to the program under test.
     Stderr,
+    /// Standard output: a file named `-` on the command line (`--json -`), written after the
+    /// program ended.
+    Stdout,
     File(PathBuf),
+}
+
+impl Destination {
+    /// Where an output file named on the command line goes: `-` is standard output (a file
+    /// named `-` is `./-`).
+    pub fn of_path(path: &Path) -> Destination {
+        if path.as_os_str() == "-" {
+            Destination::Stdout
+        } else {
+            Destination::File(path.to_owned())
+        }
+    }
 }
 
 /// One rendered output.

@@ -3,14 +3,15 @@
 
 use cilkview_engine::{core_counts, speedup_with_task_cost, Measures, Report};
 use cilkview_events::{CounterInfo, CounterMode, Ending, ExitStatus};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::{CallContextReport, CallSiteReport};
 
 /// Which instruction counter produced the costs, and why it was chosen.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct CounterReport {
-    /// `"hardware"`, `"single-step"` or `"emulate"` in JSON.
+    /// `"hw"`, `"emulate"` or `"step"` in JSON (`"hardware"` and `"single-step"` read as aliases).
     pub mode: CounterMode,
     /// Why this counter was used (e.g. why the hardware counter was not).
     pub reason: String,
@@ -37,6 +38,15 @@ fn nullable<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
     Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 
+/// The version of the JSON format of [`RunReport`], its `version` key: raised when a key changes
+/// meaning or is removed (keys are only ever added otherwise). Version 1 is the first to carry
+/// the key; a report without one reads as the current version.
+pub const JSON_VERSION: u32 = 1;
+
+fn json_version() -> u32 {
+    JSON_VERSION
+}
+
 fn unrecorded() -> String {
     "(program not recorded)".into()
 }
@@ -59,7 +69,7 @@ impl From<&CounterInfo> for CounterReport {
 }
 
 /// One row of the speedup table.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SpeedupRow {
     pub cores: u32,
     #[serde(deserialize_with = "nullable")]
@@ -69,7 +79,7 @@ pub struct SpeedupRow {
 }
 
 /// The measures of one label, accumulated over its occurrences.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RegionReport {
     pub label: String,
     pub work: u64,
@@ -103,8 +113,11 @@ impl RegionReport {
 /// `span` and `burdened_span` are required: what is derivable from them (marked "derived") may be
 /// absent and is then NaN or empty until [`RunReport::derive`] fills it in; other absent keys take
 /// the defaults of `run`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RunReport {
+    /// The version of this JSON format ([`JSON_VERSION`]).
+    #[serde(default = "json_version")]
+    pub version: u32,
     #[serde(default = "unrecorded")]
     pub program: String,
     #[serde(default)]
@@ -178,7 +191,7 @@ impl AttachReport {
 }
 
 /// The window of an `attach` session.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct AttachReport {
     pub pid: i32,
     /// When measuring began, RFC 3339 (UTC).
@@ -228,6 +241,7 @@ impl RunReport {
             None => (None, None),
         };
         RunReport {
+            version: JSON_VERSION,
             program: info.program,
             args: info.args,
             exit_status,

@@ -2,10 +2,11 @@
 
 use std::fmt::Write;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// The `openmp` block of a report (present for `run --openmp`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct OpenMpReport {
     /// The libgomp the program loaded, and its newest ABI version.
     pub libgomp: String,
@@ -27,13 +28,13 @@ fn one() -> u32 {
     1
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct OpenMpCount {
     pub name: String,
     pub value: u64,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ThreadIdSite {
     /// Function and `file:line` (or `symbol+offset`) of the call.
     pub site: String,

@@ -1,6 +1,8 @@
 //! `PREFIX.csv` of `--profile PREFIX`: one row per call site, the columns of the Cilkprof paper's
 //! Figure 2 plus the invocations and the names, then the top-caller columns of Figure 7 (empty for
-//! a report that has none).
+//! a report that has none); a last row, kind `outside`, holds the code outside every call site,
+//! so that the `local_*_on_span` columns add up to the span (docs/json-schema.md documents the
+//! columns).
 
 use std::path::PathBuf;
 
@@ -28,6 +30,9 @@ const HEADER: [&str; 16] = [
     "top_caller_span",
     "top_caller_parallelism",
 ];
+
+/// The `location` of the last row: the code under no call site.
+pub const OUTSIDE: &str = "(outside every call site)";
 
 impl ProfileCsvExporter {
     /// The CSV text of the report's call sites.
@@ -62,6 +67,16 @@ impl ProfileCsvExporter {
                 tc_span,
                 tc_parallelism,
             ])?;
+        }
+        if report.call_sites.is_some() {
+            let outside = report.outside_call_sites();
+            let mut row = vec![String::new(); HEADER.len()];
+            row[0] = OUTSIDE.into();
+            row[2] = "outside".into();
+            row[10] = outside.work.to_string();
+            row[11] = outside.span.to_string();
+            row[12] = format!("{:.2}", outside.parallelism());
+            w.write_record(&row)?;
         }
         w.into_inner()
             .map_err(|e| ExportError::Io("CSV", e.into_error()))

@@ -2,12 +2,13 @@
 //! arrays (docs/json-schema.md), present only when the run was profiled.
 
 use cilkview_engine::{Profile, SiteKind, SiteProfile, WorkSpan};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::RunReport;
 
 /// A work and a span.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct WorkSpanReport {
     pub work: u64,
     pub span: u64,
@@ -30,7 +31,7 @@ impl From<WorkSpan> for WorkSpanReport {
 }
 
 /// One call site (docs/engine.md, "Call-site profiles", for the definitions).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct CallSiteReport {
     /// `file:line` of the call site, or `symbol+0xoff`, or the address.
     pub location: String,
@@ -58,7 +59,7 @@ impl CallSiteReport {
 
 /// One node of the calling-context tree (recursion folded); the first one is the root, the code
 /// under no call site.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct CallContextReport {
     /// Index of the parent context (absent for the root).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -79,6 +80,10 @@ pub struct CallContextReport {
 pub struct SiteName {
     pub function: String,
     pub location: String,
+    /// The site's address in its file (the call's return address, the spawn's mark), which
+    /// tells apart sites that share a function, a location and a kind (a function the compiler
+    /// inlined into itself has many call sites on one source line).
+    pub address: Option<u64>,
 }
 
 impl RunReport {
@@ -89,14 +94,33 @@ impl RunReport {
         profile: &Profile,
         mut name: impl FnMut(&SiteProfile) -> SiteName,
     ) -> RunReport {
+        let names: Vec<SiteName> = profile.sites.iter().map(&mut name).collect();
+        let mut seen: std::collections::HashMap<(&str, &str, SiteKind), usize> =
+            std::collections::HashMap::new();
+        for (n, s) in names.iter().zip(&profile.sites) {
+            *seen
+                .entry((n.function.as_str(), n.location.as_str(), s.kind))
+                .or_default() += 1;
+        }
+        let shared: Vec<bool> = names
+            .iter()
+            .zip(&profile.sites)
+            .map(|(n, s)| seen[&(n.function.as_str(), n.location.as_str(), s.kind)] > 1)
+            .collect();
         self.call_sites = Some(
             profile
                 .sites
                 .iter()
-                .map(|s| {
-                    let n = name(s);
+                .zip(names.iter().zip(shared))
+                .map(|(s, (n, shared))| {
+                    let n = n.clone();
+                    // Sites that would read the same are told apart by their address.
+                    let location = match n.address {
+                        Some(a) if shared => format!("{} @{a:#x}", n.location),
+                        _ => n.location,
+                    };
                     CallSiteReport {
-                        location: n.location,
+                        location,
                         function: n.function,
                         kind: match s.kind {
                             SiteKind::Spawn => "spawn",

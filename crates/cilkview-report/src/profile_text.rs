@@ -36,7 +36,10 @@ impl TopSitesExporter {
         let Some(sites) = report.call_sites.as_deref() else {
             return String::new();
         };
-        let mut order: Vec<usize> = (0..sites.len()).collect();
+        // Sites none of whose instructions lie on the critical path are not "on the span".
+        let mut order: Vec<usize> = (0..sites.len())
+            .filter(|&i| sites[i].local_on_span.span > 0)
+            .collect();
         order.sort_by_key(|&i| std::cmp::Reverse(sites[i].local_on_span.span));
         let rows: Vec<[String; 7]> = order
             .iter()
@@ -71,10 +74,16 @@ impl TopSitesExporter {
         }
         let mut out = String::new();
         let shown = rows.len();
+        let off_span = sites.len() - order.len();
         let _ = writeln!(
             out,
-            "Top {shown} of {} call sites on the span (by local span on span):",
-            sites.len()
+            "Top {shown} of {} call sites on the span (by local span on span{}):",
+            order.len(),
+            if off_span > 0 {
+                format!("; {off_span} more have none of it")
+            } else {
+                String::new()
+            }
         );
         let line = |out: &mut String, cells: &[String]| {
             let mut l = String::new();

@@ -60,6 +60,7 @@ fn json_round_trips_with_exactly_the_documented_keys() {
     assert_eq!(
         keys,
         [
+            "version",
             "program",
             "args",
             "exit_status",
@@ -102,7 +103,7 @@ fn write_all(artifacts: &[cilkview_report::Artifact]) -> Vec<PathBuf> {
                 std::fs::write(p, &a.bytes).unwrap();
                 p.clone()
             }
-            Destination::Stderr => panic!("gnuplot writes files"),
+            Destination::Stderr | Destination::Stdout => panic!("gnuplot writes files"),
         })
         .collect()
 }
@@ -125,4 +126,46 @@ fn gnuplot_script_renders_a_png() {
     if let Some(png) = gnuplot_render(dir.path(), "qsort profile.plt", "qsort profile.png") {
         assert!(png.len() > 5000, "a PNG of {} bytes", png.len());
     }
+}
+
+/// The gnuplot picture and the one cilkview-rs draws look alike: the same title and axes, the
+/// same x range, the same legend entries.
+#[test]
+fn gnuplot_and_plotters_pictures_have_one_look() {
+    let report = figure6();
+    let dir = tempfile::tempdir().unwrap();
+    let plt = GnuplotExporter {
+        prefix: dir.path().join("g"),
+        measured: Vec::new(),
+    }
+    .render(&report)
+    .unwrap()
+    .remove(1);
+    let plt = String::from_utf8(plt.bytes).unwrap();
+    let svg = cilkview_report::PlotExporter {
+        path: dir.path().join("p.svg"),
+        measured: Vec::new(),
+    }
+    .render(&report)
+    .unwrap()
+    .remove(0);
+    let svg = String::from_utf8(svg.bytes).unwrap();
+    let title = "qsort: parallelism 21.31, burdened parallelism 21.26";
+    assert!(plt.contains(&format!("set title '{title}'")), "{plt}");
+    assert!(svg.contains(title));
+    for words in [
+        "Cores (P)",
+        "Speedup T(1)/T(P)",
+        "Estimated speedup range",
+        "Work law: speedup ≤ P",
+        "Span law: speedup ≤ parallelism (21.31)",
+        "Burdened speedup (lower bound)",
+    ] {
+        assert!(plt.contains(words), "{words} in {plt}");
+        assert!(
+            svg.contains(&words.replace('≤', "&#8804;")) || svg.contains(words),
+            "{words} in the SVG"
+        );
+    }
+    assert!(plt.contains("set xrange [0.8:32.2]"), "{plt}");
 }

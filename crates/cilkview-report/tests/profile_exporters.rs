@@ -37,11 +37,7 @@ fn pqsort(s: &mut Stream, n: u64, depth: u32) {
     s.ev(FunctionEnter, 20);
     s.pending += n;
     s.ev(FunctionExit, 0);
-    let a = if depth.is_multiple_of(2) {
-        2 * n / 5
-    } else {
-        3 * n / 5
-    };
+    let a = if depth % 2 == 0 { 2 * n / 5 } else { 3 * n / 5 };
     s.ev(Spawn, 21);
     pqsort(s, a, depth + 1);
     s.ev(SpawnReturn, 0);
@@ -56,11 +52,7 @@ fn pqsort_span(n: u64, depth: u32) -> (u64, u64) {
     if n < COARSENING {
         return (n, 0);
     }
-    let a = if depth.is_multiple_of(2) {
-        2 * n / 5
-    } else {
-        3 * n / 5
-    };
+    let a = if depth % 2 == 0 { 2 * n / 5 } else { 3 * n / 5 };
     let (sa, pa) = pqsort_span(a, depth + 1);
     let (sb, pb) = pqsort_span(n - a, depth + 1);
     let (s, p) = if sa > sb { (sa, pa) } else { (sb, pb) };
@@ -103,8 +95,60 @@ fn report() -> RunReport {
         SiteName {
             function: if line == 31 { "main" } else { "pqsort" }.into(),
             location: format!("qsort.c:{line}"),
+            address: Some(0x1000 + line),
         }
     })
+}
+
+/// Sites that share a function, a location and a kind (gcc inlines fib into itself: dozens of
+/// `fib.c:9 fib call`) are told apart by their address; the others keep their plain location.
+#[test]
+fn sites_sharing_a_line_are_told_apart() {
+    let r = engine_report();
+    let report = RunReport::new(info(), &r, |i| i.to_string()).with_profile(
+        r.profile.as_ref().unwrap(),
+        |s| {
+            let line = s.site.key();
+            SiteName {
+                function: if line == 31 { "main" } else { "pqsort" }.into(),
+                location: if line == 31 {
+                    "qsort.c:31"
+                } else {
+                    "qsort.c:20"
+                }
+                .into(),
+                address: Some(0x1000 + line),
+            }
+        },
+    );
+    let sites = report.call_sites.unwrap();
+    let names: std::collections::BTreeSet<(String, String, String)> = sites
+        .iter()
+        .map(|s| (s.function.clone(), s.location.clone(), s.kind.clone()))
+        .collect();
+    assert_eq!(names.len(), sites.len(), "{sites:?}");
+    for s in &sites {
+        if s.function == "main" {
+            assert_eq!(s.location, "qsort.c:31");
+        }
+    }
+    let calls: Vec<&str> = sites
+        .iter()
+        .filter(|s| s.function == "pqsort" && s.kind == "call")
+        .map(|s| s.location.as_str())
+        .collect();
+    assert_eq!(calls.len(), 2, "{sites:?}");
+    assert!(
+        calls.iter().all(|l| l.starts_with("qsort.c:20 @0x10")),
+        "{calls:?}"
+    );
+    // The spawn, alone of its kind there, keeps the plain location.
+    assert!(
+        sites
+            .iter()
+            .any(|s| s.kind == "spawn" && s.location == "qsort.c:20"),
+        "{sites:?}"
+    );
 }
 
 #[test]
@@ -195,7 +239,17 @@ fn csv_has_the_columns_of_figure_2() {
         ]
     );
     let rows: Vec<csv::StringRecord> = rd.records().map(|r| r.unwrap()).collect();
-    assert_eq!(rows.len(), 4);
+    assert_eq!(rows.len(), 5);
+    // The last row is the code outside every call site: the local span column adds up to the
+    // span.
+    let outside = &rows[4];
+    assert_eq!(
+        (&outside[0], &outside[2]),
+        ("(outside every call site)", "outside")
+    );
+    assert_eq!(&outside[11], "12");
+    let local_spans: u64 = rows.iter().map(|r| r[11].parse::<u64>().unwrap()).sum();
+    assert_eq!(local_spans, report.span);
     let (_, partition) = pqsort_span(N, 0);
     let part = rows.iter().find(|r| &r[0] == "qsort.c:20").unwrap();
     assert_eq!(&part[1], "pqsort");
@@ -228,6 +282,27 @@ fn top_sites_table_puts_partition_first() {
     assert_eq!(lines.len(), 5, "{text}");
     assert!(lines[4].contains("outside every call site: 12"), "{text}");
     assert_eq!(TopSitesExporter::default().top, 10);
+}
+
+#[test]
+fn sites_with_no_span_are_not_on_the_span() {
+    let mut report = report();
+    let sites = report.call_sites.as_mut().unwrap();
+    sites[3].local_on_span.span = 0;
+    let gone = sites[3].location.clone();
+    let text = TopSitesExporter { top: 10 }.to_text(&report);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines[0],
+        "Top 3 of 3 call sites on the span (by local span on span; 1 more have none of it):"
+    );
+    assert_eq!(lines.len(), 6, "{text}");
+    assert!(
+        !lines[2..5]
+            .iter()
+            .any(|l| l.trim_start().starts_with(&format!("{gone} "))),
+        "{text}"
+    );
 }
 
 #[test]

@@ -76,6 +76,17 @@ pub struct Symbol {
     pub symbol: Option<(String, u64)>,
 }
 
+/// A source path from DWARF (absolute: the build directory, DW_AT_comp_dir, joined with the
+/// file's name) as the user reads it: relative to the working directory when it lies under it.
+fn as_the_user_reads_it(file: &str) -> String {
+    static CWD: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    let cwd = CWD.get_or_init(|| std::env::current_dir().ok());
+    cwd.as_deref()
+        .and_then(|cwd| Path::new(file).strip_prefix(cwd).ok())
+        .filter(|rel| !rel.as_os_str().is_empty())
+        .map_or_else(|| file.to_string(), |rel| rel.display().to_string())
+}
+
 impl Symbol {
     /// `file:line`, else `symbol+0xoff`, else `0xaddress`.
     pub fn location(&self) -> String {
@@ -309,7 +320,7 @@ impl Symbolizer {
             .and_then(|f| f.demangle().ok())
             .map(|n| n.into_owned());
         if let Some(loc) = caller.location {
-            out.file = loc.file.map(String::from);
+            out.file = loc.file.map(as_the_user_reads_it);
             out.line = loc.line;
         }
         Some(out)
@@ -334,14 +345,14 @@ impl Symbolizer {
                         .and_then(|f| f.demangle().ok())
                         .map(|n| n.into_owned());
                     if let Some(loc) = frame.location {
-                        out.file = loc.file.map(String::from);
+                        out.file = loc.file.map(as_the_user_reads_it);
                         out.line = loc.line;
                     }
                 }
             }
             if out.line.is_none() {
                 if let Ok(Some(loc)) = ctx.find_location(probe) {
-                    out.file = loc.file.map(String::from);
+                    out.file = loc.file.map(as_the_user_reads_it);
                     out.line = loc.line;
                 }
             }

@@ -204,6 +204,24 @@ pub fn choose(mode: CounterMode) -> Result<(Box<dyn Backend>, CounterInfo), Trac
     first_available(mode, candidates, |_| Ok(()))
 }
 
+/// The advice of an error that asks for another counter than `failed`: the fastest one that
+/// works here — the hardware counter if it passes its self-test, else emulation if a
+/// plugin-capable QEMU is installed, else single-stepping.
+pub fn use_instead(failed: CounterMode) -> String {
+    let candidates: Vec<Box<dyn Backend>> =
+        vec![Box::new(Hardware), Box::new(Emulate), Box::new(Step)];
+    let fastest = candidates
+        .into_iter()
+        .filter(|b| b.mode() != failed)
+        .find(|b| b.check().is_ok())
+        .map_or(CounterMode::Step, |b| b.mode());
+    match fastest {
+        CounterMode::Hardware => "use --counter hw (native speed between marks)".into(),
+        CounterMode::Emulate => "use --counter emulate (exact, at about QEMU's speed)".into(),
+        _ => "use --counter step (exact, but ~20 µs per instruction)".into(),
+    }
+}
+
 /// [`choose`] for running `opts.program`: under `Auto`, a backend that cannot run this program
 /// (e.g. emulation for a `#!` script) is passed over too.
 pub fn choose_for_run(opts: &TraceOptions) -> Result<(Box<dyn Backend>, CounterInfo), TraceError> {

@@ -46,7 +46,9 @@ pub use emulate::{emulator_available, read_shebang, run_emulated, EmulationNotes
 
 #[doc(hidden)]
 pub use backend::BreakpointsOnly;
-pub use backend::{choose, choose_for_attach, choose_for_run, Backend, Emulate, Hardware, Step};
+pub use backend::{
+    choose, choose_for_attach, choose_for_run, use_instead, Backend, Emulate, Hardware, Step,
+};
 pub use cilkview_events::{
     CounterInfo, CounterMode, Ending, EventSink, ExitStatus, Outcome, Probe, TraceEvent,
 };
@@ -170,10 +172,11 @@ fn unavailable_what(mode: CounterMode) -> &'static str {
     }
 }
 
-fn unavailable_hint(mode: CounterMode) -> &'static str {
+fn unavailable_hint(mode: CounterMode) -> String {
     match mode {
-        CounterMode::Step => "",
-        _ => "use the step counter (slow but exact)",
+        // Single-stepping is the last resort: nothing else to advise.
+        CounterMode::Step | CounterMode::Auto => String::new(),
+        _ => backend::use_instead(mode),
     }
 }
 

@@ -5,7 +5,7 @@ mod common;
 use std::path::PathBuf;
 
 use cilkview_fixtures::{build, BuildOptions};
-use cilkview_tracer::{ExitStatus, TraceEvent};
+use cilkview_tracer::{CounterMode, ExitStatus, TraceEvent};
 use common::emulated::*;
 use common::*;
 
@@ -283,7 +283,9 @@ fn programs_the_emulator_cannot_run_are_one_clear_error() {
     write_executable(&nested, format!("#!{}\nexit 0\n", script.display()));
     let e = run_emulated(&opts(&nested, &[]), |_| Ok(vec![]), |_| {}).unwrap_err();
     assert!(
-        e.to_string().contains("interpreter") && e.to_string().contains("--counter step"),
+        e.to_string().contains("interpreter")
+            && e.to_string()
+                .contains(&cilkview_tracer::use_instead(CounterMode::Emulate)),
         "{e}"
     );
     if cilkview_fixtures::has_tool("gcc") {
@@ -300,7 +302,9 @@ fn programs_the_emulator_cannot_run_are_one_clear_error() {
         if ok {
             let e = run_emulated(&opts(&exe, &[]), |_| Ok(vec![]), |_| {}).unwrap_err();
             assert!(
-                e.to_string().contains("32-bit") && e.to_string().contains("--counter step"),
+                e.to_string().contains("32-bit")
+                    && e.to_string()
+                        .contains(&cilkview_tracer::use_instead(CounterMode::Emulate)),
                 "{e}"
             );
         } else {
@@ -311,7 +315,9 @@ fn programs_the_emulator_cannot_run_are_one_clear_error() {
             write_executable(&exe, bytes);
             let e = run_emulated(&opts(&exe, &[]), |_| Ok(vec![]), |_| {}).unwrap_err();
             assert!(
-                e.to_string().contains("32-bit") && e.to_string().contains("--counter step"),
+                e.to_string().contains("32-bit")
+                    && e.to_string()
+                        .contains(&cilkview_tracer::use_instead(CounterMode::Emulate)),
                 "{e}"
             );
         }

@@ -9,6 +9,13 @@ use std::process::Output;
 use cilkview_fixtures::{build, BuildOptions};
 use serde_json::Value;
 
+/// Exit status of cilkview-rs's own failures (bad options, bad input), as env's and timeout's.
+pub const TOOL_FAILED: i32 = 125;
+/// Exit status when PROGRAM was found but cannot be executed.
+pub const NOT_EXECUTABLE: i32 = 126;
+/// Exit status when PROGRAM (or its interpreter) was not found.
+pub const NOT_FOUND: i32 = 127;
+
 pub fn bin() -> assert_cmd::Command {
     assert_cmd::Command::cargo_bin("cilkview-rs").unwrap()
 }

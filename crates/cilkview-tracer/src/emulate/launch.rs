@@ -216,9 +216,10 @@ impl Refusal {
     pub fn error(self, path: &Path) -> TraceError {
         TraceError::Emulator {
             message: format!(
-                "`{}` is {}; the emulator runs x86-64 ELF programs only: use --counter step",
+                "`{}` is {}; the emulator runs x86-64 ELF programs only: {}",
                 path.display(),
-                self.what()
+                self.what(),
+                crate::backend::use_instead(cilkview_events::CounterMode::Emulate)
             ),
         }
     }

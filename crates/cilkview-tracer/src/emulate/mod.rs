@@ -393,7 +393,8 @@ impl Session {
                         "probe {probe} reports a register, but its mark does not begin a \
                          translation block, so the emulator cannot read the register exactly; \
                          rebuild the program with the current cilkview.h (its loop-begin mark \
-                         starts with a jmp), or use --counter step"
+                         starts with a jmp), or {}",
+                        crate::backend::use_instead(CounterMode::Emulate)
                     ),
                 })
             }
@@ -485,7 +486,8 @@ impl Session {
             return Err(TraceError::Emulator {
                 message: format!(
                     "qemu-x86_64 could not run `{prog}` ({status}; see its message above); \
-                     use --counter step"
+                     {}",
+                    crate::backend::use_instead(CounterMode::Emulate)
                 ),
             });
         }
@@ -522,7 +524,8 @@ impl Session {
             return Err(TraceError::Emulator {
                 message: format!(
                     "qemu-x86_64 ended without finishing `{prog}` (exit status {code}; see its \
-                     message above); use --counter step"
+                     message above); {}",
+                    crate::backend::use_instead(CounterMode::Emulate)
                 ),
             });
         }

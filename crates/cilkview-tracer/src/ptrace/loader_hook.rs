@@ -27,7 +27,7 @@ impl LoaderHook {
     /// Is the link map consistent (a good moment to rescan)?
     pub(crate) fn consistent(&self, tid: Tid) -> bool {
         self.r_state
-            .map_or(true, |a| sys::peek(tid, a).map_or(true, |v| v as u32 == 0))
+            .is_none_or(|a| sys::peek(tid, a).map_or(true, |v| v as u32 == 0))
     }
 }
 
