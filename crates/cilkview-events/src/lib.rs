@@ -35,16 +35,29 @@ pub enum CounterMode {
     /// Single-step every instruction under ptrace: exact everywhere, but ~20 µs per instruction.
     #[cfg_attr(feature = "serde", serde(rename = "single-step"))]
     Step,
+    /// The program at native speed, its marks patched into jumps to an in-process recorder:
+    /// strands measured in nanoseconds (the invariant time-stamp counter), any x86-64 machine.
+    #[cfg_attr(feature = "serde", serde(rename = "native"))]
+    Native,
 }
 
 impl CounterMode {
-    /// The name used in reports and JSON: `auto`, `hardware`, `emulate`, `single-step`.
+    /// The name used in reports and JSON: `auto`, `hardware`, `emulate`, `single-step`, `native`.
     pub fn name(self) -> &'static str {
         match self {
             CounterMode::Auto => "auto",
             CounterMode::Hardware => "hardware",
             CounterMode::Emulate => "emulate",
             CounterMode::Step => "single-step",
+            CounterMode::Native => "native",
+        }
+    }
+
+    /// What its costs count: `"instructions"`, or `"nanoseconds"` for [`CounterMode::Native`].
+    pub fn unit(self) -> &'static str {
+        match self {
+            CounterMode::Native => "nanoseconds",
+            _ => "instructions",
         }
     }
 }

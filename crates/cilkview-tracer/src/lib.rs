@@ -46,7 +46,9 @@ pub use emulate::{emulator_available, read_shebang, run_emulated, EmulationNotes
 
 #[doc(hidden)]
 pub use backend::BreakpointsOnly;
-pub use backend::{choose, choose_for_attach, choose_for_run, Backend, Emulate, Hardware, Step};
+pub use backend::{
+    choose, choose_for_attach, choose_for_run, Backend, Emulate, Hardware, Native, Step,
+};
 pub use cilkview_events::{
     CounterInfo, CounterMode, Ending, EventSink, ExitStatus, Outcome, Probe, TraceEvent,
 };

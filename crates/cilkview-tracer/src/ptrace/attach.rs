@@ -348,6 +348,7 @@ impl<C: Counting> Tracer<'_, C> {
                         self.reap(o);
                     }
                     self.core.threads.insert(tid, th);
+                    self.counting.flush(&mut self.core, former)?;
                     self.counting.exec(former, tid)?;
                     self.counting.interrupted(tid);
                     self.core.armed = Default::default();

@@ -11,6 +11,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use nix::libc::{self, c_int, c_long, c_void};
 
+pub mod native;
 mod shared_map;
 pub use shared_map::SharedMap;
 

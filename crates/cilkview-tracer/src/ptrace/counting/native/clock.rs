@@ -1,0 +1,89 @@
+//! The native backend's clock: the invariant time-stamp counter, its frequency calibrated
+//! against `CLOCK_MONOTONIC`, and the cost of one mark hit (the stub's time between two
+//! consecutive `rdtsc` reads), measured once per process by running the stubs themselves.
+
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use crate::sys::native::{rdtsc, stub_hit_ticks as per_hit_ticks};
+
+/// The calibrated clock.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Clock {
+    /// TSC ticks per second.
+    pub(crate) hz: f64,
+    /// Ticks one mark hit adds to a strand (taken off each strand that ends at a hit).
+    pub(crate) per_hit: u64,
+}
+
+impl Clock {
+    /// Nanoseconds per tick.
+    pub(crate) fn ns_per_tick(&self) -> f64 {
+        1e9 / self.hz
+    }
+
+    /// The counter's reason words: what was measured.
+    pub(crate) fn describe(&self) -> String {
+        format!(
+            "invariant TSC at {:.3} GHz (calibrated against CLOCK_MONOTONIC), {:.1} ns per mark hit \
+             measured at start-up and taken off each strand",
+            self.hz / 1e9,
+            self.per_hit as f64 * self.ns_per_tick()
+        )
+    }
+}
+
+/// The clock, calibrated once per process, or why the native backend cannot run here.
+pub(crate) fn calibrated() -> Result<Clock, String> {
+    static CLOCK: OnceLock<Result<Clock, String>> = OnceLock::new();
+    CLOCK.get_or_init(calibrate).clone()
+}
+
+fn calibrate() -> Result<Clock, String> {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo")
+        .map_err(|e| format!("native: cannot read /proc/cpuinfo: {e}"))?;
+    let flags = cpuinfo
+        .lines()
+        .find(|l| l.starts_with("flags"))
+        .unwrap_or_default();
+    let has = |f: &str| flags.split_whitespace().any(|w| w == f);
+    if !has("constant_tsc") || !has("nonstop_tsc") {
+        return Err(
+            "native: the time-stamp counter is not invariant here (no constant_tsc and \
+             nonstop_tsc in /proc/cpuinfo)"
+                .into(),
+        );
+    }
+    let hz = frequency();
+    let per_hit = per_hit_ticks().map_err(|e| format!("native: calibrating the stubs: {e}"))?;
+    Ok(Clock { hz, per_hit })
+}
+
+/// TSC ticks per second over 20 ms of `CLOCK_MONOTONIC` (the best of three).
+fn frequency() -> f64 {
+    let mut best = Vec::new();
+    for _ in 0..3 {
+        let (t0, c0) = (Instant::now(), rdtsc());
+        std::thread::sleep(Duration::from_millis(20));
+        let (c1, t1) = (rdtsc(), Instant::now());
+        best.push((c1 - c0) as f64 / (t1 - t0).as_secs_f64());
+    }
+    best.sort_by(f64::total_cmp);
+    best[1]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calibration_measures_a_plausible_hit_cost() {
+        let Ok(clock) = calibrated() else {
+            eprintln!("skipped: no invariant TSC");
+            return;
+        };
+        let ns = clock.per_hit as f64 * clock.ns_per_tick();
+        assert!(clock.hz > 1e8 && clock.hz < 1e10, "{clock:?}");
+        assert!(ns > 0.5 && ns < 200.0, "{ns} ns per hit");
+    }
+}
