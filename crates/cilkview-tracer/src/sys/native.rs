@@ -8,7 +8,7 @@ use nix::libc::{self, c_int};
 
 use super::Wait;
 use crate::ptrace::counting::native::stub::{
-    self, StubOperand, FIRST_STUB, RING, RING_RECORDS, SLOT_BYTES, STUB_BYTES,
+    self, StubOperand, FIRST_STUB, LIMIT, RING, RING_RECORDS, SLOT_BYTES, STUB_BYTES,
 };
 
 /// The time-stamp counter (`rdtsc`).
@@ -242,7 +242,7 @@ pub fn stub_hit_ticks() -> io::Result<u64> {
     page.write(marks_at + 5 * MARKS, &[0xc3]); // ret
     page.seal()?;
     let mut slot = vec![0u64; (SLOT_BYTES / 8) as usize];
-    slot[1] = u64::MAX; // limit: never full
+    slot[(LIMIT / 8) as usize] = u64::MAX; // never full
     debug_assert!((MARKS * CALLS) as u64 <= RING_RECORDS);
     let ptr = slot.as_mut_ptr() as usize;
     let slot_len = slot.len() * 8;

@@ -118,7 +118,7 @@ pub(crate) struct Native {
     idle: Duration,
 }
 
-const IDLE_MIN: Duration = Duration::from_micros(20);
+const IDLE_MIN: Duration = Duration::from_micros(100);
 const IDLE_MAX: Duration = Duration::from_millis(1);
 
 impl Native {
@@ -496,12 +496,14 @@ impl Counting for Native {
             for tid in tids {
                 hits += self.report(core, tid);
             }
-            if hits > 0 {
-                self.idle = IDLE_MIN;
+            // Even when busy, read the slots only every IDLE_MIN: each read of a slot's `head`
+            // takes its cache line away from the program's core.
+            self.idle = if hits > 0 {
+                IDLE_MIN
             } else {
-                std::thread::sleep(self.idle);
-                self.idle = (self.idle * 2).min(IDLE_MAX);
-            }
+                (self.idle * 2).min(IDLE_MAX)
+            };
+            std::thread::sleep(self.idle);
         }
     }
 }

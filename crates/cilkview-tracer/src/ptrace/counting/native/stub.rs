@@ -9,9 +9,12 @@
 //! | offset | field | written by |
 //! |---|---|---|
 //! | 0 | `head`: records written (monotonic) | the stub |
-//! | 8 | `limit`: `head` may grow up to it (the analyzer's tail + [`RING_RECORDS`]) | the analyzer |
-//! | 16 | the analyzer's pid (the slow path checks it is alive) | the analyzer |
-//! | 24 | `gone`: non-zero = stop waiting, drop records (the analyzer detached or died) | both |
+//! | 64 | `limit`: `head` may grow up to it (the analyzer's tail + [`RING_RECORDS`]) | the analyzer |
+//! | 128 | the analyzer's pid (the slow path checks it is alive) | the analyzer |
+//! | 192 | `gone`: non-zero = stop waiting, drop records (the analyzer detached or died) | both |
+//!
+//! Each word has a cache line of its own: the analyzer writing `limit` must not take the line
+//! of `head` away from the program's core.
 //! | [`RING`] | [`RING_RECORDS`] records of [`RECORD`] bytes, record `n` at `n mod RING_RECORDS` | the stub |
 //!
 //! A record: `tsc` (u64, the `rdtsc` at the mark), `operand` (u64), `probe` (u32), `wait` (u32:
@@ -32,9 +35,9 @@ pub(crate) const RECORD: u64 = 24;
 pub(crate) const SLOT_BYTES: u64 = RING + RING_RECORDS * RECORD;
 /// Slot header offsets.
 pub(crate) const HEAD: u64 = 0;
-pub(crate) const LIMIT: u64 = 8;
-pub(crate) const TOOL_PID: u64 = 16;
-pub(crate) const GONE: u64 = 24;
+pub(crate) const LIMIT: u64 = 64;
+pub(crate) const TOOL_PID: u64 = 128;
+pub(crate) const GONE: u64 = 192;
 
 /// Bytes reserved per stub (the longest is 172).
 pub(crate) const STUB_BYTES: u64 = 192;
@@ -50,7 +53,7 @@ const PROLOGUE: [u8; 10] = [0x48, 0x8d, 0x64, 0x24, 0x80, 0x50, 0x51, 0x52, 0x53
 const BODY: [u8; 0x81] = [
     0x0f, 0x31, // rdtsc
     0x65, 0x48, 0x8b, 0x1c, 0x25, 0x00, 0x00, 0x00, 0x00, // mov rbx, gs:[0]       (head)
-    0x65, 0x48, 0x8b, 0x0c, 0x25, 0x08, 0x00, 0x00, 0x00, // mov rcx, gs:[8]       (limit)
+    0x65, 0x48, 0x8b, 0x0c, 0x25, 0x40, 0x00, 0x00, 0x00, // mov rcx, gs:[64]      (limit)
     0x48, 0xf7, 0xd1, // not rcx
     0x48, 0x8d, 0x4c, 0x19, 0x01, // lea rcx, [rcx+rbx+1]   (head - limit)
     0xe3, 0x57, // jrcxz SLOW (+0x57)
@@ -91,9 +94,9 @@ const SLOW_PATH: [u8; 0xd7] = [
     0x41, 0x89, 0xc9, // mov r9d, ecx        (probe)
     0x45, 0x31, 0xd2, // xor r10d, r10d
     // LOOP (+0x1d):
-    0x65, 0x48, 0x83, 0x3c, 0x25, 0x18, 0x00, 0x00, 0x00, 0x00, // cmp qword gs:[24], 0
+    0x65, 0x48, 0x83, 0x3c, 0x25, 0xc0, 0x00, 0x00, 0x00, 0x00, // cmp qword gs:[192], 0
     0x0f, 0x85, 0x9f, 0x00, 0x00, 0x00, // jne OUT
-    0x65, 0x48, 0x8b, 0x0c, 0x25, 0x08, 0x00, 0x00, 0x00, // mov rcx, gs:[8]
+    0x65, 0x48, 0x8b, 0x0c, 0x25, 0x40, 0x00, 0x00, 0x00, // mov rcx, gs:[64]
     0x48, 0x39, 0xd9, // cmp rcx, rbx
     0x75, 0x3e, // jne ROOM
     0xf3, 0x90, // pause
@@ -102,11 +105,11 @@ const SLOW_PATH: [u8; 0xd7] = [
     0x75, 0xd4, // jne LOOP
     0xb8, 0x18, 0x00, 0x00, 0x00, 0x0f, 0x05, // mov eax, SYS_sched_yield; syscall
     0xb8, 0x3e, 0x00, 0x00, 0x00, // mov eax, SYS_kill
-    0x65, 0x48, 0x8b, 0x3c, 0x25, 0x10, 0x00, 0x00, 0x00, // mov rdi, gs:[16]
+    0x65, 0x48, 0x8b, 0x3c, 0x25, 0x80, 0x00, 0x00, 0x00, // mov rdi, gs:[128]
     0x56, 0x31, 0xf6, 0x0f, 0x05, 0x5e, // push rsi; xor esi, esi; syscall; pop rsi
     0x48, 0x83, 0xf8, 0xfd, // cmp rax, -ESRCH
     0x75, 0xb3, // jne LOOP
-    0x65, 0x48, 0xc7, 0x04, 0x25, 0x18, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, // mov qword gs:[24], 1
+    0x65, 0x48, 0xc7, 0x04, 0x25, 0xc0, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, // mov qword gs:[192], 1
     0xeb, 0x53, // jmp OUT
     // ROOM (+0x79):
     0x0f, 0x31, // rdtsc
@@ -297,8 +300,8 @@ mod assembler {
 
     /// What GNU as 2.40 gave for the same source (placeholders 0x11223344 for the probe and
     /// 0x55667788-relative displacements, zeroed here).
-    const BODY_AS: &str = "0f3165488b1c250000000065488b0c250800000048f7d1488d4c1901e3570fb7cb488d0c49658904cd00100000658914cd0410000065488934cd0810000065c704cd101000004433221165c704cd1410000000000000488d5b016548891c25000000005e5b5a5958488da42480000000e983776655b944332211e883776655ebe2";
-    const SLOW_AS: &str = "9c5741534150415141524189c04189d149c1e1204d09c84189c94531d26548833c2518000000000f859f00000065488b0c25080000004839d9753ef39041ffc241f7c2ff03000075d4b8180000000f05b83e00000065488b3c25100000005631f60f055e4883f8fd75b36548c704251800000001000000eb530f3148c1e2204809d04c29c048c1e806baffffffff4839d0480f47c20fb7cb488d0c49654c8904cd0010000065488934cd081000006544890ccd10100000658904cd14100000488d5b016548891c2500000000415a41594158415b5f9dc3";
+    const BODY_AS: &str = "0f3165488b1c250000000065488b0c254000000048f7d1488d4c1901e3570fb7cb488d0c49658904cd00100000658914cd0410000065488934cd0810000065c704cd101000004433221165c704cd1410000000000000488d5b016548891c25000000005e5b5a5958488da42480000000e983776655b944332211e883776655ebe2";
+    const SLOW_AS: &str = "9c5741534150415141524189c04189d149c1e1204d09c84189c94531d26548833c25c0000000000f859f00000065488b0c25400000004839d9753ef39041ffc241f7c2ff03000075d4b8180000000f05b83e00000065488b3c25800000005631f60f055e4883f8fd75b36548c70425c000000001000000eb530f3148c1e2204809d04c29c048c1e806baffffffff4839d0480f47c20fb7cb488d0c49654c8904cd0010000065488934cd081000006544890ccd10100000658904cd14100000488d5b016548891c2500000000415a41594158415b5f9dc3";
 
     fn bytes(hex: &str) -> Vec<u8> {
         (0..hex.len())
