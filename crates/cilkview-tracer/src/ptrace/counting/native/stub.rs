@@ -263,7 +263,7 @@ mod tests {
             let s = stub(at, mark, slow, 77, operand).unwrap();
             assert!(s.len() as u64 <= STUB_BYTES, "{operand:?}: {}", s.len());
             // The jump back lands after the mark.
-            let j = s.len() - 12;
+            let j = s.len() - 17;
             assert_eq!(s[j], 0xe9);
             let rel = i32::from_le_bytes(s[j + 1..j + 5].try_into().unwrap());
             assert_eq!((at + j as u64 + 5).wrapping_add_signed(rel as i64), mark + 5);
