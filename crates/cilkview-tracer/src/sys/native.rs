@@ -139,6 +139,8 @@ impl CodePage {
         let f = self.ptr.add(entry);
         let ok: u64;
         std::arch::asm!(
+            "push {flags}",
+            "push {f}",
             // The pattern: [rsp-136, rsp-8) is the callee's red zone (the call pushes at rsp-8).
             "mov r11, 0x5a5a5a5a5a5a5a5a",
             "mov rax, -136",
@@ -150,10 +152,10 @@ impl CodePage {
             "mov rax, 0x1111", "mov rcx, 0x2222", "mov rdx, 0x3333", "mov rsi, 0x4444",
             "mov rdi, 0x5555", "mov r8, 0x6666", "mov r9, 0x7777", "mov r10, 0x8888",
             "mov r11, 0x9999", "mov r12, 0xaaaa", "mov r13, 0xbbbb", "mov r14, 0xcccc",
-            "push {flags}", "popfq",
-            "call {f}",
+            "push qword ptr [rsp+8]", "popfq",
+            "call qword ptr [rsp]",
             "pushfq", "pop r15",
-            "cmp r15, {flags}", "jne 3f",
+            "cmp r15, [rsp+8]", "jne 3f",
             "cmp rax, 0x1111", "jne 3f", "cmp rcx, 0x2222", "jne 3f", "cmp rdx, 0x3333", "jne 3f",
             "cmp rsi, 0x4444", "jne 3f", "cmp rdi, 0x5555", "jne 3f", "cmp r8, 0x6666", "jne 3f",
             "cmp r9, 0x7777", "jne 3f", "cmp r10, 0x8888", "jne 3f", "cmp r11, 0x9999", "jne 3f",
@@ -166,17 +168,18 @@ impl CodePage {
             "add rax, 8",
             "cmp rax, -8",
             "jne 4b",
-            "mov {ok}, 1",
+            "mov r15, 1",
             "jmp 5f",
             "3:",
-            "mov {ok}, 0",
+            "mov r15, 0",
             "5:",
+            "add rsp, 16",
             f = in(reg) f,
             flags = in(reg) flags,
-            ok = out(reg) ok,
-            out("rax") _, out("rcx") _, out("rdx") _, out("rsi") _, out("rdi") _,
-            out("r8") _, out("r9") _, out("r10") _, out("r11") _, out("r12") _,
-            out("r13") _, out("r14") _, out("r15") _,
+            lateout("r15") ok,
+            lateout("rax") _, lateout("rcx") _, lateout("rdx") _, lateout("rsi") _, lateout("rdi") _,
+            lateout("r8") _, lateout("r9") _, lateout("r10") _, lateout("r11") _, lateout("r12") _,
+            lateout("r13") _, lateout("r14") _,
         );
         ok == 1
     }
@@ -273,4 +276,75 @@ pub fn stub_hit_ticks() -> io::Result<u64> {
         .collect();
     deltas.sort_unstable();
     Ok(deltas[deltas.len() / 2])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A page with one stub for a mark at the entry of a function `mark; ret`; returns the page
+    /// and the entry's offset.
+    fn one_mark(operand: StubOperand) -> (CodePage, usize) {
+        let mut page = CodePage::new(8192).unwrap();
+        let base = page.addr();
+        page.write(0, &stub::page_head());
+        let at = base + FIRST_STUB;
+        let entry = 4096usize;
+        let mark = base + entry as u64;
+        page.write(FIRST_STUB as usize, &stub::stub(at, mark, base, 42, operand).unwrap());
+        page.write(entry, &stub::jump(mark, at).unwrap());
+        page.write(entry + 5, &[0xc3]);
+        page.seal().unwrap();
+        (page, entry)
+    }
+
+    #[test]
+    fn stubs_keep_registers_flags_and_the_red_zone_and_record_the_hit() {
+        for (operand, expect) in [
+            (StubOperand::None, None),
+            (StubOperand::Register(0), Some(0x1111)), // rax
+            (StubOperand::Register(13), Some(0xbbbb)), // r13
+            (StubOperand::Register(4), Some(0x4444)), // rsi
+        ] {
+            let (page, entry) = one_mark(operand);
+            let mut slot = vec![0u64; (SLOT_BYTES / 8) as usize];
+            slot[(LIMIT / 8) as usize] = RING_RECORDS;
+            let ptr = slot.as_mut_ptr();
+            // Flags: CF, ZF, SF and OF set, then clear (bit 1 and IF are always set).
+            for flags in [0x8c3u64 | 0x202, 0x202] {
+                // SAFETY: the stub records into `slot` through %gs and returns to the `ret`.
+                let ok = unsafe { with_gs(ptr, || page.call_checked(entry, flags)) };
+                assert!(ok, "{operand:?}: a register, the flags or the red zone changed");
+            }
+            assert_eq!(slot[0], 2, "two records");
+            let rec = &slot[(RING / 8) as usize..(RING / 8) as usize + 3];
+            assert_eq!(rec[2], 42, "probe 42, no wait");
+            assert!(rec[0] > 0 && rec[0] <= rdtsc());
+            if let Some(v) = expect {
+                assert_eq!(rec[1], v, "{operand:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_full_slot_waits_and_a_gone_analyzer_drops() {
+        let (page, entry) = one_mark(StubOperand::None);
+        let mut slot = vec![0u64; (SLOT_BYTES / 8) as usize];
+        // Full (limit == head) and the analyzer says it is gone: the stub drops the record.
+        slot[(stub::GONE / 8) as usize] = 1;
+        let ptr = slot.as_mut_ptr();
+        // SAFETY: as above.
+        let ok = unsafe { with_gs(ptr, || page.call_checked(entry, 0x202)) };
+        assert!(ok);
+        assert_eq!(slot[0], 0, "dropped");
+        // Full and the analyzer's pid does not exist: after 1024 rounds the stub finds out,
+        // sets `gone` and drops.
+        slot[(stub::GONE / 8) as usize] = 0;
+        slot[(stub::TOOL_PID / 8) as usize] = i32::MAX as u64; // no such process
+        // SAFETY: as above.
+        let ok = unsafe { with_gs(ptr, || page.call_checked(entry, 0x8c3 | 0x202)) };
+        assert!(ok);
+        assert_eq!(slot[0], 0, "dropped");
+        assert_eq!(slot[(stub::GONE / 8) as usize], 1, "gone set by the stub");
+    }
 }
