@@ -3,7 +3,9 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use cilkview_analysis::{CounterMode, Model, DEFAULT_BURDEN, DEFAULT_SPAN_COEFFICIENT};
+use cilkview_analysis::{
+    CounterMode, Model, DEFAULT_BURDEN, DEFAULT_BURDEN_NS, DEFAULT_SPAN_COEFFICIENT,
+};
 use cilkview_report::{ExportOptions, Gate};
 use clap::{Args, Parser, Subcommand};
 
@@ -41,17 +43,65 @@ fn parse_span_coefficient(s: &str) -> Result<f64, String> {
     }
 }
 
-fn parse_burden(s: &str) -> Result<u64, String> {
-    s.parse()
-        .map_err(|_| "expected a whole number of instructions ≥ 0 (Cilkview uses 15000)".into())
+/// A `--burden`: a number of instructions, or a time (for `--counter native`, whose costs are
+/// nanoseconds).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Burden {
+    Instructions(u64),
+    Nanoseconds(u64),
+}
+
+impl Burden {
+    /// The value in the unit of a report's costs (`"instructions"` or `"nanoseconds"`), if it
+    /// is in that unit.
+    pub fn in_unit(self, unit: &str) -> Option<u64> {
+        match (self, unit) {
+            (Burden::Nanoseconds(ns), "nanoseconds") => Some(ns),
+            (Burden::Instructions(n), u) if u != "nanoseconds" => Some(n),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Burden {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Burden::Instructions(n) => write!(f, "{n}"),
+            Burden::Nanoseconds(ns) => write!(f, "{ns}ns"),
+        }
+    }
+}
+
+fn parse_burden(s: &str) -> Result<Burden, String> {
+    const HELP: &str = "expected a whole number of instructions ≥ 0 (Cilkview uses 15000), or a                         time for --counter native such as 5us, 2500ns, 0.01ms";
+    if let Ok(n) = s.parse() {
+        return Ok(Burden::Instructions(n));
+    }
+    let split = s.find(|c: char| c.is_alphabetic() || c == 'µ').ok_or(HELP)?;
+    let (value, unit) = s.split_at(split);
+    let scale = match unit {
+        "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        _ => return Err(HELP.into()),
+    };
+    match value.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 && v * scale < u64::MAX as f64 => {
+            Ok(Burden::Nanoseconds((v * scale).round() as u64))
+        }
+        _ => Err(HELP.into()),
+    }
 }
 
 #[derive(Args, Debug, Clone)]
 pub struct ModelOptions {
-    /// Burden of a steal, in instructions, put on every continuation edge.
-    #[arg(long, value_name = "INSTRUCTIONS", default_value_t = DEFAULT_BURDEN,
-          value_parser = parse_burden, allow_negative_numbers = true)]
-    pub burden: u64,
+    /// Burden of a steal put on every continuation edge: instructions, or a time such as `5us`
+    /// with --counter native (whose costs are nanoseconds) [default: 15000 instructions; 5us
+    /// with --counter native]
+    #[arg(long, value_name = "INSTRUCTIONS|TIME", value_parser = parse_burden,
+          allow_negative_numbers = true)]
+    pub burden: Option<Burden>,
     /// Span coefficient δ of the speedup lower bound T1 / (T1/P + 2δ(1−1/P)·burdened span).
     #[arg(long, value_name = "D", default_value_t = DEFAULT_SPAN_COEFFICIENT,
           value_parser = parse_span_coefficient, allow_negative_numbers = true)]
@@ -62,10 +112,37 @@ pub struct ModelOptions {
     pub max_cores: u32,
 }
 
+impl ModelOptions {
+    /// A `--burden` in the wrong unit for an explicit `--counter` is an error (under `auto`
+    /// each unit applies when the chosen counter counts in it).
+    pub fn check_unit(&self, counter: CounterMode) -> anyhow::Result<()> {
+        match (self.burden, counter) {
+            (Some(b @ Burden::Instructions(_)), CounterMode::Native) => anyhow::bail!(
+                "--burden {b} is a number of instructions, but --counter native measures time: \
+                 give a time, e.g. --burden 5us"
+            ),
+            (Some(b @ Burden::Nanoseconds(_)), CounterMode::Hardware | CounterMode::Emulate | CounterMode::Step) => {
+                anyhow::bail!(
+                    "--burden {b} is a time, but --counter {counter} counts instructions: give a \
+                     number of instructions, e.g. --burden 15000"
+                )
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
 impl From<&ModelOptions> for Model {
     fn from(m: &ModelOptions) -> Model {
         Model {
-            burden: m.burden,
+            burden: match m.burden {
+                Some(Burden::Instructions(n)) => n,
+                _ => DEFAULT_BURDEN,
+            },
+            burden_ns: match m.burden {
+                Some(Burden::Nanoseconds(ns)) => ns,
+                _ => DEFAULT_BURDEN_NS,
+            },
             span_coefficient: m.span_coefficient,
             max_cores: m.max_cores,
         }
@@ -210,9 +287,9 @@ pub struct ReportArgs {
     pub max_cores: Option<u32>,
     /// Accepted only if equal to the report's burden: the burdened span was measured with it and
     /// cannot be recomputed without running the program again.
-    #[arg(long, value_name = "INSTRUCTIONS", value_parser = parse_burden,
+    #[arg(long, value_name = "INSTRUCTIONS|TIME", value_parser = parse_burden,
           allow_negative_numbers = true)]
-    pub burden: Option<u64>,
+    pub burden: Option<Burden>,
     #[command(flatten)]
     pub output: OutputOptions,
 }

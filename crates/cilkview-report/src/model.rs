@@ -10,7 +10,7 @@ use crate::{CallContextReport, CallSiteReport};
 /// Which instruction counter produced the costs, and why it was chosen.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CounterReport {
-    /// `"hardware"`, `"single-step"` or `"emulate"` in JSON.
+    /// `"hardware"`, `"single-step"`, `"emulate"` or `"native"` in JSON.
     pub mode: CounterMode,
     /// Why this counter was used (e.g. why the hardware counter was not).
     pub reason: String,
@@ -33,6 +33,10 @@ fn underived() -> f64 {
 
 fn unrecorded() -> String {
     "(program not recorded)".into()
+}
+
+fn default_unit() -> String {
+    "instructions".into()
 }
 
 fn default_burden() -> u64 {
@@ -109,6 +113,10 @@ pub struct RunReport {
     pub signal: Option<i32>,
     #[serde(default)]
     pub counter: CounterReport,
+    /// What work, span and the burden count: `"instructions"`, or `"nanoseconds"` (the native
+    /// counter).
+    #[serde(default = "default_unit")]
+    pub unit: String,
     #[serde(default = "default_burden")]
     pub burden: u64,
     #[serde(default = "default_span_coefficient")]
@@ -219,6 +227,7 @@ impl RunReport {
             args: info.args,
             exit_status,
             signal,
+            unit: info.counter.mode.unit().into(),
             counter: info.counter,
             burden: info.burden,
             span_coefficient: info.span_coefficient,
