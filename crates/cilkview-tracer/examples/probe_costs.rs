@@ -38,7 +38,10 @@ fn main() {
                 .collect())
         },
         |ev| {
-            if let TraceEvent::Hit { probe, tid, cost, .. } = ev {
+            if let TraceEvent::Hit { probe, tid, cost, operand } = ev {
+                if operand.is_some() && std::env::var_os("OPERANDS").is_some() {
+                    eprintln!("probe {probe} operand {operand:?}");
+                }
                 let e = per.entry((tid, probe)).or_default();
                 e.0 += 1;
                 e.1 += cost;

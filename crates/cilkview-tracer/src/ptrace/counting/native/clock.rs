@@ -6,14 +6,20 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use crate::sys::native::{rdtsc, stub_hit_ticks as per_hit_ticks};
+use crate::sys::switches::{monotonic_ns, SwitchLog};
 
 /// The calibrated clock.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Clock {
     /// TSC ticks per second.
     pub(crate) hz: f64,
     /// Ticks one mark hit adds to a strand (taken off each strand that ends at a hit).
     pub(crate) per_hit: u64,
+    /// A `CLOCK_MONOTONIC` time and the TSC then (to place the kernel's switch records).
+    mono0: u64,
+    tsc0: u64,
+    /// Whether the kernel's context-switch records can be read here (else why not).
+    pub(crate) switches: Result<(), String>,
 }
 
 impl Clock {
@@ -22,13 +28,27 @@ impl Clock {
         1e9 / self.hz
     }
 
+    /// The TSC at `CLOCK_MONOTONIC` time `ns`.
+    pub(crate) fn tsc_at(&self, ns: u64) -> u64 {
+        let d = (ns as i128 - self.mono0 as i128) as f64 * self.hz / 1e9;
+        (self.tsc0 as i128 + d as i128).max(0) as u64
+    }
+
     /// The counter's reason words: what was measured.
     pub(crate) fn describe(&self) -> String {
         format!(
-            "invariant TSC at {:.3} GHz (calibrated against CLOCK_MONOTONIC), {:.1} ns per mark hit \
-             measured at start-up and taken off each strand",
+            "time on the CPU: invariant TSC at {:.3} GHz (calibrated against CLOCK_MONOTONIC), \
+             {:.1} ns per mark hit measured at start-up and taken off each strand; {}",
             self.hz / 1e9,
-            self.per_hit as f64 * self.ns_per_tick()
+            self.per_hit as f64 * self.ns_per_tick(),
+            match &self.switches {
+                Ok(()) => "time off the CPU (preempted, sleeping, blocked) taken off through the \
+                           kernel's context-switch records"
+                    .to_string(),
+                Err(why) => format!(
+                    "time off the CPU is counted (no context-switch records: {why})"
+                ),
+            }
         )
     }
 }
@@ -56,7 +76,19 @@ fn calibrate() -> Result<Clock, String> {
     }
     let hz = frequency();
     let per_hit = per_hit_ticks().map_err(|e| format!("native: calibrating the stubs: {e}"))?;
-    Ok(Clock { hz, per_hit })
+    let before = rdtsc();
+    let mono0 = monotonic_ns();
+    let tsc0 = before / 2 + rdtsc() / 2;
+    let switches = SwitchLog::open(0)
+        .map(drop)
+        .map_err(|e| format!("perf_event_open: {e}"));
+    Ok(Clock {
+        hz,
+        per_hit,
+        mono0,
+        tsc0,
+        switches,
+    })
 }
 
 /// TSC ticks per second over 20 ms of `CLOCK_MONOTONIC` (the best of three).

@@ -16,7 +16,7 @@ pub(crate) mod stub;
 
 pub(crate) use clock::calibrated;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
 use nix::errno::Errno;
@@ -32,6 +32,7 @@ use crate::ptrace::loader_hook::{self, LoaderHook};
 use crate::ptrace::probes::Patch;
 use crate::ptrace::{ptrace_err, regs_unless_gone, Core};
 use crate::sys::native::{rdtsc, wait_any_nohang};
+use crate::sys::switches::SwitchLog;
 use crate::sys::{self, Tid, Wait};
 use crate::{TraceError, TraceEvent};
 use cilkview_marks::MARK_NOP;
@@ -67,6 +68,10 @@ struct Strands {
     pending: Vec<Item>,
     /// When the tracer saw it stop.
     stopped_at: Option<u64>,
+    /// The kernel's record of its context switches, and the intervals it was off its CPU
+    /// (ticks; `u64::MAX`: not back yet) not yet taken off a strand.
+    switches: Option<SwitchLog>,
+    off: VecDeque<(u64, u64)>,
 }
 
 impl Strands {
@@ -80,7 +85,39 @@ impl Strands {
             reported: 0,
             pending: Vec::new(),
             stopped_at: Some(now),
+            switches: None,
+            off: VecDeque::new(),
         }
+    }
+
+    /// Read the thread's new context-switch records into `off`.
+    fn read_switches(&mut self, clock: &Clock) {
+        let Some(log) = self.switches.as_mut() else {
+            return;
+        };
+        let off = &mut self.off;
+        log.read(|out, ns| {
+            let t = clock.tsc_at(ns);
+            if out {
+                off.push_back((t, u64::MAX));
+            } else if let Some(last) = off.back_mut().filter(|l| l.1 == u64::MAX) {
+                last.1 = t.max(last.0);
+            }
+        });
+    }
+
+    /// Ticks of `from..to` the thread was off its CPU; forgets what ends before `to`.
+    fn off_between(&mut self, from: u64, to: u64) -> u64 {
+        let mut ticks = 0;
+        while let Some(&(a, b)) = self.off.front() {
+            ticks += b.min(to).saturating_sub(a.max(from));
+            if b <= to {
+                self.off.pop_front();
+            } else {
+                break;
+            }
+        }
+        ticks
     }
 
     /// The strand ends at `tsc` (not counted: `skip` ticks of it): its nanoseconds. Rounding
@@ -95,8 +132,11 @@ impl Strands {
         cost
     }
 
+    /// Stopped by the tracer from `from` to `to`: not a strand's time.
     fn pause(&mut self, from: u64, to: u64) {
-        self.strand += from.saturating_sub(self.last);
+        let off = self.off_between(self.last, from);
+        self.strand += from.saturating_sub(self.last).saturating_sub(off);
+        self.off_between(from, to);
         self.last = self.last.max(to);
     }
 }
@@ -124,8 +164,8 @@ const IDLE_MAX: Duration = Duration::from_millis(1);
 impl Native {
     pub(crate) fn new(clock: Clock) -> Native {
         Native {
-            clock,
             ns_per_tick: clock.ns_per_tick(),
+            clock,
             tool_pid: sys::getpid() as u64,
             region: None,
             threads: HashMap::new(),
@@ -184,10 +224,12 @@ impl Native {
             return 0;
         };
         let (per_hit, k) = (self.clock.per_hit, self.ns_per_tick);
+        th.read_switches(&self.clock);
         let operands = &self.operands;
         let mut n = 0;
         let mut hit = |th: &mut Strands, r: Record| {
-            let cost = th.end(r.tsc, per_hit, k);
+            let off = th.off_between(th.last, r.tsc);
+            let cost = th.end(r.tsc, per_hit + off, k);
             th.last = r.tsc + r.waited;
             n += 1;
             let probe = r.probe as usize;
@@ -357,7 +399,11 @@ fn step_out_of(tid: Tid, mark: u64, deferred: &mut Vec<i32>) -> Result<(), Trace
 
 impl Counting for Native {
     fn add_thread(&mut self, tid: Tid, at_exec: bool) -> Result<(), TraceError> {
-        self.threads.insert(tid, Strands::new(rdtsc()));
+        let mut th = Strands::new(rdtsc());
+        if self.clock.switches.is_ok() {
+            th.switches = SwitchLog::open(tid).ok();
+        }
+        self.threads.insert(tid, th);
         if !at_exec {
             self.give_slot(tid, false)?;
         }
@@ -378,8 +424,10 @@ impl Counting for Native {
         let Some(th) = self.threads.get_mut(&tid) else {
             return 0;
         };
+        th.read_switches(&self.clock);
         let now = th.stopped_at.unwrap_or_else(rdtsc);
-        let cost = th.end(now, 0, k);
+        let off = th.off_between(th.last, now);
+        let cost = th.end(now, off, k);
         th.last = now;
         cost
     }
