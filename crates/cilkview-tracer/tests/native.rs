@@ -87,14 +87,18 @@ int main(int argc, char **argv) {
     return 7;
 }"#;
 
-/// The smallest cost of each probe's hits (the runs least disturbed by the machine).
-fn min_costs(events: &[TraceEvent]) -> HashMap<usize, u64> {
-    let mut m: HashMap<usize, u64> = HashMap::new();
+/// The costs of each probe's hits, in order.
+fn costs(events: &[TraceEvent]) -> HashMap<usize, Vec<u64>> {
+    let mut m: HashMap<usize, Vec<u64>> = HashMap::new();
     for (probe, _, cost, _) in hits(events) {
-        let e = m.entry(probe).or_insert(u64::MAX);
-        *e = (*e).min(cost);
+        m.entry(probe).or_default().push(cost);
     }
     m
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
 }
 
 fn burn_is_proportional(extra: &[&str]) {
@@ -103,18 +107,34 @@ fn burn_is_proportional(extra: &[&str]) {
     }
     let p = compile_with(BURN, &[&["-O2"], extra].concat());
     let probes = probes(&p.exe, &[("p0", None), ("p1", None), ("p2", None), ("p3", None)]);
-    // burn(n): n iterations of dec+jnz, ~1 cycle each: 200000 is ~70-100 µs.
-    let (out, events) = trace(&p.exe, &["200000"], probes);
-    assert_eq!(out.status, ExitStatus::Exited(7));
-    assert_eq!(out.hits, 80, "every hit delivered");
-    assert_eq!(out.counter.kind, CounterMode::Native);
-    let m = min_costs(&events);
-    let (one, two, four) = (m[&1] as f64, m[&2] as f64, m[&3] as f64);
-    eprintln!("burn(n) {one} ns, burn(2n) {two} ns, burn(4n) {four} ns; loop turn {} ns", m[&0]);
-    assert!(one > 10_000.0, "burn(200000) takes tens of µs: {one} ns");
-    assert!((two / one - 2.0).abs() < 0.1, "burn(2n)/burn(n) = {}", two / one);
-    assert!((four / one - 4.0).abs() < 0.2, "burn(4n)/burn(n) = {}", four / one);
-    assert!(m[&0] < 1000, "the loop's turn between p3 and p0 is a few ns: {}", m[&0]);
+    // burn(n): n iterations of dec+jnz, ~1 cycle each: 200000 is ~70-100 µs. A run on a busy
+    // machine (its thread preempted: each switch leaks a few µs of kernel time into the strand
+    // it interrupts) may miss; three tries.
+    let mut last = String::new();
+    for _ in 0..3 {
+        let (out, events) = trace(&p.exe, &["200000"], probes.clone());
+        assert_eq!(out.status, ExitStatus::Exited(7));
+        assert_eq!(out.hits, 80, "every hit delivered");
+        assert_eq!(out.counter.kind, CounterMode::Native);
+        // The median over the 20 rounds of each round's ratios: a round whose thread was
+        // interrupted does not decide.
+        let m = costs(&events);
+        let ratio =
+            |p: usize| median((0..20).map(|r| m[&p][r] as f64 / m[&1][r] as f64).collect());
+        let (two, four) = (ratio(2), ratio(3));
+        let one = median(m[&1].iter().map(|&c| c as f64).collect());
+        let turn = median(m[&0][1..].iter().map(|&c| c as f64).collect());
+        last = format!(
+            "burn(n) {one} ns; burn(2n)/burn(n) {two:.3}, burn(4n)/burn(n) {four:.3}; loop turn {turn} ns"
+        );
+        eprintln!("{last}");
+        assert!(one > 10_000.0, "burn(200000) takes tens of µs: {one} ns");
+        assert!(turn < 1000.0, "the loop's turn between p3 and p0 is a few ns: {turn}");
+        if (two - 2.0).abs() < 0.1 && (four - 4.0).abs() < 0.2 {
+            return;
+        }
+    }
+    panic!("strand times not proportional to n (within 5%): {last}");
 }
 
 #[test]

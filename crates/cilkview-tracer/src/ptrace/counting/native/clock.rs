@@ -28,7 +28,16 @@ impl Clock {
         1e9 / self.hz
     }
 
-    /// The TSC at `CLOCK_MONOTONIC` time `ns`.
+    /// Take a new pair of `CLOCK_MONOTONIC` and TSC readings: times near it are then placed
+    /// within the frequency's error times their distance from it (~1e-4 of it), not of the
+    /// distance from start-up.
+    pub(crate) fn anchor(&mut self) {
+        let before = rdtsc();
+        self.mono0 = monotonic_ns();
+        self.tsc0 = before / 2 + rdtsc() / 2;
+    }
+
+    /// The TSC at `CLOCK_MONOTONIC` time `ns` (best near the last [`Clock::anchor`]).
     pub(crate) fn tsc_at(&self, ns: u64) -> u64 {
         let d = (ns as i128 - self.mono0 as i128) as f64 * self.hz / 1e9;
         (self.tsc0 as i128 + d as i128).max(0) as u64
@@ -76,19 +85,18 @@ fn calibrate() -> Result<Clock, String> {
     }
     let hz = frequency();
     let per_hit = per_hit_ticks().map_err(|e| format!("native: calibrating the stubs: {e}"))?;
-    let before = rdtsc();
-    let mono0 = monotonic_ns();
-    let tsc0 = before / 2 + rdtsc() / 2;
     let switches = SwitchLog::open(0)
         .map(drop)
         .map_err(|e| format!("perf_event_open: {e}"));
-    Ok(Clock {
+    let mut clock = Clock {
         hz,
         per_hit,
-        mono0,
-        tsc0,
+        mono0: 0,
+        tsc0: 0,
         switches,
-    })
+    };
+    clock.anchor();
+    Ok(clock)
 }
 
 /// TSC ticks per second over 20 ms of `CLOCK_MONOTONIC` (the best of three).

@@ -224,7 +224,10 @@ impl Native {
             return 0;
         };
         let (per_hit, k) = (self.clock.per_hit, self.ns_per_tick);
-        th.read_switches(&self.clock);
+        if th.switches.is_some() {
+            self.clock.anchor();
+            th.read_switches(&self.clock);
+        }
         let operands = &self.operands;
         let mut n = 0;
         let mut hit = |th: &mut Strands, r: Record| {
@@ -424,7 +427,10 @@ impl Counting for Native {
         let Some(th) = self.threads.get_mut(&tid) else {
             return 0;
         };
-        th.read_switches(&self.clock);
+        if th.switches.is_some() {
+            self.clock.anchor();
+            th.read_switches(&self.clock);
+        }
         let now = th.stopped_at.unwrap_or_else(rdtsc);
         let off = th.off_between(th.last, now);
         let cost = th.end(now, off, k);
