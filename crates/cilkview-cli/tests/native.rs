@@ -236,3 +236,58 @@ fn the_tool_sigkilled_mid_attach_leaves_the_program_running_correctly() {
     let _ = tool.wait();
     assert_eq!(finish(running), expected, "output and exit status unchanged");
 }
+
+#[test]
+fn native_measures_linked_and_dlopened_libraries_and_leaves_forked_children_alone() {
+    if !native() {
+        return;
+    }
+    use cilkview_fixtures::{compile_source, BuildOptions, Lang};
+    let opts = || BuildOptions::default().compiler("gcc").opt(2);
+    let lib = compile_source(
+        "libcvnative.so",
+        r#"
+#include "cilkview.h"
+#include "work.h"
+__attribute__((noinline)) static void leaf(void) { CV_WORK(20000); }
+void lib_spawns(int n) { cv_function(); for (int i = 0; i < n; i++) cv_spawn(leaf()); cv_sync(); }
+"#,
+        Lang::C,
+        &opts().flag("-shared").flag("-fPIC"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let copy = lib.with_file_name("libcvnative_dl.so");
+    std::fs::copy(&lib, &copy).unwrap();
+    let exe = compile_source(
+        "uses_libcvnative",
+        r#"
+#include <dlfcn.h>
+#include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+void lib_spawns(int n);
+int main(int argc, char **argv) {
+    lib_spawns(8);                                   /* DT_NEEDED: 8 spawns */
+    void *h = dlopen(argv[1], RTLD_NOW);
+    if (!h) return 1;
+    ((void (*)(int))dlsym(h, "lib_spawns"))(16);     /* dlopen'd: 16 spawns */
+    pid_t p = fork();
+    if (p == 0) { lib_spawns(1000); printf("child done\n"); return 3; } /* not measured */
+    int st;
+    waitpid(p, &st, 0);
+    printf("parent done, child %d\n", WEXITSTATUS(st));
+    return 0;
+}"#,
+        Lang::C,
+        &opts()
+            .flag("-Wl,--no-as-needed")
+            .flag(lib.to_str().unwrap())
+            .flag(&format!("-Wl,-rpath,{}", lib.parent().unwrap().display())),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let a = analyze_with(&exe, &["--counter", "native"], &[copy.to_str().unwrap()]);
+    assert_eq!(a.code(), Some(0), "{}", a.stderr());
+    assert_eq!(a.stdout(), "child done\nparent done, child 3\n");
+    assert_eq!((a.u("spawns"), a.u("syncs")), (24, 2), "{}", a.json);
+    assert_eq!(a.json["unit"], "nanoseconds");
+}
