@@ -35,6 +35,7 @@ use crate::sys::native::{rdtsc, wait_any_nohang};
 use crate::sys::switches::SwitchLog;
 use crate::sys::{self, Tid, Wait};
 use crate::{TraceError, TraceEvent};
+use cilkview_events::PackedHit;
 use cilkview_marks::MARK_NOP;
 
 /// What the analysis gets as a hit's operand.
@@ -156,6 +157,8 @@ pub(crate) struct Native {
     current: Option<Tid>,
     /// The event loop's sleep when nothing happened.
     idle: Duration,
+    /// Hits being packed for the sink.
+    packed: Vec<u64>,
 }
 
 const IDLE_MIN: Duration = Duration::from_micros(100);
@@ -174,6 +177,7 @@ impl Native {
             operands: Vec::new(),
             current: None,
             idle: IDLE_MIN,
+            packed: Vec::with_capacity(4096),
         }
     }
 
@@ -229,6 +233,16 @@ impl Native {
             th.read_switches(&self.clock);
         }
         let operands = &self.operands;
+        // Hits without an operand go to the sink packed, a run at a time (its inlined loop).
+        let packed = &mut self.packed;
+        let flush = |core: &mut Core<'_>, packed: &mut Vec<u64>| {
+            if !packed.is_empty() {
+                let t = core.sink.hits(tid, packed);
+                core.hits += t.hits;
+                core.total += t.cost;
+                packed.clear();
+            }
+        };
         let mut n = 0;
         let mut hit = |th: &mut Strands, r: Record| {
             let off = th.off_between(th.last, r.tsc);
@@ -236,25 +250,27 @@ impl Native {
             th.last = r.tsc + r.waited;
             n += 1;
             let probe = r.probe as usize;
-            match operands.get(probe).copied().unwrap_or(Operand::None) {
-                Operand::None => {
-                    core.hits += 1;
-                    core.total += cost;
-                    core.sink.hit(probe, tid, cost);
-                }
-                Operand::Value => core.emit(TraceEvent::Hit {
-                    probe,
-                    tid,
-                    cost,
-                    operand: Some(r.operand),
-                }),
-                Operand::ReturnAddress(load) => core.emit(TraceEvent::Hit {
-                    probe,
-                    tid,
-                    cost,
-                    operand: Some(r.operand.wrapping_sub(load)),
-                }),
-            }
+            let operand = match operands.get(probe).copied().unwrap_or(Operand::None) {
+                Operand::None => match PackedHit::new(probe, cost) {
+                    Some(w) => {
+                        packed.push(w.0);
+                        if packed.len() >= 4096 {
+                            flush(core, packed);
+                        }
+                        return;
+                    }
+                    None => None,
+                },
+                Operand::Value => Some(r.operand),
+                Operand::ReturnAddress(load) => Some(r.operand.wrapping_sub(load)),
+            };
+            flush(core, packed);
+            core.emit(TraceEvent::Hit {
+                probe,
+                tid,
+                cost,
+                operand,
+            });
         };
         for item in std::mem::take(&mut th.pending) {
             match item {
@@ -265,6 +281,7 @@ impl Native {
         if let (Some(region), Some(slot)) = (self.region.as_ref(), th.slot) {
             th.next = region.drain(slot, th.next, |r| hit(th, r));
         }
+        flush(core, &mut self.packed);
         n
     }
 
