@@ -77,7 +77,9 @@ fn parse_burden(s: &str) -> Result<Burden, String> {
     if let Ok(n) = s.parse() {
         return Ok(Burden::Instructions(n));
     }
-    let split = s.find(|c: char| c.is_alphabetic() || c == 'µ').ok_or(HELP)?;
+    let split = s
+        .find(|c: char| c.is_alphabetic() || c == 'µ')
+        .ok_or(HELP)?;
     let (value, unit) = s.split_at(split);
     let scale = match unit {
         "ns" => 1.0,
@@ -121,7 +123,10 @@ impl ModelOptions {
                 "--burden {b} is a number of instructions, but --counter native measures time: \
                  give a time, e.g. --burden 5us"
             ),
-            (Some(b @ Burden::Nanoseconds(_)), CounterMode::Hardware | CounterMode::Emulate | CounterMode::Step) => {
+            (
+                Some(b @ Burden::Nanoseconds(_)),
+                CounterMode::Hardware | CounterMode::Emulate | CounterMode::Step,
+            ) => {
                 anyhow::bail!(
                     "--burden {b} is a time, but --counter {counter} counts instructions: give a \
                      number of instructions, e.g. --burden 15000"

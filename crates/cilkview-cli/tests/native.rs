@@ -41,8 +41,16 @@ fn native_reports_nanoseconds_and_takes_a_time_burden() {
     assert_eq!(a.u("burden"), 2500);
     assert_eq!(a.u("spawns"), 2);
     // known_spawn's marked part is 70006 instructions: tens of µs, not ms or ns.
-    assert!(a.u("work") > 10_000 && a.u("work") < 100_000_000, "{}", a.json);
-    assert!(a.stderr().contains("Work: ") && a.stderr().contains(" nanoseconds"), "{}", a.stderr());
+    assert!(
+        a.u("work") > 10_000 && a.u("work") < 100_000_000,
+        "{}",
+        a.json
+    );
+    assert!(
+        a.stderr().contains("Work: ") && a.stderr().contains(" nanoseconds"),
+        "{}",
+        a.stderr()
+    );
     // The instruction counters keep instructions.
     let s = analyze_with(&exe, &["--counter", "step"], &[]);
     assert_eq!(s.json["unit"], "instructions");
@@ -55,7 +63,10 @@ fn native_reports_nanoseconds_and_takes_a_time_burden() {
     assert_eq!(wrong.status.code(), Some(2).or(wrong.status.code()));
     assert!(!wrong.status.success());
     let err = String::from_utf8_lossy(&wrong.stderr);
-    assert!(err.contains("--burden 15000 is a number of instructions"), "{err}");
+    assert!(
+        err.contains("--burden 15000 is a number of instructions"),
+        "{err}"
+    );
 }
 
 /// Region parallelism of `fixture ARGS` under native and under emulation.
@@ -79,7 +90,13 @@ fn coarse_spawn_tree_parallelism_matches_emulation_within_5_percent() {
     // Time on the critical path is the longest of 64 leaves: on a machine busier than its CPUs,
     // the leaves' threads are preempted and each switch leaves a few µs of the kernel's time in
     // the strand it cut; the comparison needs a quiet machine.
-    let load: f64 = std::fs::read_to_string("/proc/loadavg").unwrap().split(' ').next().unwrap().parse().unwrap();
+    let load: f64 = std::fs::read_to_string("/proc/loadavg")
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
     if load > cpus - 0.5 {
         cilkview_fixtures::skip(format!(
@@ -149,7 +166,14 @@ fn attach_native_measures_every_spawn_and_detaches_unharmed() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
     let out = Command::new(assert_cmd::cargo::cargo_bin("cilkview-rs"))
-        .args(["attach", "--counter", "native", "--duration", "0.6", "--json"])
+        .args([
+            "attach",
+            "--counter",
+            "native",
+            "--duration",
+            "0.6",
+            "--json",
+        ])
         .arg(&json)
         .arg(running.child.id().to_string())
         .output()
@@ -164,7 +188,11 @@ fn attach_native_measures_every_spawn_and_detaches_unharmed() {
     // spawn of them (single-stepping saw a handful).
     let spawns = r["spawns"].as_u64().unwrap();
     assert!(spawns >= 3 * 20000, "{spawns} spawns in the window: {r}");
-    assert_eq!(finish(running), expected, "output and exit status unchanged");
+    assert_eq!(
+        finish(running),
+        expected,
+        "output and exit status unchanged"
+    );
 }
 
 #[test]
@@ -183,7 +211,11 @@ fn attach_auto_without_a_pmu_picks_native() {
         .arg(running.child.id().to_string())
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let r: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let mode = r["counter"]["mode"].as_str().unwrap().to_string();
     if mode == "hardware" {
@@ -234,7 +266,11 @@ fn the_tool_sigkilled_mid_attach_leaves_the_program_running_correctly() {
         .status()
         .unwrap();
     let _ = tool.wait();
-    assert_eq!(finish(running), expected, "output and exit status unchanged");
+    assert_eq!(
+        finish(running),
+        expected,
+        "output and exit status unchanged"
+    );
 }
 
 #[test]

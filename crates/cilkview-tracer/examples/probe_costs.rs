@@ -38,7 +38,13 @@ fn main() {
                 .collect())
         },
         |ev| {
-            if let TraceEvent::Hit { probe, tid, cost, operand } = ev {
+            if let TraceEvent::Hit {
+                probe,
+                tid,
+                cost,
+                operand,
+            } = ev
+            {
                 if operand.is_some() && std::env::var_os("OPERANDS").is_some() {
                     eprintln!("probe {probe} operand {operand:?}");
                 }

@@ -9,7 +9,9 @@
 
 use std::path::Path;
 
-use crate::ptrace::counting::{native_clock, Breakpoints, Native as NativeCounting, NullCounter, Stepping};
+use crate::ptrace::counting::{
+    native_clock, Breakpoints, Native as NativeCounting, NullCounter, Stepping,
+};
 use crate::{
     counter, ptrace, AttachOptions, AttachOutcome, CounterInfo, CounterMode, EventSink, Outcome,
     Probe, TraceError, TraceEvent, TraceOptions,

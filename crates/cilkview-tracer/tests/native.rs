@@ -8,7 +8,9 @@ mod common;
 use std::collections::HashMap;
 use std::path::Path;
 
-use cilkview_tracer::{run, Backend, CounterMode, ExitStatus, Native, Outcome, Probe, TraceEvent, TraceOptions};
+use cilkview_tracer::{
+    run, Backend, CounterMode, ExitStatus, Native, Outcome, Probe, TraceEvent, TraceOptions,
+};
 use common::*;
 
 fn available() -> bool {
@@ -38,11 +40,13 @@ fn trace(exe: &Path, args: &[&str], probes: Vec<Probe>) -> (Outcome, Vec<TraceEv
     let out = run(
         &opts(exe, args),
         |image| {
-            Ok(if std::fs::canonicalize(image).ok().as_deref() == Some(&exe_name) {
-                probes.clone()
-            } else {
-                vec![]
-            })
+            Ok(
+                if std::fs::canonicalize(image).ok().as_deref() == Some(&exe_name) {
+                    probes.clone()
+                } else {
+                    vec![]
+                },
+            )
         },
         |e| events.push(e),
     )
@@ -106,7 +110,10 @@ fn burn_is_proportional(extra: &[&str]) {
         return;
     }
     let p = compile_with(BURN, &[&["-O2"], extra].concat());
-    let probes = probes(&p.exe, &[("p0", None), ("p1", None), ("p2", None), ("p3", None)]);
+    let probes = probes(
+        &p.exe,
+        &[("p0", None), ("p1", None), ("p2", None), ("p3", None)],
+    );
     // burn(n): n iterations of dec+jnz, ~1 cycle each: 200000 is ~70-100 µs. A run on a busy
     // machine (its thread preempted: each switch leaks a few µs of kernel time into the strand
     // it interrupts) may miss; three tries.
@@ -119,8 +126,7 @@ fn burn_is_proportional(extra: &[&str]) {
         // The median over the 20 rounds of each round's ratios: a round whose thread was
         // interrupted does not decide.
         let m = costs(&events);
-        let ratio =
-            |p: usize| median((0..20).map(|r| m[&p][r] as f64 / m[&1][r] as f64).collect());
+        let ratio = |p: usize| median((0..20).map(|r| m[&p][r] as f64 / m[&1][r] as f64).collect());
         let (two, four) = (ratio(2), ratio(3));
         let one = median(m[&1].iter().map(|&c| c as f64).collect());
         let turn = median(m[&0][1..].iter().map(|&c| c as f64).collect());
@@ -129,7 +135,10 @@ fn burn_is_proportional(extra: &[&str]) {
         );
         eprintln!("{last}");
         assert!(one > 10_000.0, "burn(200000) takes tens of µs: {one} ns");
-        assert!(turn < 1000.0, "the loop's turn between p3 and p0 is a few ns: {turn}");
+        assert!(
+            turn < 1000.0,
+            "the loop's turn between p3 and p0 is a few ns: {turn}"
+        );
         if (two - 2.0).abs() < 0.1 && (four - 4.0).abs() < 0.2 {
             return;
         }
@@ -182,7 +191,11 @@ int main(void) {
     let (out, events) = trace(&p.exe, &[], probes);
     assert_eq!(out.status, ExitStatus::Exited(0));
     assert_eq!(out.threads, 5);
-    assert_eq!(out.hits, 4 * 200000 + 1, "no hit dropped: the slots are drained while the threads run");
+    assert_eq!(
+        out.hits,
+        4 * 200000 + 1,
+        "no hit dropped: the slots are drained while the threads run"
+    );
     // Each thread's operands come in order: its id and 0, 1, 2, ...
     let mut next: HashMap<i32, (u64, u64)> = HashMap::new();
     for (probe, tid, _, operand) in hits(&events) {
@@ -251,11 +264,13 @@ int main(void) {
             bind_cpu: false,
         },
         |image| {
-            Ok(if std::fs::canonicalize(image).ok().as_deref() == Some(&exe_name) {
-                probes.clone()
-            } else {
-                vec![]
-            })
+            Ok(
+                if std::fs::canonicalize(image).ok().as_deref() == Some(&exe_name) {
+                    probes.clone()
+                } else {
+                    vec![]
+                },
+            )
         },
         |e| events.push(e),
     )
@@ -269,10 +284,21 @@ int main(void) {
     eprintln!("{handled} signals handled");
     assert!(handled > 10, "the timer fired during the loop: {handled}");
     let h = hits(&events);
-    let loop_hits: Vec<u64> = h.iter().filter(|x| x.0 == 0).map(|x| x.3.unwrap()).collect();
+    let loop_hits: Vec<u64> = h
+        .iter()
+        .filter(|x| x.0 == 0)
+        .map(|x| x.3.unwrap())
+        .collect();
     assert_eq!(loop_hits.len(), 3000000, "every loop hit");
-    assert!(loop_hits.iter().enumerate().all(|(i, &v)| v == i as u64), "in order, operands right");
-    assert_eq!(h.iter().filter(|x| x.0 == 1).count() as u64, handled, "every handler hit");
+    assert!(
+        loop_hits.iter().enumerate().all(|(i, &v)| v == i as u64),
+        "in order, operands right"
+    );
+    assert_eq!(
+        h.iter().filter(|x| x.0 == 1).count() as u64,
+        handled,
+        "every handler hit"
+    );
 }
 
 #[test]
@@ -288,7 +314,9 @@ fn a_leaf_functions_red_zone_is_untouched() {
         }
         let exe = cilkview_fixtures::build(
             "red_zone",
-            &cilkview_fixtures::BuildOptions::default().compiler(cc).opt(opt.trim_start_matches("-O")),
+            &cilkview_fixtures::BuildOptions::default()
+                .compiler(cc)
+                .opt(opt.trim_start_matches("-O")),
         );
         let native = cilkview_fixtures::run(&exe, &["200000"]);
         let img = cilkview_marks::read_marks(&exe).unwrap();
@@ -312,11 +340,13 @@ fn a_leaf_functions_red_zone_is_untouched() {
                 bind_cpu: false,
             },
             |image| {
-                Ok(if std::fs::canonicalize(image).ok().as_deref() == Some(&exe_name) {
-                    probes.clone()
-                } else {
-                    vec![]
-                })
+                Ok(
+                    if std::fs::canonicalize(image).ok().as_deref() == Some(&exe_name) {
+                        probes.clone()
+                    } else {
+                        vec![]
+                    },
+                )
             },
             |e| n += matches!(e, TraceEvent::Hit { .. }) as u64,
         )

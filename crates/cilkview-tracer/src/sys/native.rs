@@ -118,7 +118,12 @@ impl CodePage {
     /// The code at `entry` must be a function of the C ABI that only touches the stack below
     /// its return address and `slot`'s [`slot_len`] bytes (through `%gs`), and returns. The
     /// calling thread must not use `%gs` itself (Rust and glibc on x86-64 Linux do not).
-    pub unsafe fn call_with_gs(&self, entry: usize, slot: *mut u64, slot_len: usize) -> io::Result<()> {
+    pub unsafe fn call_with_gs(
+        &self,
+        entry: usize,
+        slot: *mut u64,
+        slot_len: usize,
+    ) -> io::Result<()> {
         assert!(self.sealed && entry < self.len && slot_len >= 8);
         set_gs(slot as u64)?;
         // SAFETY: the caller's contract; the page is sealed, so the pointer is valid code.
@@ -220,7 +225,6 @@ pub unsafe fn with_gs<R>(slot: *mut u64, f: impl FnOnce() -> R) -> R {
     r
 }
 
-
 /// Marks per calibration call, and calls.
 const MARKS: usize = 256;
 const CALLS: usize = 64;
@@ -240,7 +244,10 @@ pub fn stub_hit_ticks() -> io::Result<u64> {
         let code = stub::stub(at, mark, base, i as u32, StubOperand::None)
             .ok_or_else(|| io::Error::other("stub out of reach"))?;
         page.write((at - base) as usize, &code);
-        page.write((mark - base) as usize, &stub::jump(mark, at).expect("in reach"));
+        page.write(
+            (mark - base) as usize,
+            &stub::jump(mark, at).expect("in reach"),
+        );
     }
     page.write(marks_at + 5 * MARKS, &[0xc3]); // ret
     page.seal()?;
@@ -291,7 +298,10 @@ mod tests {
         let at = base + FIRST_STUB;
         let entry = 4096usize;
         let mark = base + entry as u64;
-        page.write(FIRST_STUB as usize, &stub::stub(at, mark, base, 42, operand).unwrap());
+        page.write(
+            FIRST_STUB as usize,
+            &stub::stub(at, mark, base, 42, operand).unwrap(),
+        );
         page.write(entry, &stub::jump(mark, at).unwrap());
         page.write(entry + 5, &[0xc3]);
         page.seal().unwrap();
@@ -302,9 +312,9 @@ mod tests {
     fn stubs_keep_registers_flags_and_the_red_zone_and_record_the_hit() {
         for (operand, expect) in [
             (StubOperand::None, None),
-            (StubOperand::Register(0), Some(0x1111)), // rax
+            (StubOperand::Register(0), Some(0x1111)),  // rax
             (StubOperand::Register(13), Some(0xbbbb)), // r13
-            (StubOperand::Register(4), Some(0x4444)), // rsi
+            (StubOperand::Register(4), Some(0x4444)),  // rsi
         ] {
             let (page, entry) = one_mark(operand);
             let mut slot = vec![0u64; (SLOT_BYTES / 8) as usize];
@@ -314,7 +324,10 @@ mod tests {
             for flags in [0x8c3u64 | 0x202, 0x202] {
                 // SAFETY: the stub records into `slot` through %gs and returns to the `ret`.
                 let ok = unsafe { with_gs(ptr, || page.call_checked(entry, flags)) };
-                assert!(ok, "{operand:?}: a register, the flags or the red zone changed");
+                assert!(
+                    ok,
+                    "{operand:?}: a register, the flags or the red zone changed"
+                );
             }
             assert_eq!(slot[0], 2, "two records");
             let rec = &slot[(RING / 8) as usize..(RING / 8) as usize + 3];
@@ -341,7 +354,7 @@ mod tests {
         // sets `gone` and drops.
         slot[(stub::GONE / 8) as usize] = 0;
         slot[(stub::TOOL_PID / 8) as usize] = i32::MAX as u64; // no such process
-        // SAFETY: as above.
+                                                               // SAFETY: as above.
         let ok = unsafe { with_gs(ptr, || page.call_checked(entry, 0x8c3 | 0x202)) };
         assert!(ok);
         assert_eq!(slot[0], 0, "dropped");

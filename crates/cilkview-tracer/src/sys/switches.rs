@@ -160,7 +160,10 @@ mod tests {
         log.read(|out, t| seen.push((out, t)));
         assert!(seen.len() >= 2, "{seen:?}");
         let out = seen.iter().find(|s| s.0).expect("a switch out");
-        let back = seen.iter().find(|s| !s.0 && s.1 > out.1).expect("a switch in");
+        let back = seen
+            .iter()
+            .find(|s| !s.0 && s.1 > out.1)
+            .expect("a switch in");
         assert!(out.1 >= t0 && back.1 - out.1 >= 4_000_000, "{seen:?}");
     }
 }

@@ -54,9 +54,8 @@ impl Clock {
                 Ok(()) => "time off the CPU (preempted, sleeping, blocked) taken off through the \
                            kernel's context-switch records"
                     .to_string(),
-                Err(why) => format!(
-                    "time off the CPU is counted (no context-switch records: {why})"
-                ),
+                Err(why) =>
+                    format!("time off the CPU is counted (no context-switch records: {why})"),
             }
         )
     }

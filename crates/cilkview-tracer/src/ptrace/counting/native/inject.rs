@@ -111,7 +111,13 @@ pub(super) fn map_code(
     }
     if at != 0 && r as u64 != at {
         // An old kernel took the address as a hint.
-        let _ = syscall(tid, gadget, libc::SYS_munmap, [r as u64, len, 0, 0, 0, 0], deferred);
+        let _ = syscall(
+            tid,
+            gadget,
+            libc::SYS_munmap,
+            [r as u64, len, 0, 0, 0, 0],
+            deferred,
+        );
         return Err(setup_err(tid, format!("no room at {at:#x}")));
     }
     Ok(r as u64)
@@ -149,7 +155,10 @@ pub(super) fn place_near(pid: Tid, lo: u64, hi: u64, len: u64) -> Result<u64, Tr
             .map(|&(s, _)| s + 4096)
             .find(|&p| p + len - lo <= REACH)
     };
-    below
-        .or_else(above)
-        .ok_or_else(|| setup_err(pid, format!("no free address within 2 GiB of {lo:#x}..{hi:#x}")))
+    below.or_else(above).ok_or_else(|| {
+        setup_err(
+            pid,
+            format!("no free address within 2 GiB of {lo:#x}..{hi:#x}"),
+        )
+    })
 }

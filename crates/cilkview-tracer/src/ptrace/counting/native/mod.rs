@@ -51,7 +51,10 @@ enum Operand {
 enum Item {
     Hit(Record),
     /// Stopped by the tracer from `from` to `to` (ticks): charged to nobody.
-    Pause { from: u64, to: u64 },
+    Pause {
+        from: u64,
+        to: u64,
+    },
 }
 
 /// A measured thread's clock.
@@ -286,7 +289,13 @@ impl Native {
     }
 
     /// Place stubs for the probes at `addrs` (just placed by `core`) and patch their marks.
-    fn patch(&mut self, core: &mut Core<'_>, pid: Tid, addrs: &[u64], all_stopped: bool) -> Result<(), TraceError> {
+    fn patch(
+        &mut self,
+        core: &mut Core<'_>,
+        pid: Tid,
+        addrs: &[u64],
+        all_stopped: bool,
+    ) -> Result<(), TraceError> {
         let Some(region) = self.region.as_mut() else {
             return Ok(());
         };
@@ -480,7 +489,10 @@ impl Counting for Native {
     fn exec(&mut self, former: Tid, tid: Tid) -> Result<u64, TraceError> {
         // The old image and its region are gone: what other threads left is dropped.
         let k = self.ns_per_tick;
-        let mut th = self.threads.remove(&former).unwrap_or_else(|| Strands::new(rdtsc()));
+        let mut th = self
+            .threads
+            .remove(&former)
+            .unwrap_or_else(|| Strands::new(rdtsc()));
         let measured = self.region.is_some();
         self.region = None;
         self.hook = None;
@@ -506,7 +518,10 @@ impl Counting for Native {
         new_image: bool,
     ) -> Result<(), TraceError> {
         if new_image {
-            let tid = self.current.filter(|t| self.threads.contains_key(t)).unwrap_or(pid);
+            let tid = self
+                .current
+                .filter(|t| self.threads.contains_key(t))
+                .unwrap_or(pid);
             let mut deferred = Vec::new();
             self.region = Some(Region::create(pid, tid, &mut deferred)?);
             if !deferred.is_empty() {

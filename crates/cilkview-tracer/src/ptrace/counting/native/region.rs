@@ -40,7 +40,11 @@ pub(super) struct Region {
 impl Region {
     /// Map a code page (slow path + gadget) and the region into process `pid`, stopped in
     /// thread `tid` while no other thread runs (the first call runs on the thread's own `%rip`).
-    pub(super) fn create(pid: Tid, tid: Tid, deferred: &mut Vec<i32>) -> Result<Region, TraceError> {
+    pub(super) fn create(
+        pid: Tid,
+        tid: Tid,
+        deferred: &mut Vec<i32>,
+    ) -> Result<Region, TraceError> {
         let proc_err = |source| TraceError::Proc { pid, source };
         let page = inject::map_code(tid, None, 0, 4096, deferred)?;
         let mem = Mem::open(pid).map_err(proc_err)?;
@@ -59,7 +63,10 @@ impl Region {
         if fd < 0 {
             return Err(setup_err(
                 pid,
-                format!("memfd_create in the program: {}", std::io::Error::from_raw_os_error(-fd as i32)),
+                format!(
+                    "memfd_create in the program: {}",
+                    std::io::Error::from_raw_os_error(-fd as i32)
+                ),
             ));
         }
         let len = SLOTS as u64 * SLOT_BYTES;
@@ -79,13 +86,22 @@ impl Region {
             ),
             Err(_) => Ok(-1),
         };
-        inject::syscall(tid, gadget, libc::SYS_close, [fd as u64, 0, 0, 0, 0, 0], deferred)?;
+        inject::syscall(
+            tid,
+            gadget,
+            libc::SYS_close,
+            [fd as u64, 0, 0, 0, 0, 0],
+            deferred,
+        )?;
         let file = file?;
         let base = base?;
         if base < 0 {
             return Err(setup_err(
                 pid,
-                format!("mapping the records in the program: {}", std::io::Error::from_raw_os_error(-base as i32)),
+                format!(
+                    "mapping the records in the program: {}",
+                    std::io::Error::from_raw_os_error(-base as i32)
+                ),
             ));
         }
         let map = SharedMap::new(&file, len as usize).map_err(proc_err)?;

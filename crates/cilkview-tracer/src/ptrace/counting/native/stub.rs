@@ -62,8 +62,10 @@ const BODY: [u8; 0x81] = [
     0x65, 0x89, 0x04, 0xcd, 0x00, 0x10, 0x00, 0x00, // mov gs:[rcx*8+0x1000], eax
     0x65, 0x89, 0x14, 0xcd, 0x04, 0x10, 0x00, 0x00, // mov gs:[rcx*8+0x1004], edx
     0x65, 0x48, 0x89, 0x34, 0xcd, 0x08, 0x10, 0x00, 0x00, // mov gs:[rcx*8+0x1008], rsi
-    0x65, 0xc7, 0x04, 0xcd, 0x10, 0x10, 0x00, 0x00, 0, 0, 0, 0, // mov dword gs:[rcx*8+0x1010], PROBE
-    0x65, 0xc7, 0x04, 0xcd, 0x14, 0x10, 0x00, 0x00, 0, 0, 0, 0, // mov dword gs:[rcx*8+0x1014], 0
+    0x65, 0xc7, 0x04, 0xcd, 0x10, 0x10, 0x00, 0x00, 0, 0, 0,
+    0, // mov dword gs:[rcx*8+0x1010], PROBE
+    0x65, 0xc7, 0x04, 0xcd, 0x14, 0x10, 0x00, 0x00, 0, 0, 0,
+    0, // mov dword gs:[rcx*8+0x1014], 0
     0x48, 0x8d, 0x5b, 0x01, // lea rbx, [rbx+1]
     0x65, 0x48, 0x89, 0x1c, 0x25, 0x00, 0x00, 0x00, 0x00, // mov gs:[0], rbx
     // DONE:
@@ -86,7 +88,8 @@ const BODY_CALL_SLOW: usize = 0x7b;
 /// until `limit` moves or `gone` is set; then writes the record with the ticks waited, or drops
 /// it if `gone`. Followed by the gadget `syscall; int3`.
 const SLOW_PATH: [u8; 0xd7] = [
-    0x9c, 0x57, 0x41, 0x53, 0x41, 0x50, 0x41, 0x51, 0x41, 0x52, // pushf; push rdi, r11, r8, r9, r10
+    0x9c, 0x57, 0x41, 0x53, 0x41, 0x50, 0x41, 0x51, 0x41,
+    0x52, // pushf; push rdi, r11, r8, r9, r10
     0x41, 0x89, 0xc0, // mov r8d, eax
     0x41, 0x89, 0xd1, // mov r9d, edx
     0x49, 0xc1, 0xe1, 0x20, // shl r9, 32
@@ -109,7 +112,8 @@ const SLOW_PATH: [u8; 0xd7] = [
     0x56, 0x31, 0xf6, 0x0f, 0x05, 0x5e, // push rsi; xor esi, esi; syscall; pop rsi
     0x48, 0x83, 0xf8, 0xfd, // cmp rax, -ESRCH
     0x75, 0xb3, // jne LOOP
-    0x65, 0x48, 0xc7, 0x04, 0x25, 0xc0, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, // mov qword gs:[192], 1
+    0x65, 0x48, 0xc7, 0x04, 0x25, 0xc0, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00,
+    0x00, // mov qword gs:[192], 1
     0xeb, 0x53, // jmp OUT
     // ROOM (+0x79):
     0x0f, 0x31, // rdtsc
@@ -169,7 +173,7 @@ fn x86_reg(dwarf: u16) -> u8 {
 fn load_register(dwarf: u16, out: &mut Vec<u8>) {
     match x86_reg(dwarf) {
         4 => out.extend_from_slice(&[0x48, 0x8d, 0xb4, 0x24, 0xa8, 0, 0, 0]), // lea rsi,[rsp+168]
-        6 => {}                                                             // already in rsi
+        6 => {}                                                               // already in rsi
         r => {
             // mov rsi, r  (REX.W [+ REX.R], 89 /r)
             out.extend_from_slice(&[0x48 | ((r >> 3) << 2), 0x89, 0xc6 | ((r & 7) << 3)]);
@@ -180,7 +184,13 @@ fn load_register(dwarf: u16, out: &mut Vec<u8>) {
 /// One stub at address `at`, for probe number `probe` whose mark is at `mark` (the stub jumps
 /// back to `mark + 5`), with the page's slow path at `slow`. `None` if a target is out of
 /// `rel32` reach.
-pub(crate) fn stub(at: u64, mark: u64, slow: u64, probe: u32, operand: StubOperand) -> Option<Vec<u8>> {
+pub(crate) fn stub(
+    at: u64,
+    mark: u64,
+    slow: u64,
+    probe: u32,
+    operand: StubOperand,
+) -> Option<Vec<u8>> {
     let mut code = PROLOGUE.to_vec();
     match operand {
         StubOperand::None => {}
@@ -230,7 +240,10 @@ mod tests {
     #[test]
     fn fields_sit_where_the_encodings_put_them() {
         // The probe immediates follow their instructions' opcode bytes.
-        assert_eq!(&BODY[BODY_PROBE[0] - 8..BODY_PROBE[0] - 4], &[0x65, 0xc7, 0x04, 0xcd]);
+        assert_eq!(
+            &BODY[BODY_PROBE[0] - 8..BODY_PROBE[0] - 4],
+            &[0x65, 0xc7, 0x04, 0xcd]
+        );
         assert_eq!(BODY[BODY_PROBE[1] - 1], 0xb9);
         assert_eq!(BODY[BODY_JMP_BACK - 1], 0xe9);
         assert_eq!(BODY[BODY_CALL_SLOW - 1], 0xe8);
@@ -266,7 +279,10 @@ mod tests {
             let j = s.len() - 17;
             assert_eq!(s[j], 0xe9);
             let rel = i32::from_le_bytes(s[j + 1..j + 5].try_into().unwrap());
-            assert_eq!((at + j as u64 + 5).wrapping_add_signed(rel as i64), mark + 5);
+            assert_eq!(
+                (at + j as u64 + 5).wrapping_add_signed(rel as i64),
+                mark + 5
+            );
             let c = s.len() - 7;
             assert_eq!(s[c], 0xe8);
             let rel = i32::from_le_bytes(s[c + 1..c + 5].try_into().unwrap());
