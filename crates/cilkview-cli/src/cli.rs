@@ -193,7 +193,7 @@ impl From<&OutputOptions> for ExportOptions {
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// How to count instructions.
+    /// How to measure strands: instructions, or time with `native`.
     #[arg(long, value_enum, default_value_t = CounterMode::Auto)]
     pub counter: CounterMode,
     /// With single-stepping, do not bind the program and the tracer to one CPU (binding makes
@@ -262,7 +262,7 @@ fn parse_duration(s: &str) -> Result<f64, String> {
 
 #[derive(Args, Debug)]
 pub struct AttachArgs {
-    /// How to count instructions.
+    /// How to measure strands: instructions, or time with `native`.
     #[arg(long, value_enum, default_value_t = CounterMode::Auto)]
     pub counter: CounterMode,
     /// Stop measuring and detach after this many seconds.

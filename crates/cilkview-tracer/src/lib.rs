@@ -95,7 +95,7 @@ pub enum TraceError {
     },
     #[error("{} requested but unavailable: {reason}; {}", unavailable_what(*mode), unavailable_hint(*mode))]
     CounterUnavailable { mode: CounterMode, reason: String },
-    #[error("`attach` needs a ptrace counter (--counter step or hw), not {mode}")]
+    #[error("`attach` needs a ptrace counter (--counter native, hw or step), not {mode}")]
     AttachUnsupported { mode: CounterMode },
     #[error("hardware instruction counter on thread {tid}: {source}")]
     Counter { tid: i32, source: std::io::Error },
@@ -143,6 +143,7 @@ fn unavailable_what(mode: CounterMode) -> &'static str {
     match mode {
         CounterMode::Hardware => "hardware instruction counter",
         CounterMode::Emulate => "counting by emulation",
+        CounterMode::Native => "the native counter",
         _ => "every instruction counter",
     }
 }
