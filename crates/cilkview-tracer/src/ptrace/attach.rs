@@ -54,6 +54,11 @@ pub(crate) fn attach<C: Counting>(
     let mut alarm = Alarm { pid: None };
     let result = t.attach_session(opts, wake, &mut alarm);
     alarm.cancel();
+    let mut info = info;
+    if let Some(note) = t.counting.summary() {
+        info.reason.push_str("; ");
+        info.reason.push_str(&note);
+    }
     match result {
         Ok((ending, elapsed)) => Ok(AttachOutcome {
             ending,

@@ -69,6 +69,11 @@ pub(crate) trait Counting {
     fn flush(&mut self, _core: &mut Core<'_>, _tid: Tid) -> Result<(), TraceError> {
         Ok(())
     }
+    /// Words to add to the counter's reason at the end of the run (e.g. how long the program
+    /// waited for the tool), if any.
+    fn summary(&self) -> Option<String> {
+        None
+    }
     /// The next event of any tracee (a counting that records in the program's memory reports
     /// its records while it waits).
     fn wait(&mut self, _core: &mut Core<'_>) -> Result<Wait, TraceError> {

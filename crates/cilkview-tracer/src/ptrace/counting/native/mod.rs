@@ -66,6 +66,9 @@ pub(crate) struct Native {
     idle: Duration,
     /// Hits being packed for the sink.
     packed: Vec<u64>,
+    /// Hits whose stub waited for room, and the ticks they waited.
+    waits: u64,
+    waited: u64,
 }
 
 const IDLE_MIN: Duration = Duration::from_micros(100);
@@ -85,6 +88,8 @@ impl Native {
             current: None,
             idle: IDLE_MIN,
             packed: Vec::with_capacity(4096),
+            waits: 0,
+            waited: 0,
         }
     }
 
@@ -151,7 +156,12 @@ impl Native {
             }
         };
         let mut n = 0;
+        let (waits, waited) = (&mut self.waits, &mut self.waited);
         let mut hit = |th: &mut Strands, r: Record| {
+            if r.waited != 0 {
+                *waits += 1;
+                *waited += r.waited;
+            }
             let off = th.off_between(th.last, r.tsc);
             let cost = th.end(r.tsc, per_hit + off, k);
             th.last = r.tsc + r.waited;
@@ -474,6 +484,19 @@ impl Counting for Native {
             th.stopped_at = Some(rdtsc());
         }
         self.collect(tid);
+    }
+
+    fn summary(&self) -> Option<String> {
+        Some(if self.waits == 0 {
+            "the program never waited for the analysis".into()
+        } else {
+            format!(
+                "the program waited for the analysis at {} mark hits, {:.1} ms in all (charged \
+                 to no strand)",
+                self.waits,
+                self.waited as f64 * self.ns_per_tick / 1e6
+            )
+        })
     }
 
     fn wait(&mut self, core: &mut Core<'_>) -> Result<Wait, TraceError> {
