@@ -32,7 +32,7 @@ pub use measure::{
 pub use progress::{Progress, HITS_STEP};
 pub use session::{MarksReader, Session};
 
-pub use cilkview_engine::{DEFAULT_BURDEN, DEFAULT_SPAN_COEFFICIENT};
+pub use cilkview_engine::{DEFAULT_BURDEN, DEFAULT_BURDEN_NS, DEFAULT_SPAN_COEFFICIENT};
 pub use cilkview_events::{
     CounterInfo, CounterMode, Ending, EventSink, ExitStatus, Probe, TraceEvent,
 };

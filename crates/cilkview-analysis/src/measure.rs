@@ -6,7 +6,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use cilkview_engine::{DEFAULT_BURDEN, DEFAULT_SPAN_COEFFICIENT};
+use cilkview_engine::{DEFAULT_BURDEN, DEFAULT_BURDEN_NS, DEFAULT_SPAN_COEFFICIENT};
 use cilkview_events::{CounterMode, Ending};
 use cilkview_marks::{read_marks, MarksError};
 use cilkview_report::{AttachReport, RunInfo, RunReport};
@@ -19,6 +19,8 @@ use crate::{Progress, Session};
 pub struct Model {
     /// Burden of a steal, in instructions, put on every continuation edge.
     pub burden: u64,
+    /// The same in nanoseconds, for a counter whose costs are times (`native`).
+    pub burden_ns: u64,
     /// Span coefficient δ of the speedup lower bound.
     pub span_coefficient: f64,
     /// Largest core count of the speedup table.
@@ -29,8 +31,22 @@ impl Default for Model {
     fn default() -> Model {
         Model {
             burden: DEFAULT_BURDEN,
+            burden_ns: DEFAULT_BURDEN_NS,
             span_coefficient: DEFAULT_SPAN_COEFFICIENT,
             max_cores: 32,
+        }
+    }
+}
+
+/// An emulated run under `auto` longer than this says that `--counter native` is much faster.
+const LONG_EMULATED_RUN: Duration = Duration::from_secs(10);
+
+impl Model {
+    /// The burden in the unit of `counter`'s costs: [`Model::burden_ns`] for a counter of time.
+    pub fn burden_in(&self, counter: CounterMode) -> u64 {
+        match counter {
+            CounterMode::Native => self.burden_ns,
+            _ => self.burden,
         }
     }
 }
@@ -99,10 +115,6 @@ pub fn check_program(program: &Path) -> Result<(), MarksError> {
 /// Runs `request.program` to completion under the tracer and analyzes it. The program's
 /// stdin, stdout, stderr and exit status are its own.
 pub fn run(request: &RunRequest, progress: &mut dyn Progress) -> Result<Analysis, TraceError> {
-    let mut session = Session::new(request.model.burden, progress);
-    if request.profile {
-        session = session.with_profile();
-    }
     let options = TraceOptions {
         program: request.program.clone(),
         args: request.args.clone(),
@@ -111,7 +123,16 @@ pub fn run(request: &RunRequest, progress: &mut dyn Progress) -> Result<Analysis
         env: request.env.clone(),
     };
     let (backend, counter) = cilkview_tracer::choose_for_run(&options)?;
+    let burden = request.model.burden_in(counter.kind);
+    let mut session = Session::new(burden, progress);
+    if request.profile {
+        session = session.with_profile();
+    }
+    let began = std::time::Instant::now();
     let outcome = backend.run(&options, counter, &mut session)?;
+    let emulated_long = request.counter == CounterMode::Auto
+        && outcome.counter.kind == CounterMode::Emulate
+        && began.elapsed() > LONG_EMULATED_RUN;
     let ending = Ending::Exited(outcome.status);
     let info = RunInfo {
         program: request.name.clone(),
@@ -122,12 +143,19 @@ pub fn run(request: &RunRequest, progress: &mut dyn Progress) -> Result<Analysis
             .collect(),
         ending,
         counter: (&outcome.counter).into(),
-        burden: request.model.burden,
+        burden,
         span_coefficient: request.model.span_coefficient,
         max_cores: request.model.max_cores,
     };
     let subject = request.program.display().to_string();
-    let report = session.finish(info, &subject, false);
+    let mut report = session.finish(info, &subject, false);
+    if emulated_long {
+        report.warnings.push(format!(
+            "this run was emulated for {:.0} s (exact instruction counts, 2-170x slower than \
+             native, most on floating point); --counter native measures time at native speed",
+            began.elapsed().as_secs_f64()
+        ));
+    }
     Ok(Analysis { report, ending })
 }
 
@@ -149,7 +177,9 @@ pub fn attach(
     progress: &mut dyn Progress,
 ) -> Result<Analysis, TraceError> {
     let (program, args) = command_line(request.pid);
-    let mut session = Session::new(request.model.burden, progress);
+    let (backend, counter) = cilkview_tracer::choose_for_attach(request.counter)?;
+    let burden = request.model.burden_in(counter.kind);
+    let mut session = Session::new(burden, progress);
     if request.profile {
         session = session.with_profile();
     }
@@ -160,7 +190,6 @@ pub fn attach(
         stop: request.stop.clone(),
     };
     let started = SystemTime::now();
-    let (backend, counter) = cilkview_tracer::choose_for_attach(request.counter)?;
     let outcome = backend.attach(&options, counter, &mut session)?;
     let ending = outcome.ending;
     let info = RunInfo {
@@ -168,7 +197,7 @@ pub fn attach(
         args,
         ending,
         counter: (&outcome.counter).into(),
-        burden: request.model.burden,
+        burden,
         span_coefficient: request.model.span_coefficient,
         max_cores: request.model.max_cores,
     };

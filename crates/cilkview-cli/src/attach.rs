@@ -12,6 +12,7 @@ use crate::cli::AttachArgs;
 use crate::progress::Spinner;
 
 pub fn attach(args: AttachArgs) -> Result<ExitCode> {
+    args.model.check_unit(args.counter)?;
     // From here on a fork does the work: killing the process the user sees (even with SIGKILL)
     // makes the fork detach cleanly instead of leaving the process traced.
     survive_tool_death().context("cannot start the attach session")?;

@@ -3,7 +3,9 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use cilkview_analysis::{CounterMode, Model, DEFAULT_BURDEN, DEFAULT_SPAN_COEFFICIENT};
+use cilkview_analysis::{
+    CounterMode, Model, DEFAULT_BURDEN, DEFAULT_BURDEN_NS, DEFAULT_SPAN_COEFFICIENT,
+};
 use cilkview_report::{ExportOptions, Gate};
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
@@ -47,27 +49,80 @@ fn parse_span_coefficient(s: &str) -> Result<f64, String> {
     }
 }
 
-/// The largest `--burden`: far above any steal's cost, and small enough that the burdened sums
-/// of any run of fewer than ~10^10 spawns fit in 64 bits.
+/// A `--burden`: a number of instructions, or a time (for `--counter native`, whose costs are
+/// nanoseconds).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Burden {
+    Instructions(u64),
+    Nanoseconds(u64),
+}
+
+impl Burden {
+    /// The value in the unit of a report's costs (`"instructions"` or `"nanoseconds"`), if it
+    /// is in that unit.
+    pub fn in_unit(self, unit: &str) -> Option<u64> {
+        match (self, unit) {
+            (Burden::Nanoseconds(ns), "nanoseconds") => Some(ns),
+            (Burden::Instructions(n), u) if u != "nanoseconds" => Some(n),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Burden {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Burden::Instructions(n) => write!(f, "{n}"),
+            Burden::Nanoseconds(ns) => write!(f, "{ns}ns"),
+        }
+    }
+}
+
+/// The largest `--burden`: 10^9 instructions or nanoseconds, far above any steal's cost, and
+/// small enough that the burdened sums of any run of fewer than ~10^10 spawns fit in 64 bits.
 pub const MAX_BURDEN: u64 = 1_000_000_000;
 
-fn parse_burden(s: &str) -> Result<u64, String> {
-    match s.parse::<u64>() {
-        Ok(b) if b <= MAX_BURDEN => Ok(b),
-        Ok(_) => Err(format!(
-            "at most {MAX_BURDEN} instructions (Cilkview uses 15000)"
-        )),
-        Err(_) => Err("expected a whole number of instructions ≥ 0 (Cilkview uses 15000)".into()),
+fn parse_burden(s: &str) -> Result<Burden, String> {
+    const HELP: &str = "expected a whole number of instructions ≥ 0 (Cilkview uses 15000), or a \
+                        time for --counter native such as 5us, 2500ns, 0.01ms";
+    if let Ok(n) = s.parse::<u64>() {
+        return if n <= MAX_BURDEN {
+            Ok(Burden::Instructions(n))
+        } else {
+            Err(format!(
+                "at most {MAX_BURDEN} instructions (Cilkview uses 15000)"
+            ))
+        };
+    }
+    let split = s
+        .find(|c: char| c.is_alphabetic() || c == 'µ')
+        .ok_or(HELP)?;
+    let (value, unit) = s.split_at(split);
+    let scale = match unit {
+        "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        _ => return Err(HELP.into()),
+    };
+    match value.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 && v * scale <= MAX_BURDEN as f64 => {
+            Ok(Burden::Nanoseconds((v * scale).round() as u64))
+        }
+        Ok(v) if v.is_finite() && v >= 0.0 => Err(format!("at most {MAX_BURDEN}ns (1s)")),
+        _ => Err(HELP.into()),
     }
 }
 
 #[derive(Args, Debug, Clone)]
 #[command(next_help_heading = "Model")]
 pub struct ModelOptions {
-    /// Burden of a steal, in instructions, put on every continuation edge.
-    #[arg(long, value_name = "INSTRUCTIONS", default_value_t = DEFAULT_BURDEN,
-          value_parser = parse_burden, allow_negative_numbers = true)]
-    pub burden: u64,
+    /// Burden of a steal put on every continuation edge: instructions, or a time such as `5us`
+    /// with --counter native (whose costs are nanoseconds) [default: 15000 instructions; 5us
+    /// with --counter native]
+    #[arg(long, value_name = "INSTRUCTIONS|TIME", value_parser = parse_burden,
+          allow_negative_numbers = true)]
+    pub burden: Option<Burden>,
     /// Span coefficient δ of the speedup lower bound T1 / (T1/P + 2δ(1−1/P)·burdened span).
     #[arg(long, value_name = "D", default_value_t = DEFAULT_SPAN_COEFFICIENT,
           value_parser = parse_span_coefficient, allow_negative_numbers = true)]
@@ -78,10 +133,40 @@ pub struct ModelOptions {
     pub max_cores: u32,
 }
 
+impl ModelOptions {
+    /// A `--burden` in the wrong unit for an explicit `--counter` is an error (under `auto`
+    /// each unit applies when the chosen counter counts in it).
+    pub fn check_unit(&self, counter: CounterMode) -> anyhow::Result<()> {
+        match (self.burden, counter) {
+            (Some(b @ Burden::Instructions(_)), CounterMode::Native) => anyhow::bail!(
+                "--burden {b} is a number of instructions, but --counter native measures time: \
+                 give a time, e.g. --burden 5us"
+            ),
+            (
+                Some(b @ Burden::Nanoseconds(_)),
+                CounterMode::Hardware | CounterMode::Emulate | CounterMode::Step,
+            ) => {
+                anyhow::bail!(
+                    "--burden {b} is a time, but --counter {counter} counts instructions: give a \
+                     number of instructions, e.g. --burden 15000"
+                )
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
 impl From<&ModelOptions> for Model {
     fn from(m: &ModelOptions) -> Model {
         Model {
-            burden: m.burden,
+            burden: match m.burden {
+                Some(Burden::Instructions(n)) => n,
+                _ => DEFAULT_BURDEN,
+            },
+            burden_ns: match m.burden {
+                Some(Burden::Nanoseconds(ns)) => ns,
+                _ => DEFAULT_BURDEN_NS,
+            },
             span_coefficient: m.span_coefficient,
             max_cores: m.max_cores,
         }
@@ -129,7 +214,7 @@ impl From<&OutputOptions> for ExportOptions {
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// How to count instructions.
+    /// How to measure strands: instructions, or time with `native`.
     #[arg(long, value_enum, default_value_t = CounterMode::Auto, help_heading = "Counting")]
     pub counter: CounterMode,
     /// With single-stepping, do not bind the program and the tracer to one CPU (binding makes
@@ -231,7 +316,7 @@ fn parse_duration(s: &str) -> Result<f64, String> {
 
 #[derive(Args, Debug)]
 pub struct AttachArgs {
-    /// How to count instructions.
+    /// How to measure strands: instructions, or time with `native`.
     #[arg(long, value_enum, default_value_t = CounterMode::Auto, help_heading = "Counting")]
     pub counter: CounterMode,
     /// Stop measuring and detach after this many seconds.
@@ -264,9 +349,9 @@ pub struct ReportArgs {
     pub max_cores: Option<u32>,
     /// Accepted only if equal to the report's burden: the burdened span was measured with it and
     /// cannot be recomputed without running the program again.
-    #[arg(long, value_name = "INSTRUCTIONS", value_parser = parse_burden,
+    #[arg(long, value_name = "INSTRUCTIONS|TIME", value_parser = parse_burden,
           allow_negative_numbers = true, help_heading = "Model")]
-    pub burden: Option<u64>,
+    pub burden: Option<Burden>,
     #[command(flatten)]
     pub output: OutputOptions,
 }

@@ -10,12 +10,16 @@ use crate::cli::ReportArgs;
 
 pub fn report(args: ReportArgs) -> Result<ExitCode> {
     let mut report = read_json(&args.file)?;
-    if let Some(burden) = args.burden.filter(|&b| b != report.burden) {
+    if let Some(burden) = args
+        .burden
+        .filter(|b| b.in_unit(&report.unit) != Some(report.burden))
+    {
         bail!(
             "--burden {burden} cannot be applied to a saved report: its burdened span was \
-             measured with a burden of {} instructions per continuation; run the program again \
+             measured with a burden of {} {} per continuation; run the program again \
              with --burden {burden}",
-            report.burden
+            report.burden,
+            report.unit
         );
     }
     // What the measures and the model determine, the report need not hold.

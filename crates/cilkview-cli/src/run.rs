@@ -12,6 +12,7 @@ use cilkview_report::ExportManager;
 use crate::cli::RunArgs;
 
 pub fn run(args: RunArgs) -> Result<ExitCode> {
+    args.model.check_unit(args.counter)?;
     let program = crate::program::resolve(args.program())?;
     // Not ELF, wrong architecture, truncated, corrupt marks: say so before running anything.
     check_program(&program).with_context(|| format!("cannot analyze {}", program.display()))?;

@@ -246,7 +246,15 @@ fn attach_profiles_the_call_sites_of_the_window() {
     let prefix = dir.path().join("p");
     let tool = cilkview_attach(
         running.child.id(),
-        &["--duration", "0.8", "--profile", prefix.to_str().unwrap()],
+        // Instructions (auto would take native, in nanoseconds, without a PMU).
+        &[
+            "--counter",
+            "step",
+            "--duration",
+            "0.8",
+            "--profile",
+            prefix.to_str().unwrap(),
+        ],
         &json,
     );
     let (r, err, code) = report(tool, &json);

@@ -174,7 +174,7 @@ fn counter_names_are_spelled_as_the_flag_spells_them() {
     ]);
     assert_eq!(code, Some(TOOL_FAILED), "{err}");
     assert!(
-        err.contains("[possible values: auto, hw, emulate, step]"),
+        err.contains("[possible values: auto, hw, emulate, step, native]"),
         "{err}"
     );
 }

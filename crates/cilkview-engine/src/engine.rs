@@ -13,6 +13,10 @@ use crate::profiler::Profiler;
 
 /// Cilkview's default burden: the cost of a steal, in instructions, put on every continuation edge.
 pub const DEFAULT_BURDEN: u64 = 15_000;
+/// The default burden when costs are nanoseconds (`--counter native`): 5 µs, what the default
+/// 15,000 instructions take at one instruction per cycle at 3 GHz, and the order of a measured
+/// steal in a work-stealing runtime (docs/engine.md, "The burden").
+pub const DEFAULT_BURDEN_NS: u64 = 5_000;
 
 /// Engine settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -53,7 +53,7 @@ mod prof;
 mod profile;
 mod profiler;
 
-pub use engine::{Config, Engine, DEFAULT_BURDEN};
+pub use engine::{Config, Engine, DEFAULT_BURDEN, DEFAULT_BURDEN_NS};
 pub use event::{Event, EventKind, RegionId};
 pub use measures::{
     core_counts, speedup, speedup_with_task_cost, Anomalies, Measures, RegionMeasures, Report,

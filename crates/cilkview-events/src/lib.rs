@@ -39,16 +39,30 @@ pub enum CounterMode {
     #[cfg_attr(feature = "clap", value(alias = "single-step"))]
     #[cfg_attr(feature = "serde", serde(rename = "step", alias = "single-step"))]
     Step,
+    /// The program at native speed, its marks patched into jumps to an in-process recorder:
+    /// strands measured in nanoseconds (the invariant time-stamp counter), any x86-64 machine.
+    #[cfg_attr(feature = "serde", serde(rename = "native"))]
+    Native,
 }
 
 impl CounterMode {
-    /// The name used by `--counter`, in reports and in JSON: `auto`, `hw`, `emulate`, `step`.
+    /// The name used by `--counter`, in reports and in JSON: `auto`, `hw`, `emulate`, `step`,
+    /// `native`.
     pub fn name(self) -> &'static str {
         match self {
             CounterMode::Auto => "auto",
             CounterMode::Hardware => "hw",
             CounterMode::Emulate => "emulate",
             CounterMode::Step => "step",
+            CounterMode::Native => "native",
+        }
+    }
+
+    /// What its costs count: `"instructions"`, or `"nanoseconds"` for [`CounterMode::Native`].
+    pub fn unit(self) -> &'static str {
+        match self {
+            CounterMode::Native => "nanoseconds",
+            _ => "instructions",
         }
     }
 }

@@ -42,7 +42,7 @@ impl FlameGraphExporter {
     pub fn to_svg(report: &RunReport, folded: &str) -> Result<Vec<u8>, ExportError> {
         let mut options = inferno::flamegraph::Options::default();
         options.title = format!("Critical path of {}", report.program);
-        options.count_name = "instructions of span".into();
+        options.count_name = format!("{} of span", report.unit);
         let mut svg = Vec::new();
         let lines: Vec<&str> = folded.lines().collect();
         if lines.is_empty() {

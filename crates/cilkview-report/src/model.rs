@@ -11,7 +11,8 @@ use crate::{CallContextReport, CallSiteReport};
 /// Which instruction counter produced the costs, and why it was chosen.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct CounterReport {
-    /// `"hw"`, `"emulate"` or `"step"` in JSON (`"hardware"` and `"single-step"` read as aliases).
+    /// `"hw"`, `"emulate"`, `"step"` or `"native"` in JSON (`"hardware"` and `"single-step"` read
+    /// as aliases).
     pub mode: CounterMode,
     /// Why this counter was used (e.g. why the hardware counter was not).
     pub reason: String,
@@ -49,6 +50,10 @@ fn json_version() -> u32 {
 
 fn unrecorded() -> String {
     "(program not recorded)".into()
+}
+
+fn default_unit() -> String {
+    "instructions".into()
 }
 
 fn default_burden() -> u64 {
@@ -130,6 +135,10 @@ pub struct RunReport {
     pub signal: Option<i32>,
     #[serde(default)]
     pub counter: CounterReport,
+    /// What work, span and the burden count: `"instructions"`, or `"nanoseconds"` (the native
+    /// counter).
+    #[serde(default = "default_unit")]
+    pub unit: String,
     #[serde(default = "default_burden")]
     pub burden: u64,
     #[serde(default = "default_span_coefficient")]
@@ -246,6 +255,7 @@ impl RunReport {
             args: info.args,
             exit_status,
             signal,
+            unit: info.counter.mode.unit().into(),
             counter: info.counter,
             burden: info.burden,
             span_coefficient: info.span_coefficient,

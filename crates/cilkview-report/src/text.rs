@@ -14,10 +14,10 @@ fn n(v: u64) -> String {
     v.to_formatted_string(&Locale::en)
 }
 
-fn profile(out: &mut String, m: &Measures) {
-    let _ = writeln!(out, "Work: {} instructions", n(m.work));
-    let _ = writeln!(out, "Span: {} instructions", n(m.span));
-    let _ = writeln!(out, "Burdened span: {} instructions", n(m.burdened_span));
+fn profile(out: &mut String, m: &Measures, unit: &str) {
+    let _ = writeln!(out, "Work: {} {unit}", n(m.work));
+    let _ = writeln!(out, "Span: {} {unit}", n(m.span));
+    let _ = writeln!(out, "Burdened span: {} {unit}", n(m.burdened_span));
     let _ = writeln!(out, "Parallelism: {:.2}", m.parallelism());
     let _ = writeln!(out, "Burdened parallelism: {:.2}", m.burdened_parallelism());
     let _ = writeln!(out, "Spawns: {}", n(m.spawns));
@@ -126,8 +126,9 @@ impl TextExporter {
         );
         let _ = writeln!(
             out,
-            "Model: burden {} instructions per continuation, span coefficient {}",
+            "Model: burden {} {} per continuation, span coefficient {}",
             n(report.burden),
+            report.unit,
             report.span_coefficient
         );
         if let Some(openmp) = &report.openmp {
@@ -136,7 +137,7 @@ impl TextExporter {
         let _ = writeln!(out);
         let _ = writeln!(out, "1) Parallelism Profile");
         let m = report.measures();
-        profile(&mut out, &m);
+        profile(&mut out, &m, &report.unit);
         let _ = writeln!(
             out,
             "Average maximal strand: {:.0}",
@@ -152,7 +153,7 @@ impl TextExporter {
         for (i, r) in report.regions.iter().enumerate() {
             let _ = writeln!(out);
             let _ = writeln!(out, "{}) Region \"{}\"", i + 3, printable(&r.label));
-            profile(&mut out, &r.measures());
+            profile(&mut out, &r.measures(), &report.unit);
             let _ = writeln!(out, "Speedup Estimate");
             table(
                 &mut out,

@@ -65,6 +65,7 @@ fn json_round_trips_with_exactly_the_documented_keys() {
             "args",
             "exit_status",
             "counter",
+            "unit",
             "burden",
             "span_coefficient",
             "work",

@@ -9,7 +9,9 @@
 
 use std::path::Path;
 
-use crate::ptrace::counting::{Breakpoints, NullCounter, Stepping};
+use crate::ptrace::counting::{
+    native_clock, Breakpoints, Native as NativeCounting, NullCounter, Stepping,
+};
 use crate::{
     counter, ptrace, AttachOptions, AttachOutcome, CounterInfo, CounterMode, EventSink, Outcome,
     Probe, TraceError, TraceEvent, TraceOptions,
@@ -54,6 +56,10 @@ pub struct Step;
 
 /// The program under `qemu-x86_64` with the cilkview TCG plugin.
 pub struct Emulate;
+
+/// The program at native speed, each mark patched into a jump to a stub recording the
+/// time-stamp counter in memory the tool drains (costs in nanoseconds; docs/tracer.md).
+pub struct Native;
 
 /// Testing aid, not for users: probes patched to `int3` exactly as with [`Hardware`] but no
 /// counter (every cost is 0). Exercises the patching, hit, operand and fork-scrubbing paths on
@@ -162,6 +168,44 @@ impl Backend for Emulate {
     }
 }
 
+impl Backend for Native {
+    fn mode(&self) -> CounterMode {
+        CounterMode::Native
+    }
+    fn check(&self) -> Result<CounterInfo, String> {
+        let clock = native_clock()?;
+        Ok(CounterInfo {
+            kind: CounterMode::Native,
+            reason: format!("native: {}", clock.describe()),
+            bias: 0,
+        })
+    }
+    fn run(
+        &self,
+        opts: &TraceOptions,
+        info: CounterInfo,
+        sink: &mut dyn EventSink,
+    ) -> Result<Outcome, TraceError> {
+        let clock = native_clock().map_err(|reason| TraceError::CounterUnavailable {
+            mode: CounterMode::Native,
+            reason,
+        })?;
+        ptrace::run(opts, info, NativeCounting::new(clock), sink)
+    }
+    fn attach(
+        &self,
+        opts: &AttachOptions,
+        info: CounterInfo,
+        sink: &mut dyn EventSink,
+    ) -> Result<AttachOutcome, TraceError> {
+        let clock = native_clock().map_err(|reason| TraceError::CounterUnavailable {
+            mode: CounterMode::Native,
+            reason,
+        })?;
+        ptrace::attach(opts, info, NativeCounting::new(clock), sink)
+    }
+}
+
 impl Backend for BreakpointsOnly {
     fn mode(&self) -> CounterMode {
         CounterMode::Hardware
@@ -200,6 +244,7 @@ pub fn choose(mode: CounterMode) -> Result<(Box<dyn Backend>, CounterInfo), Trac
         CounterMode::Hardware => vec![Box::new(Hardware)],
         CounterMode::Emulate => vec![Box::new(Emulate)],
         CounterMode::Step => vec![Box::new(Step)],
+        CounterMode::Native => vec![Box::new(Native)],
     };
     first_available(mode, candidates, |_| Ok(()))
 }
@@ -237,9 +282,10 @@ pub fn choose_for_run(opts: &TraceOptions) -> Result<(Box<dyn Backend>, CounterI
 /// [`Hardware`], then [`Step`]; `Emulate` is an error).
 pub fn choose_for_attach(mode: CounterMode) -> Result<(Box<dyn Backend>, CounterInfo), TraceError> {
     let candidates: Vec<Box<dyn Backend>> = match mode {
-        CounterMode::Auto => vec![Box::new(Hardware), Box::new(Step)],
+        CounterMode::Auto => vec![Box::new(Hardware), Box::new(Native), Box::new(Step)],
         CounterMode::Hardware => vec![Box::new(Hardware)],
         CounterMode::Step => vec![Box::new(Step)],
+        CounterMode::Native => vec![Box::new(Native)],
         CounterMode::Emulate => return Err(TraceError::AttachUnsupported { mode }),
     };
     first_available(mode, candidates, |_| Ok(()))

@@ -47,7 +47,8 @@ pub use emulate::{emulator_available, read_shebang, run_emulated, EmulationNotes
 #[doc(hidden)]
 pub use backend::BreakpointsOnly;
 pub use backend::{
-    choose, choose_for_attach, choose_for_run, use_instead, Backend, Emulate, Hardware, Step,
+    choose, choose_for_attach, choose_for_run, use_instead, Backend, Emulate, Hardware, Native,
+    Step,
 };
 pub use cilkview_events::{
     CounterInfo, CounterMode, Ending, EventSink, ExitStatus, Outcome, Probe, TraceEvent,
@@ -120,7 +121,7 @@ pub enum TraceError {
     },
     #[error("{} requested but unavailable: {reason}; {}", unavailable_what(*mode), unavailable_hint(*mode))]
     CounterUnavailable { mode: CounterMode, reason: String },
-    #[error("`attach` needs a ptrace counter (--counter step or hw), not {mode}")]
+    #[error("`attach` needs a ptrace counter (--counter native, hw or step), not {mode}")]
     AttachUnsupported { mode: CounterMode },
     #[error("hardware instruction counter on thread {tid}: {source}")]
     Counter { tid: i32, source: std::io::Error },
@@ -168,6 +169,7 @@ fn unavailable_what(mode: CounterMode) -> &'static str {
     match mode {
         CounterMode::Hardware => "hardware instruction counter",
         CounterMode::Emulate => "counting by emulation",
+        CounterMode::Native => "the native counter",
         _ => "every instruction counter",
     }
 }

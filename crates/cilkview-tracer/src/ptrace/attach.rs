@@ -58,6 +58,11 @@ pub(crate) fn attach<C: Counting>(
     let mut alarm = Alarm { pid: None };
     let result = t.attach_session(opts, wake, &mut alarm);
     alarm.cancel();
+    let mut info = info;
+    if let Some(note) = t.counting.summary() {
+        info.reason.push_str("; ");
+        info.reason.push_str(&note);
+    }
     match result {
         Ok((ending, elapsed)) => Ok(AttachOutcome {
             ending,
@@ -352,6 +357,7 @@ impl<C: Counting> Tracer<'_, C> {
                         self.reap(o);
                     }
                     self.core.threads.insert(tid, th);
+                    self.counting.flush(&mut self.core, former)?;
                     self.counting.exec(former, tid)?;
                     self.counting.interrupted(tid);
                     self.core.armed = Default::default();

@@ -54,6 +54,10 @@ pub(crate) fn run<C: Counting>(
         .start(&mut child)
         .and_then(|()| t.event_loop(&child, opts));
     crate::forward::ended();
+    if let Some(note) = t.counting.summary() {
+        info.reason.push_str("; ");
+        info.reason.push_str(&note);
+    }
     match result {
         Ok(status) => Ok(Outcome {
             status,

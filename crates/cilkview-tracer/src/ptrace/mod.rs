@@ -155,7 +155,7 @@ impl<'s, C: Counting> Tracer<'s, C> {
         &mut self,
         alarm: Option<&mut Option<Tid>>,
     ) -> Result<Option<(Tid, ExitStatus)>, TraceError> {
-        let (tid, status) = match sys::wait_any().map_err(TraceError::Wait)? {
+        let (tid, status) = match self.counting.wait(&mut self.core)? {
             Wait::Exited(tid, _) | Wait::Signaled(tid, _)
                 if alarm.as_ref().is_some_and(|a| **a == Some(tid)) =>
             {
@@ -182,6 +182,7 @@ impl<'s, C: Counting> Tracer<'s, C> {
     fn reap(&mut self, tid: Tid) {
         if let Some(th) = self.core.threads.remove(&tid) {
             if !th.exit_reported && self.core.execed {
+                let _ = self.counting.flush(&mut self.core, tid);
                 let cost = self.counting.take_tail(tid);
                 self.core.emit(TraceEvent::ThreadExit { tid, cost });
             }
@@ -191,6 +192,9 @@ impl<'s, C: Counting> Tracer<'s, C> {
 
     /// The thread is exiting (`PTRACE_EVENT_EXIT`, or no longer measured): report its tail.
     fn report_exit(&mut self, tid: Tid) {
+        if self.core.execed {
+            let _ = self.counting.flush(&mut self.core, tid);
+        }
         let cost = self.counting.take_tail(tid);
         if let Some(th) = self.core.threads.get_mut(&tid) {
             th.exit_reported = true;

@@ -94,6 +94,9 @@ impl<C: Counting> Tracer<'_, C> {
         }
         let th = self.core.threads.remove(&former).unwrap_or_default();
         self.core.threads.insert(tid, th);
+        if self.core.execed {
+            self.counting.flush(&mut self.core, former)?;
+        }
         let cost = self.counting.exec(former, tid)?;
         self.core.execed = true;
         self.arm(tid)?;

@@ -11,7 +11,9 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use nix::libc::{self, c_int, c_long, c_void};
 
+pub mod native;
 mod shared_map;
+pub mod switches;
 pub use shared_map::SharedMap;
 
 pub type Tid = i32;

@@ -1,25 +1,29 @@
 //! The counting seam of the ptrace backend: how a strand's cost is measured and how a stopped
-//! thread resumes. Three implementations:
+//! thread resumes. Four implementations:
 //!
 //! - [`Stepping`]: single-step every instruction and count them (exact everywhere, slow); marks
 //!   are found by stepping onto them;
 //! - [`Breakpoints`] with the hardware counter (`perf_event::Counter`): marks are patched with
 //!   `int3`, threads run freely between them, costs are counter deltas;
 //! - [`Breakpoints`] with [`NullCounter`]: the same patching with no counter (every cost 0), a
-//!   testing aid for machines without a PMU.
+//!   testing aid for machines without a PMU;
+//! - [`Native`]: marks patched into jumps to stubs that record the time-stamp counter in memory
+//!   shared with the tool; threads run at native speed, costs are nanoseconds.
 //!
 //! The event loop (`super`) never asks which one it has: it calls these methods at the points
 //! where counting matters (a thread appears, execs, stops on SIGTRAP, resumes, ends).
 
 mod breakpoints;
+pub(crate) mod native;
 mod sigtrap_guard;
 mod stepping;
 
 pub(crate) use breakpoints::{Breakpoints, NullCounter};
+pub(crate) use native::{calibrated as native_clock, Native};
 pub(crate) use stepping::Stepping;
 
 use super::Core;
-use crate::sys::Tid;
+use crate::sys::{self, Tid, Wait};
 use crate::TraceError;
 
 pub(crate) trait Counting {
@@ -60,4 +64,19 @@ pub(crate) trait Counting {
     fn interrupted(&mut self, _tid: Tid) {}
     /// Thread `tid` reported a stop; called before anything else looks at it.
     fn stopped(&mut self, _tid: Tid) {}
+    /// Report what thread `tid` did that is not reported yet (before its exit, exec or
+    /// detach is).
+    fn flush(&mut self, _core: &mut Core<'_>, _tid: Tid) -> Result<(), TraceError> {
+        Ok(())
+    }
+    /// Words to add to the counter's reason at the end of the run (e.g. how long the program
+    /// waited for the tool), if any.
+    fn summary(&self) -> Option<String> {
+        None
+    }
+    /// The next event of any tracee (a counting that records in the program's memory reports
+    /// its records while it waits).
+    fn wait(&mut self, _core: &mut Core<'_>) -> Result<Wait, TraceError> {
+        sys::wait_any().map_err(TraceError::Wait)
+    }
 }

@@ -1,0 +1,330 @@
+//! `--counter native` through the real `cilkview-rs`: units in the report, parallelism against
+//! emulation's on fixtures of known shape, attach (detach leaves the program's output and exit
+//! status unchanged), and the tool SIGKILLed in the middle of an attach.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::thread::sleep;
+use std::time::Duration;
+
+use cilkview_fixtures::build;
+use common::{analyze_with, bin, static_opts};
+use serde_json::Value;
+
+/// Whether the native counter can run here (else said aloud).
+fn native() -> bool {
+    let out = bin()
+        .args(["run", "--counter", "native", "true"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    if err.contains("time-stamp counter is not invariant") {
+        cilkview_fixtures::skip(err.trim());
+        return false;
+    }
+    true
+}
+
+#[test]
+fn native_reports_nanoseconds_and_takes_a_time_burden() {
+    if !native() {
+        return;
+    }
+    let exe = build("known_spawn", &static_opts());
+    let a = analyze_with(&exe, &["--counter", "native", "--burden", "2.5us"], &[]);
+    assert_eq!(a.code(), Some(0), "{}", a.stderr());
+    assert_eq!(a.json["counter"]["mode"], "native");
+    assert_eq!(a.json["unit"], "nanoseconds");
+    assert_eq!(a.u("burden"), 2500);
+    assert_eq!(a.u("spawns"), 2);
+    // known_spawn's marked part is 70006 instructions: tens of µs, not ms or ns.
+    assert!(
+        a.u("work") > 10_000 && a.u("work") < 100_000_000,
+        "{}",
+        a.json
+    );
+    assert!(
+        a.stderr().contains("Work: ") && a.stderr().contains(" nanoseconds"),
+        "{}",
+        a.stderr()
+    );
+    // The instruction counters keep instructions.
+    let s = analyze_with(&exe, &["--counter", "step"], &[]);
+    assert_eq!(s.json["unit"], "instructions");
+    // A burden in the wrong unit for an explicit counter: one clear line.
+    let wrong = bin()
+        .args(["run", "--counter", "native", "--burden", "15000"])
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert_eq!(wrong.status.code(), Some(common::TOOL_FAILED));
+    assert!(!wrong.status.success());
+    let err = String::from_utf8_lossy(&wrong.stderr);
+    assert!(
+        err.contains("--burden 15000 is a number of instructions"),
+        "{err}"
+    );
+}
+
+/// Region parallelism of `fixture ARGS` under native and under emulation.
+fn region_parallelism(exe: &Path, args: &[&str], label: &str) -> (f64, f64) {
+    let n = analyze_with(exe, &["--counter", "native"], args);
+    let e = analyze_with(exe, &["--counter", "emulate"], args);
+    assert_eq!(n.stdout(), e.stdout());
+    let p = |a: &common::Analysis| a.region(label)["parallelism"].as_f64().unwrap();
+    (p(&n), p(&e))
+}
+
+#[test]
+fn coarse_spawn_tree_parallelism_matches_emulation_within_5_percent() {
+    if !native() {
+        return;
+    }
+    if let Err(why) = cilkview_fixtures::emulator() {
+        cilkview_fixtures::skip(why);
+        return;
+    }
+    // Time on the critical path is the longest of 16 leaves: on a machine busier than its CPUs,
+    // the leaves' threads are preempted and each switch leaves a few µs of the kernel's time in
+    // the strand it cut; the comparison needs a quiet machine.
+    let load: f64 = std::fs::read_to_string("/proc/loadavg")
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    if load > cpus - 0.5 {
+        cilkview_fixtures::skip(format!(
+            "load average {load} on {cpus} CPUs: time-based parallelism needs a CPU to itself"
+        ));
+        return;
+    }
+    let exe = build("coarse_tree", &static_opts());
+    // 16 leaves of ~0.7 ms: the longest of them is the span. Five tries: a leaf interrupted
+    // on the critical path keeps a few µs.
+    let mut seen = vec![];
+    for _ in 0..5 {
+        let (native, emulated) = region_parallelism(&exe, &["4", "2000000"], "tree");
+        seen.push((native, emulated));
+        if (native / emulated - 1.0).abs() <= 0.05 {
+            eprintln!("tree: native {native:.3}, emulate {emulated:.3}");
+            return;
+        }
+    }
+    panic!("native vs emulated parallelism (each try): {seen:?}");
+}
+
+/// Starts the program and waits for its first line.
+struct Running {
+    child: std::process::Child,
+    stdout: BufReader<std::process::ChildStdout>,
+    seen: String,
+}
+
+fn start(exe: &Path, args: &[&str]) -> Running {
+    let mut child = Command::new(exe)
+        .args(args)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut seen = String::new();
+    stdout.read_line(&mut seen).unwrap();
+    Running {
+        child,
+        stdout,
+        seen,
+    }
+}
+
+fn finish(mut p: Running) -> (String, Option<i32>) {
+    p.stdout.read_to_string(&mut p.seen).unwrap();
+    (p.seen, p.child.wait().unwrap().code())
+}
+
+fn unattached(exe: &Path, args: &[&str]) -> (String, Option<i32>) {
+    let out = Command::new(exe).args(args).output().unwrap();
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        out.status.code(),
+    )
+}
+
+#[test]
+fn attach_native_measures_every_spawn_and_detaches_unharmed() {
+    if !native() {
+        return;
+    }
+    let exe = build("spawn_rounds", &static_opts());
+    let args = ["40", "20000", "5"];
+    let expected = unattached(&exe, &args);
+    let running = start(&exe, &args);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let out = Command::new(assert_cmd::cargo::cargo_bin("cilkview-rs"))
+        .args([
+            "attach",
+            "--counter",
+            "native",
+            "--duration",
+            "0.6",
+            "--json",
+        ])
+        .arg(&json)
+        .arg(running.child.id().to_string())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(r["counter"]["mode"], "native");
+    assert_eq!(r["unit"], "nanoseconds");
+    assert_eq!(r["attach"]["ended"], "duration");
+    // Rounds of 20000 spawns every ~50 ms: a 0.6 s window sees several whole rounds, every
+    // spawn of them (single-stepping saw a handful).
+    let spawns = r["spawns"].as_u64().unwrap();
+    assert!(spawns >= 3 * 20000, "{spawns} spawns in the window: {r}");
+    assert_eq!(
+        finish(running),
+        expected,
+        "output and exit status unchanged"
+    );
+}
+
+#[test]
+fn attach_auto_without_a_pmu_picks_native() {
+    if !native() {
+        return;
+    }
+    let exe = build("spawn_rounds", &static_opts());
+    let args = ["15", "2000", "0"];
+    let running = start(&exe, &args);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let out = Command::new(assert_cmd::cargo::cargo_bin("cilkview-rs"))
+        .args(["attach", "--duration", "0.3", "--json"])
+        .arg(&json)
+        .arg(running.child.id().to_string())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let mode = r["counter"]["mode"].as_str().unwrap().to_string();
+    if mode == "hardware" {
+        cilkview_fixtures::skip("a hardware counter is available: auto takes it first");
+    } else {
+        assert_eq!(mode, "native", "{r}");
+    }
+    assert_eq!(finish(running).1, Some(0));
+}
+
+#[test]
+fn the_tool_sigkilled_mid_attach_leaves_the_program_running_correctly() {
+    if !native() {
+        return;
+    }
+    let exe = build("spawn_rounds", &static_opts());
+    // 40 rounds of 20000 spawns: after the kill, the patched marks fill their slot (65536
+    // records) in the first round; the stubs then find the tool gone and drop records.
+    let args = ["40", "20000", "3"];
+    let expected = unattached(&exe, &args);
+    let running = start(&exe, &args);
+    let pid = running.child.id();
+    let mut tool = Command::new(assert_cmd::cargo::cargo_bin("cilkview-rs"))
+        .args(["attach", "--counter", "native"])
+        .arg(pid.to_string())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the program is traced and measured for a while, then SIGKILL its tracer (the
+    // worker of `attach`, not the process the user sees, which would detach cleanly).
+    let status = format!("/proc/{pid}/status");
+    let mut tracer = 0;
+    for _ in 0..200 {
+        let s = std::fs::read_to_string(&status).unwrap();
+        tracer = s
+            .lines()
+            .find_map(|l| l.strip_prefix("TracerPid:"))
+            .map_or(0, |v| v.trim().parse().unwrap());
+        if tracer != 0 {
+            break;
+        }
+        sleep(Duration::from_millis(10));
+    }
+    assert_ne!(tracer, 0, "the program was never traced");
+    sleep(Duration::from_millis(400));
+    Command::new("kill")
+        .args(["-KILL", &tracer.to_string()])
+        .status()
+        .unwrap();
+    let _ = tool.wait();
+    assert_eq!(
+        finish(running),
+        expected,
+        "output and exit status unchanged"
+    );
+}
+
+#[test]
+fn native_measures_linked_and_dlopened_libraries_and_leaves_forked_children_alone() {
+    if !native() {
+        return;
+    }
+    use cilkview_fixtures::{compile_source, BuildOptions, Lang};
+    let opts = || BuildOptions::default().compiler("gcc").opt(2);
+    let lib = compile_source(
+        "libcvnative.so",
+        r#"
+#include "cilkview.h"
+#include "work.h"
+__attribute__((noinline)) static void leaf(void) { CV_WORK(20000); }
+void lib_spawns(int n) { cv_function(); for (int i = 0; i < n; i++) cv_spawn(leaf()); cv_sync(); }
+"#,
+        Lang::C,
+        &opts().flag("-shared").flag("-fPIC"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let copy = lib.with_file_name("libcvnative_dl.so");
+    std::fs::copy(&lib, &copy).unwrap();
+    let exe = compile_source(
+        "uses_libcvnative",
+        r#"
+#include <dlfcn.h>
+#include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+void lib_spawns(int n);
+int main(int argc, char **argv) {
+    lib_spawns(8);                                   /* DT_NEEDED: 8 spawns */
+    void *h = dlopen(argv[1], RTLD_NOW);
+    if (!h) return 1;
+    ((void (*)(int))dlsym(h, "lib_spawns"))(16);     /* dlopen'd: 16 spawns */
+    pid_t p = fork();
+    if (p == 0) { lib_spawns(1000); printf("child done\n"); return 3; } /* not measured */
+    int st;
+    waitpid(p, &st, 0);
+    printf("parent done, child %d\n", WEXITSTATUS(st));
+    return 0;
+}"#,
+        Lang::C,
+        &opts()
+            .flag("-Wl,--no-as-needed")
+            .flag(lib.to_str().unwrap())
+            .flag(&format!("-Wl,-rpath,{}", lib.parent().unwrap().display())),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let a = analyze_with(&exe, &["--counter", "native"], &[copy.to_str().unwrap()]);
+    assert_eq!(a.code(), Some(0), "{}", a.stderr());
+    assert_eq!(a.stdout(), "child done\nparent done, child 3\n");
+    assert_eq!((a.u("spawns"), a.u("syncs")), (24, 2), "{}", a.json);
+    assert_eq!(a.json["unit"], "nanoseconds");
+}

@@ -1,0 +1,164 @@
+//! System calls run inside a stopped tracee thread (its registers saved, set to the call,
+//! single-stepped over `mov rax, r11; syscall`, restored), and the memory the native backend
+//! maps with them: the shared record region and the stub pages near each marked file.
+
+use nix::libc;
+
+use super::stub::{GADGET_CODE, GADGET_STEPS_LEN};
+use crate::procfs::{self, Mem};
+use crate::ptrace::ptrace_err;
+use crate::sys::{self, Tid, Wait};
+use crate::TraceError;
+
+/// An error of the native backend's set-up in the tracee.
+pub(super) fn setup_err(pid: Tid, what: String) -> TraceError {
+    TraceError::Proc {
+        pid,
+        source: std::io::Error::other(format!("native: {what}")),
+    }
+}
+
+/// Run system call `nr` with `args` in stopped thread `tid`, on the gadget at `gadget` or, if
+/// `None`, on one written for the moment at the thread's `%rip` (only while no other thread of
+/// the process runs). Signals that arrive meanwhile are returned in `deferred` (to deliver at the
+/// thread's next resume). Returns the call's result (a negative errno on failure).
+pub(super) fn syscall(
+    tid: Tid,
+    gadget: Option<u64>,
+    nr: i64,
+    args: [u64; 6],
+    deferred: &mut Vec<i32>,
+) -> Result<i64, TraceError> {
+    let saved = sys::getregs(tid).map_err(ptrace_err("GETREGS", tid))?;
+    let mem = Mem::open(tid).map_err(|source| TraceError::Proc { pid: tid, source })?;
+    let mut orig = [0u8; GADGET_STEPS_LEN as usize];
+    let at = match gadget {
+        Some(g) => g,
+        None => {
+            mem.read(saved.rip, &mut orig)
+                .map_err(|source| TraceError::Proc { pid: tid, source })?;
+            mem.write(saved.rip, &GADGET_CODE[..GADGET_STEPS_LEN as usize])
+                .map_err(|source| TraceError::Proc { pid: tid, source })?;
+            saved.rip
+        }
+    };
+    let mut regs = saved;
+    regs.rip = at;
+    regs.r11 = nr as u64;
+    // orig_rax -1: no system call restart on the way out of this stop.
+    regs.orig_rax = u64::MAX;
+    [regs.rdi, regs.rsi, regs.rdx, regs.r10, regs.r8, regs.r9] = args;
+    let result = (|| {
+        sys::setregs(tid, regs).map_err(ptrace_err("SETREGS", tid))?;
+        loop {
+            sys::step(tid, 0).map_err(ptrace_err("SINGLESTEP", tid))?;
+            match sys::wait_for(tid).map_err(TraceError::Wait)? {
+                Wait::Stopped { sig, event: 0, .. } if sig == libc::SIGTRAP => {
+                    let after = sys::getregs(tid).map_err(ptrace_err("GETREGS", tid))?;
+                    if after.rip == at + GADGET_STEPS_LEN {
+                        return Ok(after.rax as i64);
+                    }
+                    // After the `mov`: step over the `syscall`.
+                }
+                Wait::Stopped { sig, event: 0, .. } => deferred.push(sig),
+                Wait::Stopped { .. } => {} // an event stop (e.g. an interrupt): step again
+                Wait::Exited(..) | Wait::Signaled(..) => {
+                    return Err(setup_err(tid, "the thread ended during set-up".into()))
+                }
+            }
+        }
+    })();
+    if gadget.is_none() {
+        let _ = mem.write(saved.rip, &orig);
+    }
+    sys::setregs(tid, saved).map_err(ptrace_err("SETREGS", tid))?;
+    result
+}
+
+/// `mmap` flags and protections.
+pub(super) const PROT_RX: u64 = (libc::PROT_READ | libc::PROT_EXEC) as u64;
+pub(super) const PROT_RW: u64 = (libc::PROT_READ | libc::PROT_WRITE) as u64;
+const MAP_FIXED_NOREPLACE: u64 = 0x100000;
+
+/// An anonymous private mapping of `len` bytes at exactly `at` (or anywhere if `at` is 0) in
+/// the process of `tid`, readable and executable (writes go through `/proc/PID/mem`).
+pub(super) fn map_code(
+    tid: Tid,
+    gadget: Option<u64>,
+    at: u64,
+    len: u64,
+    deferred: &mut Vec<i32>,
+) -> Result<u64, TraceError> {
+    let mut flags = (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS) as u64;
+    if at != 0 {
+        flags |= MAP_FIXED_NOREPLACE;
+    }
+    let r = syscall(
+        tid,
+        gadget,
+        libc::SYS_mmap,
+        [at, len, PROT_RX, flags, u64::MAX, 0],
+        deferred,
+    )?;
+    if r < 0 {
+        return Err(setup_err(
+            tid,
+            format!(
+                "mmap of {len} bytes at {at:#x} in the program failed: {}",
+                std::io::Error::from_raw_os_error(-r as i32)
+            ),
+        ));
+    }
+    if at != 0 && r as u64 != at {
+        // An old kernel took the address as a hint.
+        let _ = syscall(
+            tid,
+            gadget,
+            libc::SYS_munmap,
+            [r as u64, len, 0, 0, 0, 0],
+            deferred,
+        );
+        return Err(setup_err(tid, format!("no room at {at:#x}")));
+    }
+    Ok(r as u64)
+}
+
+/// Where to put `len` bytes of stubs so that every address of `lo..=hi` reaches them with a
+/// `rel32` jump (and they reach back): the free gap nearest below `lo`, else above `hi`. Below
+/// first: above an executable is where its heap (`brk`) grows.
+pub(super) fn place_near(pid: Tid, lo: u64, hi: u64, len: u64) -> Result<u64, TraceError> {
+    const REACH: u64 = (1 << 31) - (1 << 20);
+    const MIN_ADDR: u64 = 0x10000;
+    let maps = procfs::maps(pid).map_err(|source| TraceError::Proc { pid, source })?;
+    let mut used: Vec<(u64, u64)> = maps.iter().map(|m| (m.start, m.end)).collect();
+    used.sort_unstable();
+    // Gaps between mappings (and before the first), as (start, end).
+    let mut gaps = Vec::new();
+    let mut prev = MIN_ADDR;
+    for &(s, e) in &used {
+        if s > prev {
+            gaps.push((prev, s));
+        }
+        prev = prev.max(e);
+    }
+    gaps.push((prev, 0x7fff_ffff_f000));
+    // Keep one free page between our pages and anything else.
+    let below = gaps
+        .iter()
+        .rev()
+        .filter(|&&(s, e)| e <= lo && e >= 2 * 4096 + len && e - 4096 - len >= s + 4096)
+        .map(|&(_, e)| e - 4096 - len)
+        .find(|&p| hi - p <= REACH);
+    let above = || {
+        gaps.iter()
+            .filter(|&&(s, e)| s >= hi && e > s + 2 * 4096 + len)
+            .map(|&(s, _)| s + 4096)
+            .find(|&p| p + len - lo <= REACH)
+    };
+    below.or_else(above).ok_or_else(|| {
+        setup_err(
+            pid,
+            format!("no free address within 2 GiB of {lo:#x}..{hi:#x}"),
+        )
+    })
+}

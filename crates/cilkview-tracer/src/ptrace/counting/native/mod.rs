@@ -1,0 +1,522 @@
+//! Counting at native speed: every mark's NOP becomes a `jmp rel32` to a stub (`stub.rs`) in a
+//! page mapped near the marked file; the stub appends (probe, `rdtsc`, operand) to its thread's
+//! slot of a region shared with the tool (`region.rs`), which the event loop drains while the
+//! program runs (it polls instead of blocking in `waitpid`). Everything is put in place through
+//! ptrace by injected system calls (`inject.rs`): at each exec, at attach, and at each library
+//! load (the loader hook). Costs are nanoseconds (`clock.rs`).
+//!
+//! Time the program spends stopped by the tracer (set-up, library loads, signals) and time a
+//! stub waited for room is charged to no strand; the measured cost of one hit is taken off each
+//! strand that ends at a hit.
+
+mod clock;
+mod inject;
+mod region;
+mod strands;
+pub(crate) mod stub;
+
+pub(crate) use clock::calibrated;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use nix::errno::Errno;
+use nix::libc;
+
+use self::clock::Clock;
+use self::inject::setup_err;
+use self::region::{Record, Region};
+use self::strands::{Item, Strands};
+use self::stub::{StubOperand, FIRST_STUB, STUB_BYTES};
+use super::Counting;
+use crate::procfs::Mem;
+use crate::ptrace::loader_hook::{self, LoaderHook};
+use crate::ptrace::probes::Patch;
+use crate::ptrace::{ptrace_err, regs_unless_gone, Core};
+use crate::sys::native::{rdtsc, wait_any_nohang};
+use crate::sys::switches::SwitchLog;
+use crate::sys::{self, Tid, Wait};
+use crate::{TraceError, TraceEvent};
+use cilkview_events::PackedHit;
+use cilkview_marks::MARK_NOP;
+
+/// What the analysis gets as a hit's operand.
+#[derive(Clone, Copy)]
+enum Operand {
+    None,
+    Value,
+    /// The return address, made relative to this load address.
+    ReturnAddress(u64),
+}
+
+pub(crate) struct Native {
+    clock: Clock,
+    ns_per_tick: f64,
+    tool_pid: u64,
+    region: Option<Region>,
+    threads: HashMap<Tid, Strands>,
+    hook: Option<LoaderHook>,
+    /// Signals that arrived during an injected call, per thread: delivered at its next resume.
+    deferred: HashMap<Tid, Vec<i32>>,
+    /// By probe number.
+    operands: Vec<Operand>,
+    /// The thread of the last stop (injected calls run on it).
+    current: Option<Tid>,
+    /// The event loop's sleep when nothing happened.
+    idle: Duration,
+    /// Hits being packed for the sink.
+    packed: Vec<u64>,
+    /// Hits whose stub waited for room, and the ticks they waited.
+    waits: u64,
+    waited: u64,
+}
+
+const IDLE_MIN: Duration = Duration::from_micros(100);
+const IDLE_MAX: Duration = Duration::from_millis(1);
+
+impl Native {
+    pub(crate) fn new(clock: Clock) -> Native {
+        Native {
+            ns_per_tick: clock.ns_per_tick(),
+            clock,
+            tool_pid: sys::getpid() as u64,
+            region: None,
+            threads: HashMap::new(),
+            hook: None,
+            deferred: HashMap::new(),
+            operands: Vec::new(),
+            current: None,
+            idle: IDLE_MIN,
+            packed: Vec::with_capacity(4096),
+            waits: 0,
+            waited: 0,
+        }
+    }
+
+    /// Give thread `tid` (stopped) a slot and point its `gs_base` at it.
+    fn give_slot(&mut self, tid: Tid, fresh: bool) -> Result<(), TraceError> {
+        let Some(region) = self.region.as_mut() else {
+            return Ok(());
+        };
+        let Some(th) = self.threads.get_mut(&tid) else {
+            return Ok(());
+        };
+        let Some(mut regs) = regs_unless_gone(tid)? else {
+            return Ok(());
+        };
+        if fresh && regs.gs_base != 0 {
+            return Err(setup_err(
+                tid,
+                "the program uses %gs (its thread has a gs base): the native counter cannot run"
+                    .into(),
+            ));
+        }
+        let (slot, at) = region.assign(self.tool_pid).ok_or_else(|| {
+            setup_err(tid, format!("more than {} threads at once", region::SLOTS))
+        })?;
+        th.slot = Some(slot);
+        th.next = 0;
+        regs.gs_base = at;
+        match sys::setregs(tid, regs) {
+            Ok(()) | Err(Errno::ESRCH) => Ok(()),
+            Err(e) => Err(ptrace_err("SETREGS", tid)(e)),
+        }
+    }
+
+    /// Move the records written in `tid`'s slot to its pending items.
+    fn collect(&mut self, tid: Tid) {
+        let (Some(region), Some(th)) = (self.region.as_ref(), self.threads.get_mut(&tid)) else {
+            return;
+        };
+        if let Some(slot) = th.slot {
+            let pending = &mut th.pending;
+            th.next = region.drain(slot, th.next, |r| pending.push(Item::Hit(r)));
+        }
+    }
+
+    /// Report `tid`'s pending items and the records in its slot. Returns how many hits.
+    fn report(&mut self, core: &mut Core<'_>, tid: Tid) -> u64 {
+        let Some(th) = self.threads.get_mut(&tid) else {
+            return 0;
+        };
+        let (per_hit, k) = (self.clock.per_hit, self.ns_per_tick);
+        if th.switches.is_some() {
+            self.clock.anchor();
+            th.read_switches(&self.clock);
+        }
+        let operands = &self.operands;
+        // Hits without an operand go to the sink packed, a run at a time (its inlined loop).
+        let packed = &mut self.packed;
+        let flush = |core: &mut Core<'_>, packed: &mut Vec<u64>| {
+            if !packed.is_empty() {
+                let t = core.sink.hits(tid, packed);
+                core.hits += t.hits;
+                core.total += t.cost;
+                packed.clear();
+            }
+        };
+        let mut n = 0;
+        let (waits, waited) = (&mut self.waits, &mut self.waited);
+        let mut hit = |th: &mut Strands, r: Record| {
+            if r.waited != 0 {
+                *waits += 1;
+                *waited += r.waited;
+            }
+            let off = th.off_between(th.last, r.tsc);
+            let cost = th.end(r.tsc, per_hit + off, k);
+            th.last = r.tsc + r.waited;
+            n += 1;
+            let probe = r.probe as usize;
+            let operand = match operands.get(probe).copied().unwrap_or(Operand::None) {
+                Operand::None => match PackedHit::new(probe, cost) {
+                    Some(w) => {
+                        packed.push(w.0);
+                        if packed.len() >= 4096 {
+                            flush(core, packed);
+                        }
+                        return;
+                    }
+                    None => None,
+                },
+                Operand::Value => Some(r.operand),
+                Operand::ReturnAddress(load) => Some(r.operand.wrapping_sub(load)),
+            };
+            flush(core, packed);
+            core.emit(TraceEvent::Hit {
+                probe,
+                tid,
+                cost,
+                operand,
+            });
+        };
+        for item in std::mem::take(&mut th.pending) {
+            match item {
+                Item::Hit(r) => hit(th, r),
+                Item::Pause { from, to } => th.pause(from, to),
+            }
+        }
+        if let (Some(region), Some(slot)) = (self.region.as_ref(), th.slot) {
+            th.next = region.drain(slot, th.next, |r| hit(th, r));
+        }
+        flush(core, &mut self.packed);
+        n
+    }
+
+    /// Place stubs for the probes at `addrs` (just placed by `core`) and patch their marks.
+    fn patch(
+        &mut self,
+        core: &mut Core<'_>,
+        pid: Tid,
+        addrs: &[u64],
+        all_stopped: bool,
+    ) -> Result<(), TraceError> {
+        let Some(region) = self.region.as_mut() else {
+            return Ok(());
+        };
+        let tid = self.current.unwrap_or(pid);
+        let proc_err = |source| TraceError::Proc { pid, source };
+        let mem = Mem::open(pid).map_err(proc_err)?;
+        let mut sorted = addrs.to_vec();
+        sorted.sort_unstable();
+        // Threads stopped inside a mark's NOP (not at its start) must not see it change.
+        let mut rips = Vec::new();
+        if all_stopped {
+            for &t in self.threads.keys() {
+                if let Some(regs) = regs_unless_gone(t)? {
+                    rips.push((t, regs.rip));
+                }
+            }
+        }
+        // Groups of marks within 1 GiB of each other share a stub page.
+        let mut groups: Vec<Vec<u64>> = Vec::new();
+        for a in sorted {
+            match groups.last_mut() {
+                Some(g) if a - g[0] < (1 << 30) => g.push(a),
+                _ => groups.push(vec![a]),
+            }
+        }
+        let mut deferred = Vec::new();
+        for group in groups {
+            let len = (FIRST_STUB + group.len() as u64 * STUB_BYTES).next_multiple_of(4096);
+            let (lo, hi) = (group[0], *group.last().unwrap());
+            let page = inject::place_near(pid, lo, hi, len)?;
+            inject::map_code(tid, Some(region.gadget), page, len, &mut deferred)?;
+            region.pages.push((page, page + len));
+            let mut code = stub::page_head();
+            for (i, &addr) in group.iter().enumerate() {
+                let probe = core.probe_at(addr).expect("placed by core");
+                let (operand, kind) = match (probe.return_address, probe.operand) {
+                    (Some((ra, load)), _) => (
+                        StubOperand::Memory(ra.cfa_register, (ra.cfa_offset - 8) as i32),
+                        Operand::ReturnAddress(load),
+                    ),
+                    (None, Some(r)) => (StubOperand::Register(r), Operand::Value),
+                    (None, None) => (StubOperand::None, Operand::None),
+                };
+                if self.operands.len() <= probe.index {
+                    self.operands.resize(probe.index + 1, Operand::None);
+                }
+                self.operands[probe.index] = kind;
+                let at = page + FIRST_STUB + i as u64 * STUB_BYTES;
+                let s = stub::stub(at, addr, page, probe.index as u32, operand)
+                    .ok_or_else(|| setup_err(pid, format!("stub for {addr:#x} out of reach")))?;
+                code.resize((at - page) as usize, 0xcc);
+                code.extend_from_slice(&s);
+            }
+            mem.write(page, &code).map_err(proc_err)?;
+            for &addr in &group {
+                let at = page + FIRST_STUB + (code_index(&group, addr)) as u64 * STUB_BYTES;
+                for &(t, rip) in &rips {
+                    if rip > addr && rip < addr + 5 {
+                        step_out_of(t, addr, &mut deferred)?;
+                    }
+                }
+                let jump = stub::jump(addr, at).expect("placed in reach");
+                mem.write(addr, &jump).map_err(proc_err)?;
+                core.add_patch(Patch {
+                    addr,
+                    orig: MARK_NOP,
+                    len: 5,
+                });
+            }
+        }
+        if !deferred.is_empty() {
+            self.deferred.entry(tid).or_default().extend(deferred);
+        }
+        Ok(())
+    }
+
+    /// Signal `sig` is about to be delivered to `tid`: if the thread is inside a stub, run it
+    /// out first (a handler hitting a mark would share the stub's record), draining its slot
+    /// so that a stub waiting for room goes on.
+    fn leave_stubs(&mut self, tid: Tid) -> Result<(), TraceError> {
+        for _ in 0..100_000 {
+            let Some(region) = self.region.as_ref() else {
+                return Ok(());
+            };
+            let Some(regs) = regs_unless_gone(tid)? else {
+                return Ok(());
+            };
+            if !region.in_stubs(regs.rip) {
+                return Ok(());
+            }
+            self.collect(tid);
+            if sys::step(tid, 0).is_err() {
+                return Ok(());
+            }
+            match sys::wait_for(tid).map_err(TraceError::Wait)? {
+                Wait::Stopped { sig, event: 0, .. } if sig != libc::SIGTRAP => {
+                    self.deferred.entry(tid).or_default().push(sig)
+                }
+                Wait::Stopped { .. } => {}
+                Wait::Exited(..) | Wait::Signaled(..) => return Ok(()),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The index of `addr` in its group.
+fn code_index(group: &[u64], addr: u64) -> usize {
+    group.binary_search(&addr).expect("in the group")
+}
+
+/// Thread `tid` is stopped inside the NOP at `mark`: step it past the NOP.
+fn step_out_of(tid: Tid, mark: u64, deferred: &mut Vec<i32>) -> Result<(), TraceError> {
+    for _ in 0..8 {
+        let Some(regs) = regs_unless_gone(tid)? else {
+            return Ok(());
+        };
+        if regs.rip <= mark || regs.rip >= mark + 5 {
+            return Ok(());
+        }
+        sys::step(tid, 0).map_err(ptrace_err("SINGLESTEP", tid))?;
+        match sys::wait_for(tid).map_err(TraceError::Wait)? {
+            Wait::Stopped { sig, event: 0, .. } if sig != libc::SIGTRAP => deferred.push(sig),
+            Wait::Exited(..) | Wait::Signaled(..) => return Ok(()),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+impl Counting for Native {
+    fn add_thread(&mut self, tid: Tid, at_exec: bool) -> Result<(), TraceError> {
+        let mut th = Strands::new(rdtsc());
+        if self.clock.switches.is_ok() {
+            th.switches = SwitchLog::open(tid).ok();
+        }
+        self.threads.insert(tid, th);
+        if !at_exec {
+            self.give_slot(tid, false)?;
+        }
+        Ok(())
+    }
+
+    fn remove_thread(&mut self, tid: Tid) {
+        if let Some(th) = self.threads.remove(&tid) {
+            if let (Some(region), Some(slot)) = (self.region.as_mut(), th.slot) {
+                region.release(slot);
+            }
+        }
+        self.deferred.remove(&tid);
+    }
+
+    fn take_tail(&mut self, tid: Tid) -> u64 {
+        let k = self.ns_per_tick;
+        let Some(th) = self.threads.get_mut(&tid) else {
+            return 0;
+        };
+        if th.switches.is_some() {
+            self.clock.anchor();
+            th.read_switches(&self.clock);
+        }
+        let now = th.stopped_at.unwrap_or_else(rdtsc);
+        let off = th.off_between(th.last, now);
+        let cost = th.end(now, off, k);
+        th.last = now;
+        cost
+    }
+
+    fn flush(&mut self, core: &mut Core<'_>, tid: Tid) -> Result<(), TraceError> {
+        self.report(core, tid);
+        Ok(())
+    }
+
+    fn resume(&mut self, tid: Tid, mut sig: i32) -> Result<(), TraceError> {
+        if sig != 0 {
+            self.leave_stubs(tid)?;
+        } else if let Some(d) = self.deferred.get_mut(&tid) {
+            sig = d.pop().unwrap_or(0);
+        }
+        if let Some(th) = self.threads.get_mut(&tid) {
+            if let Some(from) = th.stopped_at.take() {
+                th.pending.push(Item::Pause { from, to: rdtsc() });
+            }
+        }
+        match sys::cont(tid, sig) {
+            Ok(()) | Err(Errno::ESRCH) => Ok(()),
+            Err(e) => Err(ptrace_err("CONT", tid)(e)),
+        }
+    }
+
+    fn exec(&mut self, former: Tid, tid: Tid) -> Result<u64, TraceError> {
+        // The old image and its region are gone: what other threads left is dropped.
+        let k = self.ns_per_tick;
+        let mut th = self
+            .threads
+            .remove(&former)
+            .unwrap_or_else(|| Strands::new(rdtsc()));
+        let measured = self.region.is_some();
+        self.region = None;
+        self.hook = None;
+        self.operands.clear();
+        for other in self.threads.values_mut() {
+            other.slot = None;
+            other.pending.clear();
+        }
+        th.slot = None;
+        th.pending.clear();
+        let now = th.stopped_at.unwrap_or_else(rdtsc);
+        let cost = if measured { th.end(now, 0, k) } else { 0 };
+        th.last = now;
+        self.threads.insert(tid, th);
+        Ok(cost)
+    }
+
+    fn armed(
+        &mut self,
+        core: &mut Core<'_>,
+        pid: Tid,
+        addrs: &[u64],
+        new_image: bool,
+    ) -> Result<(), TraceError> {
+        if new_image {
+            let tid = self
+                .current
+                .filter(|t| self.threads.contains_key(t))
+                .unwrap_or(pid);
+            let mut deferred = Vec::new();
+            self.region = Some(Region::create(pid, tid, &mut deferred)?);
+            if !deferred.is_empty() {
+                self.deferred.entry(tid).or_default().extend(deferred);
+            }
+            let mut tids: Vec<Tid> = self.threads.keys().copied().collect();
+            tids.sort_unstable();
+            for t in tids {
+                self.give_slot(t, true)?;
+            }
+            self.hook = loader_hook::plant(core, pid)?;
+        }
+        self.patch(core, pid, addrs, new_image)
+    }
+
+    fn at_boundary(&mut self, _: &mut Core<'_>, _: Tid) -> Result<(), TraceError> {
+        Ok(()) // a mark right here is a jump: the stub records it
+    }
+
+    fn sigtrap(&mut self, core: &mut Core<'_>, tid: Tid) -> Result<Option<i32>, TraceError> {
+        let code = match sys::siginfo_code(tid) {
+            Ok(c) => c,
+            Err(Errno::ESRCH) => return Ok(None),
+            Err(e) => return Err(ptrace_err("GETSIGINFO", tid)(e)),
+        };
+        if code == sys::SI_KERNEL {
+            let Some(regs) = regs_unless_gone(tid)? else {
+                return Ok(None);
+            };
+            if let Some(hook) = self.hook.filter(|h| h.addr == regs.rip.wrapping_sub(1)) {
+                loader_hook::emulate_ret(tid, &regs)?;
+                if hook.consistent(tid) {
+                    let pid = core.pid();
+                    let addrs = core.rescan()?;
+                    self.patch(core, pid, &addrs, false)?;
+                }
+                return Ok(Some(0));
+            }
+        }
+        Ok(Some(libc::SIGTRAP)) // the program's own SIGTRAP
+    }
+
+    fn stopped(&mut self, tid: Tid) {
+        self.current = Some(tid);
+        if let Some(th) = self.threads.get_mut(&tid) {
+            th.stopped_at = Some(rdtsc());
+        }
+        self.collect(tid);
+    }
+
+    fn summary(&self) -> Option<String> {
+        Some(if self.waits == 0 {
+            "the program never waited for the analysis".into()
+        } else {
+            format!(
+                "the program waited for the analysis at {} mark hits, {:.1} ms in all (charged \
+                 to no strand)",
+                self.waits,
+                self.waited as f64 * self.ns_per_tick / 1e6
+            )
+        })
+    }
+
+    fn wait(&mut self, core: &mut Core<'_>) -> Result<Wait, TraceError> {
+        loop {
+            if let Some(w) = wait_any_nohang().map_err(TraceError::Wait)? {
+                return Ok(w);
+            }
+            let tids: Vec<Tid> = self.threads.keys().copied().collect();
+            let mut hits = 0;
+            for tid in tids {
+                hits += self.report(core, tid);
+            }
+            // Even when busy, read the slots only every IDLE_MIN: each read of a slot's `head`
+            // takes its cache line away from the program's core.
+            self.idle = if hits > 0 {
+                IDLE_MIN
+            } else {
+                (self.idle * 2).min(IDLE_MAX)
+            };
+            std::thread::sleep(self.idle);
+        }
+    }
+}

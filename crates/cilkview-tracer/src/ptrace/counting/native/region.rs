@@ -1,0 +1,166 @@
+//! The shared record region of one image: a memfd created inside the program (by injected
+//! system calls), mapped there and in the tool, cut into per-thread slots (layout: `stub.rs`).
+
+use std::fs::OpenOptions;
+
+use nix::libc;
+
+use super::inject::{self, setup_err, PROT_RW};
+use super::stub::{
+    self, GADGET, GONE, HEAD, LIMIT, RECORD, RING, RING_RECORDS, SLOT_BYTES, TOOL_PID,
+};
+use crate::procfs::Mem;
+use crate::sys::{SharedMap, Tid};
+use crate::TraceError;
+
+/// Threads measured at once, at most.
+pub(super) const SLOTS: usize = 256;
+
+/// One record as the stub wrote it.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Record {
+    pub(super) tsc: u64,
+    pub(super) operand: u64,
+    pub(super) probe: u32,
+    /// Ticks the stub waited for room after the mark (a multiple of 64).
+    pub(super) waited: u64,
+}
+
+pub(super) struct Region {
+    map: SharedMap,
+    /// Its address in the program.
+    base: u64,
+    /// The `syscall; int3` to run injected calls on.
+    pub(super) gadget: u64,
+    free: Vec<usize>,
+    /// Stub pages mapped in the program: (start, end).
+    pub(super) pages: Vec<(u64, u64)>,
+}
+
+impl Region {
+    /// Map a code page (slow path + gadget) and the region into process `pid`, stopped in
+    /// thread `tid` while no other thread runs (the first call runs on the thread's own `%rip`).
+    pub(super) fn create(
+        pid: Tid,
+        tid: Tid,
+        deferred: &mut Vec<i32>,
+    ) -> Result<Region, TraceError> {
+        let proc_err = |source| TraceError::Proc { pid, source };
+        let page = inject::map_code(tid, None, 0, 4096, deferred)?;
+        let mem = Mem::open(pid).map_err(proc_err)?;
+        let mut head = stub::page_head();
+        head.extend_from_slice(b"cilkview-records\0");
+        mem.write(page, &head).map_err(proc_err)?;
+        let gadget = Some(page + GADGET);
+        let name = page + stub::FIRST_STUB;
+        let fd = inject::syscall(
+            tid,
+            gadget,
+            libc::SYS_memfd_create,
+            [name, libc::MFD_CLOEXEC as u64, 0, 0, 0, 0],
+            deferred,
+        )?;
+        if fd < 0 {
+            return Err(setup_err(
+                pid,
+                format!(
+                    "memfd_create in the program: {}",
+                    std::io::Error::from_raw_os_error(-fd as i32)
+                ),
+            ));
+        }
+        let len = SLOTS as u64 * SLOT_BYTES;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(format!("/proc/{pid}/fd/{fd}"))
+            .and_then(|f| f.set_len(len).map(|()| f))
+            .map_err(proc_err);
+        let base = match &file {
+            Ok(_) => inject::syscall(
+                tid,
+                gadget,
+                libc::SYS_mmap,
+                [0, len, PROT_RW, libc::MAP_SHARED as u64, fd as u64, 0],
+                deferred,
+            ),
+            Err(_) => Ok(-1),
+        };
+        inject::syscall(
+            tid,
+            gadget,
+            libc::SYS_close,
+            [fd as u64, 0, 0, 0, 0, 0],
+            deferred,
+        )?;
+        let file = file?;
+        let base = base?;
+        if base < 0 {
+            return Err(setup_err(
+                pid,
+                format!(
+                    "mapping the records in the program: {}",
+                    std::io::Error::from_raw_os_error(-base as i32)
+                ),
+            ));
+        }
+        let map = SharedMap::new(&file, len as usize).map_err(proc_err)?;
+        Ok(Region {
+            map,
+            base: base as u64,
+            gadget: page + GADGET,
+            free: (0..SLOTS).rev().collect(),
+            pages: vec![(page, page + 4096)],
+        })
+    }
+
+    /// A free slot, its header set for a new thread; its address in the program (the thread's
+    /// `gs_base`).
+    pub(super) fn assign(&mut self, tool_pid: u64) -> Option<(usize, u64)> {
+        let slot = self.free.pop()?;
+        let at = slot as u64 * SLOT_BYTES;
+        let at = at as usize;
+        self.map.store64(at + HEAD as usize, 0);
+        self.map.store64(at + LIMIT as usize, RING_RECORDS);
+        self.map.store64(at + TOOL_PID as usize, tool_pid);
+        self.map.store64(at + GONE as usize, 0);
+        Some((slot, self.base + slot as u64 * SLOT_BYTES))
+    }
+
+    /// The slot's thread is gone or no longer measured: a stub still running in it stops
+    /// waiting and drops its record.
+    pub(super) fn release(&mut self, slot: usize) {
+        self.map
+            .store64(slot * SLOT_BYTES as usize + GONE as usize, 1);
+        self.free.push(slot);
+    }
+
+    /// The records of `slot` from number `from` (counting from the slot's start) to the last
+    /// written: calls `f` for each, then lets the stub reuse their room. Returns the next
+    /// number to read.
+    pub(super) fn drain(&self, slot: usize, from: u64, mut f: impl FnMut(Record)) -> u64 {
+        let at = slot * SLOT_BYTES as usize;
+        let head = self.map.load64(at + HEAD as usize);
+        let mut n = from;
+        while n < head {
+            let i = (n % RING_RECORDS) as usize;
+            let w = self.map.words(at + RING as usize + i * RECORD as usize, 3);
+            f(Record {
+                tsc: w[0],
+                operand: w[1],
+                probe: w[2] as u32,
+                waited: (w[2] >> 32) << 6,
+            });
+            n += 1;
+        }
+        if n != from {
+            self.map.store64(at + LIMIT as usize, n + RING_RECORDS);
+        }
+        n
+    }
+
+    /// Whether `rip` is in code of ours (a stub page).
+    pub(super) fn in_stubs(&self, rip: u64) -> bool {
+        self.pages.iter().any(|&(s, e)| (s..e).contains(&rip))
+    }
+}

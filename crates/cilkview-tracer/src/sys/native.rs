@@ -1,0 +1,363 @@
+//! The native backend's unsafe parts in the tool: the time-stamp counter, a page of generated
+//! code run on a thread whose `%gs` points at a record slot (the start-up calibration of the
+//! per-hit cost, and the tests that execute the stubs), and a non-blocking wait.
+
+use std::io;
+
+use nix::libc::{self, c_int};
+
+use super::Wait;
+use crate::ptrace::counting::native::stub::{
+    self, StubOperand, FIRST_STUB, LIMIT, RING, RING_RECORDS, SLOT_BYTES, STUB_BYTES,
+};
+
+/// The time-stamp counter (`rdtsc`).
+pub fn rdtsc() -> u64 {
+    // SAFETY: rdtsc has no memory effects; x86-64 always has it.
+    unsafe { core::arch::x86_64::_rdtsc() }
+}
+
+/// [`super::wait_any`] without blocking: `None` if no tracee of this thread has anything to
+/// report.
+pub fn wait_any_nohang() -> io::Result<Option<Wait>> {
+    loop {
+        let mut status: c_int = 0;
+        // SAFETY: plain syscall writing into a local.
+        let r = unsafe {
+            libc::waitpid(
+                -1,
+                &mut status,
+                libc::__WALL | libc::__WNOTHREAD | libc::WNOHANG,
+            )
+        };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if r == 0 {
+            return Ok(None);
+        }
+        if libc::WIFEXITED(status) {
+            return Ok(Some(Wait::Exited(r, libc::WEXITSTATUS(status))));
+        }
+        if libc::WIFSIGNALED(status) {
+            return Ok(Some(Wait::Signaled(r, libc::WTERMSIG(status))));
+        }
+        if libc::WIFSTOPPED(status) {
+            return Ok(Some(Wait::Stopped {
+                tid: r,
+                sig: libc::WSTOPSIG(status),
+                event: status >> 16,
+            }));
+        }
+    }
+}
+
+/// A private anonymous mapping holding generated machine code (read-write until
+/// [`CodePage::seal`], then read-execute).
+pub struct CodePage {
+    ptr: *mut u8,
+    len: usize,
+    sealed: bool,
+}
+
+impl CodePage {
+    pub fn new(len: usize) -> io::Result<CodePage> {
+        // SAFETY: a fresh anonymous mapping; unmapped in Drop.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(CodePage {
+            ptr: ptr.cast(),
+            len,
+            sealed: false,
+        })
+    }
+
+    /// Its address.
+    pub fn addr(&self) -> u64 {
+        self.ptr as u64
+    }
+
+    /// Copy `code` to offset `at` (before sealing).
+    pub fn write(&mut self, at: usize, code: &[u8]) {
+        assert!(!self.sealed && at + code.len() <= self.len);
+        // SAFETY: in bounds of our writable mapping.
+        unsafe { std::ptr::copy_nonoverlapping(code.as_ptr(), self.ptr.add(at), code.len()) }
+    }
+
+    /// Make it executable (and no longer writable).
+    pub fn seal(&mut self) -> io::Result<()> {
+        // SAFETY: changes the protection of our own mapping.
+        if unsafe { libc::mprotect(self.ptr.cast(), self.len, libc::PROT_READ | libc::PROT_EXEC) }
+            != 0
+        {
+            return Err(io::Error::last_os_error());
+        }
+        self.sealed = true;
+        Ok(())
+    }
+
+    /// Call the code at offset `entry` as `extern "C" fn()` with the calling thread's `gs_base`
+    /// set to `slot` (put back to 0 after): run it on a thread of its own.
+    ///
+    /// # Safety
+    /// The code at `entry` must be a function of the C ABI that only touches the stack below
+    /// its return address and `slot`'s [`slot_len`] bytes (through `%gs`), and returns. The
+    /// calling thread must not use `%gs` itself (Rust and glibc on x86-64 Linux do not).
+    pub unsafe fn call_with_gs(
+        &self,
+        entry: usize,
+        slot: *mut u64,
+        slot_len: usize,
+    ) -> io::Result<()> {
+        assert!(self.sealed && entry < self.len && slot_len >= 8);
+        set_gs(slot as u64)?;
+        // SAFETY: the caller's contract; the page is sealed, so the pointer is valid code.
+        let f: extern "C" fn() = std::mem::transmute(self.ptr.add(entry));
+        f();
+        set_gs(0)
+    }
+
+    /// Test aid: call the code at `entry` with known values in every general register but
+    /// `%rbx`, `%rbp` and `%rsp`, a pattern in the 128 bytes below the callee's `%rsp` and the
+    /// flags set to `flags`; returns whether the registers, the pattern and the flags came back
+    /// unchanged.
+    ///
+    /// # Safety
+    /// As for [`CodePage::call_with_gs`]; `gs_base` must already be set.
+    #[cfg(test)]
+    pub unsafe fn call_checked(&self, entry: usize, flags: u64) -> bool {
+        let f = self.ptr.add(entry);
+        let ok: u64;
+        std::arch::asm!(
+            "push {flags}",
+            "push {f}",
+            // The pattern: [rsp-136, rsp-8) is the callee's red zone (the call pushes at rsp-8).
+            "mov r11, 0x5a5a5a5a5a5a5a5a",
+            "mov rax, -136",
+            "2:",
+            "mov [rsp+rax], r11",
+            "add rax, 8",
+            "cmp rax, -8",
+            "jne 2b",
+            "mov rax, 0x1111", "mov rcx, 0x2222", "mov rdx, 0x3333", "mov rsi, 0x4444",
+            "mov rdi, 0x5555", "mov r8, 0x6666", "mov r9, 0x7777", "mov r10, 0x8888",
+            "mov r11, 0x9999", "mov r12, 0xaaaa", "mov r13, 0xbbbb", "mov r14, 0xcccc",
+            "push qword ptr [rsp+8]", "popfq",
+            "call qword ptr [rsp]",
+            "pushfq", "pop r15",
+            "cmp r15, [rsp+8]", "jne 3f",
+            "cmp rax, 0x1111", "jne 3f", "cmp rcx, 0x2222", "jne 3f", "cmp rdx, 0x3333", "jne 3f",
+            "cmp rsi, 0x4444", "jne 3f", "cmp rdi, 0x5555", "jne 3f", "cmp r8, 0x6666", "jne 3f",
+            "cmp r9, 0x7777", "jne 3f", "cmp r10, 0x8888", "jne 3f", "cmp r11, 0x9999", "jne 3f",
+            "cmp r12, 0xaaaa", "jne 3f", "cmp r13, 0xbbbb", "jne 3f", "cmp r14, 0xcccc", "jne 3f",
+            "mov r11, 0x5a5a5a5a5a5a5a5a",
+            "mov rax, -136",
+            "4:",
+            "cmp [rsp+rax], r11",
+            "jne 3f",
+            "add rax, 8",
+            "cmp rax, -8",
+            "jne 4b",
+            "mov r15, 1",
+            "jmp 5f",
+            "3:",
+            "mov r15, 0",
+            "5:",
+            "add rsp, 16",
+            f = in(reg) f,
+            flags = in(reg) flags,
+            lateout("r15") ok,
+            lateout("rax") _, lateout("rcx") _, lateout("rdx") _, lateout("rsi") _, lateout("rdi") _,
+            lateout("r8") _, lateout("r9") _, lateout("r10") _, lateout("r11") _, lateout("r12") _,
+            lateout("r13") _, lateout("r14") _,
+        );
+        ok == 1
+    }
+}
+
+// SAFETY: the mapping is owned; it is written only through &mut and executed after sealing.
+unsafe impl Send for CodePage {}
+unsafe impl Sync for CodePage {}
+
+impl Drop for CodePage {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping; no code runs in it any more.
+        unsafe {
+            libc::munmap(self.ptr.cast(), self.len);
+        }
+    }
+}
+
+/// Set the calling thread's `gs_base` (`arch_prctl(ARCH_SET_GS)`).
+fn set_gs(base: u64) -> io::Result<()> {
+    const ARCH_SET_GS: i64 = 0x1001;
+    // SAFETY: only the calling thread's gs_base changes; nothing of the process uses %gs.
+    if unsafe { libc::syscall(libc::SYS_arch_prctl, ARCH_SET_GS, base) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Test aid: run `f` with the calling thread's `gs_base` at `slot`.
+///
+/// # Safety
+/// As for [`CodePage::call_with_gs`].
+#[cfg(test)]
+pub unsafe fn with_gs<R>(slot: *mut u64, f: impl FnOnce() -> R) -> R {
+    set_gs(slot as u64).unwrap();
+    let r = f();
+    set_gs(0).unwrap();
+    r
+}
+
+/// Marks per calibration call, and calls.
+const MARKS: usize = 256;
+const CALLS: usize = 64;
+
+/// The native backend's per-hit cost in ticks: the median time between consecutive records of
+/// back-to-back marks, measured by running the stubs (`MARKS` marks patched into jumps to
+/// their stubs, then `ret`) on a thread of the tool whose `%gs` points at a slot.
+pub fn stub_hit_ticks() -> io::Result<u64> {
+    let marks_at = FIRST_STUB as usize + MARKS * STUB_BYTES as usize;
+    let len = (marks_at + MARKS * 5 + 1).next_multiple_of(4096);
+    let mut page = CodePage::new(len)?;
+    let base = page.addr();
+    page.write(0, &stub::page_head());
+    for i in 0..MARKS {
+        let at = base + FIRST_STUB + (i as u64) * STUB_BYTES;
+        let mark = base + (marks_at + 5 * i) as u64;
+        let code = stub::stub(at, mark, base, i as u32, StubOperand::None)
+            .ok_or_else(|| io::Error::other("stub out of reach"))?;
+        page.write((at - base) as usize, &code);
+        page.write(
+            (mark - base) as usize,
+            &stub::jump(mark, at).expect("in reach"),
+        );
+    }
+    page.write(marks_at + 5 * MARKS, &[0xc3]); // ret
+    page.seal()?;
+    let mut slot = vec![0u64; (SLOT_BYTES / 8) as usize];
+    slot[(LIMIT / 8) as usize] = u64::MAX; // never full
+    debug_assert!((MARKS * CALLS) as u64 <= RING_RECORDS);
+    let ptr = slot.as_mut_ptr() as usize;
+    let slot_len = slot.len() * 8;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for _ in 0..CALLS {
+                // SAFETY: the page holds MARKS jumps to stubs that record into `slot` through
+                // %gs (at most MARKS * CALLS < RING_RECORDS records, never waiting) and come
+                // back, then `ret`; the stubs touch only the stack below the return address.
+                unsafe { page.call_with_gs(marks_at, ptr as *mut u64, slot_len) }?;
+            }
+            Ok::<(), io::Error>(())
+        })
+        .join()
+        .map_err(|_| io::Error::other("calibration thread panicked"))?
+    })?;
+    if slot[0] != (MARKS * CALLS) as u64 {
+        return Err(io::Error::other(format!(
+            "expected {} records, found {}",
+            MARKS * CALLS,
+            slot[0]
+        )));
+    }
+    let record = |n: usize| slot[(RING / 8) as usize + 3 * n];
+    let mut deltas: Vec<u64> = (0..CALLS)
+        .flat_map(|c| (1..MARKS).map(move |i| c * MARKS + i))
+        .map(|n| record(n).wrapping_sub(record(n - 1)))
+        .collect();
+    deltas.sort_unstable();
+    Ok(deltas[deltas.len() / 2])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A page with one stub for a mark at the entry of a function `mark; ret`; returns the page
+    /// and the entry's offset.
+    fn one_mark(operand: StubOperand) -> (CodePage, usize) {
+        let mut page = CodePage::new(8192).unwrap();
+        let base = page.addr();
+        page.write(0, &stub::page_head());
+        let at = base + FIRST_STUB;
+        let entry = 4096usize;
+        let mark = base + entry as u64;
+        page.write(
+            FIRST_STUB as usize,
+            &stub::stub(at, mark, base, 42, operand).unwrap(),
+        );
+        page.write(entry, &stub::jump(mark, at).unwrap());
+        page.write(entry + 5, &[0xc3]);
+        page.seal().unwrap();
+        (page, entry)
+    }
+
+    #[test]
+    fn stubs_keep_registers_flags_and_the_red_zone_and_record_the_hit() {
+        for (operand, expect) in [
+            (StubOperand::None, None),
+            (StubOperand::Register(0), Some(0x1111)),  // rax
+            (StubOperand::Register(13), Some(0xbbbb)), // r13
+            (StubOperand::Register(4), Some(0x4444)),  // rsi
+        ] {
+            let (page, entry) = one_mark(operand);
+            let mut slot = vec![0u64; (SLOT_BYTES / 8) as usize];
+            slot[(LIMIT / 8) as usize] = RING_RECORDS;
+            let ptr = slot.as_mut_ptr();
+            // Flags: CF, ZF, SF and OF set, then clear (bit 1 and IF are always set).
+            for flags in [0x8c3u64 | 0x202, 0x202] {
+                // SAFETY: the stub records into `slot` through %gs and returns to the `ret`.
+                let ok = unsafe { with_gs(ptr, || page.call_checked(entry, flags)) };
+                assert!(
+                    ok,
+                    "{operand:?}: a register, the flags or the red zone changed"
+                );
+            }
+            assert_eq!(slot[0], 2, "two records");
+            let rec = &slot[(RING / 8) as usize..(RING / 8) as usize + 3];
+            assert_eq!(rec[2], 42, "probe 42, no wait");
+            assert!(rec[0] > 0 && rec[0] <= rdtsc());
+            if let Some(v) = expect {
+                assert_eq!(rec[1], v, "{operand:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_full_slot_waits_and_a_gone_analyzer_drops() {
+        let (page, entry) = one_mark(StubOperand::None);
+        let mut slot = vec![0u64; (SLOT_BYTES / 8) as usize];
+        // Full (limit == head) and the analyzer says it is gone: the stub drops the record.
+        slot[(stub::GONE / 8) as usize] = 1;
+        let ptr = slot.as_mut_ptr();
+        // SAFETY: as above.
+        let ok = unsafe { with_gs(ptr, || page.call_checked(entry, 0x202)) };
+        assert!(ok);
+        assert_eq!(slot[0], 0, "dropped");
+        // Full and the analyzer's pid does not exist: after 1024 rounds the stub finds out,
+        // sets `gone` and drops.
+        slot[(stub::GONE / 8) as usize] = 0;
+        slot[(stub::TOOL_PID / 8) as usize] = i32::MAX as u64; // no such process
+                                                               // SAFETY: as above.
+        let ok = unsafe { with_gs(ptr, || page.call_checked(entry, 0x8c3 | 0x202)) };
+        assert!(ok);
+        assert_eq!(slot[0], 0, "dropped");
+        assert_eq!(slot[(stub::GONE / 8) as usize], 1, "gone set by the stub");
+    }
+}
