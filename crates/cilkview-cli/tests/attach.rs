@@ -3,48 +3,17 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::thread::sleep;
 use std::time::Duration;
 
 use cilkview_fixtures::build;
-use common::static_opts;
+use common::{finish, start, static_opts};
 use serde_json::Value;
 
 fn long_running() -> std::path::PathBuf {
     build("long_running", &static_opts().flag("-pthread"))
-}
-
-/// A running program whose stdout we collect.
-struct Running {
-    child: Child,
-    stdout: BufReader<std::process::ChildStdout>,
-    seen: String,
-}
-
-/// Starts the program and waits for its first line, so that it is past its start-up.
-fn start(exe: &Path, args: &[&str]) -> Running {
-    let mut child = Command::new(exe)
-        .args(args)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut seen = String::new();
-    stdout.read_line(&mut seen).unwrap();
-    Running {
-        child,
-        stdout,
-        seen,
-    }
-}
-
-/// Waits for the program: its whole stdout and exit code.
-fn finish(mut p: Running) -> (String, Option<i32>) {
-    p.stdout.read_to_string(&mut p.seen).unwrap();
-    (p.seen, p.child.wait().unwrap().code())
 }
 
 fn sorted_lines(s: &str) -> Vec<&str> {

@@ -4,14 +4,13 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::thread::sleep;
 use std::time::Duration;
 
 use cilkview_fixtures::build;
-use common::{analyze_with, bin, static_opts};
+use common::{analyze_with, bin, finish, start, static_opts};
 use serde_json::Value;
 
 /// Whether the native counter can run here (else said aloud).
@@ -117,34 +116,6 @@ fn coarse_spawn_tree_parallelism_matches_emulation_within_5_percent() {
         }
     }
     panic!("native vs emulated parallelism (each try): {seen:?}");
-}
-
-/// Starts the program and waits for its first line.
-struct Running {
-    child: std::process::Child,
-    stdout: BufReader<std::process::ChildStdout>,
-    seen: String,
-}
-
-fn start(exe: &Path, args: &[&str]) -> Running {
-    let mut child = Command::new(exe)
-        .args(args)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut seen = String::new();
-    stdout.read_line(&mut seen).unwrap();
-    Running {
-        child,
-        stdout,
-        seen,
-    }
-}
-
-fn finish(mut p: Running) -> (String, Option<i32>) {
-    p.stdout.read_to_string(&mut p.seen).unwrap();
-    (p.seen, p.child.wait().unwrap().code())
 }
 
 fn unattached(exe: &Path, args: &[&str]) -> (String, Option<i32>) {

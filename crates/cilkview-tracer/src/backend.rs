@@ -168,6 +168,15 @@ impl Backend for Emulate {
     }
 }
 
+/// The native counter with its calibrated clock, or the error a run or attach reports without one.
+fn native_counting() -> Result<NativeCounting, TraceError> {
+    let clock = native_clock().map_err(|reason| TraceError::CounterUnavailable {
+        mode: CounterMode::Native,
+        reason,
+    })?;
+    Ok(NativeCounting::new(clock))
+}
+
 impl Backend for Native {
     fn mode(&self) -> CounterMode {
         CounterMode::Native
@@ -186,11 +195,7 @@ impl Backend for Native {
         info: CounterInfo,
         sink: &mut dyn EventSink,
     ) -> Result<Outcome, TraceError> {
-        let clock = native_clock().map_err(|reason| TraceError::CounterUnavailable {
-            mode: CounterMode::Native,
-            reason,
-        })?;
-        ptrace::run(opts, info, NativeCounting::new(clock), sink)
+        ptrace::run(opts, info, native_counting()?, sink)
     }
     fn attach(
         &self,
@@ -198,11 +203,7 @@ impl Backend for Native {
         info: CounterInfo,
         sink: &mut dyn EventSink,
     ) -> Result<AttachOutcome, TraceError> {
-        let clock = native_clock().map_err(|reason| TraceError::CounterUnavailable {
-            mode: CounterMode::Native,
-            reason,
-        })?;
-        ptrace::attach(opts, info, NativeCounting::new(clock), sink)
+        ptrace::attach(opts, info, native_counting()?, sink)
     }
 }
 

@@ -56,21 +56,6 @@ fn trace(exe: &Path, args: &[&str], probes: Vec<Probe>) -> (Outcome, Vec<TraceEv
     (out, events)
 }
 
-fn hits(events: &[TraceEvent]) -> Vec<(usize, i32, u64, Option<u64>)> {
-    events
-        .iter()
-        .filter_map(|e| match *e {
-            TraceEvent::Hit {
-                probe,
-                tid,
-                cost,
-                operand,
-            } => Some((probe, tid, cost, operand)),
-            _ => None,
-        })
-        .collect()
-}
-
 const BURN: &str = r#"
 #include <stdio.h>
 #include <stdlib.h>

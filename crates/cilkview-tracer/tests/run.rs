@@ -100,21 +100,6 @@ fn trace(
     (out, events)
 }
 
-fn hits(events: &[TraceEvent]) -> Vec<(usize, i32, u64, Option<u64>)> {
-    events
-        .iter()
-        .filter_map(|e| match *e {
-            TraceEvent::Hit {
-                probe,
-                tid,
-                cost,
-                operand,
-            } => Some((probe, tid, cost, operand)),
-            _ => None,
-        })
-        .collect()
-}
-
 /// Helper "test": when re-executed with CILKVIEW_TRACER_CHILD=<exe>, trace it.
 #[test]
 fn zz_child_entry() {

@@ -3,6 +3,7 @@
 
 pub mod bench;
 
+use std::io::{BufRead, Read};
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
@@ -122,4 +123,34 @@ pub fn with_corrupt_marks(exe: &Path, dir: &Path, name: &str) -> Option<PathBuf>
     }
     std::fs::set_permissions(&corrupt, std::fs::Permissions::from_mode(0o755)).unwrap();
     Some(corrupt)
+}
+
+/// A running program whose stdout we collect.
+pub struct Running {
+    pub child: std::process::Child,
+    pub stdout: std::io::BufReader<std::process::ChildStdout>,
+    pub seen: String,
+}
+
+/// Starts the program and waits for its first line, so that it is past its start-up.
+pub fn start(exe: &Path, args: &[&str]) -> Running {
+    let mut child = std::process::Command::new(exe)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut seen = String::new();
+    stdout.read_line(&mut seen).unwrap();
+    Running {
+        child,
+        stdout,
+        seen,
+    }
+}
+
+/// Waits for the program: its whole stdout and exit code.
+pub fn finish(mut p: Running) -> (String, Option<i32>) {
+    p.stdout.read_to_string(&mut p.seen).unwrap();
+    (p.seen, p.child.wait().unwrap().code())
 }

@@ -90,3 +90,19 @@ pub fn assert_costs_add_up(total_instructions: u64, events: &[TraceEvent]) {
         events.iter().map(|e| e.cost()).sum::<u64>()
     );
 }
+
+/// The hits of an event stream: (probe, thread, cost, operand).
+pub fn hits(events: &[TraceEvent]) -> Vec<(usize, i32, u64, Option<u64>)> {
+    events
+        .iter()
+        .filter_map(|e| match *e {
+            TraceEvent::Hit {
+                probe,
+                tid,
+                cost,
+                operand,
+            } => Some((probe, tid, cost, operand)),
+            _ => None,
+        })
+        .collect()
+}
