@@ -159,6 +159,8 @@ fn rust_fixtures_emulate_equals_step() {
     for (name, args, label) in [
         ("rs_fib", &["4"][..], "fib"),
         ("rs_loop", &["3", "4"], "loop"),
+        ("rs_quicksort", &["16"], "sort"),
+        ("rs_matmul", &["4"], "matmul"),
     ] {
         let exe = build_rust(name, true);
         let Some(emulated) = measured(&exe, "emulate", args) else {
