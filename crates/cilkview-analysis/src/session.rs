@@ -262,6 +262,8 @@ impl EventSink for Session<'_> {
                 MarkKind::LoopEnd => EventKind::LoopEnd,
                 MarkKind::RegionBegin => EventKind::RegionBegin(region()),
                 MarkKind::RegionEnd => EventKind::RegionEnd(region()),
+                // The sibling is the hit's operand; none names no sibling (no constraint).
+                MarkKind::SpawnAfter => EventKind::SpawnAfter { sibling: u64::MAX },
             };
             let site = Site {
                 image: index,
@@ -376,9 +378,11 @@ impl HitPath<'_> {
             self.foreign += 1;
             return;
         };
-        // The table's loop beginnings have grain 1, what a hit without an operand gives.
+        // The table's loop beginnings have grain 1, what a hit without an operand gives; its
+        // spawn-afters name no sibling.
         let kind = match (kind, operand) {
             (EventKind::LoopBegin { .. }, Some(grain)) => EventKind::LoopBegin { grain },
+            (EventKind::SpawnAfter { .. }, Some(sibling)) => EventKind::SpawnAfter { sibling },
             (kind, _) => kind,
         };
         let site = match (kind, &mut *self.sites) {

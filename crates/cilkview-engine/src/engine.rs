@@ -4,10 +4,10 @@
 use std::collections::BTreeMap;
 
 use crate::event::{Event, EventKind, RegionId};
-use crate::loops::LoopState;
+use crate::frame::{Frame, FrameKind, OpenRegion, FRAME_KINDS};
 use crate::measures::{Anomalies, Measures, RegionMeasures, Report};
 use crate::observer::Observer;
-use crate::paths::{Cost, Paths};
+use crate::paths::{End, Paths};
 use crate::profile::CallSite;
 use crate::profiler::Profiler;
 
@@ -33,158 +33,6 @@ impl Default for Config {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum FrameKind {
-    Root = 0,
-    Function = 1,
-    Spawn = 2,
-    Iteration = 3,
-    Loop = 4,
-}
-
-const FRAME_KINDS: usize = 5;
-
-#[derive(Clone, Debug)]
-struct OpenRegion {
-    id: RegionId,
-    paths: Paths,
-    spawns_at_begin: u64,
-    syncs_at_begin: u64,
-}
-
-/// What few frames have: regions opened in them, or a loop's state (boxed, so that the frames
-/// of plain calls and spawns stay small and cheap to push and pop).
-#[derive(Clone, Debug, Default)]
-struct FrameExtra {
-    /// Regions opened in this frame, innermost last.
-    regions: Vec<OpenRegion>,
-    /// Only for `FrameKind::Loop`.
-    lp: Option<LoopState>,
-    /// For a loop: the running total up to which the loop's own strands (its control code) were
-    /// given to `lp` (strands are not added one by one: see `Paths`).
-    settled: u64,
-}
-
-impl FrameExtra {
-    /// For a loop: its own strands up to the running total `upto` into its state, which is
-    /// returned.
-    fn settle(&mut self, upto: u64) -> Option<&mut LoopState> {
-        let lp = self.lp.as_mut()?;
-        lp.serial(Cost::strand(upto.wrapping_sub(self.settled)));
-        self.settled = upto;
-        Some(lp)
-    }
-
-    /// For a loop: a part of it that began at the running total `start` (an iteration, or a
-    /// call, a spawn or a loop in its control code) ended, the running total being `acc` now:
-    /// the loop's control code up to `start` into its state, then `f` gives it the part. Whether
-    /// this is a loop (if not, nothing was done).
-    fn loop_part_ended(&mut self, start: u64, acc: u64, f: impl FnOnce(&mut LoopState)) -> bool {
-        let Some(lp) = self.settle(start) else {
-            return false;
-        };
-        f(lp);
-        self.settled = acc;
-        true
-    }
-}
-
-#[derive(Clone, Debug)]
-struct Frame {
-    kind: FrameKind,
-    paths: Paths,
-    /// Children spawned since the last sync.
-    pending: u64,
-    extra: Option<Box<FrameExtra>>,
-}
-
-impl Frame {
-    /// A frame that begins when the running total is `acc`.
-    fn new(kind: FrameKind, acc: u64) -> Self {
-        Frame {
-            kind,
-            paths: Paths::new(acc),
-            pending: 0,
-            extra: None,
-        }
-    }
-
-    fn new_loop(grain: u64, acc: u64) -> Self {
-        Frame {
-            extra: Some(Box::new(FrameExtra {
-                regions: Vec::new(),
-                lp: Some(LoopState::new(grain)),
-                settled: acc,
-            })),
-            ..Frame::new(FrameKind::Loop, acc)
-        }
-    }
-
-    /// The regions open in this frame (none: an empty slice).
-    fn regions(&mut self) -> &mut [OpenRegion] {
-        match &mut self.extra {
-            Some(x) => &mut x.regions,
-            None => &mut [],
-        }
-    }
-
-    /// A part that ran in series in this frame (a call, a loop) ended with measures `c`: it
-    /// began when the running total was `start`, which is `acc` now.
-    fn serial(&mut self, c: Cost, start: u64, acc: u64) {
-        match &mut self.extra {
-            None => self.paths.serial(c),
-            Some(x) => {
-                if x.loop_part_ended(start, acc, |lp| lp.serial(c)) {
-                    return;
-                }
-                self.paths.serial(c);
-                for r in &mut x.regions {
-                    r.paths.serial(c);
-                }
-            }
-        }
-    }
-
-    /// A child spawned when the running total was `start` returned with measures `c`; the
-    /// running total is `acc` now.
-    fn child_returned(&mut self, c: Cost, start: u64, burden: u64, acc: u64) {
-        // A spawn in a loop's control code (not inside an iteration): no frame to own it, so it
-        // is measured as serial code of the loop.
-        let in_loop = |x: &mut Box<FrameExtra>| x.loop_part_ended(start, acc, |lp| lp.serial(c));
-        if self.extra.as_mut().is_some_and(in_loop) {
-            return;
-        }
-        self.pending += 1;
-        self.paths.child_returned(c, start, burden);
-        for r in self.regions() {
-            r.paths.child_returned(c, start, burden);
-        }
-    }
-
-    /// An iteration that began when the running total was `start` ended with measures `c`; the
-    /// running total is `acc` now.
-    fn iteration_ended(&mut self, c: Cost, start: u64, burden: u64, acc: u64) {
-        let in_loop = |x: &mut Box<FrameExtra>| {
-            x.loop_part_ended(start, acc, |lp| lp.end_iteration(c, burden))
-        };
-        if !self.extra.as_mut().is_some_and(in_loop) {
-            self.serial(c, start, acc);
-        }
-    }
-
-    /// Joins the outstanding children, the running total being `acc`; returns whether there
-    /// were any.
-    fn sync(&mut self, acc: u64) -> bool {
-        let had = self.pending > 0;
-        self.pending = 0;
-        self.paths.sync(acc);
-        for r in self.regions() {
-            r.paths.sync(acc);
-        }
-        had
-    }
-}
-
 /// The counting engine: feed it events, read measures.
 ///
 /// Cost: O(1) per event plus O(r) for the r regions open in the current function instance;
@@ -202,6 +50,9 @@ pub struct Engine {
     /// The running total: the cost of every strand so far. A strand adds to it and to nothing
     /// else (see `Paths`).
     acc: u64,
+    /// Where the children spawned since their frame's last sync end, for `SpawnAfter`: those of
+    /// each frame of the stack from its `base`, the top frame's last (O(1) per spawn and sync).
+    ends: Vec<End>,
     /// A function entered whose frame is not pushed yet: if the next event is its exit (a leaf
     /// call, half of all calls in a recursion), the frame would have held that one strand, so
     /// the strand goes to the parent and no frame is pushed or popped (unprofiled engines only).
@@ -232,6 +83,7 @@ impl Engine {
             syncs: 0,
             events: 0,
             acc: 0,
+            ends: Vec::new(),
             leaf: false,
             regions: BTreeMap::new(),
             anomalies: Anomalies::default(),
@@ -390,9 +242,15 @@ impl Engine {
                 self.syncs += 1;
                 self.sync_top(o);
             }
+            EventKind::SpawnAfter { sibling } => {
+                let top = self.stack.last_mut().expect("root frame is never popped");
+                top.spawn_after(sibling, &self.ends);
+            }
             EventKind::RegionBegin(id) => {
                 let (spawns_at_begin, syncs_at_begin, acc) = (self.spawns, self.syncs, self.acc);
+                let out = self.ends.len();
                 let top = self.top();
+                let first = out - top.base;
                 if top.kind == FrameKind::Loop {
                     self.anomaly().unmatched_regions += 1;
                     return;
@@ -403,6 +261,9 @@ impl Engine {
                     paths: Paths::new(acc),
                     spawns_at_begin,
                     syncs_at_begin,
+                    first,
+                    ends: Vec::new(),
+                    after: End::default(),
                 });
             }
             EventKind::RegionEnd(id) => {
@@ -445,7 +306,7 @@ impl Engine {
             }
         }
         let mut root = self.stack.pop().expect("root frame");
-        if root.sync(self.acc) {
+        if root.sync(self.acc, &mut self.ends) {
             self.syncs += 1;
         }
         self.end_regions(&mut root);
@@ -487,11 +348,12 @@ impl Engine {
     /// Syncs the top frame; returns whether it had children out.
     fn sync_top<O: Observer>(&mut self, o: &mut O) -> bool {
         o.sync();
-        let acc = self.acc;
-        self.top().sync(acc)
+        let top = self.stack.last_mut().expect("root frame is never popped");
+        top.sync(self.acc, &mut self.ends)
     }
 
-    fn push(&mut self, frame: Frame) {
+    fn push(&mut self, mut frame: Frame) {
+        frame.base = self.ends.len();
         self.open[frame.kind as usize] += 1;
         self.stack.push(frame);
     }
@@ -530,17 +392,21 @@ impl Engine {
         if let [.., parent, frame] = &mut self.stack[..] {
             if frame.extra.is_none() && parent.extra.is_none() {
                 let kind = frame.kind;
-                if frame.pending > 0 {
+                if self.ends.len() > frame.base {
                     self.syncs += 1;
+                    self.ends.truncate(frame.base);
                 }
                 let measured = frame.paths.synced(self.acc);
                 o.pop(kind, measured.work, measured.span);
                 if kind == FrameKind::Spawn {
-                    parent.pending += 1;
                     let burden = self.config.burden;
-                    parent
-                        .paths
-                        .child_returned(measured, frame.paths.start, burden);
+                    let end = parent.paths.child_returned(
+                        measured,
+                        frame.paths.start,
+                        burden,
+                        End::default(),
+                    );
+                    self.ends.push(end);
                 } else {
                     parent.paths.serial(measured);
                 }
@@ -573,7 +439,7 @@ impl Engine {
             parent.serial(tail, acc, acc);
             return;
         }
-        if frame.sync(acc) {
+        if frame.sync(acc, &mut self.ends) {
             self.syncs += 1;
         }
         if !frame.regions().is_empty() {
@@ -581,9 +447,9 @@ impl Engine {
         }
         let measured = frame.paths.cur(acc);
         o.pop(frame.kind, measured.work, measured.span);
-        let parent = self.top();
+        let parent = self.stack.last_mut().expect("root frame is never popped");
         match frame.kind {
-            FrameKind::Spawn => parent.child_returned(measured, start, burden, acc),
+            FrameKind::Spawn => parent.child_returned(measured, start, burden, acc, &mut self.ends),
             FrameKind::Iteration => parent.iteration_ended(measured, start, burden, acc),
             FrameKind::Function | FrameKind::Root | FrameKind::Loop => {
                 parent.serial(measured, start, acc)

@@ -20,6 +20,11 @@ pub enum EventKind {
     SpawnReturn,
     /// Join every child spawned by the current function instance since its last sync.
     Sync,
+    /// The next child the current frame spawns may start only after its sibling number `sibling`
+    /// ends (0 = the first child it spawned since its last sync): a dependence edge from that
+    /// sibling's last strand to the child's first. One event per edge, before the `Spawn`; a
+    /// sibling that does not exist (already synced) is no constraint.
+    SpawnAfter { sibling: u64 },
     /// A parallel loop begins; `grain` iterations form one chunk (0 is treated as 1).
     LoopBegin { grain: u64 },
     /// One iteration of the innermost parallel loop begins.

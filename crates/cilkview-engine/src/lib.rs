@@ -45,6 +45,7 @@
 
 mod engine;
 mod event;
+mod frame;
 mod loops;
 mod measures;
 mod observer;

@@ -2,7 +2,7 @@
 //! is generic over: the unprofiled engine runs it with `()`, whose hooks do nothing and compile
 //! away, so the hot path carries no "is profiling on?" tests.
 
-use crate::engine::FrameKind;
+use crate::frame::FrameKind;
 use crate::profile::CallSite;
 use crate::profiler::Profiler;
 

@@ -27,6 +27,24 @@ impl Cost {
     }
 }
 
+/// Where a path ends, in a frame's span and burdened span (a spawned child's end, relative to
+/// where its parent frame began).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct End {
+    pub span: u64,
+    pub bspan: u64,
+}
+
+impl End {
+    /// The later of two ends, path by path.
+    pub fn max(self, o: End) -> End {
+        End {
+            span: self.span.max(o.span),
+            bspan: self.bspan.max(o.bspan),
+        }
+    }
+}
+
 /// Path lengths of a frame (or of a region within one), relative to where it began, given `acc`,
 /// the run's cost so far (the sum of every strand's: the engine's running total). The frame's
 /// work is `acc - start`; its span (the longest path to the current point of the continuation) is
@@ -101,15 +119,21 @@ impl Paths {
 
     /// A child spawned when the running total was `child_start` returned with measures `c`; the
     /// continuation edge carries `burden`. Nothing ran in this frame meanwhile: its paths at the
-    /// spawn are those at `child_start`.
+    /// spawn are those at `child_start`. The child began no earlier than `after` (the ends of
+    /// the siblings it depends on; zero: none). Returns where the child's paths end.
     #[inline(always)]
-    pub fn child_returned(&mut self, c: Cost, child_start: u64, burden: u64) {
+    pub fn child_returned(&mut self, c: Cost, child_start: u64, burden: u64, after: End) -> End {
         let at = self.cur(child_start);
-        self.cspan = self.cspan.max(at.span.wrapping_add(c.span));
-        self.cbspan = self.cbspan.max(at.bspan.wrapping_add(c.bspan));
+        let end = End {
+            span: at.span.max(after.span).wrapping_add(c.span),
+            bspan: at.bspan.max(after.bspan).wrapping_add(c.bspan),
+        };
+        self.cspan = self.cspan.max(end.span);
+        self.cbspan = self.cbspan.max(end.bspan);
         // The child's work is off the continuation's path; the burden is on the burdened one.
         self.slack = self.slack.wrapping_add(c.work);
         self.bslack = self.bslack.wrapping_add(c.work.wrapping_sub(burden));
+        end
     }
 
     /// Joins the children spawned since the last sync, the running total being `acc`.
@@ -125,7 +149,7 @@ impl Paths {
 
 #[cfg(test)]
 mod tests {
-    use super::{Cost, Paths};
+    use super::{Cost, End, Paths};
 
     #[test]
     fn strands_move_only_the_running_total() {
@@ -140,6 +164,7 @@ mod tests {
             },
             105,
             1_000,
+            End::default(),
         );
         let acc = 105 + 20 + 3;
         assert_eq!(

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use crate::engine::FrameKind;
+use crate::frame::FrameKind;
 use crate::prof::{Arena, Entry, Prof};
 use crate::profile::{CallSite, ContextProfile, Profile, SiteKind, SiteProfile, WorkSpan};
 

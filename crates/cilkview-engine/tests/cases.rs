@@ -400,3 +400,36 @@ fn the_anomaly_count_moves_with_every_anomaly() {
     // the unmatched region end.
     assert_eq!(changed, 4);
 }
+
+#[test]
+fn a_spawn_after_one_of_two_siblings_waits_for_that_one_only() {
+    // Three children of one frame: A (cost 10), B (cost 100), then C (cost 10) after A only;
+    // the parent's strands cost nothing. C starts when A ends (10) and ends at 20; B ends at
+    // 100: span 100. Waiting for both (a sync before C) would give 110. Burdened, with burden
+    // 1,000: A ends at 10, B starts after one continuation (1,000) and ends at 1,100, C starts
+    // at max(2,000 after two continuations, 10) and ends at 2,010; the continuation after C is
+    // at 3,000: burdened span 3,000.
+    let events = [
+        (0, Spawn),
+        (10, SpawnReturn),
+        (0, Spawn),
+        (100, SpawnReturn),
+        (0, SpawnAfter { sibling: 0 }),
+        (0, Spawn),
+        (10, SpawnReturn),
+        (0, Sync),
+    ];
+    let r = run(1_000, &events);
+    assert_eq!(r.total.work, 120);
+    assert_eq!(r.total.span, 100);
+    assert_eq!(r.total.burdened_span, 3_000);
+    // After B (sibling 1) instead: C ends at 110.
+    let mut after_b = events;
+    after_b[4].1 = SpawnAfter { sibling: 1 };
+    assert_eq!(run(1_000, &after_b).total.span, 110);
+    // A sibling that does not exist (2: only two are out) is no constraint.
+    let mut none = events;
+    none[4].1 = SpawnAfter { sibling: 2 };
+    assert_eq!(run(1_000, &none).total.span, 100);
+    assert!(r.anomalies.is_clean());
+}

@@ -1,7 +1,8 @@
 //! Property test: random series-parallel programs are turned into (a) the event stream a serial run
 //! would produce and (b) an explicit dag built independently from the program text. Work, span and
 //! burdened span (longest paths found by a topological sweep) must equal the engine's, for the whole
-//! program and label by label.
+//! program and label by label. A spawn may depend on earlier siblings (`SpawnAfter`): an edge from
+//! the sibling's last strand to the child's first.
 
 use std::collections::BTreeMap;
 
@@ -12,7 +13,12 @@ use proptest::prelude::*;
 enum Stmt {
     Work(u64),
     Call(Vec<Stmt>),
-    Spawn(Vec<Stmt>),
+    /// A spawned child that starts after the siblings `after` (ordinals among the children spawned
+    /// since the frame's last sync; one that does not exist is no constraint).
+    Spawn {
+        after: Vec<u64>,
+        body: Vec<Stmt>,
+    },
     Sync,
     /// `iterations[i] = (cost of the loop control before iteration i, body)`; `tail` runs after the
     /// last iteration.
@@ -50,7 +56,10 @@ impl Emitter {
                     self.run(body);
                     self.emit(EventKind::FunctionExit);
                 }
-                Stmt::Spawn(body) => {
+                Stmt::Spawn { after, body } => {
+                    for &sibling in after {
+                        self.emit(EventKind::SpawnAfter { sibling });
+                    }
                     self.emit(EventKind::Spawn);
                     self.run(body);
                     self.emit(EventKind::SpawnReturn);
@@ -148,10 +157,14 @@ impl Dag {
         f.cur = n;
     }
 
-    /// Runs `body` as a new function instance starting after `f.cur`; returns its last node.
-    fn instance(&mut self, from: usize, body: &[Stmt]) -> usize {
+    /// Runs `body` as a new function instance starting after `f.cur` (and the nodes `after`);
+    /// returns its last node.
+    fn instance(&mut self, from: usize, after: &[usize], body: &[Stmt]) -> usize {
         let start = self.node(0);
         self.edge(from, start, false);
+        for &a in after {
+            self.edge(a, start, false);
+        }
         let mut g = Frame {
             cur: start,
             children: Vec::new(),
@@ -166,14 +179,22 @@ impl Dag {
             match s {
                 Stmt::Work(c) => self.weight[f.cur] += c,
                 Stmt::Call(body) => {
-                    let end = self.instance(f.cur, body);
+                    let end = self.instance(f.cur, &[], body);
                     let after = self.node(0);
                     self.edge(end, after, false);
                     f.cur = after;
                 }
-                Stmt::Spawn(body) => {
+                Stmt::Spawn { after, body } => {
+                    // Each dependence is an event: a strand ends there.
+                    for _ in after {
+                        self.step(f);
+                    }
+                    let after: Vec<usize> = after
+                        .iter()
+                        .filter_map(|&j| f.children.get(j as usize).copied())
+                        .collect();
                     self.count_spawn();
-                    let end = self.instance(f.cur, body);
+                    let end = self.instance(f.cur, &after, body);
                     f.children.push(end);
                     let continuation = self.node(0);
                     self.edge(f.cur, continuation, true);
@@ -220,7 +241,7 @@ impl Dag {
                     (entry, n)
                 }
             };
-            let end = self.instance(cur, body);
+            let end = self.instance(cur, &[], body);
             open = Some((entry, end));
             if (i as u64 + 1) % grain == 0 {
                 chunks.push(open.take().unwrap());
@@ -370,7 +391,8 @@ fn program() -> impl Strategy<Value = Vec<Stmt>> {
         let body = prop::collection::vec(inner, 0..6);
         prop_oneof![
             1 => body.clone().prop_map(Stmt::Call),
-            2 => body.clone().prop_map(Stmt::Spawn),
+            2 => (prop::collection::vec(0u64..4, 0..3), body.clone())
+                .prop_map(|(after, body)| Stmt::Spawn { after, body }),
             1 => (0u64..4, prop::collection::vec((0u64..5, body.clone()), 0..9), 0u64..5).prop_map(
                 |(grain, iterations, tail)| Stmt::Loop {
                     grain,

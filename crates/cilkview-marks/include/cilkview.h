@@ -106,6 +106,7 @@
 #define CV__KIND_LOOP_END 9
 #define CV__KIND_REGION_BEGIN 10
 #define CV__KIND_REGION_END 11
+#define CV__KIND_SPAWN_AFTER 12
 
 #define CV__STR2(x) #x
 #define CV__STR(x) CV__STR2(x)
@@ -157,6 +158,16 @@ __attribute__((always_inline, unused)) static inline int cv__mark_loop_begin(uns
                          ::"a"(grain)
                          : "memory");
     return 0;
+}
+
+/* Before a spawn mark: the child it spawns starts only after its sibling number `sibling`
+   (counted from 0 among the spawns of the current frame since its last sync) has ended.  One
+   per dependence; the operand is in %rax, at a NOP that begins a basic block, as the grain. */
+__attribute__((always_inline, unused)) static inline void cv__mark_spawn_after(unsigned long sibling)
+{
+    __asm__ __volatile__("jmp 2f\n2:\n\t" CV__NOP_ASM CV__RECORD_ASM(CV__KIND_SPAWN_AFTER, 0)
+                         ::"a"(sibling)
+                         : "memory");
 }
 __attribute__((always_inline, unused)) static inline int cv__mark_iteration_begin(void)
 {

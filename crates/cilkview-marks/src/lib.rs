@@ -68,11 +68,14 @@ pub enum MarkKind {
     RegionBegin,
     /// 11: end of a labeled region.
     RegionEnd,
+    /// 12: just before a spawn mark: the child it spawns starts only after a sibling ends; the
+    /// operand register holds the sibling's ordinal among the frame's spawns since its last sync.
+    SpawnAfter,
 }
 
 impl MarkKind {
     /// All kinds, in code order.
-    pub const ALL: [MarkKind; 11] = [
+    pub const ALL: [MarkKind; 12] = [
         MarkKind::FunctionEnter,
         MarkKind::FunctionExit,
         MarkKind::Spawn,
@@ -84,6 +87,7 @@ impl MarkKind {
         MarkKind::LoopEnd,
         MarkKind::RegionBegin,
         MarkKind::RegionEnd,
+        MarkKind::SpawnAfter,
     ];
 
     /// The kind byte of the record format.
@@ -117,6 +121,7 @@ impl MarkKind {
             MarkKind::LoopEnd => "loop_end",
             MarkKind::RegionBegin => "region_begin",
             MarkKind::RegionEnd => "region_end",
+            MarkKind::SpawnAfter => "spawn_after",
         }
     }
 }
@@ -134,7 +139,7 @@ pub struct Mark {
     /// Link-time virtual address of the NOP.
     pub address: u64,
     /// DWARF x86-64 register number holding the operand at the NOP (the grain of a
-    /// [`MarkKind::LoopBegin`]: 0 = `%rax`), if any.
+    /// [`MarkKind::LoopBegin`], the sibling of a [`MarkKind::SpawnAfter`]: 0 = `%rax`), if any.
     pub operand: Option<u16>,
     /// The label of a region mark.
     pub label: Option<String>,

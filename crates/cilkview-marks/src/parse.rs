@@ -273,7 +273,10 @@ fn parse_records(
         let Some(kind) = MarkKind::from_code(code) else {
             return Err(malformed(
                 offset,
-                format!("unknown mark kind {code} (known: 1..=11)"),
+                format!(
+                    "unknown mark kind {code} (known: 1..={})",
+                    MarkKind::ALL.len()
+                ),
             ));
         };
         let operand = match rest[2] {
@@ -331,7 +334,7 @@ mod tests {
             assert_eq!(MarkKind::from_code(kind.code()), Some(*kind));
         }
         assert_eq!(MarkKind::from_code(0), None);
-        assert_eq!(MarkKind::from_code(12), None);
+        assert_eq!(MarkKind::from_code(13), None);
     }
 
     #[test]

@@ -1,36 +1,88 @@
-/* depend.c -- task dependences: a task with `depend` clauses waits (a sync in the dag) only
- * when it depends on a sibling created since the creator's last sync: same address, one of
- * the two writing (out, inout, mutexinoutset, inoutset).  Exact for chains and for graphs
- * whose dependences go from one wave of siblings to the next (a diamond); where a task
- * depends on only some of the siblings before it, the sync waits for all of them (a lower
- * bound on the parallelism).
+/* depend.c -- task dependences: a task with `depend` clauses starts only after the siblings it
+ * depends on, those created since the creator's last sync with the same address, one of the
+ * two writing (out, inout, mutexinoutset, inoutset): one spawn-after mark per such sibling
+ * before the task's spawn mark, its operand the sibling's ordinal among the frame's spawns
+ * since its last sync (docs/engine.md, "Dependences between siblings").  Only the edges that
+ * are not implied are emitted: for each address, the readers since its last writer and that
+ * writer when there are none (an earlier writer is ordered before a later one).
  *
  * The dependences of the siblings since the last sync are kept per frame (a task, a parallel
  * region, a taskgroup) on one per-thread stack, ordered by frame depth: a frame's entries go
- * when it ends or syncs. */
-
-#define DEP_CAPACITY 4096
+ * when it ends or syncs.  The spawns of each open frame since its last sync are counted per
+ * depth (every MARK_SPAWN), so that a task's ordinal is the engine's. */
 
 struct dep {
     void *addr;
     unsigned depth;
+    unsigned ordinal; /* of the task, among its frame's spawns since the frame's last sync */
     unsigned char writes;
 };
 
 static TLS unsigned frame_depth; /* frames opened by this library and not ended */
-static TLS struct dep *deps;     /* allocated at the first task with dependences */
-static TLS unsigned dep_top;
+static TLS struct dep *deps;     /* grown at tasks with dependences */
+static TLS unsigned dep_top, dep_cap;
+/* The spawns of the open frame at each depth since its last sync: the first SPAWNS_NEAR depths
+   here (no allocation: a malloc would be counted in the program's work), deeper ones in `deep`
+   (depth SPAWNS_NEAR + i at i). */
+#define SPAWNS_NEAR 64
+static TLS unsigned spawns_near[SPAWNS_NEAR];
+static TLS unsigned *spawns_deep;
+static TLS unsigned spawns_deep_cap;
 
-/* The current frame syncs: its siblings' dependences are satisfied. */
+/* The counter of the frame at depth d >= SPAWNS_NEAR, NULL with no memory for it. */
+static __attribute__((noinline)) unsigned *spawn_count_deep(unsigned d)
+{
+    d -= SPAWNS_NEAR;
+    if (d >= spawns_deep_cap) {
+        unsigned cap = spawns_deep_cap ? 2 * spawns_deep_cap : 64;
+        while (cap <= d)
+            cap *= 2;
+        unsigned *grown = realloc(spawns_deep, cap * sizeof *grown);
+        if (!grown)
+            return NULL;
+        memset(grown + spawns_deep_cap, 0, (cap - spawns_deep_cap) * sizeof *grown);
+        spawns_deep = grown;
+        spawns_deep_cap = cap;
+    }
+    return &spawns_deep[d];
+}
+
+/* The counter of the current frame's spawns, NULL with no memory for it. */
+static inline unsigned *spawn_count(void)
+{
+    if (__builtin_expect(frame_depth < SPAWNS_NEAR, 1))
+        return &spawns_near[frame_depth];
+    return spawn_count_deep(frame_depth);
+}
+
+/* The current frame's spawns since its last sync are none. */
+static inline void spawns_reset(void)
+{
+    unsigned *n = spawn_count();
+    if (n)
+        *n = 0;
+}
+
+/* A spawn in the current frame (MARK_SPAWN). */
+static inline void frame_spawned(void)
+{
+    unsigned *n = spawn_count();
+    if (n)
+        ++*n;
+}
+
+/* The current frame syncs: its siblings' dependences are satisfied, its spawns counted anew. */
 static inline void deps_synced(void)
 {
     while (dep_top && deps[dep_top - 1].depth >= frame_depth)
         dep_top--;
+    spawns_reset();
 }
 
 static inline void frame_entered(void)
 {
     frame_depth++;
+    spawns_reset();
 }
 
 static inline void frame_ended(void)
@@ -81,35 +133,98 @@ static int deps_conflict(void **depend)
     return 0;
 }
 
-/* A task with dependences is about to be spawned: sync first if it depends on a sibling, then
-   record its dependences.  Returns 0 when they could not be recorded (no memory, too many):
-   the caller then syncs after the task too, so that no later sibling can miss them. */
-static int deps_before_spawn(void **depend)
+/* Room for n more dependences on the stack. */
+static int deps_reserve(size_t n)
 {
-    if (!deps) {
-        deps = calloc(DEP_CAPACITY, sizeof *deps);
-        if (!deps) {
-            MARK_SYNC();
-            return 0;
+    if (n > (1u << 30))
+        return 0;
+    if (dep_top + n <= dep_cap)
+        return 1;
+    unsigned cap = dep_cap ? 2 * dep_cap : 256;
+    while (cap < dep_top + n)
+        cap *= 2;
+    struct dep *grown = realloc(deps, cap * sizeof *grown);
+    if (!grown)
+        return 0;
+    deps = grown;
+    dep_cap = cap;
+    return 1;
+}
+
+#define DEP_TRACKED 64 /* a task with more dependences gets an edge per conflicting sibling */
+
+/* One spawn-after mark, unless it names the sibling the last one named (`last`). */
+static inline void spawn_after(unsigned ordinal, unsigned *last)
+{
+    if (ordinal != *last) {
+        COUNT(C_DEPEND_EDGES);
+        MARK_SPAWN_AFTER(ordinal);
+        *last = ordinal;
+    }
+}
+
+/* The spawn-after marks of a task with these n dependences: newest sibling first, per
+   dependence the readers since the last writer of its address (when it writes) and that writer
+   unless a reader came after it; then the older entries of that address are implied. */
+static void deps_edges(void **depend, size_t n)
+{
+    unsigned last = UINT_MAX;
+    unsigned k = dep_top;
+    if (n > DEP_TRACKED) {
+        for (; k > 0 && deps[k - 1].depth == frame_depth; k--) {
+            for (size_t i = 0; i < n; i++) {
+                void *addr;
+                int writes;
+                dep_at(depend, i, &addr, &writes);
+                if (deps[k - 1].addr == addr && (writes || deps[k - 1].writes))
+                    spawn_after(deps[k - 1].ordinal, &last);
+            }
+        }
+        return;
+    }
+    void *addr[DEP_TRACKED];
+    unsigned char writes[DEP_TRACKED], state[DEP_TRACKED]; /* state 1: a reader seen; 2: done */
+    for (size_t i = 0; i < n; i++) {
+        int w;
+        dep_at(depend, i, &addr[i], &w);
+        writes[i] = (unsigned char)w;
+        state[i] = 0;
+    }
+    size_t open = n;
+    for (; k > 0 && open && deps[k - 1].depth == frame_depth; k--) {
+        const struct dep *e = &deps[k - 1];
+        for (size_t i = 0; i < n; i++) {
+            if (state[i] == 2 || e->addr != addr[i] || !(writes[i] || e->writes))
+                continue;
+            if (!(e->writes && state[i] == 1))
+                spawn_after(e->ordinal, &last);
+            state[i] = e->writes ? 2 : 1;
+            open -= e->writes;
         }
     }
-    if (deps_conflict(depend)) {
-        COUNT(C_DEPEND_SYNCS);
-        MARK_SYNC();
-        deps_synced();
-    }
+}
+
+/* A task with dependences is about to be spawned: a spawn-after mark per sibling it depends
+   on, then its dependences recorded.  Returns 0 when they could not be recorded (no memory):
+   it then syncs before the task, and the caller after it, so that no later sibling can miss
+   them. */
+static int deps_before_spawn(void **depend)
+{
     size_t n = dep_count(depend);
-    if (dep_top + n > DEP_CAPACITY) {
+    unsigned *ordinal = spawn_count();
+    if (!ordinal || !deps_reserve(n)) {
         MARK_SYNC();
         deps_synced();
         return 0;
     }
+    deps_edges(depend, n);
     for (size_t i = 0; i < n; i++) {
         struct dep *d = &deps[dep_top++];
         int writes;
         dep_at(depend, i, &d->addr, &writes);
         d->writes = (unsigned char)writes;
         d->depth = frame_depth;
+        d->ordinal = *ordinal;
     }
     return 1;
 }

@@ -1,6 +1,7 @@
 /* state.c -- per-thread state, the marks, the counters and the counts file. */
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +16,13 @@
 /* ---- the marks (cilkview.h's records, placed by hand: the frames are libgomp's) ---- */
 #define MARK_ENTER() CV__MARK(CV__KIND_FUNCTION_ENTER)
 #define MARK_EXIT() CV__MARK(CV__KIND_FUNCTION_EXIT)
-#define MARK_SPAWN() CV__MARK(CV__KIND_SPAWN)
+/* Every spawn is counted in its frame (depend.c): dependences name siblings by ordinal. */
+#define MARK_SPAWN()                                                                               \
+    do {                                                                                           \
+        frame_spawned();                                                                           \
+        CV__MARK(CV__KIND_SPAWN);                                                                  \
+    } while (0)
+#define MARK_SPAWN_AFTER(sibling) cv__mark_spawn_after(sibling)
 #define MARK_SPAWN_RETURN() CV__MARK(CV__KIND_SPAWN_RETURN)
 #define MARK_SYNC() CV__MARK(CV__KIND_SYNC)
 #define MARK_LOOP_BEGIN() cv__mark_loop_begin(1)
@@ -84,7 +91,7 @@ enum counter {
     C_UNDEFERRED,
     C_DETACHED,
     C_DEPEND,
-    C_DEPEND_SYNCS,
+    C_DEPEND_EDGES,
     C_TASKLOOPS,
     C_TASKLOOP_TASKS,
     C_LOOPS,
@@ -103,7 +110,7 @@ enum counter {
 };
 static const char *const counter_names[C_COUNT] = {
     "parallel_regions", "serial_parallel_regions", "tasks", "undeferred_tasks", "detached_tasks",
-    "depend_tasks", "depend_syncs", "taskloops", "taskloop_tasks", "loops", "chunks", "sections",
+    "depend_tasks", "depend_edges", "taskloops", "taskloop_tasks", "loops", "chunks", "sections",
     "serial_worksharing", "taskwaits", "taskwait_depends", "taskgroups", "barriers",
     "critical", "atomic", "ordered", "virtual_team_regions",
 };

@@ -1,0 +1,214 @@
+//! The engine's frames: one per open function instance, spawned child, loop iteration or loop,
+//! with what each keeps while it runs (docs/engine.md, "The algorithm: a stack of frames").
+
+use crate::event::RegionId;
+use crate::loops::LoopState;
+use crate::paths::{Cost, End, Paths};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FrameKind {
+    Root = 0,
+    Function = 1,
+    Spawn = 2,
+    Iteration = 3,
+    Loop = 4,
+}
+
+pub(crate) const FRAME_KINDS: usize = 5;
+
+#[derive(Clone, Debug)]
+pub(crate) struct OpenRegion {
+    pub(crate) id: RegionId,
+    pub(crate) paths: Paths,
+    pub(crate) spawns_at_begin: u64,
+    pub(crate) syncs_at_begin: u64,
+    /// The frame's children since its last sync that were spawned before the region began
+    /// (their strands are not in the region's sub-dag: a dependence on them is not its edge).
+    pub(crate) first: usize,
+    /// Where the frame's children spawned in the region since the frame's last sync end, in the
+    /// region's paths (child `first + i` at `i`).
+    pub(crate) ends: Vec<End>,
+    /// The dependences of the next child spawned, in the region's paths.
+    pub(crate) after: End,
+}
+
+/// What few frames have: regions opened in them, or a loop's state (boxed, so that the frames
+/// of plain calls and spawns stay small and cheap to push and pop).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct FrameExtra {
+    /// Regions opened in this frame, innermost last.
+    pub(crate) regions: Vec<OpenRegion>,
+    /// Only for `FrameKind::Loop`.
+    pub(crate) lp: Option<LoopState>,
+    /// For a loop: the running total up to which the loop's own strands (its control code) were
+    /// given to `lp` (strands are not added one by one: see `Paths`).
+    pub(crate) settled: u64,
+    /// Where the siblings the next spawned child depends on end (`SpawnAfter`): it starts no
+    /// earlier.
+    pub(crate) after: End,
+}
+
+impl FrameExtra {
+    /// For a loop: its own strands up to the running total `upto` into its state, which is
+    /// returned.
+    pub(crate) fn settle(&mut self, upto: u64) -> Option<&mut LoopState> {
+        let lp = self.lp.as_mut()?;
+        lp.serial(Cost::strand(upto.wrapping_sub(self.settled)));
+        self.settled = upto;
+        Some(lp)
+    }
+
+    /// For a loop: a part of it that began at the running total `start` (an iteration, or a
+    /// call, a spawn or a loop in its control code) ended, the running total being `acc` now:
+    /// the loop's control code up to `start` into its state, then `f` gives it the part. Whether
+    /// this is a loop (if not, nothing was done).
+    pub(crate) fn loop_part_ended(
+        &mut self,
+        start: u64,
+        acc: u64,
+        f: impl FnOnce(&mut LoopState),
+    ) -> bool {
+        let Some(lp) = self.settle(start) else {
+            return false;
+        };
+        f(lp);
+        self.settled = acc;
+        true
+    }
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Frame {
+    pub(crate) kind: FrameKind,
+    pub(crate) paths: Paths,
+    /// Where this frame's children spawned since its last sync begin in the engine's `ends`
+    /// (children of the top frame only: those of the frames below it are there too, below).
+    pub(crate) base: usize,
+    pub(crate) extra: Option<Box<FrameExtra>>,
+}
+
+impl Frame {
+    /// A frame that begins when the running total is `acc`.
+    pub(crate) fn new(kind: FrameKind, acc: u64) -> Self {
+        Frame {
+            kind,
+            paths: Paths::new(acc),
+            base: 0,
+            extra: None,
+        }
+    }
+
+    pub(crate) fn new_loop(grain: u64, acc: u64) -> Self {
+        Frame {
+            extra: Some(Box::new(FrameExtra {
+                regions: Vec::new(),
+                lp: Some(LoopState::new(grain)),
+                settled: acc,
+                after: End::default(),
+            })),
+            ..Frame::new(FrameKind::Loop, acc)
+        }
+    }
+
+    /// The regions open in this frame (none: an empty slice).
+    pub(crate) fn regions(&mut self) -> &mut [OpenRegion] {
+        match &mut self.extra {
+            Some(x) => &mut x.regions,
+            None => &mut [],
+        }
+    }
+
+    /// A part that ran in series in this frame (a call, a loop) ended with measures `c`: it
+    /// began when the running total was `start`, which is `acc` now.
+    pub(crate) fn serial(&mut self, c: Cost, start: u64, acc: u64) {
+        match &mut self.extra {
+            None => self.paths.serial(c),
+            Some(x) => {
+                if x.loop_part_ended(start, acc, |lp| lp.serial(c)) {
+                    return;
+                }
+                self.paths.serial(c);
+                for r in &mut x.regions {
+                    r.paths.serial(c);
+                }
+            }
+        }
+    }
+
+    /// A child spawned when the running total was `start` returned with measures `c`; the
+    /// running total is `acc` now. Where its paths end goes on `ends` (it is this frame's
+    /// child number `ends.len() - base`).
+    pub(crate) fn child_returned(
+        &mut self,
+        c: Cost,
+        start: u64,
+        burden: u64,
+        acc: u64,
+        ends: &mut Vec<End>,
+    ) {
+        // A spawn in a loop's control code (not inside an iteration): no frame to own it, so it
+        // is measured as serial code of the loop.
+        let in_loop = |x: &mut Box<FrameExtra>| x.loop_part_ended(start, acc, |lp| lp.serial(c));
+        if self.extra.as_mut().is_some_and(in_loop) {
+            return;
+        }
+        let after = self
+            .extra
+            .as_mut()
+            .map_or(End::default(), |x| std::mem::take(&mut x.after));
+        ends.push(self.paths.child_returned(c, start, burden, after));
+        for r in self.regions() {
+            let after = std::mem::take(&mut r.after);
+            let end = r.paths.child_returned(c, start, burden, after);
+            r.ends.push(end);
+        }
+    }
+
+    /// An iteration that began when the running total was `start` ended with measures `c`; the
+    /// running total is `acc` now.
+    pub(crate) fn iteration_ended(&mut self, c: Cost, start: u64, burden: u64, acc: u64) {
+        let in_loop = |x: &mut Box<FrameExtra>| {
+            x.loop_part_ended(start, acc, |lp| lp.end_iteration(c, burden))
+        };
+        if !self.extra.as_mut().is_some_and(in_loop) {
+            self.serial(c, start, acc);
+        }
+    }
+
+    /// Joins the outstanding children (theirs ends are on `ends` from `base`), the running total
+    /// being `acc`; returns whether there were any.
+    pub(crate) fn sync(&mut self, acc: u64, ends: &mut Vec<End>) -> bool {
+        let had = ends.len() > self.base;
+        ends.truncate(self.base);
+        self.paths.sync(acc);
+        if let Some(x) = &mut self.extra {
+            x.after = End::default();
+            for r in &mut x.regions {
+                r.paths.sync(acc);
+                r.first = 0;
+                r.ends.clear();
+                r.after = End::default();
+            }
+        }
+        had
+    }
+
+    /// The next child this frame spawns starts no earlier than its child `sibling` ends (the
+    /// `ends` of the children since its last sync begin at `base`); none such: no constraint.
+    pub(crate) fn spawn_after(&mut self, sibling: u64, ends: &[End]) {
+        let Some(end) = usize::try_from(sibling)
+            .ok()
+            .and_then(|j| ends.get(self.base.checked_add(j)?))
+        else {
+            return;
+        };
+        let x = self.extra.get_or_insert_with(Box::default);
+        x.after = x.after.max(*end);
+        for r in &mut x.regions {
+            let k = usize::try_from(sibling).unwrap_or(usize::MAX);
+            if let Some(e) = k.checked_sub(r.first).and_then(|k| r.ends.get(k)) {
+                r.after = r.after.max(*e);
+            }
+        }
+    }
+}
