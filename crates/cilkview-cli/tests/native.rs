@@ -190,7 +190,7 @@ fn attach_auto_without_a_pmu_picks_native() {
     );
     let r: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let mode = r["counter"]["mode"].as_str().unwrap().to_string();
-    if mode == "hardware" {
+    if mode == "hw" {
         cilkview_fixtures::skip("a hardware counter is available: auto takes it first");
     } else {
         assert_eq!(mode, "native", "{r}");

@@ -207,7 +207,7 @@ fn emulate_equals_step_under_openmp() {
         &["--openmp", "--counter", "step"],
         &["tasks", "4", "200"],
     );
-    if step.json["counter"]["mode"] != "single-step" {
+    if step.json["counter"]["mode"] != "step" {
         skip("single-stepping not available here");
         return;
     }
