@@ -288,33 +288,78 @@ impl Native {
 
     /// Signal `sig` is about to be delivered to `tid`: if the thread is inside a stub, run it
     /// out first (a handler hitting a mark would share the stub's record), draining its slot
-    /// so that a stub waiting for room goes on.
+    /// so that a stub waiting for room goes on. Every signal but SIGTRAP is blocked meanwhile
+    /// (`PTRACE_SETSIGMASK`, the program's mask put back after): signals arriving during the
+    /// steps stay pending for the program instead of stopping it before each step, which,
+    /// with signals coming faster than a step's round trip (a fast timer, a loaded machine),
+    /// kept the thread from ever leaving the stub.
     fn leave_stubs(&mut self, tid: Tid) -> Result<(), TraceError> {
-        for _ in 0..100_000 {
+        let Some(region) = self.region.as_ref() else {
+            return Ok(());
+        };
+        let Some(regs) = regs_unless_gone(tid)? else {
+            return Ok(());
+        };
+        if !region.in_stubs(regs.rip) {
+            return Ok(());
+        }
+        let mask = match sys::getsigmask(tid) {
+            Ok(m) => m,
+            Err(Errno::ESRCH) => return Ok(()),
+            Err(e) => return Err(ptrace_err("GETSIGMASK", tid)(e)),
+        };
+        match sys::setsigmask(tid, STEPPING_MASK) {
+            Ok(()) => {}
+            Err(Errno::ESRCH) => return Ok(()),
+            Err(e) => return Err(ptrace_err("SETSIGMASK", tid)(e)),
+        }
+        if !self.step_out_of_stubs(tid)? {
+            return Ok(()); // the thread is gone
+        }
+        match sys::setsigmask(tid, mask) {
+            Ok(()) | Err(Errno::ESRCH) => Ok(()),
+            Err(e) => Err(ptrace_err("SETSIGMASK", tid)(e)),
+        }
+    }
+
+    /// Single-step `tid` until its `%rip` is out of the stub pages (a stub and its slow path
+    /// are a few hundred instructions once the slot is drained; the bound only guards against
+    /// a hang). Returns false if it died.
+    fn step_out_of_stubs(&mut self, tid: Tid) -> Result<bool, TraceError> {
+        for _ in 0..1_000_000 {
             let Some(region) = self.region.as_ref() else {
-                return Ok(());
+                return Ok(true);
             };
             let Some(regs) = regs_unless_gone(tid)? else {
-                return Ok(());
+                return Ok(false);
             };
             if !region.in_stubs(regs.rip) {
-                return Ok(());
+                return Ok(true);
             }
             self.collect(tid);
-            if sys::step(tid, 0).is_err() {
-                return Ok(());
+            match sys::step(tid, 0) {
+                Ok(()) => {}
+                Err(Errno::ESRCH) => return Ok(false),
+                Err(e) => return Err(ptrace_err("SINGLESTEP", tid)(e)),
             }
             match sys::wait_for(tid).map_err(TraceError::Wait)? {
+                // Only what cannot be blocked stops it here (SIGSTOP, a SIGTRAP of its own).
                 Wait::Stopped { sig, event: 0, .. } if sig != libc::SIGTRAP => {
                     self.deferred.entry(tid).or_default().push(sig)
                 }
                 Wait::Stopped { .. } => {}
-                Wait::Exited(..) | Wait::Signaled(..) => return Ok(()),
+                Wait::Exited(..) | Wait::Signaled(..) => return Ok(false),
             }
         }
-        Ok(())
+        Ok(true)
     }
 }
+
+/// The signal mask while a thread is stepped out of a stub: all but SIGTRAP (the step's own
+/// trap: a forced signal found blocked would reset the program's handler) and the two that
+/// cannot be blocked.
+const STEPPING_MASK: u64 =
+    !((1 << (libc::SIGTRAP - 1)) | (1 << (libc::SIGKILL - 1)) | (1 << (libc::SIGSTOP - 1)));
 
 /// The index of `addr` in its group.
 fn code_index(group: &[u64], addr: u64) -> usize {
