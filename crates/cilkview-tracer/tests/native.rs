@@ -23,6 +23,22 @@ fn available() -> bool {
     }
 }
 
+/// The probes source of a run: `probes` in the executable `exe_name` (canonical), none elsewhere.
+fn in_exe<'a>(
+    exe_name: &'a Path,
+    probes: &'a [Probe],
+) -> impl FnMut(&Path) -> Result<Vec<Probe>, String> + 'a {
+    move |image| {
+        Ok(
+            if std::fs::canonicalize(image).ok().as_deref() == Some(exe_name) {
+                probes.to_vec()
+            } else {
+                vec![]
+            },
+        )
+    }
+}
+
 fn opts(exe: &Path, args: &[&str]) -> TraceOptions {
     TraceOptions {
         program: exe.to_path_buf(),
@@ -38,19 +54,9 @@ fn opts(exe: &Path, args: &[&str]) -> TraceOptions {
 fn trace(exe: &Path, args: &[&str], probes: Vec<Probe>) -> (Outcome, Vec<TraceEvent>) {
     let mut events = vec![];
     let exe_name = std::fs::canonicalize(exe).unwrap();
-    let out = run(
-        &opts(exe, args),
-        |image| {
-            Ok(
-                if std::fs::canonicalize(image).ok().as_deref() == Some(&exe_name) {
-                    probes.clone()
-                } else {
-                    vec![]
-                },
-            )
-        },
-        |e| events.push(e),
-    )
+    let out = run(&opts(exe, args), in_exe(&exe_name, &probes), |e| {
+        events.push(e)
+    })
     .unwrap();
     assert_costs_add_up(out.total_instructions, &events);
     (out, events)
@@ -271,15 +277,7 @@ int main(void) {
             bind_cpu: false,
             env: Vec::new(),
         },
-        |image| {
-            Ok(
-                if std::fs::canonicalize(image).ok().as_deref() == Some(&exe_name) {
-                    probes.clone()
-                } else {
-                    vec![]
-                },
-            )
-        },
+        in_exe(&exe_name, &probes),
         |e| events.push(e),
     )
     .unwrap();
@@ -348,15 +346,7 @@ fn a_leaf_functions_red_zone_is_untouched() {
                 bind_cpu: false,
                 env: Vec::new(),
             },
-            |image| {
-                Ok(
-                    if std::fs::canonicalize(image).ok().as_deref() == Some(&exe_name) {
-                        probes.clone()
-                    } else {
-                        vec![]
-                    },
-                )
-            },
+            in_exe(&exe_name, &probes),
             |e| n += matches!(e, TraceEvent::Hit { .. }) as u64,
         )
         .unwrap();
