@@ -18,17 +18,17 @@
 
 #![forbid(unsafe_code)]
 
+mod entry_points;
 mod labels;
-mod measure;
 mod nesting;
 mod progress;
 mod session;
 mod sites;
 
-pub use labels::region_labels;
-pub use measure::{
+pub use entry_points::{
     attach, check_program, command_line, run, Analysis, AttachRequest, Model, RunRequest,
 };
+pub use labels::region_labels;
 pub use progress::{Progress, HITS_STEP};
 pub use session::{MarksReader, Session};
 

@@ -82,7 +82,7 @@ impl Problem {
 /// Where a probe's mark is: its kind, the image (index in the session's images) and its link-time
 /// address.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) struct Site {
+pub(crate) struct MarkPlace {
     pub image: usize,
     pub address: u64,
     pub kind: MarkKind,
@@ -91,7 +91,7 @@ pub(crate) struct Site {
 /// The nesting problems seen, per mark (`None`: at the end of a thread's stream).
 #[derive(Default)]
 pub(crate) struct Nesting {
-    seen: BTreeMap<(Problem, Option<Site>), u64>,
+    seen: BTreeMap<(Problem, Option<MarkPlace>), u64>,
 }
 
 /// How many problem sites the warning lists.
@@ -100,7 +100,7 @@ const LISTED: usize = 5;
 impl Nesting {
     /// Records what changed between `before` and `after`, caused by the mark at `site`.
     #[inline]
-    pub fn record(&mut self, site: Option<Site>, before: &Anomalies, after: &Anomalies) {
+    pub fn record(&mut self, site: Option<MarkPlace>, before: &Anomalies, after: &Anomalies) {
         if before == after {
             return;
         }
@@ -112,7 +112,7 @@ impl Nesting {
     /// The warning, if any problem is left once those a partial stream explains are dropped.
     /// `images` names the session's images.
     pub fn warning(&self, images: &[(PathBuf, usize)], partial: bool) -> Option<String> {
-        let mut items: Vec<(&(Problem, Option<Site>), &u64)> = self
+        let mut items: Vec<(&(Problem, Option<MarkPlace>), &u64)> = self
             .seen
             .iter()
             .filter(|((p, _), _)| !(partial && p.explained_by_partial_stream()))

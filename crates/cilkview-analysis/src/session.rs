@@ -10,7 +10,7 @@ use cilkview_events::{EventSink, HitsTotal, PackedHit, Probe, TraceEvent};
 use cilkview_marks::{has_marks_section, read_marks, MarkKind, MarkedImage};
 use cilkview_report::{RunInfo, RunReport};
 
-use crate::nesting::{Nesting, Site};
+use crate::nesting::{MarkPlace, Nesting};
 use crate::sites::Sites;
 use crate::{Progress, HITS_STEP};
 
@@ -59,7 +59,7 @@ pub struct Session<'a> {
     /// asked for them: the engine's event (region labels interned; a loop's grain comes with
     /// each hit), and apart (read only for warnings) where the mark is.
     kinds: Vec<EventKind>,
-    marks: Vec<Site>,
+    marks: Vec<MarkPlace>,
     labels: Labels,
     /// Every image (executable or library) whose marks were read, with its number of marks.
     images: Vec<(PathBuf, usize)>,
@@ -265,7 +265,7 @@ impl EventSink for Session<'_> {
                 // The sibling is the hit's operand; none names no sibling (no constraint).
                 MarkKind::SpawnAfter => EventKind::SpawnAfter { sibling: u64::MAX },
             };
-            let site = Site {
+            let site = MarkPlace {
                 image: index,
                 address: m.address,
                 kind: m.kind,
@@ -358,7 +358,7 @@ impl EventSink for Session<'_> {
 /// The session's parts a hit of one thread touches (see [`Session::hit_path`]).
 struct HitPath<'s> {
     kinds: &'s [EventKind],
-    marks: &'s [Site],
+    marks: &'s [MarkPlace],
     sites: &'s mut Option<Sites>,
     nesting: &'s mut Nesting,
     /// The thread's engine, its anomalies as last seen and their count.

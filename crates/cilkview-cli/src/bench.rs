@@ -13,8 +13,8 @@ use cilkview_bench::{
     Progress,
 };
 use cilkview_report::{
-    read_json, render_plot, Exporter, MeasuredPoint, PlotExporter, PlotFormat, Profile,
-    Reservation, RunReport,
+    read_json, render_plot, Exporter, MeasuredPoint, PlotExporter, PlotFormat, Reservation,
+    RunReport, SpeedupPlot,
 };
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -433,13 +433,13 @@ pub fn bench(args: BenchArgs) -> Result<ExitCode> {
             }
             None => {
                 let max_cores = measured.iter().map(|m| m.cores).max().unwrap_or(1);
-                let profile = Profile {
+                let plot = SpeedupPlot {
                     program: report.program.clone(),
                     prediction: None,
                     measured,
                     max_cores,
                 };
-                render_plot(&profile, PlotFormat::of(path)?)?
+                render_plot(&plot, PlotFormat::of(path)?)?
             }
         };
         write(path, &bytes)?;

@@ -8,8 +8,8 @@ use crate::frame::{Frame, FrameKind, OpenRegion, FRAME_KINDS};
 use crate::measures::{Anomalies, Measures, RegionMeasures, Report};
 use crate::observer::Observer;
 use crate::paths::{End, Paths};
+use crate::profile::cilkprof::Profiler;
 use crate::profile::CallSite;
-use crate::profiler::Profiler;
 
 /// Cilkview's default burden: the cost of a steal, in instructions, put on every continuation edge.
 pub const DEFAULT_BURDEN: u64 = 15_000;

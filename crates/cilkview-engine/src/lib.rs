@@ -50,9 +50,7 @@ mod loops;
 mod measures;
 mod observer;
 mod paths;
-mod prof;
 mod profile;
-mod profiler;
 
 pub use engine::{Config, Engine, DEFAULT_BURDEN, DEFAULT_BURDEN_NS};
 pub use event::{Event, EventKind, RegionId};

@@ -3,8 +3,8 @@
 //! away, so the hot path carries no "is profiling on?" tests.
 
 use crate::frame::FrameKind;
+use crate::profile::cilkprof::Profiler;
 use crate::profile::CallSite;
-use crate::profiler::Profiler;
 
 pub(crate) trait Observer {
     /// Whether the observer needs a frame for every function instance (the engine's leaf

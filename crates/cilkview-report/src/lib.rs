@@ -43,7 +43,7 @@ pub use model::{
 };
 pub use openmp::{OpenMpCount, OpenMpReport, ThreadIdSite};
 pub use plot::{
-    render_plot, MeasuredPoint, PlotExporter, PlotFormat, Prediction, Profile, PLOT_SIZE,
+    render_plot, MeasuredPoint, PlotExporter, PlotFormat, Prediction, SpeedupPlot, PLOT_SIZE,
 };
 pub use prediction::predicted;
 pub use text::TextExporter;

@@ -29,7 +29,7 @@ pub struct MeasuredPoint {
     pub max: f64,
 }
 
-/// The predicted part of a profile.
+/// The predicted part of a plot.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Prediction {
     pub measures: Measures,
@@ -38,9 +38,9 @@ pub struct Prediction {
     pub task_cost: u64,
 }
 
-/// Everything one picture shows.
+/// Everything one speedup plot shows (a plotters or gnuplot picture).
 #[derive(Clone, Debug, PartialEq)]
-pub struct Profile {
+pub struct SpeedupPlot {
     /// The program's name, for the title.
     pub program: String,
     pub prediction: Option<Prediction>,
@@ -49,13 +49,13 @@ pub struct Profile {
     pub max_cores: u32,
 }
 
-impl Profile {
+impl SpeedupPlot {
     /// The prediction of a report with `measured`. The x axis spans the report's table (its
     /// `--max-cores`) when nothing was measured; with measurements, the cores measured, and at
     /// least 8 so that the prediction's shape shows beyond a small machine.
-    pub fn of_report(report: &RunReport, measured: Vec<MeasuredPoint>) -> Profile {
+    pub fn of_report(report: &RunReport, measured: Vec<MeasuredPoint>) -> SpeedupPlot {
         let widest = measured.iter().map(|m| m.cores).max();
-        Profile {
+        SpeedupPlot {
             program: report.program.clone(),
             prediction: Some(Prediction {
                 measures: report.measures(),
@@ -119,8 +119,8 @@ fn register_fonts() {
     });
 }
 
-/// Draws `profile` as SVG or PNG bytes.
-pub fn render_plot(profile: &Profile, format: PlotFormat) -> Result<Vec<u8>, ExportError> {
+/// Draws `plot` as SVG or PNG bytes.
+pub fn render_plot(plot: &SpeedupPlot, format: PlotFormat) -> Result<Vec<u8>, ExportError> {
     register_fonts();
     let plot_err = |e: String| ExportError::Plot(e);
     match format {
@@ -128,7 +128,7 @@ pub fn render_plot(profile: &Profile, format: PlotFormat) -> Result<Vec<u8>, Exp
             let mut svg = String::new();
             {
                 let root = SVGBackend::with_string(&mut svg, PLOT_SIZE).into_drawing_area();
-                draw::draw(&root, profile).map_err(plot_err)?;
+                draw::draw(&root, plot).map_err(plot_err)?;
                 root.present().map_err(|e| plot_err(e.to_string()))?;
             }
             Ok(svg.into_bytes())
@@ -138,7 +138,7 @@ pub fn render_plot(profile: &Profile, format: PlotFormat) -> Result<Vec<u8>, Exp
             let mut rgb = vec![0u8; (w * h * 3) as usize];
             {
                 let root = BitMapBackend::with_buffer(&mut rgb, PLOT_SIZE).into_drawing_area();
-                draw::draw(&root, profile).map_err(plot_err)?;
+                draw::draw(&root, plot).map_err(plot_err)?;
                 root.present().map_err(|e| plot_err(e.to_string()))?;
             }
             let mut png = Vec::new();
@@ -165,10 +165,10 @@ impl Exporter for PlotExporter {
 
     fn render(&self, report: &RunReport) -> Result<Vec<Artifact>, ExportError> {
         let format = PlotFormat::of(&self.path)?;
-        let profile = Profile::of_report(report, self.measured.clone());
+        let plot = SpeedupPlot::of_report(report, self.measured.clone());
         Ok(vec![Artifact {
             destination: Destination::File(self.path.clone()),
-            bytes: render_plot(&profile, format)?,
+            bytes: render_plot(&plot, format)?,
         }])
     }
 }

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use cilkview_report::{
     read_json, render_plot, Destination, Exporter, MeasuredPoint, PlotExporter, PlotFormat,
-    Profile, RunReport, PLOT_SIZE,
+    RunReport, SpeedupPlot, PLOT_SIZE,
 };
 
 fn figure6() -> RunReport {
@@ -101,16 +101,16 @@ fn svg_names_every_series_and_the_parallelisms() {
 
 #[test]
 fn measured_only_and_bad_extension() {
-    let profile = Profile {
+    let plot = SpeedupPlot {
         program: "./omp_loop".into(),
         prediction: None,
         measured: figure2_measured()[..2].to_vec(),
         max_cores: 2,
     };
-    let png = render_plot(&profile, PlotFormat::Png).unwrap();
+    let png = render_plot(&plot, PlotFormat::Png).unwrap();
     keep("measured_only.png", &png);
     assert_eq!(png_size(&png), PLOT_SIZE);
-    let svg = String::from_utf8(render_plot(&profile, PlotFormat::Svg).unwrap()).unwrap();
+    let svg = String::from_utf8(render_plot(&plot, PlotFormat::Svg).unwrap()).unwrap();
     assert!(svg.contains("omp_loop: measured speedup"));
     let err = PlotFormat::of(Path::new("out.pdf")).unwrap_err();
     assert_eq!(

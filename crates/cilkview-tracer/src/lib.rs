@@ -26,10 +26,10 @@ mod backend;
 #[allow(unsafe_code)]
 mod counter;
 mod emulate;
-mod forward;
 mod probe_check;
 mod procfs;
 mod ptrace;
+mod signals;
 #[allow(unsafe_code)]
 mod sys;
 
@@ -38,10 +38,7 @@ use std::path::{Path, PathBuf};
 
 #[doc(hidden)]
 pub use attach::attach_breakpoints_only;
-pub use attach::{
-    attach, ignore_terminal_interrupts, survive_tool_death, AttachOptions, AttachOutcome,
-    SignalGuard, StopFlag, TerminalInterruptGuard, STOP_SIGNALS,
-};
+pub use attach::{attach, AttachOptions, AttachOutcome};
 pub use emulate::{emulator_available, read_shebang, run_emulated, EmulationNotes, CPU_MODEL};
 
 #[doc(hidden)]
@@ -53,7 +50,10 @@ pub use backend::{
 pub use cilkview_events::{
     CounterInfo, CounterMode, Ending, EventSink, ExitStatus, Outcome, Probe, TraceEvent,
 };
-pub use forward::{forward_signals, ForwardGuard, FORWARDED_SIGNALS};
+pub use signals::{
+    forward_signals, ignore_terminal_interrupts, survive_tool_death, ForwardGuard, SignalGuard,
+    StopFlag, TerminalInterruptGuard, FORWARDED_SIGNALS, STOP_SIGNALS,
+};
 
 /// What to run and how to count.
 #[derive(Clone, Debug)]

@@ -6,7 +6,7 @@ use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::Profile;
+use super::SpeedupPlot;
 
 const BAND: RGBColor = RGBColor(0xbc, 0xd6, 0xee);
 const WORK: RGBColor = RGBColor(0x55, 0x55, 0x55);
@@ -19,12 +19,12 @@ fn ticks(max: u32) -> usize {
     max.min(12) as usize
 }
 
-fn title(profile: &Profile) -> String {
-    let name = Path::new(&profile.program)
+fn title(plot: &SpeedupPlot) -> String {
+    let name = Path::new(&plot.program)
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| profile.program.clone());
-    match &profile.prediction {
+        .unwrap_or_else(|| plot.program.clone());
+    match &plot.prediction {
         Some(p) => format!(
             "{name}: parallelism {:.2}, burdened parallelism {:.2}",
             p.measures.parallelism(),
@@ -64,23 +64,23 @@ fn work_law<DB: DrawingBackend>(
 
 pub fn draw<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
-    profile: &Profile,
+    plot: &SpeedupPlot,
 ) -> Result<(), String> {
     let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     root.fill(&WHITE).map_err(e)?;
-    let curve = profile.curve();
-    let xmax = f64::from(profile.max_cores.max(2));
+    let curve = plot.curve();
+    let xmax = f64::from(plot.max_cores.max(2));
     // Room above the highest curve or point for the legend.
     let top = curve
         .iter()
         .flatten()
         .map(|c| c.2)
-        .chain(profile.measured.iter().map(|m| m.max))
+        .chain(plot.measured.iter().map(|m| m.max))
         .fold(1.0f64, f64::max);
     let ymax = top * 1.45;
 
     let mut chart = ChartBuilder::on(root)
-        .caption(title(profile), ("sans-serif", 24).into_font())
+        .caption(title(plot), ("sans-serif", 24).into_font())
         .margin(18)
         .x_label_area_size(50)
         .y_label_area_size(60)
@@ -88,7 +88,7 @@ pub fn draw<DB: DrawingBackend>(
         .map_err(e)?;
     chart
         .configure_mesh()
-        .x_labels(ticks(profile.max_cores.max(2)))
+        .x_labels(ticks(plot.max_cores.max(2)))
         .x_desc("Cores (P)")
         .y_desc("Speedup T(1)/T(P)")
         .axis_desc_style(("sans-serif", 18))
@@ -106,7 +106,7 @@ pub fn draw<DB: DrawingBackend>(
         .draw()
         .map_err(e)?;
 
-    if let (Some(curve), Some(pred)) = (&curve, &profile.prediction) {
+    if let (Some(curve), Some(pred)) = (&curve, &plot.prediction) {
         let mut band: Vec<(f64, f64)> = curve.iter().map(|c| (c.0, c.1)).collect();
         band.extend(curve.iter().rev().map(|c| (c.0, c.2)));
         chart
@@ -138,14 +138,14 @@ pub fn draw<DB: DrawingBackend>(
             .map_err(e)?
             .label("Burdened speedup (lower bound)")
             .legend(|(x, y)| PathElement::new([(x, y), (x + 24, y)], BURDENED.stroke_width(3)));
-    } else if !profile.measured.is_empty() {
+    } else if !plot.measured.is_empty() {
         // No prediction: the work law alone, for scale.
         work_law(&mut chart, xmax.min(ymax), "Linear speedup")?;
     }
 
-    if !profile.measured.is_empty() {
+    if !plot.measured.is_empty() {
         chart
-            .draw_series(profile.measured.iter().map(|m| {
+            .draw_series(plot.measured.iter().map(|m| {
                 ErrorBar::new_vertical(
                     f64::from(m.cores),
                     m.min,
@@ -158,7 +158,7 @@ pub fn draw<DB: DrawingBackend>(
             .map_err(e)?;
         chart
             .draw_series(
-                profile.measured.iter().map(|m| {
+                plot.measured.iter().map(|m| {
                     Cross::new((f64::from(m.cores), m.median), 7, MEASURED.stroke_width(3))
                 }),
             )

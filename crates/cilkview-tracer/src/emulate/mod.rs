@@ -69,13 +69,13 @@ pub fn run_emulated(
     let mut launched = launch::launch(&emu, &program, &how, opts)?;
     let pid = launched.child.id() as i32;
     // Signals sent to the tool go to QEMU, which delivers them to the program.
-    crate::forward::launched(pid);
-    let mut s = Session::new(pid, opts.program.clone());
+    crate::signals::forward::launched(pid);
+    let mut s = EmulatedRun::new(pid, opts.program.clone());
     let pumped = s.pump(&mut launched, sink);
     if let Err(e) = pumped {
         let _ = launched.child.kill();
         let _ = launched.child.wait();
-        crate::forward::ended();
+        crate::signals::forward::ended();
         return Err(e);
     }
     let status = launched.child.wait().map_err(TraceError::Wait);
@@ -84,7 +84,7 @@ pub fn run_emulated(
         s.leftovers(&mut launched.threads, &mut launched.replies, sink)?;
     }
     drop(launched.replies);
-    crate::forward::ended();
+    crate::signals::forward::ended();
     let status = status?;
     let status = s.finish(status, sink)?;
     let notes = EmulationNotes {
@@ -117,7 +117,7 @@ fn bad(m: String) -> TraceError {
 }
 
 /// The analyzer's side of one run.
-struct Session {
+struct EmulatedRun {
     pid: i32,
     program: PathBuf,
     next: usize,
@@ -158,9 +158,9 @@ struct Session {
     unexplained: Option<i32>,
 }
 
-impl Session {
-    fn new(pid: i32, program: PathBuf) -> Session {
-        Session {
+impl EmulatedRun {
+    fn new(pid: i32, program: PathBuf) -> EmulatedRun {
+        EmulatedRun {
             pid,
             program,
             next: 0,

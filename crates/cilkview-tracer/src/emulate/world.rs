@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::{launch, EmulationNotes, Session, CPU_MODEL};
+use super::{launch, EmulatedRun, EmulationNotes, CPU_MODEL};
 use crate::ExitStatus;
 use cilkview_qemu_plugin::wire::{W_NOSYS, W_RT_HANDLER, W_RT_SELF, W_SECCOMP};
 
@@ -102,7 +102,7 @@ fn world_note_text(what: u8, detail: u32) -> String {
     }
 }
 
-impl Session {
+impl EmulatedRun {
     /// The counter reason of the run: the emulator, then everything the run did that the
     /// report must say.
     pub(super) fn reason(

@@ -43,7 +43,7 @@ pub(crate) fn run<C: Counting>(
         None => None,
     };
     let mut child = sys::spawn_blocked(&program, &argv, envp.as_deref()).map_err(spawn_err)?;
-    crate::forward::launched(child.pid);
+    crate::signals::forward::launched(child.pid);
     let mut t = Tracer::new(child.pid, counting, sink);
     t.core.nthreads = 1;
     if let Some(note) = t.counting.launched(child.pid) {
@@ -53,7 +53,7 @@ pub(crate) fn run<C: Counting>(
     let result = t
         .start(&mut child)
         .and_then(|()| t.event_loop(&child, opts));
-    crate::forward::ended();
+    crate::signals::forward::ended();
     if let Some(note) = t.counting.summary() {
         info.reason.push_str("; ");
         info.reason.push_str(&note);

@@ -82,16 +82,16 @@ impl Arena {
 
 /// One sparse profile: a list of updates and, once flushed, a dense array.
 #[derive(Clone, Debug)]
-pub(crate) struct Prof {
+pub(crate) struct ContextMap {
     head: u32,
     tail: u32,
     len: usize,
     arr: Option<Box<[Entry]>>,
 }
 
-impl Default for Prof {
+impl Default for ContextMap {
     fn default() -> Self {
-        Prof {
+        ContextMap {
             head: NIL,
             tail: NIL,
             len: 0,
@@ -100,7 +100,7 @@ impl Default for Prof {
     }
 }
 
-impl Prof {
+impl ContextMap {
     /// UPDATE: adds `entry` at `key`; `keys` is the current number S of keys.
     pub fn update(&mut self, arena: &mut Arena, keys: usize, key: u32, entry: Entry) {
         if let Some(arr) = &mut self.arr {
@@ -123,7 +123,7 @@ impl Prof {
     }
 
     /// UNION: moves everything of `other` into `self`, leaving `other` empty.
-    pub fn union(&mut self, arena: &mut Arena, keys: usize, other: &mut Prof) {
+    pub fn union(&mut self, arena: &mut Arena, keys: usize, other: &mut ContextMap) {
         let other = std::mem::take(other);
         self.arr = match (self.arr.take(), other.arr) {
             (Some(a), Some(b)) => {
@@ -156,7 +156,7 @@ impl Prof {
             arena.free = self.head;
             arena.live -= self.len;
         }
-        *self = Prof::default();
+        *self = ContextMap::default();
     }
 
     /// Moves the list into a dense array of `keys` entries.
@@ -207,14 +207,14 @@ mod tests {
     #[test]
     fn update_union_free_and_drain() {
         let mut arena = Arena::new();
-        let (mut a, mut b) = (Prof::default(), Prof::default());
+        let (mut a, mut b) = (ContextMap::default(), ContextMap::default());
         let keys = 4;
         a.update(&mut arena, keys, 0, e(1));
         a.update(&mut arena, keys, 2, e(2));
         b.update(&mut arena, keys, 2, e(3));
         a.union(&mut arena, keys, &mut b);
         assert_eq!(b.len, 0);
-        let mut c = Prof::default();
+        let mut c = ContextMap::default();
         for k in 0..4 {
             c.update(&mut arena, keys, k, e(10)); // reaches S: flushed into an array
         }
@@ -227,7 +227,7 @@ mod tests {
             .collect();
         assert_eq!(spans, [(0, 11, 2), (1, 10, 1), (2, 15, 3), (3, 10, 1)]);
         assert_eq!(arena.live, 0);
-        let mut d = Prof::default();
+        let mut d = ContextMap::default();
         d.update(&mut arena, keys, 1, e(1));
         d.free(&mut arena);
         assert_eq!(arena.live, 0);
@@ -240,7 +240,7 @@ mod tests {
     #[test]
     fn keys_discovered_after_the_array_grows_it() {
         let mut arena = Arena::new();
-        let mut a = Prof::default();
+        let mut a = ContextMap::default();
         a.update(&mut arena, 1, 0, e(1)); // S = 1: array of 1
         a.update(&mut arena, 3, 2, e(2)); // key 2 beyond the array: listed
         a.update(&mut arena, 3, 1, e(3));

@@ -1,5 +1,10 @@
-//! What the profiling engine reports: per-call-site and per-calling-context work and span
-//! (Cilkprof, Schardl et al., SPAA 2015, §6). Formulas: docs/engine.md, "Call-site profiles".
+//! Call-site profiles (Cilkprof, Schardl et al., SPAA 2015, §6): what the profiling engine reports,
+//! per call site and per calling context (this file); the algorithm that computes it
+//! (`cilkprof.rs`) and its sparse per-path map (`context_map.rs`, the paper's *prof*). Formulas:
+//! docs/engine.md, "Call-site profiles".
+
+pub(crate) mod cilkprof;
+mod context_map;
 
 use std::collections::HashMap;
 use std::num::NonZeroU64;

@@ -4,9 +4,9 @@
 
 use std::collections::HashMap;
 
+use super::context_map::{Arena, ContextMap, Entry};
+use super::{CallSite, ContextProfile, Profile, SiteKind, SiteProfile, WorkSpan};
 use crate::frame::FrameKind;
-use crate::prof::{Arena, Entry, Prof};
-use crate::profile::{CallSite, ContextProfile, Profile, SiteKind, SiteProfile, WorkSpan};
 
 /// A path (a span variable of Figure 3) and the on-span data of the invocations on it.
 #[derive(Clone, Debug, Default)]
@@ -15,7 +15,7 @@ struct PathProf {
     /// Length of the path's strands that ran under no call site nested in the frame's context:
     /// the local span of the invocation that will own it.
     own: u64,
-    prof: Prof,
+    prof: ContextMap,
 }
 
 impl PathProf {
