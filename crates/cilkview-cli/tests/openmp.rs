@@ -56,7 +56,7 @@ fn overhead(units: u64) -> u64 {
 }
 
 /// tasks, taskloop, dynamic loop, depend chain, diamonds, readers of one writer, a task after
-/// one of two siblings: the OpenMP program's region "parallel" equals the twin's within the
+/// one of two siblings, a wait for one of two (taskwait depend, an undeferred task): the OpenMP program's region "parallel" equals the twin's within the
 /// wrappers' overhead, and both equal the construction.
 #[test]
 fn openmp_constructs_equal_their_hand_marked_twins() {
@@ -72,6 +72,10 @@ fn openmp_constructs_equal_their_hand_marked_twins() {
         ("readers", N + 1, N + 1, 2, "tasks", N + 1),
         // a (1 unit) and b (3) then c (1) after a only: 3 units a round, not 4 (a sync before c)
         ("partial", 3 * N, 5 * N, 3 * N, "depend_tasks", 3 * N),
+        // a and b, then the creator waits for a alone (taskwait depend; an if(0) task that
+        // depends on a) and runs 1 unit: 3 units a round, not 4 (waiting for b too)
+        ("waitdep", 2 * N, 5 * N, 3 * N, "taskwait_depends", N),
+        ("undeferred", 2 * N, 5 * N, 3 * N, "undeferred_tasks", N),
     ] {
         let a = analyze_with(&omp, &["--openmp"], &[mode, &n, &w]);
         let b = analyze_with(&marked, &[], &[mode, &n, &w]);
@@ -95,12 +99,13 @@ fn openmp_constructs_equal_their_hand_marked_twins() {
         // One spawn-after mark per dependence on a sibling since the last sync that no other
         // implies: the chain's on the previous task; each reader's on the writer; a diamond's b
         // and c on its a, its d on b and c, the next a on b and c (readers of x), the next b on
-        // a and the d (reader of y), the next c likewise; c on a.
+        // a and the d (reader of y), the next c likewise; c on a; the waits on a (wait-for
+        // marks).
         let depend_edges = match mode {
             "chain" => N - 1,
             "diamond" => 4 + 8 * (N - 1),
             "readers" => N,
-            "partial" => N,
+            "partial" | "waitdep" | "undeferred" => N,
             _ => 0,
         };
         assert_eq!(count(&a, "depend_edges"), depend_edges, "{mode}");
