@@ -404,6 +404,32 @@ fn omp_team_splits_a_static_loop() {
     );
 }
 
+/// threadprivate data under `--omp-team K`: each virtual thread keeps its own from one region
+/// to the next, as the real runtime's threads do: the program prints what it prints at K
+/// threads (10 units of a static loop counted per thread: 3 3 2 2 at 4), and its first region's
+/// static loop is split in K (10 units of 2,000,001 instructions: parallelism 10/3).
+#[test]
+fn omp_team_gives_each_virtual_thread_its_threadprivate_data() {
+    let exe = openmp("omp_threadprivate");
+    let native = std::process::Command::new(&exe)
+        .args(["10", "1000000"])
+        .env("OMP_NUM_THREADS", "4")
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&native.stdout), "team 4: 3 3 2 2\n");
+    let a = analyze_with(
+        &exe,
+        &["--openmp", "--omp-team", "4"],
+        &["10", "1000000"],
+    );
+    assert_eq!(a.code(), Some(0), "{}", a.stderr());
+    assert_eq!(a.stdout(), "team 4: 3 3 2 2\n", "{}", a.stderr());
+    assert_eq!(count(&a, "virtual_team_regions"), 2);
+    let r = a.region("parallel");
+    assert!(u(r, "work") >= 10 * UNIT && u(r, "work") < 10 * UNIT + 60_000, "{r}");
+    assert!(u(r, "span") >= 3 * UNIT && u(r, "span") < 3 * UNIT + 60_000, "{r}");
+}
+
 /// `--profile`: the program's `#pragma omp task` and `#pragma omp parallel` lines are the call
 /// sites (the return addresses into the program, read at the library's entry marks, named in
 /// the program's image).

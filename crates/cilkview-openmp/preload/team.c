@@ -7,8 +7,12 @@
  * construct (loop, sections, single) is run, through libgomp's team of one, by the first
  * virtual thread that reaches it, and the others find it done (no iterations, not the single
  * one; copyprivate data from the one that ran it).  Nested regions run as before (one thread).
- * threadprivate data is shared by the virtual threads. */
+ * threadprivate data (gcc: the executable's thread-local storage) is each virtual thread's:
+ * the executable's TLS block is swapped with a copy of the virtual thread's own while it runs
+ * (thread 0's is the OS thread's), and the copies persist from region to region, as a real
+ * team's threads keep theirs. */
 
+#include <link.h>
 #include <sys/mman.h>
 #include <ucontext.h>
 
@@ -29,6 +33,69 @@ struct vteam {
 };
 
 static struct vteam *vteam; /* the running virtual team (level 1 of the thread that runs it) */
+
+/* ---- threadprivate: the executable's TLS block, one copy per virtual thread ---- */
+
+static struct {
+    char *block;      /* the OS thread's instance (NULL: the executable has no TLS) */
+    size_t size;      /* PT_TLS p_memsz */
+    const char *init; /* the initialization image, p_filesz bytes of it */
+    size_t init_size;
+    int found;
+    char *copy[VT_MAX]; /* virtual thread i's data while another runs (0: the OS thread's) */
+} tls;
+
+/* The first object dl_iterate_phdr reports is the executable. */
+static int exe_tls(struct dl_phdr_info *info, size_t size, void *unused)
+{
+    (void)size, (void)unused;
+    for (unsigned i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *p = &info->dlpi_phdr[i];
+        if (p->p_type == PT_TLS && p->p_memsz > 0 && info->dlpi_tls_data) {
+            tls.block = info->dlpi_tls_data;
+            tls.size = p->p_memsz;
+            tls.init = (const char *)(info->dlpi_addr + p->p_vaddr);
+            tls.init_size = p->p_filesz;
+        }
+    }
+    return 1;
+}
+
+/* Room for virtual thread i's copy (a new one holds the initialization image, as a new
+   thread's TLS does); 0 without memory. */
+static int tls_prepare(unsigned i)
+{
+    if (!tls.found) {
+        tls.found = 1;
+        dl_iterate_phdr(exe_tls, NULL);
+    }
+    if (!tls.block || tls.copy[i])
+        return 1;
+    tls.copy[i] = calloc(1, tls.size);
+    if (!tls.copy[i])
+        return 0;
+    if (i > 0)
+        memcpy(tls.copy[i], tls.init, tls.init_size);
+    return 1;
+}
+
+/* Virtual thread i (> 0) is about to run: its data in the block, thread 0's kept. */
+static void tls_swap_in(unsigned i)
+{
+    if (tls.block && i > 0) {
+        memcpy(tls.copy[0], tls.block, tls.size);
+        memcpy(tls.block, tls.copy[i], tls.size);
+    }
+}
+
+/* Virtual thread i (> 0) stopped: its data kept, thread 0's back in the block. */
+static void tls_swap_out(unsigned i)
+{
+    if (tls.block && i > 0) {
+        memcpy(tls.copy[i], tls.block, tls.size);
+        memcpy(tls.block, tls.copy[0], tls.size);
+    }
+}
 
 static inline int in_vteam(void)
 {
@@ -98,7 +165,9 @@ static void vteam_trampoline(void *arg)
             t->cur = i;
             MARK_SPAWN();
             frame_entered();
+            tls_swap_in(i);
             swapcontext(&t->sched, &t->ctx[i]);
+            tls_swap_out(i);
             frame_ended();
             MARK_SPAWN_RETURN();
             alive += !t->done[i];
@@ -132,6 +201,8 @@ static struct vteam *vteam_open(gomp_fn fn, void *data)
     t->skipping = calloc(k, 1);
     t->done = calloc(k, 1);
     int ok = t->ctx && t->stack && t->seen && t->skipping && t->done;
+    for (unsigned i = 0; ok && i < k; i++)
+        ok = tls_prepare(i);
     for (unsigned i = 0; ok && i < k; i++) {
         t->stack[i] = mmap(NULL, VT_STACK, PROT_READ | PROT_WRITE,
                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
