@@ -64,7 +64,7 @@ EOF
 echo "machine: $(uname -m), $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(date -u +%F), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "BOTS: $(git -C "$bots" rev-parse --short HEAD 2>/dev/null || echo "$bots"); $(gcc --version | head -1); counter $counter"
 echo
-header="| program | arguments | check | tasks | instructions per task | region parallelism | predicted at 2 (Cilkview) | predicted at 2 (--openmp) |"
+header="| program | arguments | check | tasks | instructions per spawn | region parallelism | predicted at 2 (Cilkview) | predicted at 2 (--openmp) |"
 rule="|---|---|---|---:|---:|---:|---|---|"
 if [ "${TIMING:-0}" = 1 ]; then
     header="$header measured at 2 |"
