@@ -417,17 +417,56 @@ fn omp_team_gives_each_virtual_thread_its_threadprivate_data() {
         .output()
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&native.stdout), "team 4: 3 3 2 2\n");
-    let a = analyze_with(
-        &exe,
-        &["--openmp", "--omp-team", "4"],
-        &["10", "1000000"],
-    );
+    let a = analyze_with(&exe, &["--openmp", "--omp-team", "4"], &["10", "1000000"]);
     assert_eq!(a.code(), Some(0), "{}", a.stderr());
     assert_eq!(a.stdout(), "team 4: 3 3 2 2\n", "{}", a.stderr());
     assert_eq!(count(&a, "virtual_team_regions"), 2);
     let r = a.region("parallel");
-    assert!(u(r, "work") >= 10 * UNIT && u(r, "work") < 10 * UNIT + 60_000, "{r}");
-    assert!(u(r, "span") >= 3 * UNIT && u(r, "span") < 3 * UNIT + 60_000, "{r}");
+    assert!(
+        u(r, "work") >= 10 * UNIT && u(r, "work") < 10 * UNIT + 60_000,
+        "{r}"
+    );
+    assert!(
+        u(r, "span") >= 3 * UNIT && u(r, "span") < 3 * UNIT + 60_000,
+        "{r}"
+    );
+}
+
+/// Nested parallel regions (2 outer threads, each an inner static loop of 8 units over 2):
+/// with max-active-levels 2 `--omp-team 4` splits both levels (work 16 units, span 4: the inner
+/// teams are virtual teams too); with 1 the inner regions are one thread each, as in the real
+/// program (span 8). The region `parallel` is the outermost regions' (the nested ones' work is
+/// not counted twice). Without `--omp-team` the serial elision has one outer thread (8 units).
+#[test]
+fn omp_team_splits_nested_active_regions() {
+    let exe = openmp("omp_nested");
+    let w = W.to_string();
+    // max-active-levels, --omp-team 4, units of work, of span, the team sizes, virtual teams
+    for (levels, team, units, span_units, sizes, teams) in [
+        ("2", true, 16, 4, "2 outer threads, inner teams of 2", 3),
+        ("1", true, 16, 8, "2 outer threads, inner teams of 1", 1),
+        ("2", false, 8, 8, "1 outer threads, inner teams of 1", 0),
+    ] {
+        let flags: &[&str] = if team {
+            &["--openmp", "--omp-team", "4"]
+        } else {
+            &["--openmp"]
+        };
+        let a = analyze_with(&exe, flags, &["8", &w, levels]);
+        let what = format!("levels {levels}, --omp-team {team}");
+        assert_eq!(a.code(), Some(0), "{what}: {}", a.stderr());
+        assert_eq!(a.stdout(), format!("{units} units, {sizes}\n"), "{what}");
+        let r = a.region("parallel");
+        assert!(
+            u(r, "work") >= units * UNIT && u(r, "work") < units * UNIT + 60_000,
+            "{what}: {r}"
+        );
+        assert!(
+            u(r, "span") >= span_units * UNIT && u(r, "span") < span_units * UNIT + 60_000,
+            "{what}: {r}"
+        );
+        assert_eq!(count(&a, "virtual_team_regions"), teams, "{what}");
+    }
 }
 
 /// `--profile`: the program's `#pragma omp task` and `#pragma omp parallel` lines are the call
