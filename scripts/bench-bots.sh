@@ -10,7 +10,8 @@
 # script clones https://github.com/bsc-pm/bots (commit $BOTS_COMMIT) into a temporary folder.
 # Environment: COUNTER (default emulate), TIMING=1 (also time each program natively at 1 and 2
 # threads, ROUNDS rounds, default 7, alternated; the speedup is the median of the rounds'
-# ratios of BOTS's own "Time Program", which times the parallel kernel only), ONLY=name,...
+# ratios of BOTS's own "Time Program", which times the parallel kernel only; RT=1: under
+# SCHED_FIFO, chrt -f 10, as scripts/bench-omp-task-cost.sh), ONLY=name,...
 # (a subset), TOOL=path (a cilkview-rs already built). Prints a markdown table for docs/openmp.md; exits non-zero if a program fails
 # its check or the tool fails.
 set -euo pipefail
@@ -104,9 +105,11 @@ while IFS='|' read -r name dir sources defines libs args; do
     speedup=""
     if [ "${TIMING:-0}" = 1 ]; then
         # shellcheck disable=SC2086
-        speedup=$(python3 - "$rounds" "$exe" $args <<'PY'
+        speedup=$(python3 - "$rounds" "${RT:-0}" "$exe" $args <<'PY'
 import os, re, statistics, subprocess, sys
-rounds, cmd = int(sys.argv[1]), sys.argv[2:]
+rounds, cmd = int(sys.argv[1]), sys.argv[3:]
+if sys.argv[2] == "1":
+    cmd = ["chrt", "-f", "10"] + cmd
 def kernel(threads):
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     out = subprocess.run(cmd, env=env, capture_output=True, text=True).stdout
