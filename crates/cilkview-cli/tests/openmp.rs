@@ -207,38 +207,48 @@ fn bots_style_nqueens_verifies_under_openmp() {
 #[test]
 fn emulate_equals_step_under_openmp() {
     let exe = openmp("omp_known");
-    let step = analyze_with(
-        &exe,
-        &["--openmp", "--counter", "step"],
-        &["tasks", "4", "200"],
-    );
-    if step.json["counter"]["mode"] != "step" {
-        skip("single-stepping not available here");
-        return;
+    // Tasks; and waits for one of two tasks (wait-for marks: an operand read by each backend).
+    for mode in ["tasks", "waitdep"] {
+        let step = analyze_with(
+            &exe,
+            &["--openmp", "--counter", "step"],
+            &[mode, "4", "200"],
+        );
+        if step.json["counter"]["mode"] != "step" {
+            skip("single-stepping not available here");
+            return;
+        }
+        let emu = analyze_with(
+            &exe,
+            &["--openmp", "--counter", "emulate"],
+            &[mode, "4", "200"],
+        );
+        if emu.code() != Some(0) {
+            skip("qemu-x86_64 not available here");
+            return;
+        }
+        let (s, e) = (step.region("parallel"), emu.region("parallel"));
+        for key in ["spawns", "syncs"] {
+            assert_eq!(s[key], e[key], "{mode}: {key}: step {s} emulate {e}");
+        }
+        // What ran off the critical path (the tasks, the wrappers) is counted identically.
+        assert_eq!(
+            u(s, "work") - u(s, "span"),
+            u(e, "work") - u(e, "span"),
+            "{mode}"
+        );
+        // libgomp's serial set-up of its team of one (malloc, memset) takes a few instructions
+        // more or less with the heap addresses, which differ between QEMU and a native process
+        // (measured: 1 to 3): the span may differ by that much, nothing else.
+        for key in ["work", "span", "burdened_span"] {
+            let (a, b) = (u(s, key), u(e, key));
+            assert!(a.abs_diff(b) <= 16, "{mode}: {key}: step {s} emulate {e}");
+        }
+        assert_eq!(
+            step.json["openmp"]["counts"], emu.json["openmp"]["counts"],
+            "{mode}"
+        );
     }
-    let emu = analyze_with(
-        &exe,
-        &["--openmp", "--counter", "emulate"],
-        &["tasks", "4", "200"],
-    );
-    if emu.code() != Some(0) {
-        skip("qemu-x86_64 not available here");
-        return;
-    }
-    let (s, e) = (step.region("parallel"), emu.region("parallel"));
-    for key in ["spawns", "syncs"] {
-        assert_eq!(s[key], e[key], "{key}: step {s} emulate {e}");
-    }
-    // What ran off the critical path (the tasks, the wrappers) is counted identically.
-    assert_eq!(u(s, "work") - u(s, "span"), u(e, "work") - u(e, "span"));
-    // libgomp's serial set-up of its team of one (malloc, memset) takes a few instructions more
-    // or less with the heap addresses, which differ between QEMU and a native process
-    // (measured: 1 to 3): the span may differ by that much, nothing else.
-    for key in ["work", "span", "burdened_span"] {
-        let (a, b) = (u(s, key), u(e, key));
-        assert!(a.abs_diff(b) <= 16, "{key}: step {s} emulate {e}");
-    }
-    assert_eq!(step.json["openmp"]["counts"], emu.json["openmp"]["counts"]);
 }
 
 /// What --openmp cannot measure is refused with one line saying what to do.
