@@ -333,8 +333,10 @@ fn openmp_tasks_at_two(w: u64, instructions: u64, cost: &str) -> (String, f64) {
 
 /// Coarse tasks (≥ 10k instructions each) of an unmodified OpenMP program: the speedup
 /// measured at 2 cores lies inside the range `--openmp` predicts (0.72–2.00 for 64 tasks of 20k
-/// instructions spawned in a loop, the span burdened by each spawn's continuation); fine tasks
-/// (~100 instructions) lie inside the `--openmp` range and below Cilkview's. Tolerance: a
+/// instructions spawned in a loop, the span burdened by each spawn's continuation); so do fine
+/// tasks (~100 instructions: measured 0.16, range 0.02–2.00; spawned in a loop, Cilkview's
+/// burdens put its own bound as low: the task cost matters for recursive tasks, as nqueens'
+/// above, which Cilkview puts at 1.96–2.00). Tolerance: a
 /// trial's speedup anywhere between the slowest and fastest of 7 overlapping the range counts
 /// (the bench's "inside"); skipped (said) when the machine is busier than its CPUs.
 #[test]
@@ -358,9 +360,4 @@ fn openmp_task_programs_fall_inside_the_predicted_range() {
     let (fine, per_spawn) = openmp_tasks_at_two(20, 20_000_000, "10000");
     assert!(per_spawn < 1_000.0, "{per_spawn} instructions per task");
     assert!(fine.ends_with("inside"), "fine tasks: {fine}");
-    let (cilkview, _) = openmp_tasks_at_two(20, 20_000_000, "0");
-    assert!(
-        cilkview.contains("BELOW"),
-        "fine tasks, Cilkview's range: {cilkview}"
-    );
 }
