@@ -264,6 +264,7 @@ impl EventSink for Session<'_> {
                 MarkKind::RegionEnd => EventKind::RegionEnd(region()),
                 // The sibling is the hit's operand; none names no sibling (no constraint).
                 MarkKind::SpawnAfter => EventKind::SpawnAfter { sibling: u64::MAX },
+                MarkKind::WaitFor => EventKind::WaitFor { sibling: u64::MAX },
             };
             let site = MarkPlace {
                 image: index,
@@ -379,10 +380,11 @@ impl HitPath<'_> {
             return;
         };
         // The table's loop beginnings have grain 1, what a hit without an operand gives; its
-        // spawn-afters name no sibling.
+        // spawn-afters and wait-fors name no sibling.
         let kind = match (kind, operand) {
             (EventKind::LoopBegin { .. }, Some(grain)) => EventKind::LoopBegin { grain },
             (EventKind::SpawnAfter { .. }, Some(sibling)) => EventKind::SpawnAfter { sibling },
+            (EventKind::WaitFor { .. }, Some(sibling)) => EventKind::WaitFor { sibling },
             (kind, _) => kind,
         };
         let site = match (kind, &mut *self.sites) {

@@ -24,7 +24,7 @@ pub struct OpenMpOptions {
     #[arg(long, value_name = "INSTRUCTIONS", default_value_t = DEFAULT_TASK_COST,
           requires = "openmp")]
     pub task_cost: u64,
-    /// With --openmp: run the outermost parallel region as K virtual threads on one OS thread,
+    /// With --openmp: run each active parallel region as K virtual threads on one OS thread,
     /// switched at barriers, so that schedule(static) loops and thread-id code are split in K
     /// (1: one thread, the serial elision).
     #[arg(long, value_name = "K", default_value_t = 1, requires = "openmp",

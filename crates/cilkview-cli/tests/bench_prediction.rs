@@ -3,7 +3,7 @@
 
 mod common;
 
-use cilkview_fixtures::skip;
+use cilkview_fixtures::{build, skip};
 use common::bench::*;
 use common::{analyze, bin, fixture};
 
@@ -284,4 +284,80 @@ fn fine_grained_openmp_tasks_fall_inside_the_task_cost_range() {
     assert!(charged.ends_with("inside"), "{charged}");
     let cilkview = run("0");
     assert!(cilkview.contains("BELOW"), "{cilkview}");
+}
+
+/// The load average of the last minute, and whether it leaves the CPUs to a benchmark at 2
+/// cores: `Some(reason)` to skip when other processes keep them busy (the machine is shared;
+/// a 2-thread libgomp team whose threads are preempted measures the neighbours, not itself).
+fn busy_machine() -> Option<String> {
+    let load: f64 = std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split(' ')
+        .next()?
+        .parse()
+        .ok()?;
+    let cpus = cpus() as f64;
+    (load > cpus - 0.5).then(|| {
+        format!("load average {load} on {cpus} CPUs: a speedup at 2 cores needs them idle")
+    })
+}
+
+/// `run --openmp --bench` on the unmodified task fixture (`omp_fine` without its marks:
+/// `ROUNDS` rounds of `N` tasks of 2w + 1 instructions and a taskwait), at P = 1 and 2: the
+/// row for P = 2 of the benchmark table, and the analysis's work per spawn.
+fn openmp_tasks_at_two(w: u64, instructions: u64, cost: &str) -> (String, f64) {
+    let exe = build("omp_fine", &openmp_opts().define("CILKVIEW_DISABLE"));
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("a.json");
+    let rounds = (instructions / (64 * (2 * w + 1))).max(1);
+    let out = bin()
+        .args(["run", "--openmp", "--task-cost", cost, "--bench"])
+        .args(["--cores", "1,2", "--trials", "7", "--json"])
+        .arg(&json)
+        .arg(&exe)
+        .args(["64", &w.to_string(), &rounds.to_string()])
+        .timeout(std::time::Duration::from_secs(600))
+        .output()
+        .unwrap();
+    let text = stderr(&out);
+    assert!(out.status.success(), "{text}");
+    let row = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("2 ") && l.contains('%'))
+        .unwrap_or_else(|| panic!("no P = 2 row in {text}"))
+        .to_string();
+    let a = read_json(&json);
+    let per_spawn = a["work"].as_f64().unwrap() / a["spawns"].as_f64().unwrap();
+    (row, per_spawn)
+}
+
+/// Coarse tasks (≥ 10k instructions each) of an unmodified OpenMP program: the speedup
+/// measured at 2 cores lies inside the range `--openmp` predicts (0.72–2.00 for 64 tasks of 20k
+/// instructions spawned in a loop, the span burdened by each spawn's continuation); so do fine
+/// tasks (~100 instructions: measured 0.16, range 0.02–2.00; spawned in a loop, Cilkview's
+/// burdens put its own bound as low: the task cost matters for recursive tasks, as nqueens'
+/// above, which Cilkview puts at 1.96–2.00). Tolerance: a
+/// trial's speedup anywhere between the slowest and fastest of 7 overlapping the range counts
+/// (the bench's "inside"); skipped (said) when the machine is busier than its CPUs.
+#[test]
+fn openmp_task_programs_fall_inside_the_predicted_range() {
+    let _timing = timing();
+    if cpus() < 2 {
+        skip("one CPU: no speedup at 2 cores to compare");
+        return;
+    }
+    if let Some(why) = busy_machine() {
+        skip(why);
+        return;
+    }
+    if openmp("omp_fine").is_none() {
+        return;
+    }
+    // 20,001 instructions per task, and ~100.
+    let (coarse, per_spawn) = openmp_tasks_at_two(10_000, 200_000_000, "10000");
+    assert!(per_spawn >= 10_000.0, "{per_spawn} instructions per task");
+    assert!(coarse.ends_with("inside"), "coarse tasks: {coarse}");
+    let (fine, per_spawn) = openmp_tasks_at_two(20, 20_000_000, "10000");
+    assert!(per_spawn < 1_000.0, "{per_spawn} instructions per task");
+    assert!(fine.ends_with("inside"), "fine tasks: {fine}");
 }

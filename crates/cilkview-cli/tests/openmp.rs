@@ -56,7 +56,7 @@ fn overhead(units: u64) -> u64 {
 }
 
 /// tasks, taskloop, dynamic loop, depend chain, diamonds, readers of one writer, a task after
-/// one of two siblings: the OpenMP program's region "parallel" equals the twin's within the
+/// one of two siblings, a wait for one of two (taskwait depend, an undeferred task): the OpenMP program's region "parallel" equals the twin's within the
 /// wrappers' overhead, and both equal the construction.
 #[test]
 fn openmp_constructs_equal_their_hand_marked_twins() {
@@ -72,6 +72,10 @@ fn openmp_constructs_equal_their_hand_marked_twins() {
         ("readers", N + 1, N + 1, 2, "tasks", N + 1),
         // a (1 unit) and b (3) then c (1) after a only: 3 units a round, not 4 (a sync before c)
         ("partial", 3 * N, 5 * N, 3 * N, "depend_tasks", 3 * N),
+        // a and b, then the creator waits for a alone (taskwait depend; an if(0) task that
+        // depends on a) and runs 1 unit: 3 units a round, not 4 (waiting for b too)
+        ("waitdep", 2 * N, 5 * N, 3 * N, "taskwait_depends", N),
+        ("undeferred", 2 * N, 5 * N, 3 * N, "undeferred_tasks", N),
     ] {
         let a = analyze_with(&omp, &["--openmp"], &[mode, &n, &w]);
         let b = analyze_with(&marked, &[], &[mode, &n, &w]);
@@ -95,12 +99,13 @@ fn openmp_constructs_equal_their_hand_marked_twins() {
         // One spawn-after mark per dependence on a sibling since the last sync that no other
         // implies: the chain's on the previous task; each reader's on the writer; a diamond's b
         // and c on its a, its d on b and c, the next a on b and c (readers of x), the next b on
-        // a and the d (reader of y), the next c likewise; c on a.
+        // a and the d (reader of y), the next c likewise; c on a; the waits on a (wait-for
+        // marks).
         let depend_edges = match mode {
             "chain" => N - 1,
             "diamond" => 4 + 8 * (N - 1),
             "readers" => N,
-            "partial" => N,
+            "partial" | "waitdep" | "undeferred" => N,
             _ => 0,
         };
         assert_eq!(count(&a, "depend_edges"), depend_edges, "{mode}");
@@ -202,38 +207,48 @@ fn bots_style_nqueens_verifies_under_openmp() {
 #[test]
 fn emulate_equals_step_under_openmp() {
     let exe = openmp("omp_known");
-    let step = analyze_with(
-        &exe,
-        &["--openmp", "--counter", "step"],
-        &["tasks", "4", "200"],
-    );
-    if step.json["counter"]["mode"] != "step" {
-        skip("single-stepping not available here");
-        return;
+    // Tasks; and waits for one of two tasks (wait-for marks: an operand read by each backend).
+    for mode in ["tasks", "waitdep"] {
+        let step = analyze_with(
+            &exe,
+            &["--openmp", "--counter", "step"],
+            &[mode, "4", "200"],
+        );
+        if step.json["counter"]["mode"] != "step" {
+            skip("single-stepping not available here");
+            return;
+        }
+        let emu = analyze_with(
+            &exe,
+            &["--openmp", "--counter", "emulate"],
+            &[mode, "4", "200"],
+        );
+        if emu.code() != Some(0) {
+            skip("qemu-x86_64 not available here");
+            return;
+        }
+        let (s, e) = (step.region("parallel"), emu.region("parallel"));
+        for key in ["spawns", "syncs"] {
+            assert_eq!(s[key], e[key], "{mode}: {key}: step {s} emulate {e}");
+        }
+        // What ran off the critical path (the tasks, the wrappers) is counted identically.
+        assert_eq!(
+            u(s, "work") - u(s, "span"),
+            u(e, "work") - u(e, "span"),
+            "{mode}"
+        );
+        // libgomp's serial set-up of its team of one (malloc, memset) takes a few instructions
+        // more or less with the heap addresses, which differ between QEMU and a native process
+        // (measured: 1 to 3): the span may differ by that much, nothing else.
+        for key in ["work", "span", "burdened_span"] {
+            let (a, b) = (u(s, key), u(e, key));
+            assert!(a.abs_diff(b) <= 16, "{mode}: {key}: step {s} emulate {e}");
+        }
+        assert_eq!(
+            step.json["openmp"]["counts"], emu.json["openmp"]["counts"],
+            "{mode}"
+        );
     }
-    let emu = analyze_with(
-        &exe,
-        &["--openmp", "--counter", "emulate"],
-        &["tasks", "4", "200"],
-    );
-    if emu.code() != Some(0) {
-        skip("qemu-x86_64 not available here");
-        return;
-    }
-    let (s, e) = (step.region("parallel"), emu.region("parallel"));
-    for key in ["spawns", "syncs"] {
-        assert_eq!(s[key], e[key], "{key}: step {s} emulate {e}");
-    }
-    // What ran off the critical path (the tasks, the wrappers) is counted identically.
-    assert_eq!(u(s, "work") - u(s, "span"), u(e, "work") - u(e, "span"));
-    // libgomp's serial set-up of its team of one (malloc, memset) takes a few instructions more
-    // or less with the heap addresses, which differ between QEMU and a native process
-    // (measured: 1 to 3): the span may differ by that much, nothing else.
-    for key in ["work", "span", "burdened_span"] {
-        let (a, b) = (u(s, key), u(e, key));
-        assert!(a.abs_diff(b) <= 16, "{key}: step {s} emulate {e}");
-    }
-    assert_eq!(step.json["openmp"]["counts"], emu.json["openmp"]["counts"]);
 }
 
 /// What --openmp cannot measure is refused with one line saying what to do.
@@ -397,6 +412,71 @@ fn omp_team_splits_a_static_loop() {
         "{}",
         q.stdout()
     );
+}
+
+/// threadprivate data under `--omp-team K`: each virtual thread keeps its own from one region
+/// to the next, as the real runtime's threads do: the program prints what it prints at K
+/// threads (10 units of a static loop counted per thread: 3 3 2 2 at 4), and its first region's
+/// static loop is split in K (10 units of 2,000,001 instructions: parallelism 10/3).
+#[test]
+fn omp_team_gives_each_virtual_thread_its_threadprivate_data() {
+    let exe = openmp("omp_threadprivate");
+    let native = std::process::Command::new(&exe)
+        .args(["10", "1000000"])
+        .env("OMP_NUM_THREADS", "4")
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&native.stdout), "team 4: 3 3 2 2\n");
+    let a = analyze_with(&exe, &["--openmp", "--omp-team", "4"], &["10", "1000000"]);
+    assert_eq!(a.code(), Some(0), "{}", a.stderr());
+    assert_eq!(a.stdout(), "team 4: 3 3 2 2\n", "{}", a.stderr());
+    assert_eq!(count(&a, "virtual_team_regions"), 2);
+    let r = a.region("parallel");
+    assert!(
+        u(r, "work") >= 10 * UNIT && u(r, "work") < 10 * UNIT + 60_000,
+        "{r}"
+    );
+    assert!(
+        u(r, "span") >= 3 * UNIT && u(r, "span") < 3 * UNIT + 60_000,
+        "{r}"
+    );
+}
+
+/// Nested parallel regions (2 outer threads, each an inner static loop of 8 units over 2):
+/// with max-active-levels 2 `--omp-team 4` splits both levels (work 16 units, span 4: the inner
+/// teams are virtual teams too); with 1 the inner regions are one thread each, as in the real
+/// program (span 8). The region `parallel` is the outermost regions' (the nested ones' work is
+/// not counted twice). Without `--omp-team` the serial elision has one outer thread (8 units).
+#[test]
+fn omp_team_splits_nested_active_regions() {
+    let exe = openmp("omp_nested");
+    let w = W.to_string();
+    // max-active-levels, --omp-team 4, units of work, of span, the team sizes, virtual teams
+    for (levels, team, units, span_units, sizes, teams) in [
+        ("2", true, 16, 4, "2 outer threads, inner teams of 2", 3),
+        ("1", true, 16, 8, "2 outer threads, inner teams of 1", 1),
+        ("2", false, 8, 8, "1 outer threads, inner teams of 1", 0),
+    ] {
+        let flags: &[&str] = if team {
+            &["--openmp", "--omp-team", "4"]
+        } else {
+            &["--openmp"]
+        };
+        let a = analyze_with(&exe, flags, &["8", &w, levels]);
+        let what = format!("levels {levels}, --omp-team {team}");
+        assert_eq!(a.code(), Some(0), "{what}: {}", a.stderr());
+        assert_eq!(a.stdout(), format!("{units} units, {sizes}\n"), "{what}");
+        let r = a.region("parallel");
+        assert!(
+            u(r, "work") >= units * UNIT && u(r, "work") < units * UNIT + 60_000,
+            "{what}: {r}"
+        );
+        assert!(
+            u(r, "span") >= span_units * UNIT && u(r, "span") < span_units * UNIT + 60_000,
+            "{what}: {r}"
+        );
+        assert_eq!(count(&a, "virtual_team_regions"), teams, "{what}");
+    }
 }
 
 /// `--profile`: the program's `#pragma omp task` and `#pragma omp parallel` lines are the call

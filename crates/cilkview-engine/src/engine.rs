@@ -246,6 +246,10 @@ impl Engine {
                 let top = self.stack.last_mut().expect("root frame is never popped");
                 top.spawn_after(sibling, &self.ends);
             }
+            EventKind::WaitFor { sibling } => {
+                let top = self.stack.last_mut().expect("root frame is never popped");
+                top.wait_for(sibling, self.acc, &self.ends);
+            }
             EventKind::RegionBegin(id) => {
                 let (spawns_at_begin, syncs_at_begin, acc) = (self.spawns, self.syncs, self.acc);
                 let out = self.ends.len();

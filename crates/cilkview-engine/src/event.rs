@@ -25,6 +25,11 @@ pub enum EventKind {
     /// sibling's last strand to the child's first. One event per edge, before the `Spawn`; a
     /// sibling that does not exist (already synced) is no constraint.
     SpawnAfter { sibling: u64 },
+    /// The current frame's strand that begins here starts only after its child number `sibling`
+    /// (0 = the first spawned since its last sync) ends: an edge from that child's last strand,
+    /// a wait for it alone (the others stay out, joined at the next sync). A child that does not
+    /// exist (already synced) is no constraint.
+    WaitFor { sibling: u64 },
     /// A parallel loop begins; `grain` iterations form one chunk (0 is treated as 1).
     LoopBegin { grain: u64 },
     /// One iteration of the innermost parallel loop begins.

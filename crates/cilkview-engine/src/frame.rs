@@ -193,6 +193,24 @@ impl Frame {
         had
     }
 
+    /// This frame's strand that begins at the running total `acc` starts no earlier than its child
+    /// `sibling` ends (the `ends` of the children since its last sync begin at `base`); none
+    /// such: no constraint.
+    pub(crate) fn wait_for(&mut self, sibling: u64, acc: u64, ends: &[End]) {
+        let Ok(j) = usize::try_from(sibling) else {
+            return;
+        };
+        let Some(end) = self.base.checked_add(j).and_then(|i| ends.get(i)) else {
+            return;
+        };
+        self.paths.wait_for(acc, *end);
+        for r in self.regions() {
+            if let Some(e) = j.checked_sub(r.first).and_then(|k| r.ends.get(k)) {
+                r.paths.wait_for(acc, *e);
+            }
+        }
+    }
+
     /// The next child this frame spawns starts no earlier than its child `sibling` ends (the
     /// `ends` of the children since its last sync begin at `base`); none such: no constraint.
     pub(crate) fn spawn_after(&mut self, sibling: u64, ends: &[End]) {

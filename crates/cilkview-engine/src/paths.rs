@@ -136,6 +136,15 @@ impl Paths {
         end
     }
 
+    /// The strand that begins here, the running total being `acc`, starts no earlier than `end`
+    /// (a child's, which stays out: `cspan` keeps it for the next sync).
+    #[inline(always)]
+    pub fn wait_for(&mut self, acc: u64, end: End) {
+        let c = self.cur(acc);
+        self.slack = c.work.wrapping_sub(c.span.max(end.span));
+        self.bslack = c.work.wrapping_sub(c.bspan.max(end.bspan));
+    }
+
     /// Joins the children spawned since the last sync, the running total being `acc`.
     #[inline(always)]
     pub fn sync(&mut self, acc: u64) {

@@ -433,3 +433,31 @@ fn a_spawn_after_one_of_two_siblings_waits_for_that_one_only() {
     assert_eq!(run(1_000, &none).total.span, 100);
     assert!(r.anomalies.is_clean());
 }
+
+#[test]
+fn a_wait_for_one_of_two_children_waits_for_that_one_only() {
+    // A (cost 10) and B (cost 100) spawned; the parent waits for A alone, then runs 50, then
+    // syncs. The 50 start at 10 and end at 60; B ends at 100: span 100 (a sync instead of the
+    // wait would give 150). Waiting for B: 100 + 50 = 150. Burdened (1,000): the parent's strand
+    // after two continuations is at 2,000, past both ends: burdened span 2,050.
+    let events = [
+        (0, Spawn),
+        (10, SpawnReturn),
+        (0, Spawn),
+        (100, SpawnReturn),
+        (0, WaitFor { sibling: 0 }),
+        (50, Sync),
+    ];
+    let r = run(1_000, &events);
+    assert_eq!(r.total.work, 160);
+    assert_eq!(r.total.span, 100);
+    assert_eq!(r.total.burdened_span, 2_050);
+    let mut on_b = events;
+    on_b[4].1 = WaitFor { sibling: 1 };
+    assert_eq!(run(1_000, &on_b).total.span, 150);
+    // A child that does not exist is no constraint: the 50 start at 0.
+    let mut none = events;
+    none[4].1 = WaitFor { sibling: 2 };
+    assert_eq!(run(1_000, &none).total.span, 100);
+    assert!(r.anomalies.is_clean());
+}

@@ -2,7 +2,8 @@
 //! would produce and (b) an explicit dag built independently from the program text. Work, span and
 //! burdened span (longest paths found by a topological sweep) must equal the engine's, for the whole
 //! program and label by label. A spawn may depend on earlier siblings (`SpawnAfter`): an edge from
-//! the sibling's last strand to the child's first.
+//! the sibling's last strand to the child's first; a strand may wait for one child alone
+//! (`WaitFor`): an edge from the child's last strand to it.
 
 use std::collections::BTreeMap;
 
@@ -20,6 +21,8 @@ enum Stmt {
         body: Vec<Stmt>,
     },
     Sync,
+    /// The strand after it starts after the child `0` (an ordinal as `Spawn`'s `after`) ends.
+    WaitFor(u64),
     /// `iterations[i] = (cost of the loop control before iteration i, body)`; `tail` runs after the
     /// last iteration.
     Loop {
@@ -65,6 +68,7 @@ impl Emitter {
                     self.emit(EventKind::SpawnReturn);
                 }
                 Stmt::Sync => self.emit(EventKind::Sync),
+                Stmt::WaitFor(sibling) => self.emit(EventKind::WaitFor { sibling: *sibling }),
                 Stmt::Loop {
                     grain,
                     iterations,
@@ -201,6 +205,12 @@ impl Dag {
                     f.cur = continuation;
                 }
                 Stmt::Sync => self.join(f, true),
+                Stmt::WaitFor(j) => {
+                    self.step(f);
+                    if let Some(&child) = f.children.get(*j as usize) {
+                        self.edge(child, f.cur, false);
+                    }
+                }
                 Stmt::Loop {
                     grain,
                     iterations,
@@ -386,6 +396,7 @@ fn program() -> impl Strategy<Value = Vec<Stmt>> {
     let leaf = prop_oneof![
         3 => (0u64..20).prop_map(Stmt::Work),
         1 => Just(Stmt::Sync),
+        1 => (0u64..4).prop_map(Stmt::WaitFor),
     ];
     let stmt = leaf.prop_recursive(5, 96, 6, |inner| {
         let body = prop::collection::vec(inner, 0..6);

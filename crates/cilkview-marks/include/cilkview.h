@@ -107,6 +107,7 @@
 #define CV__KIND_REGION_BEGIN 10
 #define CV__KIND_REGION_END 11
 #define CV__KIND_SPAWN_AFTER 12
+#define CV__KIND_WAIT_FOR 13
 
 #define CV__STR2(x) #x
 #define CV__STR(x) CV__STR2(x)
@@ -166,6 +167,15 @@ __attribute__((always_inline, unused)) static inline int cv__mark_loop_begin(uns
 __attribute__((always_inline, unused)) static inline void cv__mark_spawn_after(unsigned long sibling)
 {
     __asm__ __volatile__("jmp 2f\n2:\n\t" CV__NOP_ASM CV__RECORD_ASM(CV__KIND_SPAWN_AFTER, 0)
+                         ::"a"(sibling)
+                         : "memory");
+}
+/* The strand after it starts only after the current frame's child number `sibling` (among its
+   spawns since its last sync, 0 = the first) ends; the other children stay out until the next
+   sync (`run --openmp`'s `taskwait depend`). Operand as cv__mark_spawn_after's. */
+__attribute__((always_inline, unused)) static inline void cv__mark_wait_for(unsigned long sibling)
+{
+    __asm__ __volatile__("jmp 2f\n2:\n\t" CV__NOP_ASM CV__RECORD_ASM(CV__KIND_WAIT_FOR, 0)
                          ::"a"(sibling)
                          : "memory");
 }

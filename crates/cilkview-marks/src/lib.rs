@@ -71,11 +71,14 @@ pub enum MarkKind {
     /// 12: just before a spawn mark: the child it spawns starts only after a sibling ends; the
     /// operand register holds the sibling's ordinal among the frame's spawns since its last sync.
     SpawnAfter,
+    /// 13: the strand after it starts only after one child of the current frame ends (the
+    /// others stay out); the operand register holds the child's ordinal, as for `SpawnAfter`.
+    WaitFor,
 }
 
 impl MarkKind {
     /// All kinds, in code order.
-    pub const ALL: [MarkKind; 12] = [
+    pub const ALL: [MarkKind; 13] = [
         MarkKind::FunctionEnter,
         MarkKind::FunctionExit,
         MarkKind::Spawn,
@@ -88,6 +91,7 @@ impl MarkKind {
         MarkKind::RegionBegin,
         MarkKind::RegionEnd,
         MarkKind::SpawnAfter,
+        MarkKind::WaitFor,
     ];
 
     /// The kind byte of the record format.
@@ -122,6 +126,7 @@ impl MarkKind {
             MarkKind::RegionBegin => "region_begin",
             MarkKind::RegionEnd => "region_end",
             MarkKind::SpawnAfter => "spawn_after",
+            MarkKind::WaitFor => "wait_for",
         }
     }
 }
@@ -139,7 +144,8 @@ pub struct Mark {
     /// Link-time virtual address of the NOP.
     pub address: u64,
     /// DWARF x86-64 register number holding the operand at the NOP (the grain of a
-    /// [`MarkKind::LoopBegin`], the sibling of a [`MarkKind::SpawnAfter`]: 0 = `%rax`), if any.
+    /// [`MarkKind::LoopBegin`], the sibling of a [`MarkKind::SpawnAfter`] or [`MarkKind::WaitFor`]: 0 =
+    /// `%rax`), if any.
     pub operand: Option<u16>,
     /// The label of a region mark.
     pub label: Option<String>,

@@ -334,7 +334,7 @@ mod tests {
             assert_eq!(MarkKind::from_code(kind.code()), Some(*kind));
         }
         assert_eq!(MarkKind::from_code(0), None);
-        assert_eq!(MarkKind::from_code(13), None);
+        assert_eq!(MarkKind::from_code(14), None);
     }
 
     #[test]

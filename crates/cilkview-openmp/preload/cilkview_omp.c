@@ -11,7 +11,7 @@
  *   state.c        per-thread state, the marks, counters, the counts file
  *   depend.c       task dependences: a sync only where a task depends on a sibling
  *   tasks.c        GOMP_task, GOMP_taskloop(_ull), taskwait, taskgroup
- *   team.c         --omp-team K: the outermost region as K virtual threads switched at barriers
+ *   team.c         --omp-team K: active regions as K virtual threads switched at barriers
  *   worksharing.c  parallel regions, loops, sections, barriers, critical/atomic/ordered
  */
 #define _GNU_SOURCE

@@ -2,9 +2,10 @@
  * depends on, those created since the creator's last sync with the same address, one of the
  * two writing (out, inout, mutexinoutset, inoutset): one spawn-after mark per such sibling
  * before the task's spawn mark, its operand the sibling's ordinal among the frame's spawns
- * since its last sync (docs/engine.md, "Dependences between siblings").  Only the edges that
- * are not implied are emitted: for each address, the readers since its last writer and that
- * writer when there are none (an earlier writer is ordered before a later one).
+ * since its last sync (docs/engine.md, "Dependences between siblings"); a wait on dependences
+ * (taskwait depend, an undeferred task) is one wait-for mark per such sibling instead.  Only the
+ * edges that are not implied are emitted: for each address, the readers since its last writer
+ * and that writer when there are none (an earlier writer is ordered before a later one).
  *
  * The dependences of the siblings since the last sync are kept per frame (a task, a parallel
  * region, a taskgroup) on one per-thread stack, ordered by frame depth: a frame's entries go
@@ -117,22 +118,6 @@ static size_t dep_count(void **depend)
     return (uintptr_t)depend[0] ? (uintptr_t)depend[0] : (uintptr_t)depend[1];
 }
 
-/* Whether a sibling since the last sync conflicts with these dependences. */
-static int deps_conflict(void **depend)
-{
-    size_t n = dep_count(depend);
-    for (unsigned k = dep_top; k > 0 && deps[k - 1].depth == frame_depth; k--) {
-        for (size_t i = 0; i < n; i++) {
-            void *addr;
-            int writes;
-            dep_at(depend, i, &addr, &writes);
-            if (deps[k - 1].addr == addr && (writes || deps[k - 1].writes))
-                return 1;
-        }
-    }
-    return 0;
-}
-
 /* Room for n more dependences on the stack. */
 static int deps_reserve(size_t n)
 {
@@ -153,20 +138,26 @@ static int deps_reserve(size_t n)
 
 #define DEP_TRACKED 64 /* a task with more dependences gets an edge per conflicting sibling */
 
-/* One spawn-after mark, unless it names the sibling the last one named (`last`). */
-static inline void spawn_after(unsigned ordinal, unsigned *last)
+/* One edge from a sibling: a spawn-after mark (the next task spawned starts after it) or, with
+   `wait`, a wait-for mark (the creator's next strand does) -- unless it names the sibling the
+   last one named (`last`). */
+static inline void dep_edge(unsigned ordinal, unsigned *last, int wait)
 {
     if (ordinal != *last) {
         COUNT(C_DEPEND_EDGES);
-        MARK_SPAWN_AFTER(ordinal);
+        if (wait)
+            MARK_WAIT_FOR(ordinal);
+        else
+            MARK_SPAWN_AFTER(ordinal);
         *last = ordinal;
     }
 }
 
-/* The spawn-after marks of a task with these n dependences: newest sibling first, per
-   dependence the readers since the last writer of its address (when it writes) and that writer
-   unless a reader came after it; then the older entries of that address are implied. */
-static void deps_edges(void **depend, size_t n)
+/* The edges (dep_edge) of a task with these n dependences, or of a wait on them: newest sibling
+   first, per dependence the readers since the last writer of its address (when it writes) and
+   that writer unless a reader came after it; then the older entries of that address are
+   implied. */
+static void deps_edges(void **depend, size_t n, int wait)
 {
     unsigned last = UINT_MAX;
     unsigned k = dep_top;
@@ -177,7 +168,7 @@ static void deps_edges(void **depend, size_t n)
                 int writes;
                 dep_at(depend, i, &addr, &writes);
                 if (deps[k - 1].addr == addr && (writes || deps[k - 1].writes))
-                    spawn_after(deps[k - 1].ordinal, &last);
+                    dep_edge(deps[k - 1].ordinal, &last, wait);
             }
         }
         return;
@@ -197,7 +188,7 @@ static void deps_edges(void **depend, size_t n)
             if (state[i] == 2 || e->addr != addr[i] || !(writes[i] || e->writes))
                 continue;
             if (!(e->writes && state[i] == 1))
-                spawn_after(e->ordinal, &last);
+                dep_edge(e->ordinal, &last, wait);
             state[i] = e->writes ? 2 : 1;
             open -= e->writes;
         }
@@ -217,7 +208,7 @@ static int deps_before_spawn(void **depend)
         deps_synced();
         return 0;
     }
-    deps_edges(depend, n);
+    deps_edges(depend, n, 0);
     for (size_t i = 0; i < n; i++) {
         struct dep *d = &deps[dep_top++];
         int writes;
@@ -229,8 +220,10 @@ static int deps_before_spawn(void **depend)
     return 1;
 }
 
-/* taskwait with depend clauses: waits when a sibling since the last sync conflicts. */
-static int deps_wait_needed(void **depend)
+/* The creator waits for the siblings these dependences name (taskwait depend, an undeferred task
+   with dependences): a wait-for mark per edge; the others stay out. */
+static void deps_wait(void **depend)
 {
-    return deps && deps_conflict(depend);
+    if (deps)
+        deps_edges(depend, dep_count(depend), 1);
 }

@@ -23,6 +23,7 @@
         CV__MARK(CV__KIND_SPAWN);                                                                  \
     } while (0)
 #define MARK_SPAWN_AFTER(sibling) cv__mark_spawn_after(sibling)
+#define MARK_WAIT_FOR(sibling) cv__mark_wait_for(sibling)
 #define MARK_SPAWN_RETURN() CV__MARK(CV__KIND_SPAWN_RETURN)
 #define MARK_SYNC() CV__MARK(CV__KIND_SYNC)
 #define MARK_LOOP_BEGIN() cv__mark_loop_begin(1)

@@ -71,6 +71,12 @@ EXPORT void GOMP_task(gomp_fn fn, void *data, gomp_cpyfn cpyfn, long arg_size, l
     int final = (flags & GOMP_TASK_FLAG_FINAL) != 0;
     if (undeferred(if_clause)) {
         COUNT(C_UNDEFERRED);
+        if ((flags & GOMP_TASK_FLAG_DEPEND) && parallel_here()) {
+            /* Its creator is suspended until it ends, and it starts after the siblings it
+               depends on: the creator waits for those (depend.c), then calls it. */
+            COUNT(C_DEPEND);
+            deps_wait(depend);
+        }
         TASK_CALL(fn, data, cpyfn, arg_size, arg_align, final, NULL);
     } else {
         COUNT(C_TASKS);
@@ -96,16 +102,13 @@ EXPORT void GOMP_taskwait(void)
     deps_synced();
 }
 
-/* Waits for the sibling tasks the dependences name (all have ended here): a sync of all the
-   children when one of those since the last sync conflicts (depend.c), else nothing. */
+/* Waits for the sibling tasks the dependences name (all have ended here), not the others: a
+   wait-for mark per sibling it depends on (depend.c). */
 EXPORT void GOMP_taskwait_depend(void **depend)
 {
     COUNT(C_TASKWAIT_DEPEND);
     REAL(GOMP_taskwait_depend)(depend);
-    if (deps_wait_needed(depend)) {
-        MARK_SYNC();
-        deps_synced();
-    }
+    deps_wait(depend);
 }
 
 /* A taskgroup is a frame: its end waits for the tasks created in it (and theirs), not for

@@ -1,4 +1,4 @@
-/* team.c -- `--omp-team K`: the outermost parallel region runs as K virtual threads on this
+/* team.c -- `--omp-team K`: an active parallel region runs as K virtual threads on this
  * one OS thread, each on its own stack, switched at barriers.  Code that splits work by thread
  * number (schedule(static) loops, omp_get_thread_num()) then runs as K strands between
  * barriers: a spawn per virtual thread's segment, a sync at each barrier.
@@ -6,9 +6,14 @@
  * The virtual threads answer omp_get_thread_num()/omp_get_num_threads(); a worksharing
  * construct (loop, sections, single) is run, through libgomp's team of one, by the first
  * virtual thread that reaches it, and the others find it done (no iterations, not the single
- * one; copyprivate data from the one that ran it).  Nested regions run as before (one thread).
- * threadprivate data is shared by the virtual threads. */
+ * one; copyprivate data from the one that ran it).  An active region nested in a virtual thread
+ * (max-active-levels > 1) gets a virtual team of its own, run inside that thread's segment.
+ * threadprivate data (gcc: the executable's thread-local storage) is each virtual thread's:
+ * the executable's TLS block is swapped with a copy of the virtual thread's own while it runs
+ * (thread 0's is the OS thread's), and the copies persist from region to region, as a real
+ * team's threads keep theirs. */
 
+#include <link.h>
 #include <sys/mman.h>
 #include <ucontext.h>
 
@@ -26,18 +31,93 @@ struct vteam {
     void **stack;
     unsigned *seen; /* worksharing constructs each virtual thread has met */
     unsigned char *skipping, *done;
+    unsigned level;      /* the nesting level of its region */
+    struct vteam *outer; /* the team one of whose virtual threads runs this one's region */
 };
 
-static struct vteam *vteam; /* the running virtual team (level 1 of the thread that runs it) */
+/* The innermost running virtual team: a nested active region begun in one of its virtual
+   threads gets its own, run inside that virtual thread's segment. */
+static struct vteam *vteam;
+
+/* ---- threadprivate: the executable's TLS block, one copy per virtual thread ---- */
+
+static struct {
+    char *block;      /* the OS thread's instance (NULL: the executable has no TLS) */
+    size_t size;      /* PT_TLS p_memsz */
+    const char *init; /* the initialization image, p_filesz bytes of it */
+    size_t init_size;
+    int found;
+    char *copy[VT_MAX]; /* virtual thread i's data while another runs (0: the OS thread's) */
+} tls;
+
+/* The first object dl_iterate_phdr reports is the executable. */
+static int exe_tls(struct dl_phdr_info *info, size_t size, void *unused)
+{
+    (void)size, (void)unused;
+    for (unsigned i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *p = &info->dlpi_phdr[i];
+        if (p->p_type == PT_TLS && p->p_memsz > 0 && info->dlpi_tls_data) {
+            tls.block = info->dlpi_tls_data;
+            tls.size = p->p_memsz;
+            tls.init = (const char *)(info->dlpi_addr + p->p_vaddr);
+            tls.init_size = p->p_filesz;
+        }
+    }
+    return 1;
+}
+
+/* Room for virtual thread i's copy (a new one holds the initialization image, as a new
+   thread's TLS does); 0 without memory. */
+static int tls_prepare(unsigned i)
+{
+    if (!tls.found) {
+        tls.found = 1;
+        dl_iterate_phdr(exe_tls, NULL);
+    }
+    if (!tls.block || tls.copy[i])
+        return 1;
+    tls.copy[i] = calloc(1, tls.size);
+    if (!tls.copy[i])
+        return 0;
+    if (i > 0)
+        memcpy(tls.copy[i], tls.init, tls.init_size);
+    return 1;
+}
+
+/* Virtual thread i (> 0) of the outermost team is about to run: its data in the block, thread
+   0's kept (a nested team's threads share the data of the virtual thread that runs them). */
+static void tls_swap_in(unsigned i)
+{
+    if (tls.block && i > 0 && level == 1) {
+        memcpy(tls.copy[0], tls.block, tls.size);
+        memcpy(tls.block, tls.copy[i], tls.size);
+    }
+}
+
+/* Virtual thread i (> 0) of the outermost team stopped: its data kept, thread 0's back. */
+static void tls_swap_out(unsigned i)
+{
+    if (tls.block && i > 0 && level == 1) {
+        memcpy(tls.copy[i], tls.block, tls.size);
+        memcpy(tls.block, tls.copy[0], tls.size);
+    }
+}
 
 static inline int in_vteam(void)
 {
-    return vteam != NULL && level == 1;
+    return vteam != NULL && level == vteam->level;
 }
 
 /* Whether the thread queries answer for the virtual team: not while a task reduction is
    registered (its per-thread slots are libgomp's team of one, and gcc's code combines
    omp_get_num_threads() of them). */
+/* Whether the region just begun (at `level`) is nested directly in a virtual thread of the
+   innermost team. */
+static inline int in_vteam_below(void)
+{
+    return vteam != NULL && level == vteam->level + 1;
+}
+
 static inline int vteam_answers(void)
 {
     return in_vteam() && task_reductions == 0;
@@ -98,7 +178,9 @@ static void vteam_trampoline(void *arg)
             t->cur = i;
             MARK_SPAWN();
             frame_entered();
+            tls_swap_in(i);
             swapcontext(&t->sched, &t->ctx[i]);
+            tls_swap_out(i);
             frame_ended();
             MARK_SPAWN_RETURN();
             alive += !t->done[i];
@@ -110,11 +192,14 @@ static void vteam_trampoline(void *arg)
     }
 }
 
-/* A virtual team for the region just begun, if wanted (--omp-team, outermost active region);
-   NULL: run it as a team of one. */
+/* A virtual team for the region just begun, if wanted (--omp-team, an active region: the
+   outermost, or one nested in a virtual thread of the team below when max-active-levels lets
+   it be parallel); NULL: run it as a team of one. */
 static struct vteam *vteam_open(gomp_fn fn, void *data)
 {
-    if (team_size < 2 || level != 1 || !parallel_active[1] || vteam)
+    if (team_size < 2 || level >= MAX_LEVELS || !parallel_active[level])
+        return NULL;
+    if (vteam ? !(in_vteam_below()) : level != 1)
         return NULL;
     /* A num_threads clause asks for at most that many. */
     unsigned k = team_size < VT_MAX ? team_size : VT_MAX;
@@ -132,6 +217,8 @@ static struct vteam *vteam_open(gomp_fn fn, void *data)
     t->skipping = calloc(k, 1);
     t->done = calloc(k, 1);
     int ok = t->ctx && t->stack && t->seen && t->skipping && t->done;
+    for (unsigned i = 0; ok && i < k; i++)
+        ok = tls_prepare(i);
     for (unsigned i = 0; ok && i < k; i++) {
         t->stack[i] = mmap(NULL, VT_STACK, PROT_READ | PROT_WRITE,
                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
@@ -146,6 +233,8 @@ static struct vteam *vteam_open(gomp_fn fn, void *data)
     }
     if (ok) {
         COUNT(C_VTEAMS);
+        t->level = level;
+        t->outer = vteam;
         vteam = t;
         return t;
     }
@@ -158,7 +247,7 @@ static struct vteam *vteam_open(gomp_fn fn, void *data)
 
 static void vteam_close(struct vteam *t)
 {
-    vteam = NULL;
+    vteam = t->outer;
     for (unsigned i = 0; i < t->k; i++)
         munmap(t->stack[i], VT_STACK);
     free(t->ctx), free(t->stack), free(t->seen), free(t->skipping), free(t->done), free(t);

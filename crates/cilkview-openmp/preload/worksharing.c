@@ -3,7 +3,7 @@
 
 /* ---- parallel regions ---- */
 
-/* A region: labeled `parallel`, one frame (its end is the implicit barrier).  It is parallel
+/* A region: one frame (its end is the implicit barrier), in the region labeled `parallel`.  It is parallel
    in the real program when it asks for more than one thread (if(0) and num_threads(1) give
    1) and is not nested deeper than max-active-levels allows.  The marks are in the entry point
    the program called, so that a profile names its parallel construct as the call site. */
@@ -24,9 +24,12 @@ static __attribute__((noinline)) void parallel_leaving(void)
     frame_ended();
 }
 
+/* The region `parallel` is the outermost parallel regions' (a nested one is inside it: its own
+   would count its work twice in the label's sum). */
 #define parallel_begin(num_threads)                                                                \
     do {                                                                                           \
-        MARK_REGION_BEGIN("parallel");                                                             \
+        if (level == 0)                                                                            \
+            MARK_REGION_BEGIN("parallel");                                                         \
         MARK_ENTER();                                                                              \
         parallel_entered(num_threads);                                                             \
     } while (0)
@@ -34,7 +37,8 @@ static __attribute__((noinline)) void parallel_leaving(void)
     do {                                                                                           \
         parallel_leaving();                                                                        \
         MARK_EXIT();                                                                               \
-        MARK_REGION_END("parallel");                                                               \
+        if (level == 0)                                                                            \
+            MARK_REGION_END("parallel");                                                           \
     } while (0)
 
 EXPORT void GOMP_parallel(gomp_fn fn, void *data, unsigned num_threads, unsigned flags)
@@ -451,7 +455,7 @@ EXPORT void GOMP_ordered_end(void)
    per-thread arrays with it). */
 EXPORT int omp_get_max_threads(void)
 {
-    if (team_size > 1 && level == 0)
+    if (team_size > 1 && (level == 0 || in_vteam()))
         return (int)team_size;
     return REAL(omp_get_max_threads)();
 }

@@ -40,7 +40,7 @@ impl Preload {
     /// its counts. The library removes itself and its variables from the program's environment
     /// when it starts.
     ///
-    /// `team`: `--omp-team K`, the outermost parallel region as K virtual threads (below 2: off).
+    /// `team`: `--omp-team K`, each active parallel region as K virtual threads (below 2: off).
     pub fn environment(
         &self,
         user_preload: Option<&OsStr>,
