@@ -11,6 +11,7 @@
 
 mod clock;
 mod inject;
+mod polling;
 mod region;
 mod strands;
 pub(crate) mod stub;
@@ -25,9 +26,10 @@ use nix::libc;
 
 use self::clock::Clock;
 use self::inject::setup_err;
+use self::polling::{next_sleep, IDLE_MIN};
 use self::region::{Record, Region};
 use self::strands::{Item, Strands};
-use self::stub::{StubOperand, FIRST_STUB, STUB_BYTES};
+use self::stub::{StubOperand, FIRST_STUB, SLOT_BYTES, STUB_BYTES};
 use super::Counting;
 use crate::procfs::Mem;
 use crate::ptrace::loader_hook::{self, LoaderHook};
@@ -70,9 +72,6 @@ pub(crate) struct Native {
     waits: u64,
     waited: u64,
 }
-
-const IDLE_MIN: Duration = Duration::from_micros(100);
-const IDLE_MAX: Duration = Duration::from_millis(1);
 
 impl Native {
     pub(crate) fn new(clock: Clock) -> Native {
@@ -118,9 +117,27 @@ impl Native {
         th.next = 0;
         regs.gs_base = at;
         match sys::setregs(tid, regs) {
-            Ok(()) | Err(Errno::ESRCH) => Ok(()),
-            Err(e) => Err(ptrace_err("SETREGS", tid)(e)),
+            Ok(()) => {}
+            Err(Errno::ESRCH) => return Ok(()),
+            Err(e) => return Err(ptrace_err("SETREGS", tid)(e)),
         }
+        // The slot's pages mapped in the program now: each first write to a page of it would
+        // otherwise fault (~3 µs in a virtual machine, every 170 records: measured as a strand
+        // outlier every ~20 µs of a fine-grained loop). An older kernel without
+        // MADV_POPULATE_WRITE (5.14) refuses it: the faults then stay.
+        let mut deferred = Vec::new();
+        let populate = [at, SLOT_BYTES, libc::MADV_POPULATE_WRITE as u64, 0, 0, 0];
+        inject::syscall(
+            tid,
+            Some(region.gadget),
+            libc::SYS_madvise,
+            populate,
+            &mut deferred,
+        )?;
+        if !deferred.is_empty() {
+            self.deferred.entry(tid).or_default().extend(deferred);
+        }
+        Ok(())
     }
 
     /// Move the records written in `tid`'s slot to its pending items.
@@ -130,7 +147,8 @@ impl Native {
         };
         if let Some(slot) = th.slot {
             let pending = &mut th.pending;
-            th.next = region.drain(slot, th.next, |r| pending.push(Item::Hit(r)));
+            let head = region.head(slot);
+            th.next = region.drain(slot, th.next, head, |r| pending.push(Item::Hit(r)));
         }
     }
 
@@ -140,6 +158,13 @@ impl Native {
             return 0;
         };
         let (per_hit, k) = (self.clock.per_hit, self.ns_per_tick);
+        // The records written so far, counted before the switch records are read: a strand
+        // they end was off its CPU only in intervals the kernel has already logged (a record
+        // written after the read could end a strand cut by a switch not yet read, charged whole).
+        let head = match (self.region.as_ref(), th.slot) {
+            (Some(region), Some(slot)) => Some((slot, region.head(slot))),
+            _ => None,
+        };
         if th.switches.is_some() {
             self.clock.anchor();
             th.read_switches(&self.clock);
@@ -195,8 +220,8 @@ impl Native {
                 Item::Pause { from, to } => th.pause(from, to),
             }
         }
-        if let (Some(region), Some(slot)) = (self.region.as_ref(), th.slot) {
-            th.next = region.drain(slot, th.next, |r| hit(th, r));
+        if let (Some(region), Some((slot, head))) = (self.region.as_ref(), head) {
+            th.next = region.drain(slot, th.next, head, |r| hit(th, r));
         }
         flush(core, &mut self.packed);
         n
@@ -550,17 +575,11 @@ impl Counting for Native {
                 return Ok(w);
             }
             let tids: Vec<Tid> = self.threads.keys().copied().collect();
-            let mut hits = 0;
+            let mut fullest = 0;
             for tid in tids {
-                hits += self.report(core, tid);
+                fullest = fullest.max(self.report(core, tid));
             }
-            // Even when busy, read the slots only every IDLE_MIN: each read of a slot's `head`
-            // takes its cache line away from the program's core.
-            self.idle = if hits > 0 {
-                IDLE_MIN
-            } else {
-                (self.idle * 2).min(IDLE_MAX)
-            };
+            self.idle = next_sleep(self.idle, fullest);
             std::thread::sleep(self.idle);
         }
     }

@@ -135,12 +135,22 @@ impl Region {
         self.free.push(slot);
     }
 
-    /// The records of `slot` from number `from` (counting from the slot's start) to the last
-    /// written: calls `f` for each, then lets the stub reuse their room. Returns the next
-    /// number to read.
-    pub(super) fn drain(&self, slot: usize, from: u64, mut f: impl FnMut(Record)) -> u64 {
+    /// Number of records written to `slot` so far.
+    pub(super) fn head(&self, slot: usize) -> u64 {
+        self.map.load64(slot * SLOT_BYTES as usize + HEAD as usize)
+    }
+
+    /// The records of `slot` from number `from` (counting from the slot's start) up to number
+    /// `head` (from [`Region::head`]): calls `f` for each, then lets the stub reuse their room.
+    /// Returns the next number to read.
+    pub(super) fn drain(
+        &self,
+        slot: usize,
+        from: u64,
+        head: u64,
+        mut f: impl FnMut(Record),
+    ) -> u64 {
         let at = slot * SLOT_BYTES as usize;
-        let head = self.map.load64(at + HEAD as usize);
         let mut n = from;
         while n < head {
             let i = (n % RING_RECORDS) as usize;
