@@ -271,7 +271,7 @@ fn the_tool_sigkilled_mid_attach_leaves_the_program_running_correctly() {
 }
 
 #[test]
-fn native_measures_linked_and_dlopened_libraries_and_leaves_forked_children_alone() {
+fn native_measures_linked_and_dlopened_libraries_and_leaves_forked_and_vforked_children_alone() {
     let _alone = one_at_a_time();
     if !native() {
         return;
@@ -309,7 +309,13 @@ int main(int argc, char **argv) {
     if (p == 0) { lib_spawns(1000); printf("child done\n"); return 3; } /* not measured */
     int st;
     waitpid(p, &st, 0);
-    printf("parent done, child %d\n", WEXITSTATUS(st));
+    /* A vfork child shares the parent's memory, patched marks included: not measured either
+     * (its hits went to the parent's record slot). */
+    pid_t v = vfork();
+    if (v == 0) { lib_spawns(500); _exit(4); }
+    int vst;
+    waitpid(v, &vst, 0);
+    printf("parent done, child %d, vfork child %d\n", WEXITSTATUS(st), WEXITSTATUS(vst));
     return 0;
 }"#,
         Lang::C,
@@ -321,7 +327,10 @@ int main(int argc, char **argv) {
     .unwrap_or_else(|e| panic!("{e}"));
     let a = analyze_with(&exe, &["--counter", "native"], &[copy.to_str().unwrap()]);
     assert_eq!(a.code(), Some(0), "{}", a.stderr());
-    assert_eq!(a.stdout(), "child done\nparent done, child 3\n");
+    assert_eq!(
+        a.stdout(),
+        "child done\nparent done, child 3, vfork child 4\n"
+    );
     assert_eq!((a.u("spawns"), a.u("syncs")), (24, 2), "{}", a.json);
     assert_eq!(a.json["unit"], "nanoseconds");
 }

@@ -423,6 +423,22 @@ impl Counting for Native {
         Ok(())
     }
 
+    fn unmeasured_sharer(&mut self, tid: Tid) -> Result<(), TraceError> {
+        // It inherited its parent's gs base, the parent's slot: its hits would be the
+        // parent's. They go to the discard slot instead.
+        let Some(region) = self.region.as_ref() else {
+            return Ok(());
+        };
+        let Some(mut regs) = regs_unless_gone(tid)? else {
+            return Ok(());
+        };
+        regs.gs_base = region.discard();
+        match sys::setregs(tid, regs) {
+            Ok(()) | Err(Errno::ESRCH) => Ok(()),
+            Err(e) => Err(ptrace_err("SETREGS", tid)(e)),
+        }
+    }
+
     fn remove_thread(&mut self, tid: Tid) {
         if let Some(th) = self.threads.remove(&tid) {
             if let (Some(region), Some(slot)) = (self.region.as_mut(), th.slot) {

@@ -13,8 +13,10 @@ use crate::procfs::Mem;
 use crate::sys::{SharedMap, Tid};
 use crate::TraceError;
 
+/// Slots of the region: one per measured thread, the last one for [`Region::discard`].
+const SLOT_COUNT: usize = 256;
 /// Threads measured at once, at most.
-pub(super) const SLOTS: usize = 256;
+pub(super) const SLOTS: usize = SLOT_COUNT - 1;
 
 /// One record as the stub wrote it.
 #[derive(Clone, Copy, Debug)]
@@ -69,7 +71,7 @@ impl Region {
                 ),
             ));
         }
-        let len = SLOTS as u64 * SLOT_BYTES;
+        let len = SLOT_COUNT as u64 * SLOT_BYTES;
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -105,6 +107,9 @@ impl Region {
             ));
         }
         let map = SharedMap::new(&file, len as usize).map_err(proc_err)?;
+        // The discard slot: `head` = `limit` = 0 sends every hit to the slow path, which finds
+        // `gone` set and drops it.
+        map.store64(SLOTS * SLOT_BYTES as usize + GONE as usize, 1);
         Ok(Region {
             map,
             base: base as u64,
@@ -125,6 +130,12 @@ impl Region {
         self.map.store64(at + TOOL_PID as usize, tool_pid);
         self.map.store64(at + GONE as usize, 0);
         Some((slot, self.base + slot as u64 * SLOT_BYTES))
+    }
+
+    /// The address in the program of the slot where hits are dropped (for a task that runs the
+    /// program's patched code unmeasured: a `vfork` child).
+    pub(super) fn discard(&self) -> u64 {
+        self.base + SLOTS as u64 * SLOT_BYTES
     }
 
     /// The slot's thread is gone or no longer measured: a stub still running in it stops
