@@ -289,6 +289,95 @@ int main(void) {
 }
 
 #[test]
+fn a_sigtrap_sent_while_a_thread_is_stepped_out_of_a_stub_is_delivered() {
+    if !available() {
+        return;
+    }
+    // A 50 µs timer keeps stopping the marking thread inside stubs, where the tracer steps it
+    // out; another thread sends it SIGTRAP after SIGTRAP, each once the last was handled. A
+    // SIGTRAP that stops the thread during those steps (it cannot be blocked: the step's own
+    // trap is one) must be delivered, not taken for the step's nor held while the timer's
+    // signals keep coming: else the sender waits (seen lost at the 32nd-157th). And the
+    // program's SIGTRAP handler must survive the calls injected in its new thread, which
+    // starts with every signal blocked (a step's trap found blocked resets the handler: the
+    // program was killed by the first SIGTRAP).
+    let p = compile_with(
+        r#"
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/time.h>
+#include <time.h>
+static volatile long trapped, alarms, done;
+static pthread_t marker;
+static void on_trap(int s) { (void)s; trapped++; }
+static void on_alarm(int s) { (void)s; PROBE(h_mark); alarms++; }
+static void *send(void *arg) {
+    (void)arg;
+    struct timespec t0, t;
+    for (long i = 1; i <= 500; i++) {
+        pthread_kill(marker, SIGTRAP);
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        while (trapped < i) {
+            clock_gettime(CLOCK_MONOTONIC, &t);
+            if (t.tv_sec - t0.tv_sec > 5) { printf("lost SIGTRAP %ld\n", i); fflush(stdout); _exit(2); }
+        }
+    }
+    done = 1;
+    return 0;
+}
+int main(void) {
+    marker = pthread_self();
+    signal(SIGTRAP, on_trap);
+    signal(SIGALRM, on_alarm);
+    struct itimerval it = {{0, 50}, {0, 50}};
+    setitimer(ITIMER_REAL, &it, 0);
+    pthread_t s;
+    pthread_create(&s, 0, send, 0);
+    long i = 0;
+    while (!done) { PROBE_RDI(l_mark, i); i++; }
+    struct itimerval off = {{0, 0}, {0, 0}};
+    setitimer(ITIMER_REAL, &off, 0);
+    pthread_join(s, 0);
+    printf("%ld %ld\n", trapped, alarms);
+    return 0;
+}"#,
+        &["-O1", "-pthread"],
+    );
+    let out_file = p.dir.path().join("out");
+    let probes = probes(&p.exe, &[("l_mark", Some(5)), ("h_mark", None)]);
+    let exe = p.exe.to_str().unwrap().to_string();
+    let exe_name = std::fs::canonicalize(&p.exe).unwrap();
+    let out = run(
+        &TraceOptions {
+            program: "/bin/sh".into(),
+            args: vec![
+                "-c".into(),
+                format!("exec {exe} > {}", out_file.display()).into(),
+            ],
+            counter: CounterMode::Native,
+            bind_cpu: false,
+            env: Vec::new(),
+        },
+        in_exe(&exe_name, &probes),
+        |_| {},
+    )
+    .unwrap();
+    let printed = std::fs::read_to_string(&out_file).unwrap();
+    eprintln!("{printed}");
+    assert_eq!(out.status, ExitStatus::Exited(0), "{printed}");
+    let mut words = printed.split_whitespace();
+    assert_eq!(
+        words.next(),
+        Some("500"),
+        "every SIGTRAP handled: {printed}"
+    );
+    let alarms: u64 = words.next().unwrap().parse().unwrap();
+    assert!(alarms > 10, "the timer fired meanwhile: {alarms}");
+}
+
+#[test]
 fn a_leaf_functions_red_zone_is_untouched() {
     if !available() {
         return;

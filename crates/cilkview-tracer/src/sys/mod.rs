@@ -367,6 +367,20 @@ pub fn kill(pid: Tid, sig: i32) {
     }
 }
 
+/// Send `sig` to thread `tid` of process `tgid` (`tgkill`); errors ignored (the thread may be
+/// gone).
+pub fn tgkill(tgid: Tid, tid: Tid, sig: i32) {
+    // SAFETY: plain syscall with integer arguments.
+    unsafe {
+        libc::syscall(
+            libc::SYS_tgkill,
+            tgid as c_long,
+            tid as c_long,
+            sig as c_long,
+        );
+    }
+}
+
 /// `true` if the two tasks share one address space (`kcmp(KCMP_VM)`).
 pub fn same_vm(a: Tid, b: Tid) -> bool {
     const KCMP_VM: c_long = 1;

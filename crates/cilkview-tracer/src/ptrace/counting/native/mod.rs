@@ -25,13 +25,13 @@ use nix::errno::Errno;
 use nix::libc;
 
 use self::clock::Clock;
-use self::inject::setup_err;
+use self::inject::{sent, setup_err, STEPPING_MASK};
 use self::polling::{next_sleep, IDLE_MIN};
 use self::region::{Record, Region};
 use self::strands::{Item, Strands};
 use self::stub::{StubOperand, FIRST_STUB, SLOT_BYTES, STUB_BYTES};
 use super::Counting;
-use crate::procfs::Mem;
+use crate::procfs::{self, Mem};
 use crate::ptrace::loader_hook::{self, LoaderHook};
 use crate::ptrace::probes::Patch;
 use crate::ptrace::{ptrace_err, regs_unless_gone, Core};
@@ -368,8 +368,9 @@ impl Native {
                 Err(e) => return Err(ptrace_err("SINGLESTEP", tid)(e)),
             }
             match sys::wait_for(tid).map_err(TraceError::Wait)? {
-                // Only what cannot be blocked stops it here (SIGSTOP, a SIGTRAP of its own).
-                Wait::Stopped { sig, event: 0, .. } if sig != libc::SIGTRAP => {
+                // Only what cannot be blocked stops it here (SIGSTOP, a SIGTRAP that is not
+                // the step's): delivered at its next resume.
+                Wait::Stopped { sig, event: 0, .. } if sent(tid, sig) => {
                     self.deferred.entry(tid).or_default().push(sig)
                 }
                 Wait::Stopped { .. } => {}
@@ -379,12 +380,6 @@ impl Native {
         Ok(true)
     }
 }
-
-/// The signal mask while a thread is stepped out of a stub: all but SIGTRAP (the step's own
-/// trap: a forced signal found blocked would reset the program's handler) and the two that
-/// cannot be blocked.
-const STEPPING_MASK: u64 =
-    !((1 << (libc::SIGTRAP - 1)) | (1 << (libc::SIGKILL - 1)) | (1 << (libc::SIGSTOP - 1)));
 
 /// The index of `addr` in its group.
 fn code_index(group: &[u64], addr: u64) -> usize {
@@ -402,7 +397,7 @@ fn step_out_of(tid: Tid, mark: u64, deferred: &mut Vec<i32>) -> Result<(), Trace
         }
         sys::step(tid, 0).map_err(ptrace_err("SINGLESTEP", tid))?;
         match sys::wait_for(tid).map_err(TraceError::Wait)? {
-            Wait::Stopped { sig, event: 0, .. } if sig != libc::SIGTRAP => deferred.push(sig),
+            Wait::Stopped { sig, event: 0, .. } if sent(tid, sig) => deferred.push(sig),
             Wait::Exited(..) | Wait::Signaled(..) => return Ok(()),
             _ => {}
         }
@@ -472,8 +467,21 @@ impl Counting for Native {
     fn resume(&mut self, tid: Tid, mut sig: i32) -> Result<(), TraceError> {
         if sig != 0 {
             self.leave_stubs(tid)?;
-        } else if let Some(d) = self.deferred.get_mut(&tid) {
-            sig = d.pop().unwrap_or(0);
+        }
+        // Signals that stopped the thread while the tracer stepped it: one goes with this
+        // resume if it has none; the others are sent to the thread again (pending, each
+        // delivered at a stop of its own: held until a resume without a signal, a SIGTRAP met
+        // while stepping out of a stub waited for ever behind a fast timer's signals).
+        if let Some(met) = self.deferred.remove(&tid) {
+            let mut met = met.into_iter();
+            if sig == 0 {
+                sig = met.next().unwrap_or(0);
+            }
+            if let Ok(tgid) = procfs::tgid(tid) {
+                for s in met {
+                    sys::tgkill(tgid, tid, s);
+                }
+            }
         }
         if let Some(th) = self.threads.get_mut(&tid) {
             if let Some(from) = th.stopped_at.take() {
