@@ -377,6 +377,32 @@ int main(void) {
     assert!(alarms > 10, "the timer fired meanwhile: {alarms}");
 }
 
+/// Instructions at native speed (`rdpmc` in the stubs) need a CPU PMU whose counter user space
+/// may read: the counter's reason says whether this machine has one, and why not. The stubs
+/// read time either way (reading the counter is not implemented): where it is readable, this
+/// says so as a skip too.
+#[test]
+fn the_reason_says_whether_rdpmc_could_count_instructions_here() {
+    if !available() {
+        return;
+    }
+    let info = Native.check().unwrap();
+    let pmu = std::path::Path::new("/sys/bus/event_source/devices/cpu").exists()
+        || std::path::Path::new("/sys/bus/event_source/devices/cpu_core").exists();
+    let said = info
+        .reason
+        .split("; ")
+        .find(|p| p.contains("rdpmc"))
+        .unwrap_or_else(|| panic!("no word on rdpmc: {}", info.reason))
+        .to_string();
+    if !pmu {
+        assert!(said.contains("no CPU PMU"), "{said}");
+    }
+    cilkview_fixtures::skip(format!(
+        "instructions by rdpmc in the native counter: {said}"
+    ));
+}
+
 #[test]
 fn a_leaf_functions_red_zone_is_untouched() {
     if !available() {

@@ -20,6 +20,8 @@ pub(crate) struct Clock {
     tsc0: u64,
     /// Whether the kernel's context-switch records can be read here (else why not).
     pub(crate) switches: Result<(), String>,
+    /// Whether user space could read an instructions counter with `rdpmc` here (else why not).
+    pub(crate) rdpmc: Result<(), String>,
 }
 
 impl Clock {
@@ -44,7 +46,7 @@ impl Clock {
     pub(crate) fn describe(&self) -> String {
         format!(
             "time on the CPU: invariant TSC at {:.3} GHz (calibrated against CLOCK_MONOTONIC_RAW), \
-             {:.1} ns per mark hit measured at start-up and taken off each strand; {}",
+             {:.1} ns per mark hit measured at start-up and taken off each strand; {}; {}",
             self.hz / 1e9,
             self.per_hit as f64 * self.ns_per_tick(),
             match &self.switches {
@@ -53,6 +55,12 @@ impl Clock {
                     .to_string(),
                 Err(why) =>
                     format!("time off the CPU is counted (no context-switch records: {why})"),
+            },
+            match &self.rdpmc {
+                Ok(()) => "a user-space instructions counter (rdpmc) is readable here, but the \
+                           stubs read time (reading it is not implemented)"
+                    .to_string(),
+                Err(why) => format!("instructions by rdpmc: unavailable ({why})"),
             }
         )
     }
@@ -90,6 +98,7 @@ fn calibrate() -> Result<Clock, String> {
         mono0: 0,
         tsc0: 0,
         switches,
+        rdpmc: crate::sys::rdpmc::user_instructions_counter(),
     };
     clock.anchor();
     Ok(clock)
