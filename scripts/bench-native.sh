@@ -3,7 +3,7 @@
 # here are noisy: read ratios; each time is the fastest of ROUNDS runs, native and traced
 # interleaved). Prints a markdown table for docs/benchmarks.md:
 #   - coarse floating-point programs: a double matmul of 8 chunks of 160^2 per round
-#     (scripts/bench/coarse_matmul.c) and the 256^2 stencil (fixtures/stencil_outer.c);
+#     (fixtures/coarse_matmul.c) and the 256^2 stencil (fixtures/stencil_outer.c);
 #   - gzip -6 of 8 MB (unmarked: the fixed costs of the tool, ptrace and the set-up);
 #   - a fine-grained fib with a mark hit every few instructions: the cost per mark hit end to end,
 #     (traced - native) / hits, and on the program's thread: the same less the tool's fixed cost
@@ -20,7 +20,7 @@ rounds=${ROUNDS:-5}
 echo "machine: $(uname -m), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(date -u +%F), load $(cut -d' ' -f1-3 /proc/loadavg)"
 "$bin" run --counter native --json "$work/c.json" /bin/true >/dev/null 2>&1
 echo "counter: $(python3 -c "import json;print(json.load(open('$work/c.json'))['counter']['reason'])")"
-cc -O2 $inc scripts/bench/coarse_matmul.c -o "$work/coarse_matmul"
+cc -O2 $inc fixtures/coarse_matmul.c -o "$work/coarse_matmul"
 cc -O2 $inc fixtures/stencil_outer.c -o "$work/stencil_outer"
 cc -O2 $inc fixtures/fib.c -o "$work/fib"
 head -c 6000000 /dev/urandom | base64 > "$work/gzip.in"  # ~8 MB of text

@@ -13,6 +13,18 @@ use cilkview_fixtures::build;
 use common::{analyze_with, bin, finish, start, static_opts};
 use serde_json::Value;
 
+/// Held by each test of this file while it runs: the comparison of times with instruction
+/// counts needs the other tests' busy programs and tracers off the CPUs (with them, on 2 CPUs,
+/// the tree read 13.1–15.2 against 16: each preemption leaves some of the kernel's time in the
+/// strand it cuts).
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Whether the native counter can run here (else said aloud).
 fn native() -> bool {
     let out = bin()
@@ -29,6 +41,7 @@ fn native() -> bool {
 
 #[test]
 fn native_reports_nanoseconds_and_takes_a_time_burden() {
+    let _alone = one_at_a_time();
     if !native() {
         return;
     }
@@ -68,27 +81,26 @@ fn native_reports_nanoseconds_and_takes_a_time_burden() {
     );
 }
 
-/// Region parallelism of `fixture ARGS` under native and under emulation.
-fn region_parallelism(exe: &Path, args: &[&str], label: &str) -> (f64, f64) {
-    let n = analyze_with(exe, &["--counter", "native"], args);
-    let e = analyze_with(exe, &["--counter", "emulate"], args);
-    assert_eq!(n.stdout(), e.stdout());
+/// Region `label`'s parallelism of `exe ARGS` under emulation, then under native until it is
+/// within 5% of it (eight tries: time is the machine's, whose other work and caches vary the
+/// longest strands by a few percent). If none is: a failure on a machine with a CPU to spare,
+/// a visible skip (with every try's value) on a busier one.
+fn native_parallelism_within_5_percent(exe: &Path, args: &[&str], label: &str) {
     let p = |a: &common::Analysis| a.region(label)["parallelism"].as_f64().unwrap();
-    (p(&n), p(&e))
-}
-
-#[test]
-fn coarse_spawn_tree_parallelism_matches_emulation_within_5_percent() {
-    if !native() {
-        return;
+    let e = analyze_with(exe, &["--counter", "emulate"], args);
+    let emulated = p(&e);
+    let mut seen = vec![];
+    for _ in 0..8 {
+        let n = analyze_with(exe, &["--counter", "native"], args);
+        assert_eq!(n.stdout(), e.stdout());
+        let native = p(&n);
+        seen.push(native);
+        if (native / emulated - 1.0).abs() <= 0.05 {
+            eprintln!("{label}: native {native:.3}, emulate {emulated:.3}");
+            return;
+        }
     }
-    if let Err(why) = cilkview_fixtures::emulator() {
-        cilkview_fixtures::skip(why);
-        return;
-    }
-    // Time on the critical path is the longest of 16 leaves: on a machine busier than its CPUs,
-    // the leaves' threads are preempted and each switch leaves a few µs of the kernel's time in
-    // the strand it cut; the comparison needs a quiet machine.
+    let what = format!("{label}: native parallelism (each try) {seen:?} vs emulated {emulated:.3}");
     let load: f64 = std::fs::read_to_string("/proc/loadavg")
         .unwrap()
         .split(' ')
@@ -99,23 +111,33 @@ fn coarse_spawn_tree_parallelism_matches_emulation_within_5_percent() {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
     if load > cpus - 0.5 {
         cilkview_fixtures::skip(format!(
-            "load average {load} on {cpus} CPUs: time-based parallelism needs a CPU to itself"
+            "load average {load} on {cpus} CPUs: other programs took CPU time from the longest \
+             strands in every try ({what})"
         ));
         return;
     }
-    let exe = build("coarse_tree", &static_opts());
-    // 16 leaves of ~0.7 ms: the longest of them is the span. Five tries: a leaf interrupted
-    // on the critical path keeps a few µs.
-    let mut seen = vec![];
-    for _ in 0..5 {
-        let (native, emulated) = region_parallelism(&exe, &["4", "2000000"], "tree");
-        seen.push((native, emulated));
-        if (native / emulated - 1.0).abs() <= 0.05 {
-            eprintln!("tree: native {native:.3}, emulate {emulated:.3}");
-            return;
-        }
+    panic!("{what}");
+}
+
+/// Coarse strands (a spawn tree of 16 leaves of ~0.7 ms; rounds of 8 double-precision matrix
+/// multiplies of ~0.6 ms): parallelism by time within 5% of the exact one, most often also on
+/// a busy machine (measured with load averages of 3–11 on 2 CPUs: 15.2–15.5 against 16.000,
+/// 7.46–7.77 against 8.000; now and then a try reads 9–14 when other programs take hundreds
+/// of µs from a leaf). Fine-grained programs are not compared: see docs/tracer.md, "How exact".
+#[test]
+fn coarse_parallelism_matches_emulation_within_5_percent() {
+    let _alone = one_at_a_time();
+    if !native() {
+        return;
     }
-    panic!("native vs emulated parallelism (each try): {seen:?}");
+    if let Err(why) = cilkview_fixtures::emulator() {
+        cilkview_fixtures::skip(why);
+        return;
+    }
+    let tree = build("coarse_tree", &static_opts());
+    native_parallelism_within_5_percent(&tree, &["4", "2000000"], "tree");
+    let matmul = build("coarse_matmul", &static_opts());
+    native_parallelism_within_5_percent(&matmul, &["4"], "rounds");
 }
 
 fn unattached(exe: &Path, args: &[&str]) -> (String, Option<i32>) {
@@ -128,6 +150,7 @@ fn unattached(exe: &Path, args: &[&str]) -> (String, Option<i32>) {
 
 #[test]
 fn attach_native_measures_every_spawn_and_detaches_unharmed() {
+    let _alone = one_at_a_time();
     if !native() {
         return;
     }
@@ -169,6 +192,7 @@ fn attach_native_measures_every_spawn_and_detaches_unharmed() {
 
 #[test]
 fn attach_auto_without_a_pmu_picks_native() {
+    let _alone = one_at_a_time();
     if !native() {
         return;
     }
@@ -200,6 +224,7 @@ fn attach_auto_without_a_pmu_picks_native() {
 
 #[test]
 fn the_tool_sigkilled_mid_attach_leaves_the_program_running_correctly() {
+    let _alone = one_at_a_time();
     if !native() {
         return;
     }
@@ -246,7 +271,8 @@ fn the_tool_sigkilled_mid_attach_leaves_the_program_running_correctly() {
 }
 
 #[test]
-fn native_measures_linked_and_dlopened_libraries_and_leaves_forked_children_alone() {
+fn native_measures_linked_and_dlopened_libraries_and_leaves_forked_and_vforked_children_alone() {
+    let _alone = one_at_a_time();
     if !native() {
         return;
     }
@@ -283,7 +309,13 @@ int main(int argc, char **argv) {
     if (p == 0) { lib_spawns(1000); printf("child done\n"); return 3; } /* not measured */
     int st;
     waitpid(p, &st, 0);
-    printf("parent done, child %d\n", WEXITSTATUS(st));
+    /* A vfork child shares the parent's memory, patched marks included: not measured either
+     * (its hits went to the parent's record slot). */
+    pid_t v = vfork();
+    if (v == 0) { lib_spawns(500); _exit(4); }
+    int vst;
+    waitpid(v, &vst, 0);
+    printf("parent done, child %d, vfork child %d\n", WEXITSTATUS(st), WEXITSTATUS(vst));
     return 0;
 }"#,
         Lang::C,
@@ -295,7 +327,10 @@ int main(int argc, char **argv) {
     .unwrap_or_else(|e| panic!("{e}"));
     let a = analyze_with(&exe, &["--counter", "native"], &[copy.to_str().unwrap()]);
     assert_eq!(a.code(), Some(0), "{}", a.stderr());
-    assert_eq!(a.stdout(), "child done\nparent done, child 3\n");
+    assert_eq!(
+        a.stdout(),
+        "child done\nparent done, child 3, vfork child 4\n"
+    );
     assert_eq!((a.u("spawns"), a.u("syncs")), (24, 2), "{}", a.json);
     assert_eq!(a.json["unit"], "nanoseconds");
 }

@@ -58,7 +58,9 @@ impl<C: Counting> Tracer<'_, C> {
             // the parent's patches must stay), restore the original bytes in its
             // copy of the text, then detach: it runs as without the tool.
             // (Probes of the executable and of libraries, and the loader hook.)
-            if !core.armed.patched.is_empty() && !sys::same_vm(tid, core.pid) {
+            if sys::same_vm(tid, core.pid) {
+                self.counting.unmeasured_sharer(tid)?;
+            } else if !core.armed.patched.is_empty() {
                 let mem = Mem::open(tid).map_err(|source| TraceError::Proc { pid: tid, source })?;
                 for p in &core.armed.patched {
                     mem.write(p.addr, &p.orig[..p.len])

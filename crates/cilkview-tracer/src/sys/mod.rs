@@ -12,6 +12,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use nix::libc::{self, c_int, c_long, c_void};
 
 pub mod native;
+pub mod rdpmc;
 mod shared_map;
 mod spawn;
 pub mod switches;
@@ -364,6 +365,20 @@ pub fn kill(pid: Tid, sig: i32) {
     // SAFETY: plain syscall.
     unsafe {
         libc::kill(pid, sig);
+    }
+}
+
+/// Send `sig` to thread `tid` of process `tgid` (`tgkill`); errors ignored (the thread may be
+/// gone).
+pub fn tgkill(tgid: Tid, tid: Tid, sig: i32) {
+    // SAFETY: plain syscall with integer arguments.
+    unsafe {
+        libc::syscall(
+            libc::SYS_tgkill,
+            tgid as c_long,
+            tid as c_long,
+            sig as c_long,
+        );
     }
 }
 

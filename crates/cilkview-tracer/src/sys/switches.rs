@@ -30,7 +30,8 @@ pub struct SwitchLog {
 unsafe impl Send for SwitchLog {}
 
 impl SwitchLog {
-    /// Start recording the switches of thread `tid` (times in `CLOCK_MONOTONIC` nanoseconds).
+    /// Start recording the switches of thread `tid` (times in `CLOCK_MONOTONIC_RAW`
+    /// nanoseconds: the clocksource scaled, no NTP slewing, so linear in the TSC).
     pub fn open(tid: Tid) -> io::Result<SwitchLog> {
         // SAFETY: a plain-old-data struct, all zeros is its documented default.
         let mut attr: perf_event_attr = unsafe { std::mem::zeroed() };
@@ -38,7 +39,7 @@ impl SwitchLog {
         attr.type_ = PERF_TYPE_SOFTWARE;
         attr.config = PERF_COUNT_SW_DUMMY as u64;
         attr.sample_type = PERF_SAMPLE_TIME as u64;
-        attr.clockid = libc::CLOCK_MONOTONIC;
+        attr.clockid = libc::CLOCK_MONOTONIC_RAW;
         attr.set_context_switch(1);
         attr.set_sample_id_all(1);
         attr.set_use_clockid(1);
@@ -130,14 +131,14 @@ impl Drop for SwitchLog {
     }
 }
 
-/// `CLOCK_MONOTONIC` now, in nanoseconds.
-pub fn monotonic_ns() -> u64 {
+/// `CLOCK_MONOTONIC_RAW` now, in nanoseconds (the clock of the switch records).
+pub fn raw_clock_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: writes into a local.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_RAW, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
@@ -154,7 +155,7 @@ mod tests {
                 return;
             }
         };
-        let t0 = monotonic_ns();
+        let t0 = raw_clock_ns();
         std::thread::sleep(std::time::Duration::from_millis(5));
         let mut seen = vec![];
         log.read(|out, t| seen.push((out, t)));

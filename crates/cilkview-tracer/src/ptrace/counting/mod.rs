@@ -60,6 +60,11 @@ pub(crate) trait Counting {
     /// A SIGTRAP signal-delivery-stop of a measured thread: account it (hits go to `core`).
     /// `Some(signal to resume with)`, or `None` if the thread is gone.
     fn sigtrap(&mut self, core: &mut Core<'_>, tid: Tid) -> Result<Option<i32>, TraceError>;
+    /// A child process sharing the program's memory (`vfork`, `CLONE_VM`), stopped, about to be
+    /// detached: it runs the patched code but is not measured.
+    fn unmeasured_sharer(&mut self, _tid: Tid) -> Result<(), TraceError> {
+        Ok(())
+    }
     /// A stop (interrupt, signal) came before the last resume took effect: nothing ran.
     fn interrupted(&mut self, _tid: Tid) {}
     /// Thread `tid` reported a stop; called before anything else looks at it.

@@ -1,12 +1,12 @@
 //! The native backend's clock: the invariant time-stamp counter, its frequency calibrated
-//! against `CLOCK_MONOTONIC`, and the cost of one mark hit (the stub's time between two
+//! against `CLOCK_MONOTONIC_RAW`, and the cost of one mark hit (the stub's time between two
 //! consecutive `rdtsc` reads), measured once per process by running the stubs themselves.
 
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::sys::native::{rdtsc, stub_hit_ticks as per_hit_ticks};
-use crate::sys::switches::{monotonic_ns, SwitchLog};
+use crate::sys::switches::{raw_clock_ns, SwitchLog};
 
 /// The calibrated clock.
 #[derive(Clone, Debug)]
@@ -15,11 +15,13 @@ pub(crate) struct Clock {
     pub(crate) hz: f64,
     /// Ticks one mark hit adds to a strand (taken off each strand that ends at a hit).
     pub(crate) per_hit: u64,
-    /// A `CLOCK_MONOTONIC` time and the TSC then (to place the kernel's switch records).
+    /// A `CLOCK_MONOTONIC_RAW` time and the TSC then (to place the kernel's switch records).
     mono0: u64,
     tsc0: u64,
     /// Whether the kernel's context-switch records can be read here (else why not).
     pub(crate) switches: Result<(), String>,
+    /// Whether user space could read an instructions counter with `rdpmc` here (else why not).
+    pub(crate) rdpmc: Result<(), String>,
 }
 
 impl Clock {
@@ -28,16 +30,13 @@ impl Clock {
         1e9 / self.hz
     }
 
-    /// Take a new pair of `CLOCK_MONOTONIC` and TSC readings: times near it are then placed
-    /// within the frequency's error times their distance from it (~1e-4 of it), not of the
-    /// distance from start-up.
+    /// Take a new pair of `CLOCK_MONOTONIC_RAW` and TSC readings ([`pair`]): times near it are
+    /// then placed within the frequency's error times their distance from it.
     pub(crate) fn anchor(&mut self) {
-        let before = rdtsc();
-        self.mono0 = monotonic_ns();
-        self.tsc0 = before / 2 + rdtsc() / 2;
+        (self.mono0, self.tsc0) = pair();
     }
 
-    /// The TSC at `CLOCK_MONOTONIC` time `ns` (best near the last [`Clock::anchor`]).
+    /// The TSC at `CLOCK_MONOTONIC_RAW` time `ns` (best near the last [`Clock::anchor`]).
     pub(crate) fn tsc_at(&self, ns: u64) -> u64 {
         let d = (ns as i128 - self.mono0 as i128) as f64 * self.hz / 1e9;
         (self.tsc0 as i128 + d as i128).max(0) as u64
@@ -46,8 +45,8 @@ impl Clock {
     /// The counter's reason words: what was measured.
     pub(crate) fn describe(&self) -> String {
         format!(
-            "time on the CPU: invariant TSC at {:.3} GHz (calibrated against CLOCK_MONOTONIC), \
-             {:.1} ns per mark hit measured at start-up and taken off each strand; {}",
+            "time on the CPU: invariant TSC at {:.3} GHz (calibrated against CLOCK_MONOTONIC_RAW), \
+             {:.1} ns per mark hit measured at start-up and taken off each strand; {}; {}",
             self.hz / 1e9,
             self.per_hit as f64 * self.ns_per_tick(),
             match &self.switches {
@@ -56,6 +55,12 @@ impl Clock {
                     .to_string(),
                 Err(why) =>
                     format!("time off the CPU is counted (no context-switch records: {why})"),
+            },
+            match &self.rdpmc {
+                Ok(()) => "a user-space instructions counter (rdpmc) is readable here, but the \
+                           stubs read time (reading it is not implemented)"
+                    .to_string(),
+                Err(why) => format!("instructions by rdpmc: unavailable ({why})"),
             }
         )
     }
@@ -93,18 +98,34 @@ fn calibrate() -> Result<Clock, String> {
         mono0: 0,
         tsc0: 0,
         switches,
+        rdpmc: crate::sys::rdpmc::user_instructions_counter(),
     };
     clock.anchor();
     Ok(clock)
 }
 
-/// TSC ticks per second over 10 ms of `CLOCK_MONOTONIC` (both read at the same two moments:
-/// the error is the ~50 ns between two reads over 10 ms, ~1e-5).
+/// TSC ticks per second over 10 ms of `CLOCK_MONOTONIC_RAW`, from a [`pair`] at each end (a
+/// reading cut by a preemption of the tool, on a busy machine, would be off by the preemption).
 fn frequency() -> f64 {
-    let (t0, c0) = (Instant::now(), rdtsc());
+    let (m0, c0) = pair();
     std::thread::sleep(Duration::from_millis(10));
-    let (c1, t1) = (rdtsc(), Instant::now());
-    (c1 - c0) as f64 / (t1 - t0).as_secs_f64()
+    let (m1, c1) = pair();
+    (c1 - c0) as f64 / (m1 - m0) as f64 * 1e9
+}
+
+/// A `CLOCK_MONOTONIC_RAW` time and the TSC at it: the clock read between two TSC reads, the
+/// closest of five tries (an interrupt or a preemption between the reads widens a try).
+fn pair() -> (u64, u64) {
+    let mut best = (u64::MAX, 0, 0);
+    for _ in 0..5 {
+        let before = rdtsc();
+        let ns = raw_clock_ns();
+        let after = rdtsc();
+        if after - before < best.0 {
+            best = (after - before, ns, before / 2 + after / 2);
+        }
+    }
+    (best.1, best.2)
 }
 
 #[cfg(test)]

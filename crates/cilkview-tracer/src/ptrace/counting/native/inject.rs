@@ -18,6 +18,22 @@ pub(super) fn setup_err(pid: Tid, what: String) -> TraceError {
     }
 }
 
+/// The signal mask while the tracer single-steps a thread (an injected call, out of a stub):
+/// all but SIGTRAP and the two that cannot be blocked. Signals arriving meanwhile stay pending
+/// for the program. SIGTRAP must not be blocked: the step's trap is a forced SIGTRAP, and a
+/// forced signal found blocked resets the program's handler to the default for the whole
+/// process (a new thread starts with every signal blocked by glibc's `pthread_create`: a call
+/// injected there made the program's next SIGTRAP kill it).
+pub(super) const STEPPING_MASK: u64 =
+    !((1 << (libc::SIGTRAP - 1)) | (1 << (libc::SIGKILL - 1)) | (1 << (libc::SIGSTOP - 1)));
+
+/// Whether the signal-delivery stop of `tid` with `sig`, met while single-stepping it, is a
+/// signal for the program: any but SIGTRAP, and a SIGTRAP sent by a process (`kill`, `tgkill`,
+/// `sigqueue`: a code ≤ 0), not the trap of the step.
+pub(super) fn sent(tid: Tid, sig: i32) -> bool {
+    sig != libc::SIGTRAP || matches!(sys::siginfo_code(tid), Ok(code) if code <= 0)
+}
+
 /// Run system call `nr` with `args` in stopped thread `tid`, on the gadget at `gadget` or, if
 /// `None`, on one written for the moment at the thread's `%rip` (only while no other thread of
 /// the process runs). Signals that arrive meanwhile are returned in `deferred` (to deliver at the
@@ -30,6 +46,8 @@ pub(super) fn syscall(
     deferred: &mut Vec<i32>,
 ) -> Result<i64, TraceError> {
     let saved = sys::getregs(tid).map_err(ptrace_err("GETREGS", tid))?;
+    let mask = sys::getsigmask(tid).map_err(ptrace_err("GETSIGMASK", tid))?;
+    sys::setsigmask(tid, STEPPING_MASK).map_err(ptrace_err("SETSIGMASK", tid))?;
     let mem = Mem::open(tid).map_err(|source| TraceError::Proc { pid: tid, source })?;
     let mut orig = [0u8; GADGET_STEPS_LEN as usize];
     let at = match gadget {
@@ -53,7 +71,7 @@ pub(super) fn syscall(
         loop {
             sys::step(tid, 0).map_err(ptrace_err("SINGLESTEP", tid))?;
             match sys::wait_for(tid).map_err(TraceError::Wait)? {
-                Wait::Stopped { sig, event: 0, .. } if sig == libc::SIGTRAP => {
+                Wait::Stopped { sig, event: 0, .. } if !sent(tid, sig) => {
                     let after = sys::getregs(tid).map_err(ptrace_err("GETREGS", tid))?;
                     if after.rip == at + GADGET_STEPS_LEN {
                         return Ok(after.rax as i64);
@@ -72,6 +90,7 @@ pub(super) fn syscall(
         let _ = mem.write(saved.rip, &orig);
     }
     sys::setregs(tid, saved).map_err(ptrace_err("SETREGS", tid))?;
+    sys::setsigmask(tid, mask).map_err(ptrace_err("SETSIGMASK", tid))?;
     result
 }
 

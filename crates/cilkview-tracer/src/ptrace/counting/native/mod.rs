@@ -11,6 +11,7 @@
 
 mod clock;
 mod inject;
+mod polling;
 mod region;
 mod strands;
 pub(crate) mod stub;
@@ -24,12 +25,13 @@ use nix::errno::Errno;
 use nix::libc;
 
 use self::clock::Clock;
-use self::inject::setup_err;
+use self::inject::{sent, setup_err, STEPPING_MASK};
+use self::polling::{next_sleep, IDLE_MIN};
 use self::region::{Record, Region};
 use self::strands::{Item, Strands};
-use self::stub::{StubOperand, FIRST_STUB, STUB_BYTES};
+use self::stub::{StubOperand, FIRST_STUB, SLOT_BYTES, STUB_BYTES};
 use super::Counting;
-use crate::procfs::Mem;
+use crate::procfs::{self, Mem};
 use crate::ptrace::loader_hook::{self, LoaderHook};
 use crate::ptrace::probes::Patch;
 use crate::ptrace::{ptrace_err, regs_unless_gone, Core};
@@ -70,9 +72,6 @@ pub(crate) struct Native {
     waits: u64,
     waited: u64,
 }
-
-const IDLE_MIN: Duration = Duration::from_micros(100);
-const IDLE_MAX: Duration = Duration::from_millis(1);
 
 impl Native {
     pub(crate) fn new(clock: Clock) -> Native {
@@ -118,9 +117,27 @@ impl Native {
         th.next = 0;
         regs.gs_base = at;
         match sys::setregs(tid, regs) {
-            Ok(()) | Err(Errno::ESRCH) => Ok(()),
-            Err(e) => Err(ptrace_err("SETREGS", tid)(e)),
+            Ok(()) => {}
+            Err(Errno::ESRCH) => return Ok(()),
+            Err(e) => return Err(ptrace_err("SETREGS", tid)(e)),
         }
+        // The slot's pages mapped in the program now: each first write to a page of it would
+        // otherwise fault (~3 µs in a virtual machine, every 170 records: measured as a strand
+        // outlier every ~20 µs of a fine-grained loop). An older kernel without
+        // MADV_POPULATE_WRITE (5.14) refuses it: the faults then stay.
+        let mut deferred = Vec::new();
+        let populate = [at, SLOT_BYTES, libc::MADV_POPULATE_WRITE as u64, 0, 0, 0];
+        let gadget = Some(region.gadget);
+        if let Err(e) = inject::syscall(tid, gadget, libc::SYS_madvise, populate, &mut deferred) {
+            // Killed meanwhile (another thread's exit_group): its exit is reported as usual.
+            if regs_unless_gone(tid)?.is_some() {
+                return Err(e);
+            }
+        }
+        if !deferred.is_empty() {
+            self.deferred.entry(tid).or_default().extend(deferred);
+        }
+        Ok(())
     }
 
     /// Move the records written in `tid`'s slot to its pending items.
@@ -130,7 +147,8 @@ impl Native {
         };
         if let Some(slot) = th.slot {
             let pending = &mut th.pending;
-            th.next = region.drain(slot, th.next, |r| pending.push(Item::Hit(r)));
+            let head = region.head(slot);
+            th.next = region.drain(slot, th.next, head, |r| pending.push(Item::Hit(r)));
         }
     }
 
@@ -140,6 +158,13 @@ impl Native {
             return 0;
         };
         let (per_hit, k) = (self.clock.per_hit, self.ns_per_tick);
+        // The records written so far, counted before the switch records are read: a strand
+        // they end was off its CPU only in intervals the kernel has already logged (a record
+        // written after the read could end a strand cut by a switch not yet read, charged whole).
+        let head = match (self.region.as_ref(), th.slot) {
+            (Some(region), Some(slot)) => Some((slot, region.head(slot))),
+            _ => None,
+        };
         if th.switches.is_some() {
             self.clock.anchor();
             th.read_switches(&self.clock);
@@ -195,8 +220,8 @@ impl Native {
                 Item::Pause { from, to } => th.pause(from, to),
             }
         }
-        if let (Some(region), Some(slot)) = (self.region.as_ref(), th.slot) {
-            th.next = region.drain(slot, th.next, |r| hit(th, r));
+        if let (Some(region), Some((slot, head))) = (self.region.as_ref(), head) {
+            th.next = region.drain(slot, th.next, head, |r| hit(th, r));
         }
         flush(core, &mut self.packed);
         n
@@ -343,8 +368,9 @@ impl Native {
                 Err(e) => return Err(ptrace_err("SINGLESTEP", tid)(e)),
             }
             match sys::wait_for(tid).map_err(TraceError::Wait)? {
-                // Only what cannot be blocked stops it here (SIGSTOP, a SIGTRAP of its own).
-                Wait::Stopped { sig, event: 0, .. } if sig != libc::SIGTRAP => {
+                // Only what cannot be blocked stops it here (SIGSTOP, a SIGTRAP that is not
+                // the step's): delivered at its next resume.
+                Wait::Stopped { sig, event: 0, .. } if sent(tid, sig) => {
                     self.deferred.entry(tid).or_default().push(sig)
                 }
                 Wait::Stopped { .. } => {}
@@ -354,12 +380,6 @@ impl Native {
         Ok(true)
     }
 }
-
-/// The signal mask while a thread is stepped out of a stub: all but SIGTRAP (the step's own
-/// trap: a forced signal found blocked would reset the program's handler) and the two that
-/// cannot be blocked.
-const STEPPING_MASK: u64 =
-    !((1 << (libc::SIGTRAP - 1)) | (1 << (libc::SIGKILL - 1)) | (1 << (libc::SIGSTOP - 1)));
 
 /// The index of `addr` in its group.
 fn code_index(group: &[u64], addr: u64) -> usize {
@@ -377,7 +397,7 @@ fn step_out_of(tid: Tid, mark: u64, deferred: &mut Vec<i32>) -> Result<(), Trace
         }
         sys::step(tid, 0).map_err(ptrace_err("SINGLESTEP", tid))?;
         match sys::wait_for(tid).map_err(TraceError::Wait)? {
-            Wait::Stopped { sig, event: 0, .. } if sig != libc::SIGTRAP => deferred.push(sig),
+            Wait::Stopped { sig, event: 0, .. } if sent(tid, sig) => deferred.push(sig),
             Wait::Exited(..) | Wait::Signaled(..) => return Ok(()),
             _ => {}
         }
@@ -396,6 +416,22 @@ impl Counting for Native {
             self.give_slot(tid, false)?;
         }
         Ok(())
+    }
+
+    fn unmeasured_sharer(&mut self, tid: Tid) -> Result<(), TraceError> {
+        // It inherited its parent's gs base, the parent's slot: its hits would be the
+        // parent's. They go to the discard slot instead.
+        let Some(region) = self.region.as_ref() else {
+            return Ok(());
+        };
+        let Some(mut regs) = regs_unless_gone(tid)? else {
+            return Ok(());
+        };
+        regs.gs_base = region.discard();
+        match sys::setregs(tid, regs) {
+            Ok(()) | Err(Errno::ESRCH) => Ok(()),
+            Err(e) => Err(ptrace_err("SETREGS", tid)(e)),
+        }
     }
 
     fn remove_thread(&mut self, tid: Tid) {
@@ -431,8 +467,21 @@ impl Counting for Native {
     fn resume(&mut self, tid: Tid, mut sig: i32) -> Result<(), TraceError> {
         if sig != 0 {
             self.leave_stubs(tid)?;
-        } else if let Some(d) = self.deferred.get_mut(&tid) {
-            sig = d.pop().unwrap_or(0);
+        }
+        // Signals that stopped the thread while the tracer stepped it: one goes with this
+        // resume if it has none; the others are sent to the thread again (pending, each
+        // delivered at a stop of its own: held until a resume without a signal, a SIGTRAP met
+        // while stepping out of a stub waited for ever behind a fast timer's signals).
+        if let Some(met) = self.deferred.remove(&tid) {
+            let mut met = met.into_iter();
+            if sig == 0 {
+                sig = met.next().unwrap_or(0);
+            }
+            if let Ok(tgid) = procfs::tgid(tid) {
+                for s in met {
+                    sys::tgkill(tgid, tid, s);
+                }
+            }
         }
         if let Some(th) = self.threads.get_mut(&tid) {
             if let Some(from) = th.stopped_at.take() {
@@ -550,17 +599,11 @@ impl Counting for Native {
                 return Ok(w);
             }
             let tids: Vec<Tid> = self.threads.keys().copied().collect();
-            let mut hits = 0;
+            let mut fullest = 0;
             for tid in tids {
-                hits += self.report(core, tid);
+                fullest = fullest.max(self.report(core, tid));
             }
-            // Even when busy, read the slots only every IDLE_MIN: each read of a slot's `head`
-            // takes its cache line away from the program's core.
-            self.idle = if hits > 0 {
-                IDLE_MIN
-            } else {
-                (self.idle * 2).min(IDLE_MAX)
-            };
+            self.idle = next_sleep(self.idle, fullest);
             std::thread::sleep(self.idle);
         }
     }

@@ -13,8 +13,10 @@ use crate::procfs::Mem;
 use crate::sys::{SharedMap, Tid};
 use crate::TraceError;
 
+/// Slots of the region: one per measured thread, the last one for [`Region::discard`].
+const SLOT_COUNT: usize = 256;
 /// Threads measured at once, at most.
-pub(super) const SLOTS: usize = 256;
+pub(super) const SLOTS: usize = SLOT_COUNT - 1;
 
 /// One record as the stub wrote it.
 #[derive(Clone, Copy, Debug)]
@@ -69,7 +71,7 @@ impl Region {
                 ),
             ));
         }
-        let len = SLOTS as u64 * SLOT_BYTES;
+        let len = SLOT_COUNT as u64 * SLOT_BYTES;
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -105,6 +107,9 @@ impl Region {
             ));
         }
         let map = SharedMap::new(&file, len as usize).map_err(proc_err)?;
+        // The discard slot: `head` = `limit` = 0 sends every hit to the slow path, which finds
+        // `gone` set and drops it.
+        map.store64(SLOTS * SLOT_BYTES as usize + GONE as usize, 1);
         Ok(Region {
             map,
             base: base as u64,
@@ -127,6 +132,12 @@ impl Region {
         Some((slot, self.base + slot as u64 * SLOT_BYTES))
     }
 
+    /// The address in the program of the slot where hits are dropped (for a task that runs the
+    /// program's patched code unmeasured: a `vfork` child).
+    pub(super) fn discard(&self) -> u64 {
+        self.base + SLOTS as u64 * SLOT_BYTES
+    }
+
     /// The slot's thread is gone or no longer measured: a stub still running in it stops
     /// waiting and drops its record.
     pub(super) fn release(&mut self, slot: usize) {
@@ -135,12 +146,22 @@ impl Region {
         self.free.push(slot);
     }
 
-    /// The records of `slot` from number `from` (counting from the slot's start) to the last
-    /// written: calls `f` for each, then lets the stub reuse their room. Returns the next
-    /// number to read.
-    pub(super) fn drain(&self, slot: usize, from: u64, mut f: impl FnMut(Record)) -> u64 {
+    /// Number of records written to `slot` so far.
+    pub(super) fn head(&self, slot: usize) -> u64 {
+        self.map.load64(slot * SLOT_BYTES as usize + HEAD as usize)
+    }
+
+    /// The records of `slot` from number `from` (counting from the slot's start) up to number
+    /// `head` (from [`Region::head`]): calls `f` for each, then lets the stub reuse their room.
+    /// Returns the next number to read.
+    pub(super) fn drain(
+        &self,
+        slot: usize,
+        from: u64,
+        head: u64,
+        mut f: impl FnMut(Record),
+    ) -> u64 {
         let at = slot * SLOT_BYTES as usize;
-        let head = self.map.load64(at + HEAD as usize);
         let mut n = from;
         while n < head {
             let i = (n % RING_RECORDS) as usize;

@@ -1,0 +1,103 @@
+//! Whether user space may read an instructions counter with `rdpmc` here (what the native
+//! counter would need to record instructions instead of time): a CPU PMU that perf exposes,
+//! user-space `rdpmc` allowed by it, and a counting event whose mapped page says
+//! `cap_user_rdpmc` with a counter index.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+use nix::libc;
+use perf_event_open_sys::bindings::{
+    perf_event_attr, perf_event_mmap_page, PERF_COUNT_HW_INSTRUCTIONS, PERF_FLAG_FD_CLOEXEC,
+    PERF_TYPE_HARDWARE,
+};
+
+/// `cap_user_rdpmc`: bit 2 of the page's capabilities.
+const CAP_USER_RDPMC: u64 = 1 << 2;
+
+/// `Ok` if this thread's instructions could be read with `rdpmc`; else why not.
+pub fn user_instructions_counter() -> Result<(), String> {
+    let dir = ["cpu", "cpu_core"]
+        .iter()
+        .map(|d| format!("/sys/bus/event_source/devices/{d}"))
+        .find(|d| std::path::Path::new(d).exists())
+        .ok_or("no CPU PMU: /sys/bus/event_source/devices/cpu is absent")?;
+    let allowed =
+        std::fs::read_to_string(format!("{dir}/rdpmc")).map_err(|e| format!("{dir}/rdpmc: {e}"))?;
+    if allowed.trim() == "0" {
+        return Err(format!("user-space rdpmc is disabled ({dir}/rdpmc is 0)"));
+    }
+    // SAFETY: a plain-old-data struct, all zeros is its documented default.
+    let mut attr: perf_event_attr = unsafe { std::mem::zeroed() };
+    attr.size = std::mem::size_of::<perf_event_attr>() as u32;
+    attr.type_ = PERF_TYPE_HARDWARE;
+    attr.config = PERF_COUNT_HW_INSTRUCTIONS as u64;
+    attr.set_exclude_kernel(1);
+    attr.set_exclude_hv(1);
+    // SAFETY: the syscall reads `attr`, which lives across the call.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            &attr as *const perf_event_attr,
+            0,
+            -1,
+            -1,
+            PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
+        )
+    };
+    if fd < 0 {
+        return Err(format!(
+            "perf_event_open of an instructions counter: {}",
+            io::Error::last_os_error()
+        ));
+    }
+    // SAFETY: a fresh descriptor nobody else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+    // SAFETY: maps the event's first page read-only; unmapped below.
+    let page = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            4096,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            fd.as_raw_fd(),
+            0,
+        )
+    };
+    if page == libc::MAP_FAILED {
+        return Err(format!(
+            "mapping the counter's page: {}",
+            io::Error::last_os_error()
+        ));
+    }
+    let word = |at: usize| -> u64 {
+        // SAFETY: inside the mapped page, aligned; the kernel updates it (a volatile read).
+        unsafe { std::ptr::read_volatile(page.cast::<u8>().add(at).cast::<u64>()) }
+    };
+    let caps = word(std::mem::offset_of!(perf_event_mmap_page, __bindgen_anon_1));
+    let index = word(std::mem::offset_of!(perf_event_mmap_page, index)) as u32;
+    // SAFETY: our own mapping, no reference to it outlives this call.
+    unsafe { libc::munmap(page, 4096) };
+    if caps & CAP_USER_RDPMC == 0 {
+        return Err("the counter's page does not allow rdpmc (cap_user_rdpmc is 0)".into());
+    }
+    if index == 0 {
+        return Err("the counter has no index to read (not scheduled on a counter)".into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fields_read_are_where_the_kernel_puts_them() {
+        // include/uapi/linux/perf_event.h: lock at 8, index at 12, capabilities at 40.
+        assert_eq!(std::mem::offset_of!(perf_event_mmap_page, index), 12);
+        assert_eq!(
+            std::mem::offset_of!(perf_event_mmap_page, __bindgen_anon_1),
+            40
+        );
+    }
+}
