@@ -9,12 +9,11 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use cilkview_bench::{
-    available_cpus, parse_cores, BenchError, BenchOptions, BenchReport, Placement, PredictedRange,
-    Progress,
+    available_cpus, parse_cores, BenchError, BenchOptions, BenchReport, Placement, Progress,
 };
 use cilkview_report::{
     read_json, render_plot, Exporter, MeasuredPoint, PlotExporter, PlotFormat, Reservation,
-    RunReport, SpeedupPlot,
+    RunReport, Speedup, SpeedupPlot,
 };
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -102,13 +101,8 @@ pub struct BenchArgs {
 }
 
 /// The predicted range at P of an analysis report.
-pub fn predicted(report: &RunReport, cores: u32) -> PredictedRange {
-    let s = cilkview_report::predicted(report, cores);
-    PredictedRange {
-        cores,
-        lower: s.lower,
-        upper: s.upper,
-    }
+pub fn predicted(report: &RunReport, cores: u32) -> Speedup {
+    cilkview_report::predicted(report, cores)
 }
 
 /// The report whose measures predict: the whole run, or one region's measures in its place.
@@ -128,13 +122,7 @@ fn prediction_source(mut report: RunReport, region: Option<&str>) -> Result<RunR
         );
     };
     report.program = format!("{} [{label}]", report.program);
-    report.work = r.work;
-    report.span = r.span;
-    report.burdened_span = r.burdened_span;
-    report.parallelism = r.parallelism;
-    report.burdened_parallelism = r.burdened_parallelism;
-    report.spawns = r.spawns;
-    report.syncs = r.syncs;
+    report.measures = r.measures;
     Ok(report)
 }
 

@@ -1,6 +1,6 @@
 //! A report narrowed to one labeled region: what `--plot-region LABEL` draws.
 
-use crate::{speedup_table, ExportError, RunReport};
+use crate::{speedup_table, ExportError, MeasuresReport, RunReport};
 
 impl RunReport {
     /// This report with the measures of region `label` in place of the whole program's (its
@@ -18,16 +18,10 @@ impl RunReport {
                 },
             });
         };
-        let m = r.measures();
+        let m = r.measures.measured();
         Ok(RunReport {
             program: format!("{} [region {label}]", self.program),
-            work: m.work,
-            span: m.span,
-            burdened_span: m.burdened_span,
-            parallelism: m.parallelism(),
-            burdened_parallelism: m.burdened_parallelism(),
-            spawns: m.spawns,
-            syncs: m.syncs,
+            measures: MeasuresReport::of(&m),
             average_maximal_strand: m.average_maximal_strand(),
             speedup: speedup_table(
                 &m,

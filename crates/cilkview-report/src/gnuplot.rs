@@ -45,7 +45,7 @@ impl Exporter for GnuplotExporter {
     }
 
     fn render(&self, report: &RunReport) -> Result<Vec<Artifact>, ExportError> {
-        let m = report.measures();
+        let m = report.measures.measured();
         let widest = self.measured.iter().map(|m| m.cores).max().unwrap_or(1);
         let max = report.max_cores().max(2).max(widest);
         // The ranges of the plotters picture (plot/draw.rs): x from 0.8 to P + 0.2, y to 1.45
@@ -60,14 +60,14 @@ impl Exporter for GnuplotExporter {
         let _ = writeln!(
             dat,
             "# cilkview-rs scalability profile of {}\n# work {} span {} burdened_span {} span_coefficient {}\n# cores\twork_law\tspan_law\tburdened_lower\tupper",
-            report.program, report.work, report.span, report.burdened_span, report.span_coefficient
+            report.program, report.measures.work, report.measures.span, report.measures.burdened_span, report.span_coefficient
         );
         for p in 1..=max {
             let s = speedup_with_task_cost(&m, p, report.span_coefficient, report.task_cost());
             let _ = writeln!(
                 dat,
                 "{p}\t{p}\t{:.6}\t{:.6}\t{:.6}",
-                report.parallelism, s.lower, s.upper
+                report.measures.parallelism, s.lower, s.upper
             );
         }
         if !self.measured.is_empty() {
@@ -114,7 +114,7 @@ impl Exporter for GnuplotExporter {
             "set title {}",
             quoted(&format!(
                 "{program}: parallelism {:.2}, burdened parallelism {:.2}",
-                report.parallelism, report.burdened_parallelism
+                report.measures.parallelism, report.measures.burdened_parallelism
             ))
         );
         let _ = writeln!(
@@ -131,7 +131,7 @@ impl Exporter for GnuplotExporter {
         let _ = writeln!(
             plt,
             "plot {dat_name} index 0 using 1:4:5 with filledcurves lc rgb '#bcd6ee' title 'Estimated speedup range', \\\n     {dat_name} index 0 using 1:2 with lines lw 2 lc rgb '#444444' title 'Work law: speedup ≤ P', \\\n     {dat_name} index 0 using 1:3 with lines lw 2 lc rgb '#d62728' title 'Span law: speedup ≤ parallelism ({:.2})', \\\n     {dat_name} index 0 using 1:4 with lines lw 2 lc rgb '#1f77b4' title 'Burdened speedup (lower bound)'{}",
-            report.parallelism,
+            report.measures.parallelism,
             if self.measured.is_empty() {
                 String::new()
             } else {

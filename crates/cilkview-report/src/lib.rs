@@ -32,14 +32,15 @@ pub use profile_csv::ProfileCsvExporter;
 pub use profile_model::{CallContextReport, CallSiteReport, SiteName, WorkSpanReport};
 pub use profile_text::TopSitesExporter;
 
+pub use cilkview_engine::Speedup;
 pub use cilkview_events::{CounterMode, Ending, ExitStatus};
 pub use export::{ExportManager, ExportOptions, OutputError, Reservation};
 pub use gate::{Gate, GateMeasure};
 pub use gnuplot::GnuplotExporter;
 pub use json::{json_schema, read_json, JsonExporter};
 pub use model::{
-    signal_name, speedup_table, AttachReport, CounterReport, RegionReport, RunInfo, RunReport,
-    SpeedupRow, JSON_VERSION,
+    signal_name, speedup_table, AttachReport, CounterReport, MeasuresReport, RegionReport, RunInfo,
+    RunReport, JSON_VERSION,
 };
 pub use openmp::{OpenMpCount, OpenMpReport, ThreadIdSite};
 pub use plot::{

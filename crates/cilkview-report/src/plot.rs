@@ -58,7 +58,7 @@ impl SpeedupPlot {
         SpeedupPlot {
             program: report.program.clone(),
             prediction: Some(Prediction {
-                measures: report.measures(),
+                measures: report.measures.measured(),
                 span_coefficient: report.span_coefficient,
                 task_cost: report.task_cost(),
             }),
