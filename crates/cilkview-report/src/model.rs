@@ -199,6 +199,10 @@ pub struct RunReport {
     /// not part of the JSON schema.
     #[serde(skip)]
     pub warnings: Vec<String>,
+    /// The speedups measured by `run --bench`, drawn on the plots beside the prediction; not part
+    /// of the JSON schema (`bench --json` writes them).
+    #[serde(skip)]
+    pub measured: Vec<crate::MeasuredPoint>,
 }
 
 impl AttachReport {
@@ -284,6 +288,7 @@ impl RunReport {
             call_contexts: None,
             openmp: None,
             warnings: Vec::new(),
+            measured: Vec::new(),
         }
     }
 

@@ -181,3 +181,24 @@ impl Exporter for TextExporter {
         }])
     }
 }
+
+/// The report's warnings (`warning: …`, one line each), before everything else on standard
+/// error.
+pub struct WarningsExporter;
+
+impl Exporter for WarningsExporter {
+    fn destinations(&self) -> Vec<Destination> {
+        vec![Destination::Stderr]
+    }
+
+    fn render(&self, report: &RunReport) -> Result<Vec<Artifact>, ExportError> {
+        let mut text = String::new();
+        for w in &report.warnings {
+            let _ = writeln!(text, "warning: {}", printable(w));
+        }
+        Ok(vec![Artifact {
+            destination: Destination::Stderr,
+            bytes: text.into_bytes(),
+        }])
+    }
+}
