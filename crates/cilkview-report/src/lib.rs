@@ -42,7 +42,7 @@ pub use profile_text::TopSitesExporter;
 
 pub use cilkview_engine::Speedup;
 pub use cilkview_events::{CounterMode, Ending, ExitStatus};
-pub use export::{ExportManager, ExportOptions, OutputError, Reservation};
+pub use export::{ExportManager, ExportOptions, Gated, OutputError, Reservation};
 pub use gate::{Gate, GateMeasure};
 pub use gnuplot::GnuplotExporter;
 pub use json::{json_schema, read_json, JsonExporter};
