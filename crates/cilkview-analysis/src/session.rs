@@ -224,11 +224,11 @@ impl<'a> Session<'a> {
                 self.cost_total, self.burden, measured.total.spawns
             ));
             // The sums wrapped: never a burdened measure (or a passing gate) made of them.
-            report.burdened_span = u64::MAX;
-            report.burdened_parallelism = 0.0;
+            report.measures.burdened_span = u64::MAX;
+            report.measures.burdened_parallelism = 0.0;
             for r in &mut report.regions {
-                r.burdened_span = u64::MAX;
-                r.burdened_parallelism = 0.0;
+                r.measures.burdened_span = u64::MAX;
+                r.measures.burdened_parallelism = 0.0;
             }
         }
         report

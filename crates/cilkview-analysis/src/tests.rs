@@ -107,7 +107,13 @@ fn analyze_with(
 }
 
 fn measures(r: &RunReport) -> (u64, u64, u64, u64, u64) {
-    (r.work, r.span, r.burdened_span, r.spawns, r.syncs)
+    (
+        r.measures.work,
+        r.measures.span,
+        r.measures.burdened_span,
+        r.measures.spawns,
+        r.measures.syncs,
+    )
 }
 
 const SPAWN_SYNC: &[(MarkKind, Option<&str>)] = &[(Spawn, None), (SpawnReturn, None), (Sync, None)];
@@ -130,7 +136,7 @@ fn one_spawn_and_sync() {
     );
     assert_eq!(measures(&r), (26, 16, 1 + BURDEN + 10 + 5, 1, 1));
     assert_eq!(r.events, 3);
-    assert_eq!(r.parallelism, 26.0 / 16.0);
+    assert_eq!(r.measures.parallelism, 26.0 / 16.0);
     assert!(r.warnings.is_empty(), "{:?}", r.warnings);
 }
 
@@ -219,7 +225,13 @@ fn two_children_and_a_labeled_region() {
 }
 
 fn measures_of(r: &cilkview_report::RegionReport) -> (u64, u64, u64, u64, u64) {
-    (r.work, r.span, r.burdened_span, r.spawns, r.syncs)
+    (
+        r.measures.work,
+        r.measures.span,
+        r.measures.burdened_span,
+        r.measures.spawns,
+        r.measures.syncs,
+    )
 }
 
 #[test]
@@ -418,7 +430,7 @@ fn partial_streams_tolerate_closers_without_openers() {
     // function's exit come without their openers.
     let closers = [exec(0, 1, 0, 4), hit(2, 1, 5), hit(1, 1, 5)];
     let complete = analyze(&files, &["/prog"], &closers, false);
-    assert_eq!(complete.work, 10);
+    assert_eq!(complete.measures.work, 10);
     assert_eq!(complete.warnings.len(), 1, "{:?}", complete.warnings);
     // Which mark, where, how many times, in words (it was a Rust debug struct).
     assert_eq!(
@@ -430,7 +442,7 @@ fn partial_streams_tolerate_closers_without_openers() {
     );
     let partial = analyze(&files, &["/prog"], &closers, true);
     assert!(partial.warnings.is_empty(), "{:?}", partial.warnings);
-    assert_eq!(partial.work, 10);
+    assert_eq!(partial.measures.work, 10);
     // What no window explains is still reported: an iteration outside any loop.
     let stray = analyze(&files, &["/prog"], &[exec(0, 1, 0, 4), hit(3, 1, 5)], true);
     assert_eq!(stray.warnings.len(), 1, "{:?}", stray.warnings);
@@ -563,7 +575,7 @@ fn runs_of_hits_measure_what_the_same_hits_one_by_one_do() {
     let (profiled_batched, _) = run(true, true);
     assert_eq!(profiled_batched, profiled_one);
     assert!(profiled_one.call_sites.is_some() && one_by_one.call_sites.is_none());
-    assert!(one_by_one.work > 0 && !one_by_one.warnings.is_empty());
+    assert!(one_by_one.measures.work > 0 && !one_by_one.warnings.is_empty());
     // 7 of every 8 hits are ours: 8,750, heard at each multiple of 4,096 passed, then the total.
     assert_eq!(heard_one, [4096, 8192, 8750]);
     assert_eq!(heard_batched.last(), Some(&8750));

@@ -1,17 +1,9 @@
 //! The measured speedups beside a predicted range.
 
+use cilkview_engine::Speedup;
 use serde::{Deserialize, Serialize};
 
 use crate::BenchReport;
-
-/// The predicted speedup range at one P: `lower` is the burdened-span bound, `upper` is
-/// min(P, parallelism).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct PredictedRange {
-    pub cores: u32,
-    pub lower: f64,
-    pub upper: f64,
-}
 
 /// Where a measured speedup lies relative to the predicted range.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -29,7 +21,7 @@ pub enum Placement {
 
 impl Placement {
     /// Classifies the interval `[min, max]` of measured speedups against `range`.
-    pub fn of(min: f64, max: f64, range: &PredictedRange) -> Placement {
+    pub fn of(min: f64, max: f64, range: &Speedup) -> Placement {
         if min > range.upper {
             Placement::Above
         } else if max < range.lower {
@@ -49,7 +41,7 @@ impl Placement {
 }
 
 /// Annotates every result that has a predicted range (`predict(P)`) with it and its placement.
-pub fn compare(report: &mut BenchReport, predict: impl Fn(u32) -> Option<PredictedRange>) {
+pub fn compare(report: &mut BenchReport, predict: impl Fn(u32) -> Option<Speedup>) {
     for r in &mut report.results {
         r.predicted = predict(r.cores);
         r.placement = r
@@ -64,7 +56,7 @@ mod tests {
 
     #[test]
     fn placement() {
-        let r = PredictedRange {
+        let r = Speedup {
             cores: 4,
             lower: 2.0,
             upper: 3.0,

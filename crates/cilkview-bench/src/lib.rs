@@ -19,7 +19,7 @@ mod trial;
 use std::path::PathBuf;
 
 pub use bandwidth::{bandwidth, BandwidthReport, BandwidthVerdict, CONTENTION, LIMITED};
-pub use compare::{compare, Placement, PredictedRange};
+pub use compare::{compare, Placement};
 pub use cores::{available_cpus, parse_cores, MAX_CORES};
 pub use model::{json_schema, BenchReport, CoresResult, JSON_VERSION};
 pub use stats::Summary;

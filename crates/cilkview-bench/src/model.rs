@@ -2,7 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{BandwidthReport, BenchOptions, Placement, PredictedRange, Summary};
+use cilkview_engine::Speedup;
+
+use crate::{BandwidthReport, BenchOptions, Placement, Summary};
 
 /// The results at one worker count.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -18,7 +20,7 @@ pub struct CoresResult {
     pub efficiency: f64,
     /// The predicted range at this P, when a prediction was given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub predicted: Option<PredictedRange>,
+    pub predicted: Option<Speedup>,
     /// Where the measured speedup lies relative to `predicted`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<Placement>,

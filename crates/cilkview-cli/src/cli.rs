@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use cilkview_analysis::{
     CounterMode, Model, DEFAULT_BURDEN, DEFAULT_BURDEN_NS, DEFAULT_SPAN_COEFFICIENT,
 };
-use cilkview_report::{ExportOptions, Gate};
+use cilkview_bench::parse_cores;
+use cilkview_report::{ExportOptions, Gate, PlotFormat};
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 #[derive(Parser, Debug)]
@@ -31,7 +32,7 @@ pub enum Command {
     Report(ReportArgs),
     /// Run a program natively at each worker count (CPU affinity + CILK_NWORKERS,
     /// OMP_NUM_THREADS, …) and report its measured speedups, beside a prediction if given.
-    Bench(crate::bench::BenchArgs),
+    Bench(BenchArgs),
     /// Print the cilkview.h annotation header (e.g. `cilkview-rs header > cilkview.h`).
     Header,
     /// Print the JSON Schema of `run --json` (or of `bench --json`).
@@ -184,7 +185,7 @@ pub struct OutputOptions {
     #[arg(long, value_name = "PREFIX")]
     pub gnuplot: Option<PathBuf>,
     /// Draw the scalability profile (no gnuplot needed): FILE.svg or FILE.png.
-    #[arg(long, value_name = "FILE", value_parser = crate::bench::parse_plot_path)]
+    #[arg(long, value_name = "FILE", value_parser = parse_plot_path)]
     pub plot: Option<PathBuf>,
     /// Draw the region LABEL (cv_region_begin/end) instead of the whole program in --plot and
     /// --gnuplot: a small run's whole-program profile is mostly its serial start-up.
@@ -230,7 +231,7 @@ pub struct RunArgs {
     #[arg(long, help_heading = "Benchmark")]
     pub bench: bool,
     #[command(flatten)]
-    pub bench_tuning: crate::bench::BenchTuning,
+    pub bench_tuning: BenchTuning,
     #[command(flatten)]
     pub openmp: crate::openmp::OpenMpOptions,
     /// The program to run (searched in PATH when it has no slash), then its arguments. Options
@@ -354,4 +355,106 @@ pub struct ReportArgs {
     pub burden: Option<Burden>,
     #[command(flatten)]
     pub output: OutputOptions,
+}
+
+/// A parsed `--cores LIST`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CoreList(pub Vec<u32>);
+
+fn parse_core_list(s: &str) -> Result<CoreList, String> {
+    parse_cores(s).map(CoreList)
+}
+
+/// A `--plot` file name: refused now, before anything runs, unless it ends in .svg or .png.
+pub fn parse_plot_path(s: &str) -> Result<PathBuf, String> {
+    let path = PathBuf::from(s);
+    PlotFormat::of(&path)
+        .map(|_| path)
+        .map_err(|_| "a plot file must end in .svg or .png".to_string())
+}
+
+/// How to benchmark (shared by `bench` and `run --bench`).
+#[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Benchmark")]
+pub struct BenchTuning {
+    /// Worker counts to run, e.g. 1,2,4 or 1-8 [default: 1 to the number of CPUs available].
+    /// P = 1, the baseline of the speedups, is always run.
+    #[arg(long, value_name = "LIST", value_parser = parse_core_list)]
+    pub cores: Option<CoreList>,
+    /// Timed runs per worker count; the median is reported, with the min and max.
+    #[arg(long, value_name = "N", default_value_t = 3,
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub trials: u32,
+    /// Untimed runs before the trials of each worker count.
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub warmup: u32,
+    /// Another environment variable to set to the worker count (CILK_NWORKERS,
+    /// OMP_NUM_THREADS and RAYON_NUM_THREADS always are). Repeatable.
+    #[arg(long, value_name = "NAME")]
+    pub workers_env: Vec<String>,
+    /// Let the benchmarked runs' output through (it is discarded otherwise).
+    #[arg(long)]
+    pub show_output: bool,
+    /// Allow more workers than CPUs available (they then share the CPUs).
+    #[arg(long)]
+    pub oversubscribe: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    #[command(flatten)]
+    pub tuning: BenchTuning,
+    /// Also run the memory-bandwidth test: P copies of the serial program at once vs one alone
+    /// (P = the largest core count).
+    #[arg(long, help_heading = "Benchmark")]
+    pub bandwidth: bool,
+    /// A report saved by `cilkview-rs run --json`: show the predicted range beside each
+    /// measured speedup.
+    #[arg(long, value_name = "FILE.json", help_heading = "Prediction")]
+    pub analysis: Option<PathBuf>,
+    /// With --analysis: predict from this region's measures (cv_region_begin("LABEL")) instead
+    /// of the whole run's (whose serial start-up weighs heavily on a small analysed input).
+    #[arg(
+        long,
+        value_name = "LABEL",
+        requires = "analysis",
+        help_heading = "Prediction"
+    )]
+    pub region: Option<String>,
+    /// Write the benchmark as JSON to FILE, `-` for standard output (its JSON Schema:
+    /// `cilkview-rs schema bench`).
+    #[arg(long, value_name = "FILE", help_heading = "Outputs")]
+    pub json: Option<PathBuf>,
+    /// Write one CSV row per worker count to FILE (`-`: standard output).
+    #[arg(long, value_name = "FILE", help_heading = "Outputs")]
+    pub csv: Option<PathBuf>,
+    /// Draw the measured speedups (and the prediction, with --analysis): FILE.svg or FILE.png.
+    #[arg(long, value_name = "FILE", value_parser = parse_plot_path, help_heading = "Outputs")]
+    pub plot: Option<PathBuf>,
+    /// The program, then its arguments. Options end at PROGRAM: everything after it is the
+    /// program's (an optional `--` right after PROGRAM is dropped).
+    #[arg(value_name = "PROGRAM [-- ARGS]", required = true, num_args = 1..,
+          trailing_var_arg = true, help_heading = None::<&str>)]
+    pub command: Vec<OsString>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dash_dash_after_the_program_is_dropped() {
+        let c: Vec<OsString> = ["./app", "--", "--json", "x"].map(OsString::from).to_vec();
+        let (p, a) = program_and_args(&c);
+        assert_eq!(p, "./app");
+        assert_eq!(a, ["--json", "x"].map(OsString::from).to_vec());
+        let c: Vec<OsString> = ["./app", "--json", "x"].map(OsString::from).to_vec();
+        assert_eq!(program_and_args(&c).1.len(), 2);
+    }
+
+    #[test]
+    fn empty_core_list_is_refused() {
+        assert!(parse_core_list("").is_err());
+    }
 }

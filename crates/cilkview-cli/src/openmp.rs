@@ -137,8 +137,8 @@ fn warnings(openmp: &OpenMpReport, report: &RunReport) -> Vec<String> {
             openmp.count("detached_tasks")
         ));
     }
-    if report.spawns > 0 && openmp.task_cost > 0 {
-        let per_spawn = report.work / report.spawns;
+    if report.measures.spawns > 0 && openmp.task_cost > 0 {
+        let per_spawn = report.measures.work / report.measures.spawns;
         if per_spawn < openmp.task_cost {
             out.push(format!(
                 "--openmp: {} instructions of work per spawn, below libgomp's cost per task \

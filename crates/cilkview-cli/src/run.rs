@@ -16,20 +16,24 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let program = crate::program::resolve(args.program())?;
     // Not ELF, wrong architecture, truncated, corrupt marks: say so before running anything.
     check_program(&program).with_context(|| format!("cannot analyze {}", program.display()))?;
-    if cilkview_analysis::has_rayon_marks(&program) {
-        // Marked with the Rust `cilkview` crate: its joins, scopes and loops run serially, in the
-        // serial elision's order, on one thread (crates/cilkview). Set before any thread starts.
-        std::env::set_var("RAYON_NUM_THREADS", "1");
-    }
     crate::program::check_region_labels(&program, &args.output)?;
     let options = (&args.output).into();
     crate::program::refuse_overwriting(&program, &options)?;
     let mut outputs = ExportManager::new(&options)?;
+    let mut bench_outputs = None;
     if args.bench {
         crate::bench::precheck(&args.bench_tuning, &program)?;
+        bench_outputs = Some(ExportManager::bench_after_analysis()?);
     }
     let openmp = crate::openmp::prepare(&args.openmp, &program)
         .with_context(|| format!("cannot analyze {} with --openmp", program.display()))?;
+    // The program's own environment (never the tool's nor the emulator's).
+    let mut env = openmp.as_ref().map(|o| o.environment()).unwrap_or_default();
+    if cilkview_analysis::has_rayon_marks(&program) {
+        // Marked with the Rust `cilkview` crate: its joins, scopes and loops run serially, in the
+        // serial elision's order, on one thread (crates/cilkview).
+        env.push(("RAYON_NUM_THREADS".into(), "1".into()));
+    }
 
     // The program writes to our terminal (its stderr is ours): no spinner while it runs, one
     // line saying what runs instead.
@@ -48,7 +52,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         bind_cpu: !args.no_cpu_binding,
         model: (&args.model).into(),
         profile: args.output.profile.enabled(),
-        env: openmp.as_ref().map(|o| o.environment()).unwrap_or_default(),
+        env,
     };
     // Ctrl-C at the terminal goes to the program (same process group); the tool lives on to
     // report what it measured.
@@ -81,11 +85,11 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         None
     };
     if let Some(bench) = &bench {
-        outputs.set_measured(crate::bench::measured_points(bench));
+        analysis.report.measured = cilkview_report::measured_points(bench);
     }
     let gates_passed = outputs.write(&analysis.report, &mut std::io::stderr().lock())?;
-    if let Some(bench) = &bench {
-        eprint!("\n{}", crate::bench::table(bench));
+    if let (Some(bench), Some(outputs)) = (&bench, &mut bench_outputs) {
+        outputs.write(bench, &mut std::io::stderr().lock())?;
     }
     if let Some(code) = bench_failed {
         return Ok(code);

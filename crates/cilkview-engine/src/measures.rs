@@ -155,14 +155,27 @@ impl Report {
     }
 }
 
-/// The speedup range predicted for one core count.
+/// The speedup range predicted for one core count: a row of the speedup table, or the prediction
+/// beside a measured speedup. An undefined bound (a span of 0) is written `null` in JSON.
+// (Features `serde` and `schemars`: the report's and the benchmark's JSON; `null` reads as NaN.)
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct Speedup {
     pub cores: u32,
     /// Burdened lower bound T1 / (T1/P + 2δ(1 − 1/P)·burdened span).
+    #[cfg_attr(feature = "serde", serde(deserialize_with = "nullable"))]
     pub lower: f64,
     /// min(P, parallelism): the work law and the span law.
+    #[cfg_attr(feature = "serde", serde(deserialize_with = "nullable"))]
     pub upper: f64,
+}
+
+/// A bound as written: JSON has no NaN, so an undefined one is `null`, read back as NaN.
+#[cfg(feature = "serde")]
+fn nullable<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    use serde::Deserialize;
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 
 /// The default span coefficient δ of the Cilkview paper.

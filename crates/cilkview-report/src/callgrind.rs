@@ -89,7 +89,11 @@ impl CallgrindExporter {
         let _ = writeln!(out, "cmd: {} {}", report.program, report.args.join(" "));
         let _ = writeln!(out, "positions: line");
         let _ = writeln!(out, "events: Work Span");
-        let _ = writeln!(out, "summary: {} {}", report.work, report.span);
+        let _ = writeln!(
+            out,
+            "summary: {} {}",
+            report.measures.work, report.measures.span
+        );
         for (i, n) in nodes.iter().enumerate() {
             let (fname, file, line) = name(i);
             let _ = writeln!(out, "\nfl={file}\nfn={fname}");
@@ -101,7 +105,11 @@ impl CallgrindExporter {
                 let _ = writeln!(out, "{cline} {work} {span}");
             }
         }
-        let _ = writeln!(out, "\ntotals: {} {}", report.work, report.span);
+        let _ = writeln!(
+            out,
+            "\ntotals: {} {}",
+            report.measures.work, report.measures.span
+        );
         out
     }
 }

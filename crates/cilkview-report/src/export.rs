@@ -1,15 +1,16 @@
 //! The export manager: every output the user asked for, built once from the options (and checked
 //! writable before anything runs), then written by one call that also evaluates the
-//! `--fail-below` gates. Shaped like hyperfine's `ExportManager`.
+//! `--fail-below` gates. Shaped like hyperfine's `ExportManager`; one for each subcommand's report
+//! type (an analysis here, a benchmark in `bench/`).
 
 use std::fs::OpenOptions;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::{
     Artifact, CallgrindExporter, Destination, ExportError, Exporter, FlameGraphExporter, Gate,
-    GnuplotExporter, JsonExporter, MeasuredPoint, PlotExporter, ProfileCsvExporter, RunReport,
-    TextExporter, TopSitesExporter,
+    GnuplotExporter, JsonExporter, PlotExporter, ProfileCsvExporter, RunReport, TextExporter,
+    TopSitesExporter, WarningsExporter,
 };
 
 /// What to write and check: the command line's output options.
@@ -57,17 +58,20 @@ impl ExportOptions {
 
     /// Every file these options write (`PREFIX.dat` and `PREFIX.plt` for gnuplot).
     pub fn files(&self) -> Vec<PathBuf> {
-        let (whole, plots) = exporters(self, &[]);
-        whole
-            .iter()
-            .chain(&plots)
-            .flat_map(|e| e.destinations())
-            .filter_map(|d| match d {
-                Destination::File(path) => Some(path),
-                Destination::Stderr | Destination::Stdout => None,
-            })
-            .collect()
+        files(&exporters(self))
     }
+}
+
+/// The files among the exporters' destinations.
+fn files<R: ?Sized>(exporters: &[Box<dyn Exporter<R>>]) -> Vec<PathBuf> {
+    exporters
+        .iter()
+        .flat_map(|e| e.destinations())
+        .filter_map(|d| match d {
+            Destination::File(path) => Some(path),
+            Destination::Stderr | Destination::Stdout => None,
+        })
+        .collect()
 }
 
 /// Why the outputs could not be prepared or written.
@@ -92,11 +96,17 @@ pub enum OutputError {
     /// (`outdir/.csv`).
     #[error("{option} {}: a prefix of file names is needed (e.g. {}), not a folder", path.display(), path.join("name").display())]
     FolderPrefix { option: &'static str, path: PathBuf },
+    /// Two outputs named `-`: their texts would be mixed on standard output.
+    #[error("{first} - and {second} - would both write to standard output: name a file for one")]
+    TwoOnStdout {
+        first: &'static str,
+        second: &'static str,
+    },
 }
 
 /// Output files created before a run so that an unwritable path is reported before an hour of
-/// tracing; unless [`Reservation::keep`] is called, the files it created are removed again when
-/// it is dropped, so a failed run leaves no empty files behind.
+/// tracing. Those it created and that were not written are removed again when it is dropped
+/// (unless [`Reservation::keep`] was called), so a failed run leaves no empty files behind.
 #[derive(Debug, Default)]
 pub struct Reservation {
     created: Vec<PathBuf>,
@@ -130,6 +140,11 @@ impl Reservation {
         Ok(reservation)
     }
 
+    /// `path` is written: keep it.
+    fn written(&mut self, path: &Path) {
+        self.created.retain(|p| p != path);
+    }
+
     /// The files are written: keep them.
     pub fn keep(&mut self) {
         self.created.clear();
@@ -144,146 +159,140 @@ impl Drop for Reservation {
     }
 }
 
-/// The exporters of one report and its gates. [`ExportManager::new`] reserves the output files
-/// (see [`Reservation`]); [`ExportManager::write`] writes them all and checks the gates.
-pub struct ExportManager {
-    options: ExportOptions,
-    /// Benchmarked speedups for the plots (`run --bench`), set after the run.
-    measured: Vec<MeasuredPoint>,
+/// The exporters of one report (an analysis, [`RunReport`], or a benchmark) and its gates.
+/// Creating one reserves the output files (see [`Reservation`]); [`ExportManager::write`] writes
+/// them all and checks the gates. Dropped without a complete write (the run failed, or an output
+/// did), it removes the files it created and did not write.
+pub struct ExportManager<R: ?Sized = RunReport> {
+    exporters: Vec<Box<dyn Exporter<R>>>,
+    /// Each gate's complaint about a report, if it fails (`--fail-below`).
+    gates: Vec<Gate>,
     reserved: Reservation,
 }
 
-type Exporters = Vec<Box<dyn Exporter>>;
-
-/// The exporters for these options: always the text report, the profile and the JSON asked for
-/// (`whole`), then the plots (`plots`), which carry the `measured` points.
-fn exporters(options: &ExportOptions, measured: &[MeasuredPoint]) -> (Exporters, Exporters) {
-    let mut whole: Vec<Box<dyn Exporter>> = vec![Box::new(TextExporter)];
+/// The exporters of an analysis, in the order they write: warnings, the text report, the
+/// profile and the JSON asked for, then the plots.
+fn exporters(options: &ExportOptions) -> Vec<Box<dyn Exporter>> {
+    let mut out: Vec<Box<dyn Exporter>> = vec![Box::new(WarningsExporter), Box::new(TextExporter)];
     if let Some(prefix) = &options.profile {
         let top = options.top.unwrap_or(TopSitesExporter::default().top);
-        whole.push(Box::new(TopSitesExporter { top }));
-        whole.push(Box::new(ProfileCsvExporter {
+        out.push(Box::new(TopSitesExporter { top }));
+        out.push(Box::new(ProfileCsvExporter {
             prefix: prefix.clone(),
         }));
-        whole.push(Box::new(FlameGraphExporter {
+        out.push(Box::new(FlameGraphExporter {
             prefix: prefix.clone(),
         }));
-        whole.push(Box::new(CallgrindExporter {
+        out.push(Box::new(CallgrindExporter {
             prefix: prefix.clone(),
         }));
     }
     if let Some(path) = &options.json {
-        whole.push(Box::new(JsonExporter { path: path.clone() }));
+        out.push(Box::new(JsonExporter { path: path.clone() }));
     }
-    let mut out: Vec<Box<dyn Exporter>> = Vec::new();
     if let Some(prefix) = &options.gnuplot {
         out.push(Box::new(GnuplotExporter {
             prefix: prefix.clone(),
-            measured: measured.to_vec(),
+            region: options.plot_region.clone(),
         }));
     }
     if let Some(path) = &options.plot {
         out.push(Box::new(PlotExporter {
             path: path.clone(),
-            measured: measured.to_vec(),
+            region: options.plot_region.clone(),
         }));
     }
-    (whole, out)
+    out
 }
 
-/// Sends each artifact where it goes: the text to `stderr`, files to their paths.
-fn write_artifacts(artifacts: Vec<Artifact>, stderr: &mut dyn Write) -> Result<(), OutputError> {
-    for artifact in artifacts {
-        match artifact.destination {
-            Destination::Stderr => {
-                let _ = stderr.write_all(&artifact.bytes);
+/// Sends an artifact where it goes: the text to `stderr`, files to their paths.
+fn write_artifact(
+    artifact: Artifact,
+    stderr: &mut dyn Write,
+    reserved: &mut Reservation,
+) -> Result<(), OutputError> {
+    match artifact.destination {
+        Destination::Stderr => {
+            let _ = stderr.write_all(&artifact.bytes);
+        }
+        Destination::Stdout => {
+            let mut stdout = std::io::stdout().lock();
+            if let Err(source) = stdout
+                .write_all(&artifact.bytes)
+                .and_then(|()| stdout.flush())
+            {
+                return Err(OutputError::Write {
+                    path: PathBuf::from("standard output"),
+                    source,
+                });
             }
-            Destination::Stdout => {
-                let mut stdout = std::io::stdout().lock();
-                if let Err(source) = stdout
-                    .write_all(&artifact.bytes)
-                    .and_then(|()| stdout.flush())
-                {
-                    return Err(OutputError::Write {
-                        path: PathBuf::from("standard output"),
-                        source,
-                    });
-                }
+        }
+        Destination::File(path) => {
+            if let Err(source) = std::fs::write(&path, &artifact.bytes) {
+                return Err(OutputError::Write { path, source });
             }
-            Destination::File(path) => {
-                if let Err(source) = std::fs::write(&path, &artifact.bytes) {
-                    return Err(OutputError::Write { path, source });
-                }
-            }
+            reserved.written(&path);
         }
     }
     Ok(())
 }
 
-impl ExportManager {
-    /// The exporters of `options`, their files checked writable (and created if missing).
-    pub fn new(options: &ExportOptions) -> Result<ExportManager, OutputError> {
-        options.check_prefixes()?;
-        let files = options.files();
+impl<R: ?Sized> ExportManager<R> {
+    /// These exporters (in the order they write), their files checked writable (and created if
+    /// missing).
+    pub fn with_exporters(
+        exporters: Vec<Box<dyn Exporter<R>>>,
+    ) -> Result<ExportManager<R>, OutputError> {
+        let reserved = Reservation::reserve(files(&exporters))?;
         Ok(ExportManager {
-            options: options.clone(),
-            measured: Vec::new(),
-            reserved: Reservation::reserve(files)?,
+            exporters,
+            gates: Vec::new(),
+            reserved,
         })
     }
 
-    /// Measured speedups (`run --bench`) to draw with the prediction.
-    pub fn set_measured(&mut self, measured: Vec<MeasuredPoint>) {
-        self.measured = measured;
-    }
-
-    /// Writes the report's warnings, then every exporter's output (the text report to
-    /// `stderr`, files to their paths), then a line for each failing gate. Returns whether every
-    /// gate passed. The output files are kept from now on, even if a later one fails.
-    pub fn write(
-        &mut self,
-        report: &RunReport,
-        stderr: &mut dyn Write,
-    ) -> Result<bool, OutputError> {
+    /// Writes every exporter's output (text to `stderr`, files to their paths, `-` to standard
+    /// output), then a line for each failing gate. Returns whether every gate passed. The
+    /// output files written are kept, even if a later one fails.
+    pub fn write(&mut self, report: &R, stderr: &mut dyn Write) -> Result<bool, OutputError>
+    where
+        R: Gated,
+    {
+        for exporter in &self.exporters {
+            for artifact in exporter.render(report)? {
+                write_artifact(artifact, stderr, &mut self.reserved)?;
+            }
+        }
         self.reserved.keep();
-        for w in &report.warnings {
-            let _ = writeln!(stderr, "warning: {}", crate::text::printable(w));
-        }
-        let (whole, plots) = exporters(&self.options, &self.measured);
-        for exporter in &whole {
-            write_artifacts(exporter.render(report)?, stderr)?;
-        }
-        if !plots.is_empty() {
-            // The text and JSON are written even if the region to plot does not exist.
-            let focused = match &self.options.plot_region {
-                Some(label) => match report.focus(label) {
-                    Ok(r) => Some(r),
-                    Err(e) => {
-                        // Leave no empty plot file behind.
-                        for path in plots.iter().flat_map(|p| p.destinations()) {
-                            if let Destination::File(path) = path {
-                                if path.metadata().is_ok_and(|m| m.len() == 0) {
-                                    let _ = std::fs::remove_file(path);
-                                }
-                            }
-                        }
-                        return Err(e.into());
-                    }
-                },
-                None => None,
-            };
-            for exporter in &plots {
-                write_artifacts(exporter.render(focused.as_ref().unwrap_or(report))?, stderr)?;
-            }
-        }
         let mut passed = true;
-        for gate in &self.options.gates {
-            if let Some(line) = gate.check(report) {
-                let _ = writeln!(stderr, "cilkview-rs: {line}");
-                passed = false;
-            }
+        for line in report.failing(&self.gates) {
+            let _ = writeln!(stderr, "cilkview-rs: {line}");
+            passed = false;
         }
         Ok(passed)
+    }
+}
+
+/// A report the `--fail-below` gates judge: an analysis; a benchmark has none.
+pub trait Gated {
+    /// What each failing gate says.
+    fn failing(&self, gates: &[Gate]) -> Vec<String>;
+}
+
+impl Gated for RunReport {
+    fn failing(&self, gates: &[Gate]) -> Vec<String> {
+        gates.iter().filter_map(|g| g.check(self)).collect()
+    }
+}
+
+impl ExportManager<RunReport> {
+    /// The exporters and gates of `options` (`run`, `attach`, `report`), their files checked
+    /// writable (and created if missing).
+    pub fn new(options: &ExportOptions) -> Result<ExportManager<RunReport>, OutputError> {
+        options.check_prefixes()?;
+        let mut manager = ExportManager::with_exporters(exporters(options))?;
+        manager.gates = options.gates.clone();
+        Ok(manager)
     }
 }
 
@@ -322,6 +331,29 @@ mod tests {
         assert!(dir.path().join("p.plt").exists());
         let text = String::from_utf8(stderr).unwrap();
         assert!(text.contains("Parallelism: 21.31\n"), "{text}");
+    }
+
+    #[test]
+    fn a_failed_write_keeps_what_was_written_and_removes_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut manager = ExportManager::new(&ExportOptions {
+            json: Some(dir.path().join("r.json")),
+            gnuplot: Some(dir.path().join("p")),
+            plot: Some(dir.path().join("p.svg")),
+            plot_region: Some("nowhere".into()),
+            ..Default::default()
+        })
+        .unwrap();
+        let err = manager.write(&figure6(), &mut Vec::new()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "no region \"nowhere\" to plot (the report has no region)"
+        );
+        drop(manager);
+        assert!(std::fs::metadata(dir.path().join("r.json")).unwrap().len() > 0);
+        for f in ["p.dat", "p.plt", "p.svg"] {
+            assert!(!dir.path().join(f).exists(), "{f} left behind");
+        }
     }
 
     #[test]

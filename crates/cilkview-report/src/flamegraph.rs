@@ -47,7 +47,7 @@ impl FlameGraphExporter {
         let lines: Vec<&str> = folded.lines().collect();
         if lines.is_empty() {
             // inferno refuses an empty input; draw the run as one frame.
-            let one = format!("{} {}", "(no call site)", report.span.max(1));
+            let one = format!("{} {}", "(no call site)", report.measures.span.max(1));
             inferno::flamegraph::from_lines(&mut options, [one.as_str()], &mut svg)
         } else {
             inferno::flamegraph::from_lines(&mut options, lines, &mut svg)

@@ -59,14 +59,14 @@ impl Gate {
         let (what, par, bpar) = match &self.region {
             None => (
                 String::new(),
-                report.parallelism,
-                report.burdened_parallelism,
+                report.measures.parallelism,
+                report.measures.burdened_parallelism,
             ),
             Some(label) => match report.regions.iter().find(|r| &r.label == label) {
                 Some(r) => (
                     format!("region \"{label}\": "),
-                    r.parallelism,
-                    r.burdened_parallelism,
+                    r.measures.parallelism,
+                    r.measures.burdened_parallelism,
                 ),
                 None => {
                     return Some(format!(

@@ -7,13 +7,14 @@ use std::path::{Path, PathBuf};
 
 use cilkview_engine::speedup_with_task_cost;
 
-use crate::{Artifact, Destination, ExportError, Exporter, MeasuredPoint, RunReport};
+use crate::{Artifact, Destination, ExportError, Exporter, RunReport};
 
+/// The report's prediction (of region `region`, `--plot-region`, if named); the speedups
+/// measured by `run --bench` are a second data block of the `.dat` (`index 1`), drawn as points
+/// with min–max error bars.
 pub struct GnuplotExporter {
     pub prefix: PathBuf,
-    /// Benchmarked speedups (`bench`, `run --bench`): a second data block of the `.dat`
-    /// (`index 1`), drawn as points with min–max error bars.
-    pub measured: Vec<MeasuredPoint>,
+    pub region: Option<String>,
 }
 
 impl GnuplotExporter {
@@ -45,8 +46,9 @@ impl Exporter for GnuplotExporter {
     }
 
     fn render(&self, report: &RunReport) -> Result<Vec<Artifact>, ExportError> {
-        let m = report.measures();
-        let widest = self.measured.iter().map(|m| m.cores).max().unwrap_or(1);
+        let report = report.focused(self.region.as_deref())?;
+        let m = report.measures.measured();
+        let widest = report.measured.iter().map(|m| m.cores).max().unwrap_or(1);
         let max = report.max_cores().max(2).max(widest);
         // The ranges of the plotters picture (plot/draw.rs): x from 0.8 to P + 0.2, y to 1.45
         // times the highest upper bound or measured point, leaving room for the legend.
@@ -54,28 +56,28 @@ impl Exporter for GnuplotExporter {
             .map(|p| {
                 speedup_with_task_cost(&m, p, report.span_coefficient, report.task_cost()).upper
             })
-            .chain(self.measured.iter().map(|m| m.max))
+            .chain(report.measured.iter().map(|m| m.max))
             .fold(1.0f64, f64::max);
         let mut dat = String::new();
         let _ = writeln!(
             dat,
             "# cilkview-rs scalability profile of {}\n# work {} span {} burdened_span {} span_coefficient {}\n# cores\twork_law\tspan_law\tburdened_lower\tupper",
-            report.program, report.work, report.span, report.burdened_span, report.span_coefficient
+            report.program, report.measures.work, report.measures.span, report.measures.burdened_span, report.span_coefficient
         );
         for p in 1..=max {
             let s = speedup_with_task_cost(&m, p, report.span_coefficient, report.task_cost());
             let _ = writeln!(
                 dat,
                 "{p}\t{p}\t{:.6}\t{:.6}\t{:.6}",
-                report.parallelism, s.lower, s.upper
+                report.measures.parallelism, s.lower, s.upper
             );
         }
-        if !self.measured.is_empty() {
+        if !report.measured.is_empty() {
             let _ = writeln!(
                 dat,
                 "\n\n# measured speedup (index 1)\n# cores\tmedian\tmin\tmax"
             );
-            for m in &self.measured {
+            for m in &report.measured {
                 let _ = writeln!(
                     dat,
                     "{}\t{:.6}\t{:.6}\t{:.6}",
@@ -114,7 +116,7 @@ impl Exporter for GnuplotExporter {
             "set title {}",
             quoted(&format!(
                 "{program}: parallelism {:.2}, burdened parallelism {:.2}",
-                report.parallelism, report.burdened_parallelism
+                report.measures.parallelism, report.measures.burdened_parallelism
             ))
         );
         let _ = writeln!(
@@ -131,8 +133,8 @@ impl Exporter for GnuplotExporter {
         let _ = writeln!(
             plt,
             "plot {dat_name} index 0 using 1:4:5 with filledcurves lc rgb '#bcd6ee' title 'Estimated speedup range', \\\n     {dat_name} index 0 using 1:2 with lines lw 2 lc rgb '#444444' title 'Work law: speedup ≤ P', \\\n     {dat_name} index 0 using 1:3 with lines lw 2 lc rgb '#d62728' title 'Span law: speedup ≤ parallelism ({:.2})', \\\n     {dat_name} index 0 using 1:4 with lines lw 2 lc rgb '#1f77b4' title 'Burdened speedup (lower bound)'{}",
-            report.parallelism,
-            if self.measured.is_empty() {
+            report.measures.parallelism,
+            if report.measured.is_empty() {
                 String::new()
             } else {
                 format!(", \\\n     {dat_name} index 1 using 1:2:3:4 with yerrorbars pt 2 ps 1.5 lw 2 lc rgb '#e06c00' title 'Measured speedup (median; bar: fastest to slowest trial)'")

@@ -5,16 +5,18 @@ use std::path::{Path, PathBuf};
 
 use crate::{Artifact, Destination, ExportError, Exporter, RunReport};
 
+/// `--json FILE` (`-`: standard output) of an analysis, or of a benchmark (`bench --json`): the
+/// report's serde form, pretty-printed.
 pub struct JsonExporter {
     pub path: PathBuf,
 }
 
-impl Exporter for JsonExporter {
+impl<R: serde::Serialize + ?Sized> Exporter<R> for JsonExporter {
     fn destinations(&self) -> Vec<Destination> {
         vec![Destination::of_path(&self.path)]
     }
 
-    fn render(&self, report: &RunReport) -> Result<Vec<Artifact>, ExportError> {
+    fn render(&self, report: &R) -> Result<Vec<Artifact>, ExportError> {
         let mut bytes = serde_json::to_vec_pretty(report)?;
         bytes.push(b'\n');
         Ok(vec![Artifact {

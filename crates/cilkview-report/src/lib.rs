@@ -1,13 +1,16 @@
 //! # cilkview-report
 //!
 //! The report of one analysis ([`RunReport`], whose serde form is the JSON schema) and its output
-//! formats. Each format is one module implementing [`Exporter`]; adding a format touches one file
-//! here, one line in [`ExportManager`]'s `exporters` and one flag in the CLI. The
-//! [`ExportManager`] owns the outputs of a run: files reserved before it, every format written
-//! after it, and the `--fail-below` [`Gate`]s.
+//! formats, and those of a benchmark ([`BenchReport`], `bench/`). Each format is one module
+//! implementing [`Exporter`]; adding a format touches one file here, one line in an exporter list
+//! (`export.rs` for an analysis, `bench/mod.rs` for a benchmark) and one flag in the CLI. The
+//! [`ExportManager`] owns the outputs of every subcommand: files reserved before it runs, every
+//! format written after it (files created for a run that failed removed), and the
+//! `--fail-below` [`Gate`]s.
 
 #![forbid(unsafe_code)]
 
+mod bench;
 mod callgrind;
 mod export;
 mod flamegraph;
@@ -26,27 +29,33 @@ mod text;
 
 use std::path::{Path, PathBuf};
 
+pub use bench::{
+    compare, measured_points, BenchCsvExporter, BenchExportOptions, BenchPlotExporter,
+    BenchTableExporter,
+};
 pub use callgrind::CallgrindExporter;
+pub use cilkview_bench::BenchReport;
 pub use flamegraph::FlameGraphExporter;
 pub use profile_csv::ProfileCsvExporter;
 pub use profile_model::{CallContextReport, CallSiteReport, SiteName, WorkSpanReport};
 pub use profile_text::TopSitesExporter;
 
+pub use cilkview_engine::Speedup;
 pub use cilkview_events::{CounterMode, Ending, ExitStatus};
-pub use export::{ExportManager, ExportOptions, OutputError, Reservation};
+pub use export::{ExportManager, ExportOptions, Gated, OutputError, Reservation};
 pub use gate::{Gate, GateMeasure};
 pub use gnuplot::GnuplotExporter;
 pub use json::{json_schema, read_json, JsonExporter};
 pub use model::{
-    signal_name, speedup_table, AttachReport, CounterReport, RegionReport, RunInfo, RunReport,
-    SpeedupRow, JSON_VERSION,
+    signal_name, speedup_table, AttachReport, CounterReport, MeasuresReport, RegionReport, RunInfo,
+    RunReport, JSON_VERSION,
 };
 pub use openmp::{OpenMpCount, OpenMpReport, ThreadIdSite};
 pub use plot::{
     render_plot, MeasuredPoint, PlotExporter, PlotFormat, Prediction, SpeedupPlot, PLOT_SIZE,
 };
 pub use prediction::predicted;
-pub use text::TextExporter;
+pub use text::{TextExporter, WarningsExporter};
 
 /// Where an artifact goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -82,14 +91,21 @@ pub struct Artifact {
 pub enum ExportError {
     #[error("cannot encode the report as JSON: {0}")]
     Json(#[from] serde_json::Error),
-    #[error("no region \"{label}\" to plot ({known})")]
-    NoSuchRegion { label: String, known: String },
+    #[error("no region \"{label}\" to plot ({})", focus::regions_to_plot(known))]
+    NoSuchRegion { label: String, known: Vec<String> },
+    #[error(
+        "the analysis has no region \"{label}\" (its regions: {})",
+        focus::regions_to_predict(known)
+    )]
+    NoRegionToPredict { label: String, known: Vec<String> },
     #[error("cannot draw the plot: {0}")]
     Plot(String),
     #[error("{0}: a plot file must end in .svg or .png")]
     PlotFormat(PathBuf),
     #[error("cannot write the call-site profile as CSV: {0}")]
     Csv(#[from] csv::Error),
+    #[error("cannot write the benchmark as CSV: {0}")]
+    BenchCsv(csv::Error),
     #[error("cannot render the {0}: {1}")]
     Io(&'static str, std::io::Error),
 }
@@ -102,12 +118,13 @@ pub(crate) fn prefixed(prefix: &Path, extension: &str) -> PathBuf {
     PathBuf::from(s)
 }
 
-/// An output format.
-pub trait Exporter {
+/// An output format of reports of type `R`: an analysis ([`RunReport`], the default) or a
+/// benchmark ([`BenchReport`]).
+pub trait Exporter<R: ?Sized = RunReport> {
     /// Where this exporter will write, known before anything runs (so that an unwritable path is
     /// reported before an hour of tracing, not after).
     fn destinations(&self) -> Vec<Destination>;
 
     /// Renders the report.
-    fn render(&self, report: &RunReport) -> Result<Vec<Artifact>, ExportError>;
+    fn render(&self, report: &R) -> Result<Vec<Artifact>, ExportError>;
 }

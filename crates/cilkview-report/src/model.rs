@@ -1,7 +1,7 @@
 //! The report model: what one analysis found, independent of how it is shown. Its serde form is
 //! the JSON schema documented in docs/json-schema.md (stable: add keys only with a version note).
 
-use cilkview_engine::{core_counts, speedup_with_task_cost, Measures, Report};
+use cilkview_engine::{core_counts, speedup_with_task_cost, Measures, Report, Speedup};
 use cilkview_events::{CounterInfo, CounterMode, Ending, ExitStatus};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -73,20 +73,12 @@ impl From<&CounterInfo> for CounterReport {
     }
 }
 
-/// One row of the speedup table.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct SpeedupRow {
-    pub cores: u32,
-    #[serde(deserialize_with = "nullable")]
-    pub lower: f64,
-    #[serde(deserialize_with = "nullable")]
-    pub upper: f64,
-}
-
-/// The measures of one label, accumulated over its occurrences.
+/// The measures of a whole run or of one region, as written in its JSON object (flattened into
+/// it: these keys stand beside the others, in this order). Only `work`, `span` and
+/// `burdened_span` are required when read back; the derived ones are NaN until
+/// [`MeasuresReport::derive`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct RegionReport {
-    pub label: String,
+pub struct MeasuresReport {
     pub work: u64,
     pub span: u64,
     pub burdened_span: u64,
@@ -102,8 +94,22 @@ pub struct RegionReport {
     pub syncs: u64,
 }
 
-impl RegionReport {
-    pub fn measures(&self) -> Measures {
+impl MeasuresReport {
+    /// The engine's measures with what derives from them.
+    pub fn of(m: &Measures) -> MeasuresReport {
+        MeasuresReport {
+            work: m.work,
+            span: m.span,
+            burdened_span: m.burdened_span,
+            parallelism: m.parallelism(),
+            burdened_parallelism: m.burdened_parallelism(),
+            spawns: m.spawns,
+            syncs: m.syncs,
+        }
+    }
+
+    /// The measured values (not the derived ones), as the engine's [`Measures`].
+    pub fn measured(&self) -> Measures {
         Measures {
             work: self.work,
             span: self.span,
@@ -112,6 +118,25 @@ impl RegionReport {
             syncs: self.syncs,
         }
     }
+
+    /// Fills in the derived measures that were not read (NaN); stored ones are kept.
+    pub fn derive(&mut self) {
+        let m = self.measured();
+        if self.parallelism.is_nan() {
+            self.parallelism = m.parallelism();
+        }
+        if self.burdened_parallelism.is_nan() {
+            self.burdened_parallelism = m.burdened_parallelism();
+        }
+    }
+}
+
+/// The measures of one label, accumulated over its occurrences.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RegionReport {
+    pub label: String,
+    #[serde(flatten)]
+    pub measures: MeasuresReport,
 }
 
 /// A whole analysis report. Field order is the JSON key order. Reading one back, only `work`,
@@ -143,19 +168,9 @@ pub struct RunReport {
     pub burden: u64,
     #[serde(default = "default_span_coefficient")]
     pub span_coefficient: f64,
-    pub work: u64,
-    pub span: u64,
-    pub burdened_span: u64,
-    /// Derived.
-    #[serde(default = "underived", deserialize_with = "nullable")]
-    pub parallelism: f64,
-    /// Derived.
-    #[serde(default = "underived", deserialize_with = "nullable")]
-    pub burdened_parallelism: f64,
-    #[serde(default)]
-    pub spawns: u64,
-    #[serde(default)]
-    pub syncs: u64,
+    /// The whole run's measures.
+    #[serde(flatten)]
+    pub measures: MeasuresReport,
     /// Marks hit (events consumed by the engine).
     #[serde(default)]
     pub events: u64,
@@ -164,7 +179,7 @@ pub struct RunReport {
     pub average_maximal_strand: f64,
     /// Derived.
     #[serde(default)]
-    pub speedup: Vec<SpeedupRow>,
+    pub speedup: Vec<Speedup>,
     #[serde(default)]
     pub regions: Vec<RegionReport>,
     /// Present when the measures come from `cilkview-rs attach`: they cover only that window.
@@ -184,6 +199,10 @@ pub struct RunReport {
     /// not part of the JSON schema.
     #[serde(skip)]
     pub warnings: Vec<String>,
+    /// The speedups measured by `run --bench`, drawn on the plots beside the prediction; not part
+    /// of the JSON schema (`bench --json` writes them).
+    #[serde(skip)]
+    pub measured: Vec<crate::MeasuredPoint>,
 }
 
 impl AttachReport {
@@ -226,17 +245,10 @@ pub struct RunInfo {
 
 /// The speedup table for P = 2, 4, 8, … up to `max_cores`; `task_cost`: a runtime's cost per
 /// spawn (`run --openmp`, else 0; `cilkview_engine::speedup_with_task_cost`).
-pub fn speedup_table(m: &Measures, max_cores: u32, delta: f64, task_cost: u64) -> Vec<SpeedupRow> {
+pub fn speedup_table(m: &Measures, max_cores: u32, delta: f64, task_cost: u64) -> Vec<Speedup> {
     core_counts(max_cores)
         .into_iter()
-        .map(|p| {
-            let s = speedup_with_task_cost(m, p, delta, task_cost);
-            SpeedupRow {
-                cores: s.cores,
-                lower: s.lower,
-                upper: s.upper,
-            }
-        })
+        .map(|p| speedup_with_task_cost(m, p, delta, task_cost))
         .collect()
 }
 
@@ -259,13 +271,7 @@ impl RunReport {
             counter: info.counter,
             burden: info.burden,
             span_coefficient: info.span_coefficient,
-            work: m.work,
-            span: m.span,
-            burdened_span: m.burdened_span,
-            parallelism: m.parallelism(),
-            burdened_parallelism: m.burdened_parallelism(),
-            spawns: m.spawns,
-            syncs: m.syncs,
+            measures: MeasuresReport::of(m),
             events: report.events,
             average_maximal_strand: m.average_maximal_strand(),
             speedup: speedup_table(m, info.max_cores, info.span_coefficient, 0),
@@ -274,13 +280,7 @@ impl RunReport {
                 .iter()
                 .map(|r| RegionReport {
                     label: label(r.id.0),
-                    work: r.measures.work,
-                    span: r.measures.span,
-                    burdened_span: r.measures.burdened_span,
-                    parallelism: r.measures.parallelism(),
-                    burdened_parallelism: r.measures.burdened_parallelism(),
-                    spawns: r.measures.spawns,
-                    syncs: r.measures.syncs,
+                    measures: MeasuresReport::of(&r.measures),
                 })
                 .collect(),
             attach: None,
@@ -288,16 +288,7 @@ impl RunReport {
             call_contexts: None,
             openmp: None,
             warnings: Vec::new(),
-        }
-    }
-
-    pub fn measures(&self) -> Measures {
-        Measures {
-            work: self.work,
-            span: self.span,
-            burdened_span: self.burdened_span,
-            spawns: self.spawns,
-            syncs: self.syncs,
+            measured: Vec::new(),
         }
     }
 
@@ -307,19 +298,13 @@ impl RunReport {
     /// `span_coefficient` given (the `report` options), the speedup table is computed anew.
     /// Stored derived values are kept otherwise, so a re-rendered report is unchanged.
     pub fn derive(&mut self, max_cores: Option<u32>, span_coefficient: Option<f64>) {
-        let m = self.measures();
-        let fill = |stored: &mut f64, derived: f64| {
-            if stored.is_nan() {
-                *stored = derived;
-            }
-        };
-        fill(&mut self.parallelism, m.parallelism());
-        fill(&mut self.burdened_parallelism, m.burdened_parallelism());
-        fill(&mut self.average_maximal_strand, m.average_maximal_strand());
+        let m = self.measures.measured();
+        self.measures.derive();
+        if self.average_maximal_strand.is_nan() {
+            self.average_maximal_strand = m.average_maximal_strand();
+        }
         for r in &mut self.regions {
-            let rm = r.measures();
-            fill(&mut r.parallelism, rm.parallelism());
-            fill(&mut r.burdened_parallelism, rm.burdened_parallelism());
+            r.measures.derive();
         }
         if let Some(delta) = span_coefficient {
             self.span_coefficient = delta;
@@ -343,7 +328,7 @@ impl RunReport {
     pub fn set_openmp(&mut self, openmp: crate::OpenMpReport) {
         self.openmp = Some(openmp);
         self.speedup = speedup_table(
-            &self.measures(),
+            &self.measures.measured(),
             self.max_cores(),
             self.span_coefficient,
             self.task_cost(),

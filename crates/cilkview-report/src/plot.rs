@@ -50,15 +50,17 @@ pub struct SpeedupPlot {
 }
 
 impl SpeedupPlot {
-    /// The prediction of a report with `measured`. The x axis spans the report's table (its
-    /// `--max-cores`) when nothing was measured; with measurements, the cores measured, and at
-    /// least 8 so that the prediction's shape shows beyond a small machine.
-    pub fn of_report(report: &RunReport, measured: Vec<MeasuredPoint>) -> SpeedupPlot {
+    /// The prediction of a report with its measured speedups (`run --bench`). The x axis spans
+    /// the report's table (its `--max-cores`) when nothing was measured; with measurements, the
+    /// cores measured, and at least 8 so that the prediction's shape shows beyond a small
+    /// machine.
+    pub fn of_report(report: &RunReport) -> SpeedupPlot {
+        let measured = report.measured.clone();
         let widest = measured.iter().map(|m| m.cores).max();
         SpeedupPlot {
             program: report.program.clone(),
             prediction: Some(Prediction {
-                measures: report.measures(),
+                measures: report.measures.measured(),
                 span_coefficient: report.span_coefficient,
                 task_cost: report.task_cost(),
             }),
@@ -152,10 +154,11 @@ pub fn render_plot(plot: &SpeedupPlot, format: PlotFormat) -> Result<Vec<u8>, Ex
 
 use image::ImageEncoder;
 
-/// `--plot FILE`: the report's prediction, with measured points when a benchmark ran.
+/// `--plot FILE`: the report's prediction (of region `region`, `--plot-region`, if named), with
+/// the measured points when a benchmark ran (`run --bench`).
 pub struct PlotExporter {
     pub path: PathBuf,
-    pub measured: Vec<MeasuredPoint>,
+    pub region: Option<String>,
 }
 
 impl Exporter for PlotExporter {
@@ -165,7 +168,8 @@ impl Exporter for PlotExporter {
 
     fn render(&self, report: &RunReport) -> Result<Vec<Artifact>, ExportError> {
         let format = PlotFormat::of(&self.path)?;
-        let plot = SpeedupPlot::of_report(report, self.measured.clone());
+        let report = report.focused(self.region.as_deref())?;
+        let plot = SpeedupPlot::of_report(&report);
         Ok(vec![Artifact {
             destination: Destination::File(self.path.clone()),
             bytes: render_plot(&plot, format)?,

@@ -1,20 +1,15 @@
 //! The predicted speedup range of a report at any core count (for benchmarks and plots).
 
-use cilkview_engine::speedup_with_task_cost;
+use cilkview_engine::{speedup_with_task_cost, Speedup};
 
-use crate::{RunReport, SpeedupRow};
+use crate::RunReport;
 
 /// The range at P: `lower` the burdened-span bound, `upper` min(P, parallelism).
-pub fn predicted(report: &RunReport, cores: u32) -> SpeedupRow {
-    let s = speedup_with_task_cost(
-        &report.measures(),
+pub fn predicted(report: &RunReport, cores: u32) -> Speedup {
+    speedup_with_task_cost(
+        &report.measures.measured(),
         cores,
         report.span_coefficient,
         report.task_cost(),
-    );
-    SpeedupRow {
-        cores: s.cores,
-        lower: s.lower,
-        upper: s.upper,
-    }
+    )
 }

@@ -51,7 +51,10 @@ impl TopSitesExporter {
                     crate::text::printable(&s.function).into_owned(),
                     crate::text::printable(&s.kind).into_owned(),
                     n(s.local_on_span.span),
-                    format!("{:.1}%", percent(s.local_on_span.span, report.span)),
+                    format!(
+                        "{:.1}%",
+                        percent(s.local_on_span.span, report.measures.span)
+                    ),
                     format!("{:.2}", s.on_span.parallelism()),
                     format!("{:.2}", s.on_work.parallelism()),
                 ]
@@ -106,7 +109,7 @@ impl TopSitesExporter {
             out,
             "  outside every call site: {} ({:.1}% of the span)",
             n(outside.span),
-            percent(outside.span, report.span)
+            percent(outside.span, report.measures.span)
         );
         out
     }

@@ -5,7 +5,7 @@ use std::fmt::Write;
 use cilkview_engine::Measures;
 use num_format::{Locale, ToFormattedString};
 
-use crate::{Artifact, Destination, ExportError, Exporter, RunReport, SpeedupRow};
+use crate::{Artifact, Destination, ExportError, Exporter, RunReport, Speedup};
 
 /// Renders to standard error.
 pub struct TextExporter;
@@ -24,7 +24,7 @@ fn profile(out: &mut String, m: &Measures, unit: &str) {
     let _ = writeln!(out, "Syncs: {}", n(m.syncs));
 }
 
-fn table(out: &mut String, rows: &[SpeedupRow]) {
+fn table(out: &mut String, rows: &[Speedup]) {
     for r in rows {
         let _ = writeln!(
             out,
@@ -37,13 +37,13 @@ fn table(out: &mut String, rows: &[SpeedupRow]) {
 /// The whole run and each region in one table: a small run's whole-program numbers are mostly
 /// its serial start-up, the region's are the computation's.
 fn side_by_side(out: &mut String, report: &RunReport) {
-    let mut rows = vec![("whole program".to_string(), report.measures())];
-    rows.extend(
-        report
-            .regions
-            .iter()
-            .map(|r| (format!("region \"{}\"", printable(&r.label)), r.measures())),
-    );
+    let mut rows = vec![("whole program".to_string(), report.measures.measured())];
+    rows.extend(report.regions.iter().map(|r| {
+        (
+            format!("region \"{}\"", printable(&r.label)),
+            r.measures.measured(),
+        )
+    }));
     const TITLE: &str = "Whole program and regions";
     let width = rows
         .iter()
@@ -65,7 +65,7 @@ fn side_by_side(out: &mut String, report: &RunReport) {
             n(m.span),
             m.parallelism(),
             m.burdened_parallelism(),
-            100.0 * m.work as f64 / report.work.max(1) as f64
+            100.0 * m.work as f64 / report.measures.work.max(1) as f64
         );
     }
 }
@@ -136,7 +136,7 @@ impl TextExporter {
         }
         let _ = writeln!(out);
         let _ = writeln!(out, "1) Parallelism Profile");
-        let m = report.measures();
+        let m = report.measures.measured();
         profile(&mut out, &m, &report.unit);
         let _ = writeln!(
             out,
@@ -153,12 +153,12 @@ impl TextExporter {
         for (i, r) in report.regions.iter().enumerate() {
             let _ = writeln!(out);
             let _ = writeln!(out, "{}) Region \"{}\"", i + 3, printable(&r.label));
-            profile(&mut out, &r.measures(), &report.unit);
+            profile(&mut out, &r.measures.measured(), &report.unit);
             let _ = writeln!(out, "Speedup Estimate");
             table(
                 &mut out,
                 &crate::speedup_table(
-                    &r.measures(),
+                    &r.measures.measured(),
                     max_cores,
                     report.span_coefficient,
                     report.task_cost(),
@@ -178,6 +178,27 @@ impl Exporter for TextExporter {
         Ok(vec![Artifact {
             destination: Destination::Stderr,
             bytes: Self::to_text(report).into_bytes(),
+        }])
+    }
+}
+
+/// The report's warnings (`warning: …`, one line each), before everything else on standard
+/// error.
+pub struct WarningsExporter;
+
+impl Exporter for WarningsExporter {
+    fn destinations(&self) -> Vec<Destination> {
+        vec![Destination::Stderr]
+    }
+
+    fn render(&self, report: &RunReport) -> Result<Vec<Artifact>, ExportError> {
+        let mut text = String::new();
+        for w in &report.warnings {
+            let _ = writeln!(text, "warning: {}", printable(w));
+        }
+        Ok(vec![Artifact {
+            destination: Destination::Stderr,
+            bytes: text.into_bytes(),
         }])
     }
 }

@@ -20,14 +20,14 @@ const MINIMAL: &str = r#"{"work": 1000000, "span": 10000, "burdened_span": 40000
 fn a_report_of_measures_only_renders_in_full() {
     let mut r = saved(MINIMAL);
     r.derive(None, None);
-    assert_eq!(r.parallelism, 100.0);
-    assert_eq!(r.burdened_parallelism, 25.0);
+    assert_eq!(r.measures.parallelism, 100.0);
+    assert_eq!(r.measures.burdened_parallelism, 25.0);
     assert_eq!(r.average_maximal_strand, 1e6 / 251.0);
     assert_eq!(r.speedup.len(), 5, "P = 2 … 32, the default");
     // T1 / (T1/P + 2δ(1−1/P)·burdened span) with δ 0.85: 1e6 / (5e5 + 0.85·4e4).
     assert_eq!(r.speedup[0].lower, 1e6 / (5e5 + 0.85 * 40000.0));
-    assert_eq!(r.regions[0].parallelism, 5.0);
-    assert_eq!(r.regions[0].burdened_parallelism, 2.5);
+    assert_eq!(r.regions[0].measures.parallelism, 5.0);
+    assert_eq!(r.regions[0].measures.burdened_parallelism, 2.5);
     let text = TextExporter::to_text(&r);
     for line in [
         "Parallelism: 100.00\n",
@@ -58,5 +58,5 @@ fn max_cores_and_span_coefficient_recompute_the_table_and_nothing_else_changes()
     assert_eq!(cores, [2, 4]);
     let (t1, b) = (5570609776.0, 262078779.0);
     assert_eq!(r.speedup[1].lower, t1 / (t1 / 4.0 + 2.0 * 0.75 * b));
-    assert_eq!(r.work, original.work);
+    assert_eq!(r.measures.work, original.measures.work);
 }

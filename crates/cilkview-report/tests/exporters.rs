@@ -115,7 +115,7 @@ fn gnuplot_script_renders_a_png() {
     let dir = tempfile::tempdir().unwrap();
     let exporter = GnuplotExporter {
         prefix: dir.path().join("qsort profile"),
-        measured: Vec::new(),
+        region: None,
     };
     let files = write_all(&exporter.render(&figure6()).unwrap());
     assert_eq!(files.len(), 2);
@@ -137,7 +137,7 @@ fn gnuplot_and_plotters_pictures_have_one_look() {
     let dir = tempfile::tempdir().unwrap();
     let plt = GnuplotExporter {
         prefix: dir.path().join("g"),
-        measured: Vec::new(),
+        region: None,
     }
     .render(&report)
     .unwrap()
@@ -145,7 +145,7 @@ fn gnuplot_and_plotters_pictures_have_one_look() {
     let plt = String::from_utf8(plt.bytes).unwrap();
     let svg = cilkview_report::PlotExporter {
         path: dir.path().join("p.svg"),
-        measured: Vec::new(),
+        region: None,
     }
     .render(&report)
     .unwrap()

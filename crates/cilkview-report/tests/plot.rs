@@ -26,6 +26,13 @@ fn figure2_measured() -> Vec<MeasuredPoint> {
         .collect()
 }
 
+/// Figure 6's report with Figure 2's measured speedups (`run --bench`).
+fn figure6_measured() -> RunReport {
+    let mut report = figure6();
+    report.measured = figure2_measured();
+    report
+}
+
 /// Saves a picture where `CILKVIEW_PLOT_DIR` says (to look at it), else nowhere.
 fn keep(name: &str, bytes: &[u8]) {
     if let Some(dir) = std::env::var_os("CILKVIEW_PLOT_DIR") {
@@ -44,9 +51,9 @@ fn png_size(bytes: &[u8]) -> (u32, u32) {
 fn png_with_prediction_and_measurements() {
     let exporter = PlotExporter {
         path: "profile.png".into(),
-        measured: figure2_measured(),
+        region: None,
     };
-    let artifacts = exporter.render(&figure6()).unwrap();
+    let artifacts = exporter.render(&figure6_measured()).unwrap();
     assert_eq!(artifacts.len(), 1);
     assert_eq!(
         artifacts[0].destination,
@@ -78,9 +85,16 @@ fn png_with_prediction_and_measurements() {
 fn svg_names_every_series_and_the_parallelisms() {
     let exporter = PlotExporter {
         path: "profile.svg".into(),
-        measured: figure2_measured(),
+        region: None,
     };
-    let svg = String::from_utf8(exporter.render(&figure6()).unwrap().remove(0).bytes).unwrap();
+    let svg = String::from_utf8(
+        exporter
+            .render(&figure6_measured())
+            .unwrap()
+            .remove(0)
+            .bytes,
+    )
+    .unwrap();
     keep("figure6.svg", svg.as_bytes());
     assert!(svg.starts_with("<svg"), "{}", &svg[..100]);
     assert!(svg.trim_end().ends_with("</svg>"));
@@ -127,9 +141,9 @@ fn gnuplot_files_carry_the_measured_points() {
     let dir = tempfile::tempdir().unwrap();
     let exporter = GnuplotExporter {
         prefix: dir.path().join("qsort"),
-        measured: figure2_measured(),
+        region: None,
     };
-    for a in exporter.render(&figure6()).unwrap() {
+    for a in exporter.render(&figure6_measured()).unwrap() {
         let Destination::File(path) = a.destination else {
             panic!("gnuplot writes files")
         };

@@ -249,7 +249,7 @@ fn csv_has_the_columns_of_figure_2() {
     );
     assert_eq!(&outside[11], "12");
     let local_spans: u64 = rows.iter().map(|r| r[11].parse::<u64>().unwrap()).sum();
-    assert_eq!(local_spans, report.span);
+    assert_eq!(local_spans, report.measures.span);
     let (_, partition) = pqsort_span(N, 0);
     let part = rows.iter().find(|r| &r[0] == "qsort.c:20").unwrap();
     assert_eq!(&part[1], "pqsort");
@@ -257,7 +257,7 @@ fn csv_has_the_columns_of_figure_2() {
     assert_eq!(&part[9], "1.00", "partition is serial on the span");
     let top = rows.iter().find(|r| &r[0] == "qsort.c:31").unwrap();
     assert_eq!(&top[3], "1");
-    assert_eq!(top[4].parse::<u64>().unwrap(), report.work - 12);
+    assert_eq!(top[4].parse::<u64>().unwrap(), report.measures.work - 12);
     // No caller functions: top-caller = top-call-site.
     assert_eq!((&top[13], &top[14], &top[15]), (&top[4], &top[5], &top[6]));
 }
@@ -313,7 +313,7 @@ fn folded_stacks_add_up_to_the_span_and_draw_a_flame_graph() {
         .lines()
         .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
         .sum();
-    assert_eq!(total, report.span);
+    assert_eq!(total, report.measures.span);
     assert!(folded.contains("qsort 12\n"), "{folded}");
     assert!(
         folded.contains("qsort;main qsort.c:31;pqsort qsort.c:20 "),
@@ -343,7 +343,7 @@ fn callgrind_self_costs_add_up_and_callgrind_annotate_reads_it() {
             span += v[2];
         }
     }
-    assert_eq!((work, span), (report.work, report.span));
+    assert_eq!((work, span), (report.measures.work, report.measures.span));
     assert!(text.contains("cfn=pqsort qsort.c:20\ncalls="), "{text}");
 
     // callgrind_annotate --version exits 255: look for it by running it.
@@ -378,6 +378,6 @@ fn callgrind_self_costs_add_up_and_callgrind_annotate_reads_it() {
             .collect();
         groups.join(",")
     };
-    assert!(stdout.contains(&commas(report.work)), "{stdout}");
+    assert!(stdout.contains(&commas(report.measures.work)), "{stdout}");
     assert!(stdout.contains("pqsort qsort.c:20"), "{stdout}");
 }
