@@ -40,6 +40,7 @@ fn tool(args: &[&OsStr]) -> (Option<i32>, String, String) {
 }
 
 #[test]
+#[ignore = "slow: runs cilkview-rs"]
 fn an_unknown_option_before_program_is_an_error_not_the_program() {
     let dir = tempfile::tempdir().unwrap();
     let script = witness(dir.path());
@@ -55,6 +56,7 @@ fn an_unknown_option_before_program_is_an_error_not_the_program() {
 }
 
 #[test]
+#[ignore = "slow: runs cilkview-rs"]
 fn benchmark_options_without_bench_are_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let script = witness(dir.path());
@@ -85,6 +87,7 @@ fn benchmark_options_without_bench_are_an_error() {
 }
 
 #[test]
+#[ignore = "slow: runs cilkview-rs"]
 fn help_and_version_exit_0_and_state_the_exit_statuses() {
     for sub in ["run", "bench", "attach"] {
         let (code, out, _) = tool(&[sub.as_ref(), "--help".as_ref()]);
@@ -99,6 +102,7 @@ fn help_and_version_exit_0_and_state_the_exit_statuses() {
 }
 
 #[test]
+#[ignore = "slow: runs cilkview-rs"]
 fn help_has_headings_wraps_and_names_no_repository_path() {
     for (sub, headings) in [
         (
@@ -148,6 +152,7 @@ fn help_has_headings_wraps_and_names_no_repository_path() {
 /// One spelling of each counter name, `--counter`'s, in the report and the JSON; the JSON's
 /// former spellings are still read (fixtures/figure6.json says "hardware").
 #[test]
+#[ignore = "slow: runs cilkview-rs"]
 fn counter_names_are_spelled_as_the_flag_spells_them() {
     let dir = tempfile::tempdir().unwrap();
     let figure6 = cilkview_fixtures::repo_root().join("fixtures/figure6.json");
@@ -203,6 +208,7 @@ fn assert_valid(validator: &jsonschema::Validator, json: &serde_json::Value) {
 /// `cilkview-rs schema` prints, and carry their format's `version`; a report without `work`
 /// does not validate.
 #[test]
+#[ignore = "slow: runs cilkview-rs"]
 fn json_outputs_validate_against_the_printed_schema() {
     let dir = tempfile::tempdir().unwrap();
     let run = schema("run");
@@ -262,6 +268,7 @@ fn json_outputs_validate_against_the_printed_schema() {
 /// `completions bash` is a script bash parses and that completes the subcommands and options;
 /// `man` is roff that man renders, with the options and the exit statuses.
 #[test]
+#[ignore = "slow: runs cilkview-rs"]
 fn completions_and_man_pages() {
     let out = bin().args(["completions", "bash"]).output().unwrap();
     assert!(out.status.success());
@@ -272,7 +279,7 @@ fn completions_and_man_pages() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("cilkview-rs.bash");
     std::fs::write(&path, &script).unwrap();
-    let check = std::process::Command::new("bash")
+    let check = cilkview_fixtures::command("bash")
         .arg("-n")
         .arg(&path)
         .output()
@@ -292,7 +299,7 @@ fn completions_and_man_pages() {
         assert!(roff.starts_with(".ie") || roff.contains("\n.TH "), "{roff}");
         let path = dir.path().join("page.1");
         std::fs::write(&path, &roff).unwrap();
-        if std::process::Command::new("man")
+        if cilkview_fixtures::command("man")
             .arg("--version")
             .output()
             .is_err()
@@ -300,7 +307,7 @@ fn completions_and_man_pages() {
             cilkview_fixtures::skip("man is not installed: the page is not rendered");
             continue;
         }
-        let shown = std::process::Command::new("man")
+        let shown = cilkview_fixtures::command("man")
             .arg("-l")
             .arg(&path)
             .env("MANWIDTH", "200")
@@ -331,6 +338,7 @@ fn completions_and_man_pages() {
 /// `--json -` writes the JSON to standard output, after the program's own output, and creates
 /// no file named `-`; so do `bench --json -` and `--csv -` (one of them at a time).
 #[test]
+#[ignore = "slow: runs cilkview-rs"]
 fn a_dash_is_standard_output() {
     let dir = tempfile::tempdir().unwrap();
     let out = bin()
@@ -391,6 +399,7 @@ fn a_dash_is_standard_output() {
 /// shares a line with them. The program prints for ~2 s, long enough for a spinner to be drawn
 /// between its lines (it ticks every 250 ms).
 #[test]
+#[ignore = "slow: runs cilkview-rs"]
 fn progress_never_shares_a_line_with_the_programs_output() {
     if !cilkview_fixtures::has_tool("script") {
         cilkview_fixtures::skip("script (util-linux) is not installed: no pty to test with");
@@ -421,7 +430,7 @@ int main(void)
         assert_cmd::cargo::cargo_bin("cilkview-rs").display(),
         exe.display()
     );
-    let out = std::process::Command::new("script")
+    let out = cilkview_fixtures::command("script")
         .args(["-qec", &command, "/dev/null"])
         .output()
         .unwrap();
@@ -443,6 +452,7 @@ int main(void)
 /// the program runs, naming the labels there are; one in a linked library is accepted; with a
 /// program that can `dlopen`, labels cannot be known beforehand and are not checked.
 #[test]
+#[ignore = "slow: runs cilkview-rs"]
 fn region_labels_are_checked_before_the_program_runs() {
     let dir = tempfile::tempdir().unwrap();
     let include = format!("-I{}", cilkview_fixtures::include_dir().display());
@@ -530,6 +540,7 @@ fn region_labels_are_checked_before_the_program_runs() {
 /// hardware counter, `--counter hw` advises emulation when a plugin-capable QEMU is installed
 /// (not single-stepping, ~10^4 times slower).
 #[test]
+#[ignore = "slow: runs cilkview-rs"]
 fn a_suggested_counter_is_the_fastest_that_works_here() {
     let exe = common::fixture("known_spawn");
     let out = bin()

@@ -5,7 +5,7 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::thread::sleep;
 use std::time::Duration;
 
@@ -28,6 +28,7 @@ fn native() -> bool {
 }
 
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn native_reports_nanoseconds_and_takes_a_time_burden() {
     if !native() {
         return;
@@ -78,6 +79,7 @@ fn region_parallelism(exe: &Path, args: &[&str], label: &str) -> (f64, f64) {
 }
 
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn coarse_spawn_tree_parallelism_matches_emulation_within_5_percent() {
     if !native() {
         return;
@@ -119,7 +121,7 @@ fn coarse_spawn_tree_parallelism_matches_emulation_within_5_percent() {
 }
 
 fn unattached(exe: &Path, args: &[&str]) -> (String, Option<i32>) {
-    let out = Command::new(exe).args(args).output().unwrap();
+    let out = cilkview_fixtures::command(exe).args(args).output().unwrap();
     (
         String::from_utf8_lossy(&out.stdout).into_owned(),
         out.status.code(),
@@ -127,6 +129,7 @@ fn unattached(exe: &Path, args: &[&str]) -> (String, Option<i32>) {
 }
 
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn attach_native_measures_every_spawn_and_detaches_unharmed() {
     if !native() {
         return;
@@ -137,7 +140,7 @@ fn attach_native_measures_every_spawn_and_detaches_unharmed() {
     let running = start(&exe, &args);
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
-    let out = Command::new(assert_cmd::cargo::cargo_bin("cilkview-rs"))
+    let out = cilkview_fixtures::command(assert_cmd::cargo::cargo_bin("cilkview-rs"))
         .args([
             "attach",
             "--counter",
@@ -168,6 +171,7 @@ fn attach_native_measures_every_spawn_and_detaches_unharmed() {
 }
 
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn attach_auto_without_a_pmu_picks_native() {
     if !native() {
         return;
@@ -177,7 +181,7 @@ fn attach_auto_without_a_pmu_picks_native() {
     let running = start(&exe, &args);
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
-    let out = Command::new(assert_cmd::cargo::cargo_bin("cilkview-rs"))
+    let out = cilkview_fixtures::command(assert_cmd::cargo::cargo_bin("cilkview-rs"))
         .args(["attach", "--duration", "0.3", "--json"])
         .arg(&json)
         .arg(running.child.id().to_string())
@@ -199,6 +203,7 @@ fn attach_auto_without_a_pmu_picks_native() {
 }
 
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn the_tool_sigkilled_mid_attach_leaves_the_program_running_correctly() {
     if !native() {
         return;
@@ -210,7 +215,7 @@ fn the_tool_sigkilled_mid_attach_leaves_the_program_running_correctly() {
     let expected = unattached(&exe, &args);
     let running = start(&exe, &args);
     let pid = running.child.id();
-    let mut tool = Command::new(assert_cmd::cargo::cargo_bin("cilkview-rs"))
+    let mut tool = cilkview_fixtures::command(assert_cmd::cargo::cargo_bin("cilkview-rs"))
         .args(["attach", "--counter", "native"])
         .arg(pid.to_string())
         .stderr(Stdio::null())
@@ -233,7 +238,7 @@ fn the_tool_sigkilled_mid_attach_leaves_the_program_running_correctly() {
     }
     assert_ne!(tracer, 0, "the program was never traced");
     sleep(Duration::from_millis(400));
-    Command::new("kill")
+    cilkview_fixtures::command("kill")
         .args(["-KILL", &tracer.to_string()])
         .status()
         .unwrap();
@@ -246,6 +251,7 @@ fn the_tool_sigkilled_mid_attach_leaves_the_program_running_correctly() {
 }
 
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn native_measures_linked_and_dlopened_libraries_and_leaves_forked_children_alone() {
     if !native() {
         return;

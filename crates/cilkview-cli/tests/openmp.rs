@@ -59,6 +59,7 @@ fn overhead(units: u64) -> u64 {
 /// one of two siblings: the OpenMP program's region "parallel" equals the twin's within the
 /// wrappers' overhead, and both equal the construction.
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled OpenMP programs"]
 fn openmp_constructs_equal_their_hand_marked_twins() {
     let (omp, marked) = (openmp("omp_known"), twin("omp_known"));
     let (n, w) = (N.to_string(), W.to_string());
@@ -129,6 +130,7 @@ fn openmp_constructs_equal_their_hand_marked_twins() {
 /// A schedule(static) loop: gcc computes its chunks from the thread number, so one thread runs
 /// it as one strand; the report names where.
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled OpenMP programs"]
 fn a_static_loop_is_reported_by_name() {
     let a = analyze_with(
         &openmp("omp_known"),
@@ -159,6 +161,7 @@ fn a_static_loop_is_reported_by_name() {
 /// A BOTS-style nqueens (tasks with a final() cutoff, taskwaits, a critical section) computes
 /// and verifies its answer under --openmp; tasks below the cutoff are calls, not spawns.
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled OpenMP programs"]
 fn bots_style_nqueens_verifies_under_openmp() {
     let a = analyze_with(&openmp("omp_nqueens"), &["--openmp"], &["8", "3"]);
     assert_eq!(a.code(), Some(0), "{}", a.stderr());
@@ -200,6 +203,7 @@ fn bots_style_nqueens_verifies_under_openmp() {
 
 /// The emulator and single-stepping count the same instructions through the library.
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled OpenMP programs"]
 fn emulate_equals_step_under_openmp() {
     let exe = openmp("omp_known");
     let step = analyze_with(
@@ -238,6 +242,7 @@ fn emulate_equals_step_under_openmp() {
 
 /// What --openmp cannot measure is refused with one line saying what to do.
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled OpenMP programs"]
 fn programs_without_libgomp_are_refused_with_a_hint() {
     let marked = twin("omp_known");
     let out = bin()
@@ -296,6 +301,7 @@ fn programs_without_libgomp_are_refused_with_a_hint() {
 /// The program gets LD_PRELOAD (the user's, then the library) and the library removes itself:
 /// the program sees the user's LD_PRELOAD only, under both kinds of counter.
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled OpenMP programs"]
 fn the_program_sees_the_users_environment() {
     let exe = openmp("omp_known");
     for counter in ["step", "emulate"] {
@@ -336,6 +342,7 @@ fn the_program_sees_the_users_environment() {
 
 /// `run --openmp --bench`: the same binary, benchmarked natively beside its prediction.
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled OpenMP programs"]
 fn run_openmp_then_bench_the_same_binary() {
     let out = bin()
         .args([
@@ -355,6 +362,7 @@ fn run_openmp_then_bench_the_same_binary() {
 /// parallelism of its hand-marked twin (a cv_for of 8), within the team's overhead (8 stacks,
 /// context switches: measured 13.3k instructions of work, 12.0k of span).
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled OpenMP programs"]
 fn omp_team_splits_a_static_loop() {
     let (n, w) = (N.to_string(), W.to_string());
     let a = analyze_with(
@@ -403,6 +411,7 @@ fn omp_team_splits_a_static_loop() {
 /// sites (the return addresses into the program, read at the library's entry marks, named in
 /// the program's image).
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled OpenMP programs"]
 fn profile_names_the_programs_pragma_lines() {
     let exe = build(
         "omp_fib",

@@ -16,7 +16,7 @@ fn program(name: &str, source: &str) -> PathBuf {
 }
 
 fn tool() -> Command {
-    Command::new(assert_cmd::cargo::cargo_bin("cilkview-rs"))
+    cilkview_fixtures::command(assert_cmd::cargo::cargo_bin("cilkview-rs"))
 }
 
 fn script(dir: &Path, name: &str, text: &str) -> PathBuf {
@@ -42,7 +42,9 @@ fn within(mut cmd: Command, limit: Duration) -> std::process::Output {
     match rx.recv_timeout(limit) {
         Ok(out) => out.unwrap(),
         Err(_) => {
-            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            let _ = cilkview_fixtures::command("kill")
+                .args(["-9", &pid.to_string()])
+                .status();
             panic!("{cmd:?} still running after {limit:?}");
         }
     }
@@ -57,6 +59,7 @@ int main(void) { cv_function(); cv_spawn(child()); cv_sync(); return 0; }
 /// A `qemu-x86_64` in PATH that never answers: the probe has a time limit, `auto` goes on
 /// without emulation and says why, `--counter emulate` is one clear error.
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn an_emulator_that_never_answers_does_not_hang_the_tool() {
     let dir = tempfile::tempdir().unwrap();
     script(dir.path(), "qemu-x86_64", "#!/bin/sh\nexec sleep 1000\n");
@@ -86,8 +89,9 @@ fn an_emulator_that_never_answers_does_not_hang_the_tool() {
 /// `sh -c 'exec cilkview-rs attach $$'`: the pid is the tool's own (its visible process, whose
 /// worker would trace it): refused at once.
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn attaching_to_the_tools_own_visible_process_is_refused() {
-    let mut cmd = Command::new("sh");
+    let mut cmd = cilkview_fixtures::command("sh");
     cmd.arg("-c").arg(format!(
         "exec {} attach $$",
         assert_cmd::cargo::cargo_bin("cilkview-rs").display()
@@ -148,6 +152,7 @@ fn alive(pid: i32) -> bool {
 /// A signal to the tool while it benchmarks (`run --bench`, `bench`): the benchmarked program is
 /// killed, the tool ends with 128 + the signal, and `run --bench` writes the analysis it has.
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn a_signal_in_the_benchmark_phase_kills_the_program_and_keeps_the_analysis() {
     let exe = program("benched", BENCHED);
     for (sub, sig, number) in [
@@ -173,7 +178,7 @@ fn a_signal_in_the_benchmark_phase_kills_the_program_and_keeps_the_analysis() {
             .spawn()
             .unwrap();
         let pid = benched_pid(&marker);
-        Command::new("kill")
+        cilkview_fixtures::command("kill")
             .args([sig, &child.id().to_string()])
             .status()
             .unwrap();
@@ -184,7 +189,9 @@ fn a_signal_in_the_benchmark_phase_kills_the_program_and_keeps_the_analysis() {
         let out = rx.recv_timeout(Duration::from_secs(60));
         let still = alive(pid);
         if still {
-            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            let _ = cilkview_fixtures::command("kill")
+                .args(["-9", &pid.to_string()])
+                .status();
         }
         let out = out.expect("the tool did not end").unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
@@ -206,6 +213,7 @@ fn a_signal_in_the_benchmark_phase_kills_the_program_and_keeps_the_analysis() {
 /// `run --bench` whose benchmarked run fails: the finished analysis is still written; the exit
 /// status is the failed run's.
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn a_failing_trial_keeps_the_analysis() {
     let exe = program("benched", BENCHED);
     let dir = tempfile::tempdir().unwrap();
@@ -242,6 +250,7 @@ fn tool_in(dir: &Path, args: &[&std::ffi::OsStr]) -> (Option<i32>, String) {
 /// Two outputs naming one file, and a prefix that is a folder, are one clear error before the
 /// run, and no file is left behind.
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn outputs_that_collide_or_are_folders_are_refused_before_the_run() {
     let exe = program("tiny_spawn", TINY);
     let dir = tempfile::tempdir().unwrap();
@@ -315,6 +324,7 @@ fn outputs_that_collide_or_are_folders_are_refused_before_the_run() {
 /// A burden whose burdened sums wrap at 2^64 is refused (a wrapped burdened span once made a
 /// `--fail-below burdened_parallelism` gate pass).
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn a_burden_that_would_wrap_is_refused() {
     let exe = program("tiny_spawn", TINY);
     let dir = tempfile::tempdir().unwrap();
@@ -338,6 +348,7 @@ fn a_burden_that_would_wrap_is_refused() {
 /// `report` on a JSON whose measures are undefined (span 0: `"parallelism": null`) reads it
 /// back; names and arguments from a JSON are printed with their control characters escaped.
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn report_reads_nulls_back_and_escapes_what_it_prints() {
     let dir = tempfile::tempdir().unwrap();
     let figure6 = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/figure6.json");

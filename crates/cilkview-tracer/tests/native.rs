@@ -160,21 +160,25 @@ fn busy() -> Option<f64> {
 }
 
 #[test]
+#[ignore = "slow: traces compiled programs"]
 fn strands_of_burn_are_proportional_to_n_static() {
     burn_is_proportional(&["-static"]);
 }
 
 #[test]
+#[ignore = "slow: traces compiled programs"]
 fn strands_of_burn_are_proportional_to_n_dynamic_pie() {
     burn_is_proportional(&["-pie", "-fPIE"]);
 }
 
 #[test]
+#[ignore = "slow: traces compiled programs"]
 fn strands_of_burn_are_proportional_to_n_non_pie() {
     burn_is_proportional(&["-no-pie"]);
 }
 
 #[test]
+#[ignore = "slow: traces compiled programs"]
 fn threads_deliver_every_hit_with_operands() {
     if !available() {
         return;
@@ -230,6 +234,7 @@ int main(void) {
 }
 
 #[test]
+#[ignore = "slow: traces compiled programs"]
 fn signals_arriving_inside_stubs_are_delivered_after_them() {
     if !available() {
         return;
@@ -308,6 +313,7 @@ int main(void) {
 }
 
 #[test]
+#[ignore = "slow: traces compiled programs"]
 fn a_leaf_functions_red_zone_is_untouched() {
     if !available() {
         return;

@@ -18,7 +18,9 @@ pub const NOT_EXECUTABLE: i32 = 126;
 pub const NOT_FOUND: i32 = 127;
 
 pub fn bin() -> assert_cmd::Command {
-    assert_cmd::Command::cargo_bin("cilkview-rs").unwrap()
+    assert_cmd::Command::from_std(cilkview_fixtures::command(assert_cmd::cargo::cargo_bin(
+        "cilkview-rs",
+    )))
 }
 
 /// Static -O2 gcc builds: the dynamic loader would add ~100k serial instructions (slow to
@@ -109,7 +111,7 @@ pub fn with_corrupt_marks(exe: &Path, dir: &Path, name: &str) -> Option<PathBuf>
     )
     .unwrap();
     let corrupt = dir.join(name);
-    let made = std::process::Command::new("objcopy")
+    let made = cilkview_fixtures::command("objcopy")
         .arg(format!(
             "--update-section=.cilkview_marks={}",
             garbage.display()
@@ -134,7 +136,7 @@ pub struct Running {
 
 /// Starts the program and waits for its first line, so that it is past its start-up.
 pub fn start(exe: &Path, args: &[&str]) -> Running {
-    let mut child = std::process::Command::new(exe)
+    let mut child = cilkview_fixtures::command(exe)
         .args(args)
         .stdout(std::process::Stdio::piped())
         .spawn()

@@ -559,7 +559,7 @@ mod tests {
         assert_eq!(read_emulator(Path::new("/bin/sh")), None);
         assert_eq!(read_emulator(Path::new("/etc/passwd")), None);
         let Some(path) = search_path(OsStr::new("qemu-x86_64")) else {
-            println!("skipped: qemu-x86_64 not in PATH (apt-get install qemu-user)");
+            cilkview_fixtures::skip("qemu-x86_64 not in PATH (apt-get install qemu-user)");
             return;
         };
         let read = read_emulator(&path).expect("qemu-x86_64 is an ELF file with a version line");
