@@ -9,7 +9,7 @@ use std::thread::sleep;
 use std::time::Duration;
 
 use cilkview_fixtures::build;
-use common::{finish, start, static_opts};
+use common::{finish, kill, start, static_opts, std_bin};
 use serde_json::Value;
 
 fn long_running() -> std::path::PathBuf {
@@ -23,7 +23,7 @@ fn sorted_lines(s: &str) -> Vec<&str> {
 }
 
 fn cilkview_attach(pid: u32, flags: &[&str], json: &Path) -> Child {
-    cilkview_fixtures::command(assert_cmd::cargo::cargo_bin("cilkview-rs"))
+    std_bin()
         .arg("attach")
         .args(flags)
         .arg("--json")
@@ -61,10 +61,7 @@ fn ctrl_c_detaches_and_the_program_finishes_unharmed() {
     let json = dir.path().join("r.json");
     let tool = cilkview_attach(running.child.id(), &[], &json);
     sleep(Duration::from_millis(1500));
-    cilkview_fixtures::command("kill")
-        .args(["-INT", &tool.id().to_string()])
-        .status()
-        .unwrap();
+    kill("-INT", tool.id());
     let (r, err, code) = report(tool, &json);
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(finish(running), expected);
@@ -140,7 +137,7 @@ fn a_multithreaded_process_is_measured_over_all_threads() {
 fn a_missing_pid_or_the_tool_itself_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
-    let out = cilkview_fixtures::command(assert_cmd::cargo::cargo_bin("cilkview-rs"))
+    let out = std_bin()
         .args(["attach", "--json"])
         .arg(&json)
         .arg("999999999")
@@ -190,10 +187,7 @@ fn killing_the_tool_in_any_way_leaves_the_process_unharmed() {
         let json = dir.path().join("r.json");
         let tool = cilkview_attach(running.child.id(), &["--counter", "step"], &json);
         sleep(Duration::from_millis(800));
-        cilkview_fixtures::command("kill")
-            .args([&format!("-{sig}"), &tool.id().to_string()])
-            .status()
-            .unwrap();
+        kill(&format!("-{sig}"), tool.id());
         let out = tool.wait_with_output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(

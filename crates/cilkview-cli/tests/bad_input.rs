@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 mod common;
 
-use common::{bin, fixture, NOT_EXECUTABLE, NOT_FOUND, TOOL_FAILED};
+use common::{bin, fixture, run_tool, NOT_EXECUTABLE, NOT_FOUND, TOOL_FAILED};
 
 /// Runs cilkview-rs and returns its stderr, asserting exit status 125 (the tool's own failure)
 /// and no panic.
@@ -17,11 +17,7 @@ fn fails(args: &[&std::ffi::OsStr]) -> String {
 
 /// Runs cilkview-rs and returns its stderr, asserting exit status `code` and no panic.
 fn fails_with(code: i32, args: &[&std::ffi::OsStr]) -> String {
-    let out = bin()
-        .args(args)
-        .timeout(std::time::Duration::from_secs(60))
-        .output()
-        .unwrap();
+    let out = run_tool(args);
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
     assert!(

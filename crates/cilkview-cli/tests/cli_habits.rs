@@ -8,7 +8,7 @@ use std::path::Path;
 
 mod common;
 
-use common::{bin, TOOL_FAILED};
+use common::{assert_success, bin, run_tool, TOOL_FAILED};
 
 /// A shell script that would leave `ran` beside itself if it ran.
 fn witness(dir: &Path) -> std::path::PathBuf {
@@ -25,11 +25,7 @@ fn witness(dir: &Path) -> std::path::PathBuf {
 
 /// cilkview-rs with `args`: its status and stderr, asserting no panic.
 fn tool(args: &[&OsStr]) -> (Option<i32>, String, String) {
-    let out = bin()
-        .args(args)
-        .timeout(std::time::Duration::from_secs(60))
-        .output()
-        .unwrap();
+    let out = run_tool(args);
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(!err.contains("panicked"), "{err}");
     (
@@ -223,11 +219,7 @@ fn json_outputs_validate_against_the_printed_schema() {
         .timeout(std::time::Duration::from_secs(120))
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let mut report: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     assert!(
@@ -252,11 +244,7 @@ fn json_outputs_validate_against_the_printed_schema() {
         .timeout(std::time::Duration::from_secs(60))
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let mut measured: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     assert_eq!(measured["version"], 1);
@@ -284,11 +272,7 @@ fn completions_and_man_pages() {
         .arg(&path)
         .output()
         .unwrap();
-    assert!(
-        check.status.success(),
-        "{}",
-        String::from_utf8_lossy(&check.stderr)
-    );
+    assert_success(&check);
 
     for (page, says) in [(None, "cilkview-rs-run(1)"), (Some("run"), "--plot-region")] {
         let mut cmd = bin();
@@ -313,11 +297,7 @@ fn completions_and_man_pages() {
             .env("MANWIDTH", "200")
             .output()
             .unwrap();
-        assert!(
-            shown.status.success(),
-            "{}",
-            String::from_utf8_lossy(&shown.stderr)
-        );
+        assert_success(&shown);
         // Overstruck bold (c\bc) and underline (_\bc) read as plain text.
         let mut text = String::new();
         for c in String::from_utf8_lossy(&shown.stdout).chars() {
@@ -509,11 +489,7 @@ fn region_labels_are_checked_before_the_program_runs() {
     assert!(out.is_empty());
 
     let out = plot("in_lib", &exe);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     assert!(svg.is_file());
 
     // A program that imports dlopen may load a library defining any label: the run goes ahead

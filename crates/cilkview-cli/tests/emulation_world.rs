@@ -10,11 +10,7 @@ use std::time::Duration;
 mod common;
 
 use cilkview_fixtures::{compile_source, Lang};
-use common::{analyze_with, static_opts};
-
-fn program(name: &str, source: &str) -> PathBuf {
-    compile_source(name, source, Lang::C, &static_opts()).unwrap_or_else(|e| panic!("{e}"))
-}
+use common::{analyze_with, kill, kill_quietly, program, spawn_to_first_line, std_bin};
 
 /// `None` (said aloud) where no plugin-capable emulator is installed.
 fn emulator() -> Option<()> {
@@ -119,9 +115,7 @@ fn processes_running(exe: &std::path::Path) -> Vec<i32> {
 /// Kills (SIGKILL) what a failed test left running of `exe`.
 fn kill_leftovers(exe: &std::path::Path) {
     for pid in processes_running(exe) {
-        let _ = cilkview_fixtures::command("kill")
-            .args(["-9", &pid.to_string()])
-            .status();
+        kill_quietly(pid);
     }
 }
 
@@ -132,7 +126,7 @@ fn kill_leftovers(exe: &std::path::Path) {
 fn killing_the_tool_after_the_program_closed_the_descriptors_leaves_no_orphan() {
     let Some(()) = emulator() else { return };
     let exe = closing_program();
-    let mut tool = cilkview_fixtures::command(assert_cmd::cargo::cargo_bin("cilkview-rs"))
+    let mut tool = std_bin()
         .args(["run", "--counter", "emulate"])
         .arg(&exe)
         .args(["27", "ready"])
@@ -282,9 +276,7 @@ fn the_environment_is_the_programs_in_order_and_qemu_variables_are_not_qemus() {
     });
     let Ok(out) = rx.recv_timeout(Duration::from_secs(60)) else {
         kill_leftovers(&exe);
-        let _ = cilkview_fixtures::command("kill")
-            .args(["-9", &pid.to_string()])
-            .status();
+        kill_quietly(pid);
         panic!("the run did not end (QEMU_GDB reached QEMU?)");
     };
     let out = out.unwrap();
@@ -326,23 +318,14 @@ int main(void) {
     for (sig, number) in [("-ABRT", 6), ("-ILL", 4)] {
         let dir = tempfile::tempdir().unwrap();
         let json = dir.path().join("r.json");
-        let mut tool = cilkview_fixtures::command(assert_cmd::cargo::cargo_bin("cilkview-rs"))
-            .args(["run", "--counter", "emulate", "--json"])
-            .arg(&json)
-            .arg(&exe)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(tool.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
+        let (tool, line) = spawn_to_first_line(
+            std_bin()
+                .args(["run", "--counter", "emulate", "--json"])
+                .arg(&json)
+                .arg(&exe),
+        );
         // The program's pid, as the world outside sees it.
-        cilkview_fixtures::command("kill")
-            .args([sig, line.trim()])
-            .status()
-            .unwrap();
+        kill(sig, line.trim());
         let out = tool.wait_with_output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(128 + number), "{sig}: {err}");

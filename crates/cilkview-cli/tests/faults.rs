@@ -2,15 +2,14 @@
 //! binaries. Whatever happens, the program behaves as without the tool and the report of what was
 //! measured is still written.
 
-use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 mod common;
 
-use cilkview_fixtures::{build, compile_source, Lang};
-use common::{analyze_with, static_opts};
+use cilkview_fixtures::build;
+use common::{analyze_with, kill, program, spawn_to_first_line, static_opts, std_bin};
 use serde_json::Value;
 
 /// The exact counters' behaviour: single-stepping (the ptrace backend). Under emulation a
@@ -18,14 +17,6 @@ use serde_json::Value;
 /// it execs runs natively: those cases are checked apart (`emulation_says_what_it_missed`).
 fn trace(exe: &Path, args: &[&str]) -> common::Analysis {
     analyze_with(exe, &["--counter", "step"], args)
-}
-
-fn cilkview() -> Command {
-    cilkview_fixtures::command(assert_cmd::cargo::cargo_bin("cilkview-rs"))
-}
-
-fn program(name: &str, source: &str) -> PathBuf {
-    compile_source(name, source, Lang::C, &static_opts()).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// stdout and the shell's exit status (128 + N for a signal), as cilkview-rs passes it on.
@@ -51,20 +42,14 @@ impl Job {
         use std::os::unix::process::CommandExt;
         let dir = tempfile::tempdir().unwrap();
         let json = dir.path().join("r.json");
-        let mut child = cilkview()
-            .args(["run", "--counter", "step"])
-            .arg("--json")
-            .arg(&json)
-            .arg(exe)
-            .process_group(0)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut first_line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut first_line)
-            .unwrap();
+        let (child, first_line) = spawn_to_first_line(
+            std_bin()
+                .args(["run", "--counter", "step"])
+                .arg("--json")
+                .arg(&json)
+                .arg(exe)
+                .process_group(0),
+        );
         Job {
             child,
             first_line,
@@ -125,10 +110,7 @@ fn sigkill_from_outside_still_writes_the_report() {
     );
     let job = Job::start(&exe);
     let pid: i32 = job.first_line.trim().parse().unwrap();
-    cilkview_fixtures::command("kill")
-        .args(["-KILL", &pid.to_string()])
-        .status()
-        .unwrap();
+    kill("-KILL", pid);
     let (code, err, report) = job.finish();
     assert_eq!(code, Some(128 + 9));
     assert_eq!(report["signal"], 9);
@@ -521,7 +503,7 @@ fn killing_the_tool_under_emulation_leaves_the_program_unharmed() {
         (&busy, "32", 300, "fib(32) = 2178309\n"),
     ];
     for (exe, arg, after_ms, expected) in cases {
-        let mut tool = cilkview()
+        let mut tool = std_bin()
             .args(["run", "--counter", "emulate"])
             .arg(exe)
             .args((!arg.is_empty()).then_some(arg))

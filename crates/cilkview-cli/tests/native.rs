@@ -10,7 +10,7 @@ use std::thread::sleep;
 use std::time::Duration;
 
 use cilkview_fixtures::build;
-use common::{analyze_with, bin, finish, start, static_opts};
+use common::{analyze_with, assert_success, bin, finish, kill, start, static_opts, std_bin};
 use serde_json::Value;
 
 /// Whether the native counter can run here (else said aloud).
@@ -140,7 +140,7 @@ fn attach_native_measures_every_spawn_and_detaches_unharmed() {
     let running = start(&exe, &args);
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
-    let out = cilkview_fixtures::command(assert_cmd::cargo::cargo_bin("cilkview-rs"))
+    let out = std_bin()
         .args([
             "attach",
             "--counter",
@@ -181,17 +181,13 @@ fn attach_auto_without_a_pmu_picks_native() {
     let running = start(&exe, &args);
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
-    let out = cilkview_fixtures::command(assert_cmd::cargo::cargo_bin("cilkview-rs"))
+    let out = std_bin()
         .args(["attach", "--duration", "0.3", "--json"])
         .arg(&json)
         .arg(running.child.id().to_string())
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let r: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let mode = r["counter"]["mode"].as_str().unwrap().to_string();
     if mode == "hw" {
@@ -215,7 +211,7 @@ fn the_tool_sigkilled_mid_attach_leaves_the_program_running_correctly() {
     let expected = unattached(&exe, &args);
     let running = start(&exe, &args);
     let pid = running.child.id();
-    let mut tool = cilkview_fixtures::command(assert_cmd::cargo::cargo_bin("cilkview-rs"))
+    let mut tool = std_bin()
         .args(["attach", "--counter", "native"])
         .arg(pid.to_string())
         .stderr(Stdio::null())
@@ -238,10 +234,7 @@ fn the_tool_sigkilled_mid_attach_leaves_the_program_running_correctly() {
     }
     assert_ne!(tracer, 0, "the program was never traced");
     sleep(Duration::from_millis(400));
-    cilkview_fixtures::command("kill")
-        .args(["-KILL", &tracer.to_string()])
-        .status()
-        .unwrap();
+    kill("-KILL", tracer);
     let _ = tool.wait();
     assert_eq!(
         finish(running),

@@ -4,18 +4,13 @@
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 mod common;
 
-use cilkview_fixtures::{compile_source, Lang};
-use common::{bin, fixture, static_opts};
+use common::{bin, fixture, kill, program, spawn_to_first_line, std_bin};
 use serde_json::Value;
-
-fn program(name: &str, source: &str) -> PathBuf {
-    compile_source(name, source, Lang::C, &static_opts()).unwrap_or_else(|e| panic!("{e}"))
-}
 
 fn script(dir: &Path, name: &str, text: &str) -> PathBuf {
     let p = dir.join(name);
@@ -179,11 +174,6 @@ fn no_panics_on_huge_durations_or_closed_and_full_outputs() {
     }
 }
 
-/// The tool as a plain `Command` (to give it other stdout/stderr).
-fn std_bin() -> Command {
-    cilkview_fixtures::command(assert_cmd::cargo::cargo_bin("cilkview-rs"))
-}
-
 /// A clap usage error: exit 125, starts with `error: `, no panic.
 fn one_error_clap(args: &[&str]) -> String {
     let args: Vec<&std::ffi::OsStr> = args.iter().map(std::ffi::OsStr::new).collect();
@@ -334,25 +324,16 @@ int main(void) { f(); puts("ready"); fflush(stdout); for (;;) pause(); }
         let json = dir.path().join("r.json");
         // Single-stepping: exact counts up to the signal (under emulation the last buffered
         // marks of a program killed from outside are missing, see faults.rs).
-        let mut child = std_bin()
-            .args(["run", "--counter", "step"])
-            .arg("--json")
-            .arg(&json)
-            .arg(&exe)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut first = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut first)
-            .unwrap();
+        let (child, first) = spawn_to_first_line(
+            std_bin()
+                .args(["run", "--counter", "step"])
+                .arg("--json")
+                .arg(&json)
+                .arg(&exe),
+        );
         assert_eq!(first, "ready\n");
         // To the tool's pid alone, as `kill PID` or a closed terminal does.
-        cilkview_fixtures::command("kill")
-            .args([sig, &child.id().to_string()])
-            .status()
-            .unwrap();
+        kill(sig, child.id());
         let out = child.wait_with_output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(128 + number), "{err}");

@@ -8,16 +8,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use cilkview_fixtures::{compile_source, Lang};
-use common::static_opts;
-
-fn program(name: &str, source: &str) -> PathBuf {
-    compile_source(name, source, Lang::C, &static_opts()).unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn tool() -> Command {
-    cilkview_fixtures::command(assert_cmd::cargo::cargo_bin("cilkview-rs"))
-}
+use common::{kill, kill_quietly, program, std_bin};
 
 fn script(dir: &Path, name: &str, text: &str) -> PathBuf {
     let p = dir.join(name);
@@ -42,9 +33,7 @@ fn within(mut cmd: Command, limit: Duration) -> std::process::Output {
     match rx.recv_timeout(limit) {
         Ok(out) => out.unwrap(),
         Err(_) => {
-            let _ = cilkview_fixtures::command("kill")
-                .args(["-9", &pid.to_string()])
-                .status();
+            kill_quietly(pid);
             panic!("{cmd:?} still running after {limit:?}");
         }
     }
@@ -70,7 +59,7 @@ fn an_emulator_that_never_answers_does_not_hang_the_tool() {
         std::env::var("PATH").unwrap_or_default()
     );
     let started = Instant::now();
-    let mut cmd = tool();
+    let mut cmd = std_bin();
     cmd.env("PATH", &path)
         .args(["run", "--counter", "emulate"])
         .arg(&exe);
@@ -162,7 +151,7 @@ fn a_signal_in_the_benchmark_phase_kills_the_program_and_keeps_the_analysis() {
     ] {
         let dir = tempfile::tempdir().unwrap();
         let (json, marker) = (dir.path().join("r.json"), dir.path().join("pid"));
-        let mut cmd = tool();
+        let mut cmd = std_bin();
         if sub == "run" {
             cmd.args(["run", "--bench"]).arg("--json").arg(&json);
         } else {
@@ -178,10 +167,7 @@ fn a_signal_in_the_benchmark_phase_kills_the_program_and_keeps_the_analysis() {
             .spawn()
             .unwrap();
         let pid = benched_pid(&marker);
-        cilkview_fixtures::command("kill")
-            .args([sig, &child.id().to_string()])
-            .status()
-            .unwrap();
+        kill(sig, child.id());
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let _ = tx.send(child.wait_with_output());
@@ -189,9 +175,7 @@ fn a_signal_in_the_benchmark_phase_kills_the_program_and_keeps_the_analysis() {
         let out = rx.recv_timeout(Duration::from_secs(60));
         let still = alive(pid);
         if still {
-            let _ = cilkview_fixtures::command("kill")
-                .args(["-9", &pid.to_string()])
-                .status();
+            kill_quietly(pid);
         }
         let out = out.expect("the tool did not end").unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
@@ -218,7 +202,7 @@ fn a_failing_trial_keeps_the_analysis() {
     let exe = program("benched", BENCHED);
     let dir = tempfile::tempdir().unwrap();
     let (json, marker) = (dir.path().join("r.json"), dir.path().join("pid"));
-    let mut cmd = tool();
+    let mut cmd = std_bin();
     cmd.args([
         "run", "--bench", "--cores", "1", "--trials", "1", "--warmup", "0",
     ])
@@ -239,7 +223,7 @@ fn a_failing_trial_keeps_the_analysis() {
 
 /// Runs the tool in `dir` (60 s at most): exit code and stderr.
 fn tool_in(dir: &Path, args: &[&std::ffi::OsStr]) -> (Option<i32>, String) {
-    let mut cmd = tool();
+    let mut cmd = std_bin();
     cmd.current_dir(dir).args(args);
     let out = within(cmd, Duration::from_secs(60));
     let err = String::from_utf8_lossy(&out.stderr).into_owned();

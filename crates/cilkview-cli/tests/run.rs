@@ -10,7 +10,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use cilkview_fixtures::{build, compile_source, gnuplot_render, BuildOptions, Lang};
-use common::{analyze, analyze_with, bin, fixture};
+use common::{analyze, analyze_with, assert_success, bin, fixture};
 use serde_json::Value;
 
 fn assert_near(what: &str, got: u64, expected: u64, tolerance: u64) {
@@ -278,11 +278,7 @@ fn gnuplot_output_renders() {
         .args(["--", "8"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     assert!(plots.join("fib.dat").is_file());
     // Run from the folder above: the script finds its .dat and draws the .png beside itself.
     if let Some(png) = gnuplot_render(dir.path(), "plots/fib.plt", "plots/fib.png") {
