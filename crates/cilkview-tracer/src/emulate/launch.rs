@@ -554,6 +554,7 @@ mod tests {
     }
 
     #[test]
+    #[ignore = "slow: runs qemu-x86_64"]
     fn reading_the_emulator_says_what_asking_it_says() {
         // Not an emulator: nothing read (an ELF file without the version line; a script).
         assert_eq!(read_emulator(Path::new("/bin/sh")), None);
