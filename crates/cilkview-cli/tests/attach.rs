@@ -4,12 +4,12 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::thread::sleep;
 use std::time::Duration;
 
 use cilkview_fixtures::build;
-use common::{finish, start, static_opts};
+use common::{finish, kill, start, static_opts, std_bin};
 use serde_json::Value;
 
 fn long_running() -> std::path::PathBuf {
@@ -23,7 +23,7 @@ fn sorted_lines(s: &str) -> Vec<&str> {
 }
 
 fn cilkview_attach(pid: u32, flags: &[&str], json: &Path) -> Child {
-    Command::new(assert_cmd::cargo::cargo_bin("cilkview-rs"))
+    std_bin()
         .arg("attach")
         .args(flags)
         .arg("--json")
@@ -43,7 +43,7 @@ fn report(tool: Child, json: &Path) -> (Value, String, Option<i32>) {
 
 /// What a run that was never attached prints, and its exit status.
 fn unattached(exe: &Path, args: &[&str]) -> (String, Option<i32>) {
-    let out = Command::new(exe).args(args).output().unwrap();
+    let out = cilkview_fixtures::command(exe).args(args).output().unwrap();
     (
         String::from_utf8_lossy(&out.stdout).into_owned(),
         out.status.code(),
@@ -51,6 +51,7 @@ fn unattached(exe: &Path, args: &[&str]) -> (String, Option<i32>) {
 }
 
 #[test]
+#[ignore = "slow: attaches cilkview-rs to compiled programs"]
 fn ctrl_c_detaches_and_the_program_finishes_unharmed() {
     let exe = long_running();
     let args = ["25", "3"];
@@ -60,10 +61,7 @@ fn ctrl_c_detaches_and_the_program_finishes_unharmed() {
     let json = dir.path().join("r.json");
     let tool = cilkview_attach(running.child.id(), &[], &json);
     sleep(Duration::from_millis(1500));
-    Command::new("kill")
-        .args(["-INT", &tool.id().to_string()])
-        .status()
-        .unwrap();
+    kill("-INT", tool.id());
     let (r, err, code) = report(tool, &json);
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(finish(running), expected);
@@ -81,6 +79,7 @@ fn ctrl_c_detaches_and_the_program_finishes_unharmed() {
 }
 
 #[test]
+#[ignore = "slow: attaches cilkview-rs to compiled programs"]
 fn staying_until_the_process_exits_reports_its_status() {
     let exe = long_running();
     let expected = unattached(&exe, &["4", "5"]);
@@ -97,6 +96,7 @@ fn staying_until_the_process_exits_reports_its_status() {
 }
 
 #[test]
+#[ignore = "slow: attaches cilkview-rs to compiled programs"]
 fn duration_ends_the_window() {
     let exe = long_running();
     let args = ["20", "0"];
@@ -114,6 +114,7 @@ fn duration_ends_the_window() {
 }
 
 #[test]
+#[ignore = "slow: attaches cilkview-rs to compiled programs"]
 fn a_multithreaded_process_is_measured_over_all_threads() {
     let exe = long_running();
     let args = ["15", "0", "2"];
@@ -132,10 +133,11 @@ fn a_multithreaded_process_is_measured_over_all_threads() {
 }
 
 #[test]
+#[ignore = "slow: attaches cilkview-rs to compiled programs"]
 fn a_missing_pid_or_the_tool_itself_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
-    let out = Command::new(assert_cmd::cargo::cargo_bin("cilkview-rs"))
+    let out = std_bin()
         .args(["attach", "--json"])
         .arg(&json)
         .arg("999999999")
@@ -153,8 +155,12 @@ fn a_missing_pid_or_the_tool_itself_is_a_clear_error() {
 }
 
 #[test]
+#[ignore = "slow: attaches cilkview-rs to compiled programs"]
 fn an_unmarked_process_is_measured_as_serial_code_with_a_warning() {
-    let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
+    let mut sleeper = cilkview_fixtures::command("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
     let tool = cilkview_attach(sleeper.id(), &["--duration", "0.3"], &json);
@@ -170,6 +176,7 @@ fn an_unmarked_process_is_measured_as_serial_code_with_a_warning() {
 /// finish as if never traced. Single-stepped threads whose tracer vanished used to keep their
 /// trap flag and die of SIGTRAP (exit 133) at their next instruction.
 #[test]
+#[ignore = "slow: attaches cilkview-rs to compiled programs"]
 fn killing_the_tool_in_any_way_leaves_the_process_unharmed() {
     let exe = long_running();
     let args = ["18", "3"];
@@ -180,10 +187,7 @@ fn killing_the_tool_in_any_way_leaves_the_process_unharmed() {
         let json = dir.path().join("r.json");
         let tool = cilkview_attach(running.child.id(), &["--counter", "step"], &json);
         sleep(Duration::from_millis(800));
-        Command::new("kill")
-            .args([&format!("-{sig}"), &tool.id().to_string()])
-            .status()
-            .unwrap();
+        kill(&format!("-{sig}"), tool.id());
         let out = tool.wait_with_output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(
@@ -205,6 +209,7 @@ fn killing_the_tool_in_any_way_leaves_the_process_unharmed() {
 /// `--profile` on `attach`: the window's call sites, named from the running executable (each
 /// round of fixtures/long_running.c calls step(), which spawns child() twice).
 #[test]
+#[ignore = "slow: attaches cilkview-rs to compiled programs"]
 fn attach_profiles_the_call_sites_of_the_window() {
     let exe = long_running();
     let args = ["12", "0"];

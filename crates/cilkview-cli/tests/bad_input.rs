@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 mod common;
 
-use common::{bin, fixture, NOT_EXECUTABLE, NOT_FOUND, TOOL_FAILED};
+use common::{bin, fixture, run_tool, NOT_EXECUTABLE, NOT_FOUND, TOOL_FAILED};
 
 /// Runs cilkview-rs and returns its stderr, asserting exit status 125 (the tool's own failure)
 /// and no panic.
@@ -17,11 +17,7 @@ fn fails(args: &[&std::ffi::OsStr]) -> String {
 
 /// Runs cilkview-rs and returns its stderr, asserting exit status `code` and no panic.
 fn fails_with(code: i32, args: &[&std::ffi::OsStr]) -> String {
-    let out = bin()
-        .args(args)
-        .timeout(std::time::Duration::from_secs(60))
-        .output()
-        .unwrap();
+    let out = run_tool(args);
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
     assert!(
@@ -55,6 +51,7 @@ fn sample() -> Vec<u8> {
 }
 
 #[test]
+#[ignore = "slow: runs cilkview-rs"]
 fn missing_file_directory_text_and_unexecutable() {
     let dir = tempfile::tempdir().unwrap();
     let err = run_fails_with(NOT_FOUND, &dir.path().join("nope"));
@@ -80,6 +77,7 @@ fn missing_file_directory_text_and_unexecutable() {
 }
 
 #[test]
+#[ignore = "slow: runs cilkview-rs"]
 fn foreign_truncated_and_corrupt_elf_files() {
     let dir = tempfile::tempdir().unwrap();
     let good = sample();
@@ -113,6 +111,7 @@ fn foreign_truncated_and_corrupt_elf_files() {
 }
 
 #[test]
+#[ignore = "slow: runs cilkview-rs"]
 fn malformed_options() {
     let exe = fixture("known_spawn");
     for (flags, says) in [
@@ -133,6 +132,7 @@ fn malformed_options() {
 }
 
 #[test]
+#[ignore = "slow: runs cilkview-rs"]
 fn unwritable_outputs_are_detected_before_the_program_starts() {
     let dir = tempfile::tempdir().unwrap();
     // The program would create this file if it ran.
@@ -158,6 +158,7 @@ fn unwritable_outputs_are_detected_before_the_program_starts() {
 }
 
 #[test]
+#[ignore = "slow: runs cilkview-rs"]
 fn report_of_a_bad_file() {
     let dir = tempfile::tempdir().unwrap();
     let err = fails(&["report".as_ref(), dir.path().join("none.json").as_os_str()]);
@@ -172,6 +173,7 @@ fn report_of_a_bad_file() {
 /// what to install, and `auto` says it in the counter line and falls back. The fake emulators
 /// are shell scripts first in PATH.
 #[test]
+#[ignore = "slow: runs cilkview-rs"]
 fn emulator_that_cannot_take_the_plugin() {
     let dir = tempfile::tempdir().unwrap();
     let program = executable_copy(dir.path(), "known_spawn", &sample());

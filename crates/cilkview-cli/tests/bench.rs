@@ -12,6 +12,7 @@ use common::bin;
 /// Trials 1, 2, 3 sleep 50, 400 and 100 ms: the median is the 100 ms trial (the mean would be
 /// 183 ms), the min the first and the max the second; T(1)/T(1) is exactly 1.
 #[test]
+#[ignore = "slow: runs cilkview-rs bench on compiled programs"]
 fn trials_are_medians_and_speedup_at_one_is_exactly_one() {
     let _timing = timing();
     let dir = tempfile::tempdir().unwrap();
@@ -58,6 +59,7 @@ fn trials_are_medians_and_speedup_at_one_is_exactly_one() {
 /// Each run sees P in CILK_NWORKERS, OMP_NUM_THREADS, RAYON_NUM_THREADS and --workers-env
 /// variables, and P CPUs in its affinity mask; warm-ups run first at each P.
 #[test]
+#[ignore = "slow: runs cilkview-rs bench on compiled programs"]
 fn environment_and_affinity_reach_the_program() {
     let _timing = timing();
     if cpus() < 2 {
@@ -98,6 +100,7 @@ fn environment_and_affinity_reach_the_program() {
 /// More workers than CPUs: refused before anything runs, unless --oversubscribe (then the P
 /// workers share every CPU available). 256 is a valid count, refused only for want of CPUs.
 #[test]
+#[ignore = "slow: runs cilkview-rs bench on compiled programs"]
 fn more_cores_than_cpus_needs_oversubscribe() {
     let _timing = timing();
     let dir = tempfile::tempdir().unwrap();
@@ -150,6 +153,7 @@ fn more_cores_than_cpus_needs_oversubscribe() {
 }
 
 #[test]
+#[ignore = "slow: runs cilkview-rs bench on compiled programs"]
 fn malformed_core_lists_are_refused_before_anything_runs() {
     let _timing = timing();
     let dir = tempfile::tempdir().unwrap();
@@ -182,6 +186,7 @@ fn malformed_core_lists_are_refused_before_anything_runs() {
 /// A failed trial stops the benchmark: its captured output, then one error line with its exit
 /// status (or signal); our exit status is the program's.
 #[test]
+#[ignore = "slow: runs cilkview-rs bench on compiled programs"]
 fn a_failing_trial_stops_with_its_status_and_output() {
     let _timing = timing();
     let dir = tempfile::tempdir().unwrap();
@@ -223,6 +228,7 @@ fn a_failing_trial_stops_with_its_status_and_output() {
 
 /// Options end at PROGRAM: `bench PROG --json x` gives `--json x` to the program.
 #[test]
+#[ignore = "slow: runs cilkview-rs bench on compiled programs"]
 fn options_end_at_the_program() {
     let _timing = timing();
     let dir = tempfile::tempdir().unwrap();
@@ -272,6 +278,7 @@ fn options_end_at_the_program() {
 
 /// --bandwidth: P copies at once vs one alone, a ratio and a verdict in words.
 #[test]
+#[ignore = "slow: runs cilkview-rs bench on compiled programs"]
 fn bandwidth_test_reports_a_ratio_and_a_verdict() {
     let _timing = timing();
     if cpus() < 2 {

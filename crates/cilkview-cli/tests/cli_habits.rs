@@ -8,7 +8,7 @@ use std::path::Path;
 
 mod common;
 
-use common::{bin, TOOL_FAILED};
+use common::{assert_success, bin, run_tool, TOOL_FAILED};
 
 /// A shell script that would leave `ran` beside itself if it ran.
 fn witness(dir: &Path) -> std::path::PathBuf {
@@ -25,11 +25,7 @@ fn witness(dir: &Path) -> std::path::PathBuf {
 
 /// cilkview-rs with `args`: its status and stderr, asserting no panic.
 fn tool(args: &[&OsStr]) -> (Option<i32>, String, String) {
-    let out = bin()
-        .args(args)
-        .timeout(std::time::Duration::from_secs(60))
-        .output()
-        .unwrap();
+    let out = run_tool(args);
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(!err.contains("panicked"), "{err}");
     (
@@ -40,6 +36,7 @@ fn tool(args: &[&OsStr]) -> (Option<i32>, String, String) {
 }
 
 #[test]
+#[ignore = "slow: runs cilkview-rs"]
 fn an_unknown_option_before_program_is_an_error_not_the_program() {
     let dir = tempfile::tempdir().unwrap();
     let script = witness(dir.path());
@@ -55,6 +52,7 @@ fn an_unknown_option_before_program_is_an_error_not_the_program() {
 }
 
 #[test]
+#[ignore = "slow: runs cilkview-rs"]
 fn benchmark_options_without_bench_are_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let script = witness(dir.path());
@@ -85,6 +83,7 @@ fn benchmark_options_without_bench_are_an_error() {
 }
 
 #[test]
+#[ignore = "slow: runs cilkview-rs"]
 fn help_and_version_exit_0_and_state_the_exit_statuses() {
     for sub in ["run", "bench", "attach"] {
         let (code, out, _) = tool(&[sub.as_ref(), "--help".as_ref()]);
@@ -99,6 +98,7 @@ fn help_and_version_exit_0_and_state_the_exit_statuses() {
 }
 
 #[test]
+#[ignore = "slow: runs cilkview-rs"]
 fn help_has_headings_wraps_and_names_no_repository_path() {
     for (sub, headings) in [
         (
@@ -148,6 +148,7 @@ fn help_has_headings_wraps_and_names_no_repository_path() {
 /// One spelling of each counter name, `--counter`'s, in the report and the JSON; the JSON's
 /// former spellings are still read (fixtures/figure6.json says "hardware").
 #[test]
+#[ignore = "slow: runs cilkview-rs"]
 fn counter_names_are_spelled_as_the_flag_spells_them() {
     let dir = tempfile::tempdir().unwrap();
     let figure6 = cilkview_fixtures::repo_root().join("fixtures/figure6.json");
@@ -203,6 +204,7 @@ fn assert_valid(validator: &jsonschema::Validator, json: &serde_json::Value) {
 /// `cilkview-rs schema` prints, and carry their format's `version`; a report without `work`
 /// does not validate.
 #[test]
+#[ignore = "slow: runs cilkview-rs"]
 fn json_outputs_validate_against_the_printed_schema() {
     let dir = tempfile::tempdir().unwrap();
     let run = schema("run");
@@ -217,11 +219,7 @@ fn json_outputs_validate_against_the_printed_schema() {
         .timeout(std::time::Duration::from_secs(120))
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let mut report: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     assert!(
@@ -246,11 +244,7 @@ fn json_outputs_validate_against_the_printed_schema() {
         .timeout(std::time::Duration::from_secs(60))
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let mut measured: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     assert_eq!(measured["version"], 1);
@@ -262,6 +256,7 @@ fn json_outputs_validate_against_the_printed_schema() {
 /// `completions bash` is a script bash parses and that completes the subcommands and options;
 /// `man` is roff that man renders, with the options and the exit statuses.
 #[test]
+#[ignore = "slow: runs cilkview-rs"]
 fn completions_and_man_pages() {
     let out = bin().args(["completions", "bash"]).output().unwrap();
     assert!(out.status.success());
@@ -272,16 +267,12 @@ fn completions_and_man_pages() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("cilkview-rs.bash");
     std::fs::write(&path, &script).unwrap();
-    let check = std::process::Command::new("bash")
+    let check = cilkview_fixtures::command("bash")
         .arg("-n")
         .arg(&path)
         .output()
         .unwrap();
-    assert!(
-        check.status.success(),
-        "{}",
-        String::from_utf8_lossy(&check.stderr)
-    );
+    assert_success(&check);
 
     for (page, says) in [(None, "cilkview-rs-run(1)"), (Some("run"), "--plot-region")] {
         let mut cmd = bin();
@@ -292,7 +283,7 @@ fn completions_and_man_pages() {
         assert!(roff.starts_with(".ie") || roff.contains("\n.TH "), "{roff}");
         let path = dir.path().join("page.1");
         std::fs::write(&path, &roff).unwrap();
-        if std::process::Command::new("man")
+        if cilkview_fixtures::command("man")
             .arg("--version")
             .output()
             .is_err()
@@ -300,17 +291,13 @@ fn completions_and_man_pages() {
             cilkview_fixtures::skip("man is not installed: the page is not rendered");
             continue;
         }
-        let shown = std::process::Command::new("man")
+        let shown = cilkview_fixtures::command("man")
             .arg("-l")
             .arg(&path)
             .env("MANWIDTH", "200")
             .output()
             .unwrap();
-        assert!(
-            shown.status.success(),
-            "{}",
-            String::from_utf8_lossy(&shown.stderr)
-        );
+        assert_success(&shown);
         // Overstruck bold (c\bc) and underline (_\bc) read as plain text.
         let mut text = String::new();
         for c in String::from_utf8_lossy(&shown.stdout).chars() {
@@ -331,6 +318,7 @@ fn completions_and_man_pages() {
 /// `--json -` writes the JSON to standard output, after the program's own output, and creates
 /// no file named `-`; so do `bench --json -` and `--csv -` (one of them at a time).
 #[test]
+#[ignore = "slow: runs cilkview-rs"]
 fn a_dash_is_standard_output() {
     let dir = tempfile::tempdir().unwrap();
     let out = bin()
@@ -391,6 +379,7 @@ fn a_dash_is_standard_output() {
 /// shares a line with them. The program prints for ~2 s, long enough for a spinner to be drawn
 /// between its lines (it ticks every 250 ms).
 #[test]
+#[ignore = "slow: runs cilkview-rs"]
 fn progress_never_shares_a_line_with_the_programs_output() {
     if !cilkview_fixtures::has_tool("script") {
         cilkview_fixtures::skip("script (util-linux) is not installed: no pty to test with");
@@ -421,7 +410,7 @@ int main(void)
         assert_cmd::cargo::cargo_bin("cilkview-rs").display(),
         exe.display()
     );
-    let out = std::process::Command::new("script")
+    let out = cilkview_fixtures::command("script")
         .args(["-qec", &command, "/dev/null"])
         .output()
         .unwrap();
@@ -443,6 +432,7 @@ int main(void)
 /// the program runs, naming the labels there are; one in a linked library is accepted; with a
 /// program that can `dlopen`, labels cannot be known beforehand and are not checked.
 #[test]
+#[ignore = "slow: runs cilkview-rs"]
 fn region_labels_are_checked_before_the_program_runs() {
     let dir = tempfile::tempdir().unwrap();
     let include = format!("-I{}", cilkview_fixtures::include_dir().display());
@@ -499,11 +489,7 @@ fn region_labels_are_checked_before_the_program_runs() {
     assert!(out.is_empty());
 
     let out = plot("in_lib", &exe);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     assert!(svg.is_file());
 
     // A program that imports dlopen may load a library defining any label: the run goes ahead
@@ -530,6 +516,7 @@ fn region_labels_are_checked_before_the_program_runs() {
 /// hardware counter, `--counter hw` advises emulation when a plugin-capable QEMU is installed
 /// (not single-stepping, ~10^4 times slower).
 #[test]
+#[ignore = "slow: runs cilkview-rs"]
 fn a_suggested_counter_is_the_fastest_that_works_here() {
     let exe = common::fixture("known_spawn");
     let out = bin()

@@ -4,17 +4,13 @@
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 mod common;
 
 use cilkview_fixtures::{compile_source, Lang};
-use common::{analyze_with, static_opts};
-
-fn program(name: &str, source: &str) -> PathBuf {
-    compile_source(name, source, Lang::C, &static_opts()).unwrap_or_else(|e| panic!("{e}"))
-}
+use common::{analyze_with, kill, kill_quietly, program, spawn_to_first_line, std_bin};
 
 /// `None` (said aloud) where no plugin-capable emulator is installed.
 fn emulator() -> Option<()> {
@@ -77,6 +73,7 @@ int main(int argc, char **argv) {{
 /// every mark after that is counted: with ~1.5 M mark hits after the close, more than the ring
 /// holds (the analyzer once stopped reading there and QEMU waited for room forever).
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs under QEMU"]
 fn closing_every_descriptor_keeps_the_status_and_the_counts() {
     let Some(()) = emulator() else { return };
     let exe = closing_program();
@@ -118,17 +115,18 @@ fn processes_running(exe: &std::path::Path) -> Vec<i32> {
 /// Kills (SIGKILL) what a failed test left running of `exe`.
 fn kill_leftovers(exe: &std::path::Path) {
     for pid in processes_running(exe) {
-        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+        kill_quietly(pid);
     }
 }
 
 /// The tool killed (SIGKILL) after the program closed the plugin's descriptors: the program runs
 /// on to its end, unharmed, and QEMU does not stay behind waiting for a reader.
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs under QEMU"]
 fn killing_the_tool_after_the_program_closed_the_descriptors_leaves_no_orphan() {
     let Some(()) = emulator() else { return };
     let exe = closing_program();
-    let mut tool = Command::new(assert_cmd::cargo::cargo_bin("cilkview-rs"))
+    let mut tool = std_bin()
         .args(["run", "--counter", "emulate"])
         .arg(&exe)
         .args(["27", "ready"])
@@ -190,6 +188,7 @@ int main(void) {
 /// A set-user-ID / set-group-ID program: `auto` does not emulate it (QEMU would run it with
 /// the caller's ids) and says why; `--counter emulate` runs it and says what emulation changed.
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs under QEMU"]
 fn set_id_programs_are_not_emulated_silently() {
     let Some(()) = emulator() else { return };
     let exe = program("print_ids", PRINT_IDS);
@@ -247,6 +246,7 @@ int main(void) {
 /// not QEMU (which took `QEMU_STRACE=1` as -strace on the program's stderr, `QEMU_GDB=1234` as
 /// waiting forever for a debugger).
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs under QEMU"]
 fn the_environment_is_the_programs_in_order_and_qemu_variables_are_not_qemus() {
     let Some(()) = emulator() else { return };
     let exe = program("print_env", PRINT_ENV);
@@ -258,7 +258,7 @@ fn the_environment_is_the_programs_in_order_and_qemu_variables_are_not_qemus() {
         ("QEMU_GDB", "1234"),
         ("ZC", "3"),
     ];
-    let mut cmd = Command::new("env");
+    let mut cmd = cilkview_fixtures::command("env");
     cmd.arg("-i");
     for (k, v) in vars {
         cmd.arg(format!("{k}={v}"));
@@ -276,7 +276,7 @@ fn the_environment_is_the_programs_in_order_and_qemu_variables_are_not_qemus() {
     });
     let Ok(out) = rx.recv_timeout(Duration::from_secs(60)) else {
         kill_leftovers(&exe);
-        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+        kill_quietly(pid);
         panic!("the run did not end (QEMU_GDB reached QEMU?)");
     };
     let out = out.unwrap();
@@ -297,6 +297,7 @@ fn the_environment_is_the_programs_in_order_and_qemu_variables_are_not_qemus() {
 /// `kill -ABRT` / `kill -ILL` sent to the program from outside: its death by that signal, as
 /// natively (134 / 132), with the report of what was measured.
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs under QEMU"]
 fn abrt_and_ill_from_outside_are_the_programs_death_with_the_report() {
     let Some(()) = emulator() else { return };
     let exe = program(
@@ -317,23 +318,14 @@ int main(void) {
     for (sig, number) in [("-ABRT", 6), ("-ILL", 4)] {
         let dir = tempfile::tempdir().unwrap();
         let json = dir.path().join("r.json");
-        let mut tool = Command::new(assert_cmd::cargo::cargo_bin("cilkview-rs"))
-            .args(["run", "--counter", "emulate", "--json"])
-            .arg(&json)
-            .arg(&exe)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(tool.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
+        let (tool, line) = spawn_to_first_line(
+            std_bin()
+                .args(["run", "--counter", "emulate", "--json"])
+                .arg(&json)
+                .arg(&exe),
+        );
         // The program's pid, as the world outside sees it.
-        Command::new("kill")
-            .args([sig, line.trim()])
-            .status()
-            .unwrap();
+        kill(sig, line.trim());
         let out = tool.wait_with_output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(128 + number), "{sig}: {err}");
@@ -352,6 +344,7 @@ int main(void) {
 /// the program installs a handler for one or sends one to itself), and a death by SIGRTMIN is
 /// reported with its own number (34, exit 162), not QEMU's host signal (36).
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs under QEMU"]
 fn real_time_signals_are_reported_with_their_numbers_and_what_qemu_cannot_deliver() {
     let Some(()) = emulator() else { return };
     let exe = program(
@@ -389,6 +382,7 @@ int main(int argc, char **argv) {
 /// System calls QEMU 7.2 lacks (seccomp, io_uring, openat2, ptrace) fail under emulation: the
 /// run says which, in the report and the JSON.
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs under QEMU"]
 fn system_calls_the_emulator_lacks_are_reported() {
     let Some(()) = emulator() else { return };
     let exe = program(
@@ -438,6 +432,7 @@ int main(void) {
 /// sees its own core-dump limit, and a crash under emulation leaves no core file of QEMU's
 /// (QEMU's own `core` and `qemu_<prog>_*.core`), which the report says.
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs under QEMU"]
 fn the_process_has_the_programs_name_and_core_limit_and_no_qemu_core_files() {
     let Some(()) = emulator() else { return };
     let exe = program(
@@ -463,7 +458,7 @@ int main(int argc, char **argv) {
     );
     let dir = tempfile::tempdir().unwrap();
     // Natively: its name, and the limit as the shell set it (no crash: no core file here).
-    let native = Command::new("sh")
+    let native = cilkview_fixtures::command("sh")
         .arg("-c")
         .arg(r#"ulimit -c 4096 && exec "$@""#)
         .arg("sh")
@@ -473,7 +468,7 @@ int main(int argc, char **argv) {
     let native = String::from_utf8_lossy(&native.stdout).into_owned();
     assert!(native.starts_with("name_and_core_l\n") && !native.ends_with("\n0\n"));
     for crash in [false, true] {
-        let mut cmd = Command::new("sh");
+        let mut cmd = cilkview_fixtures::command("sh");
         cmd.arg("-c")
             .arg(r#"ulimit -c 4096 && exec "$@""#)
             .arg("sh")
@@ -498,6 +493,7 @@ int main(int argc, char **argv) {
 /// as natively, where nothing is open there); after `close_range(3, ~0)` a library the program
 /// loads is not instrumented, and the report names it.
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs under QEMU"]
 fn a_close_of_a_plugin_descriptor_is_ebadf_and_later_libraries_are_named() {
     let Some(()) = emulator() else { return };
     let exe = compile_source(
@@ -523,7 +519,7 @@ int main(void) {
             .opt(2),
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    let native = Command::new(&exe).output().unwrap();
+    let native = cilkview_fixtures::command(&exe).output().unwrap();
     let t = analyze_with(&exe, &["--counter", "emulate"], &[]);
     assert_eq!(t.code(), Some(0), "{}", t.stderr());
     assert_eq!(t.stdout(), String::from_utf8_lossy(&native.stdout));

@@ -2,15 +2,14 @@
 //! binaries. Whatever happens, the program behaves as without the tool and the report of what was
 //! measured is still written.
 
-use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 mod common;
 
-use cilkview_fixtures::{build, compile_source, Lang};
-use common::{analyze_with, static_opts};
+use cilkview_fixtures::build;
+use common::{analyze_with, kill, program, spawn_to_first_line, static_opts, std_bin};
 use serde_json::Value;
 
 /// The exact counters' behaviour: single-stepping (the ptrace backend). Under emulation a
@@ -20,18 +19,10 @@ fn trace(exe: &Path, args: &[&str]) -> common::Analysis {
     analyze_with(exe, &["--counter", "step"], args)
 }
 
-fn cilkview() -> Command {
-    Command::new(assert_cmd::cargo::cargo_bin("cilkview-rs"))
-}
-
-fn program(name: &str, source: &str) -> PathBuf {
-    compile_source(name, source, Lang::C, &static_opts()).unwrap_or_else(|e| panic!("{e}"))
-}
-
 /// stdout and the shell's exit status (128 + N for a signal), as cilkview-rs passes it on.
 fn native(exe: &Path, args: &[&str]) -> (String, Option<i32>) {
     use std::os::unix::process::ExitStatusExt;
-    let out = Command::new(exe).args(args).output().unwrap();
+    let out = cilkview_fixtures::command(exe).args(args).output().unwrap();
     let code = out.status.code().or(out.status.signal().map(|s| 128 + s));
     (String::from_utf8_lossy(&out.stdout).into_owned(), code)
 }
@@ -51,20 +42,14 @@ impl Job {
         use std::os::unix::process::CommandExt;
         let dir = tempfile::tempdir().unwrap();
         let json = dir.path().join("r.json");
-        let mut child = cilkview()
-            .args(["run", "--counter", "step"])
-            .arg("--json")
-            .arg(&json)
-            .arg(exe)
-            .process_group(0)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut first_line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut first_line)
-            .unwrap();
+        let (child, first_line) = spawn_to_first_line(
+            std_bin()
+                .args(["run", "--counter", "step"])
+                .arg("--json")
+                .arg(&json)
+                .arg(exe)
+                .process_group(0),
+        );
         Job {
             child,
             first_line,
@@ -95,6 +80,7 @@ static void f(void) { cv_function(); cv_spawn(child()); CV_WORK(100); cv_sync();
 "#;
 
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn a_segfault_still_writes_the_report_and_exits_128_plus_11() {
     let exe = program(
         "segv",
@@ -113,6 +99,7 @@ fn a_segfault_still_writes_the_report_and_exits_128_plus_11() {
 }
 
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn sigkill_from_outside_still_writes_the_report() {
     let exe = program(
         "wait_for_kill",
@@ -123,10 +110,7 @@ fn sigkill_from_outside_still_writes_the_report() {
     );
     let job = Job::start(&exe);
     let pid: i32 = job.first_line.trim().parse().unwrap();
-    Command::new("kill")
-        .args(["-KILL", &pid.to_string()])
-        .status()
-        .unwrap();
+    kill("-KILL", pid);
     let (code, err, report) = job.finish();
     assert_eq!(code, Some(128 + 9));
     assert_eq!(report["signal"], 9);
@@ -135,6 +119,7 @@ fn sigkill_from_outside_still_writes_the_report() {
 }
 
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn forks_vforks_and_system_behave_as_without_the_tool() {
     let exe = program(
         "forker",
@@ -177,6 +162,7 @@ int main(void) {{
 }
 
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn a_wrapper_that_execs_the_program_is_not_part_of_the_measure() {
     let exe = build("known_spawn", &static_opts());
     let dir = tempfile::tempdir().unwrap();
@@ -217,6 +203,7 @@ fn a_wrapper_that_execs_the_program_is_not_part_of_the_measure() {
 }
 
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn signals_the_program_uses_are_delivered_as_without_the_tool() {
     let exe = program(
         "signals",
@@ -264,6 +251,7 @@ int main(void) {{
 }
 
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn stripped_static_pie_and_cet_binaries_measure_the_same() {
     let base = static_opts();
     let reference = trace(&build("known_scope", &base), &[]);
@@ -272,7 +260,7 @@ fn stripped_static_pie_and_cet_binaries_measure_the_same() {
     for strip_flag in ["--strip-debug", "--strip-all"] {
         let stripped = dir.path().join(format!("stripped{strip_flag}"));
         std::fs::copy(build("known_scope", &base), &stripped).unwrap();
-        let ok = Command::new("strip")
+        let ok = cilkview_fixtures::command("strip")
             .arg(strip_flag)
             .arg(&stripped)
             .status()
@@ -318,6 +306,7 @@ fn stripped_static_pie_and_cet_binaries_measure_the_same() {
 /// Ctrl-C at the terminal sends SIGINT to the whole foreground process group: the program gets it
 /// (and here dies of it, as it would without the tool), the tool survives to write its report.
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn ctrl_c_reaches_the_program_and_the_report_is_still_written() {
     let exe = program(
         "wait_for_ctrl_c",
@@ -326,7 +315,7 @@ fn ctrl_c_reaches_the_program_and_the_report_is_still_written() {
     let job = Job::start(&exe);
     assert_eq!(job.first_line, "ready\n");
     let group = format!("-{}", job.child.id());
-    Command::new("kill")
+    cilkview_fixtures::command("kill")
         .args(["-INT", "--", &group])
         .status()
         .unwrap();
@@ -342,12 +331,13 @@ fn ctrl_c_reaches_the_program_and_the_report_is_still_written() {
 /// A fork-join depth of 100,000 (fixtures/deep.c): measured right, in bounded memory. This is the
 /// slowest test (~1.5 million instructions single-stepped where there is no hardware counter).
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn deep_recursion_of_depth_100_000() {
     let exe = build("deep", &static_opts());
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
     // GNU time reports the tool's peak resident memory.
-    let out = Command::new("/usr/bin/time")
+    let out = cilkview_fixtures::command("/usr/bin/time")
         .args(["-f", "maxrss_kib %M"])
         .arg(assert_cmd::cargo::cargo_bin("cilkview-rs"))
         .arg("run")
@@ -383,6 +373,7 @@ fn deep_recursion_of_depth_100_000() {
 /// A wrapper that execs a dynamically linked program: at that exec the tracer asks for the
 /// probes of the program and then of its loader; the program's marks must still be the ones hit.
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn a_wrapper_that_execs_a_dynamically_linked_program() {
     let exe = build(
         "known_spawn",
@@ -415,6 +406,7 @@ fn a_wrapper_that_execs_a_dynamically_linked_program() {
 /// that killed the program (its last marks are recovered from the plugin's shared buffers), an
 /// image the program execs (followed under the emulator and counted).
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn emulation_says_what_it_missed() {
     if let Err(why) = cilkview_fixtures::emulator() {
         cilkview_fixtures::skip(format!("emulation: {why}"));
@@ -452,6 +444,7 @@ fn emulation_says_what_it_missed() {
 /// follows its exec of the program. A script whose interpreter is a script itself is
 /// single-stepped, and the reason says what to do for emulation's speed.
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn auto_emulates_a_script_and_single_steps_a_script_interpreter() {
     let exe = build("known_spawn", &static_opts());
     let dir = tempfile::tempdir().unwrap();
@@ -487,6 +480,7 @@ fn auto_emulates_a_script_and_single_steps_a_script_interpreter() {
 /// output whole: the plugin finds the analyzer gone (waiting for room in the record ring, or
 /// ringing the analyzer awake) and stops writing, and SIGPIPE never reaches the program.
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn killing_the_tool_under_emulation_leaves_the_program_unharmed() {
     use std::io::Read;
     if let Err(why) = cilkview_fixtures::emulator() {
@@ -509,7 +503,7 @@ fn killing_the_tool_under_emulation_leaves_the_program_unharmed() {
         (&busy, "32", 300, "fib(32) = 2178309\n"),
     ];
     for (exe, arg, after_ms, expected) in cases {
-        let mut tool = cilkview()
+        let mut tool = std_bin()
             .args(["run", "--counter", "emulate"])
             .arg(exe)
             .args((!arg.is_empty()).then_some(arg))

@@ -37,6 +37,7 @@ fn library() -> PathBuf {
 }
 
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn a_library_linked_by_an_unmarked_program_is_measured() {
     let lib = library();
     let exe = compile_source(
@@ -63,6 +64,7 @@ fn a_library_linked_by_an_unmarked_program_is_measured() {
 }
 
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn a_library_loaded_with_dlopen_is_measured() {
     let lib = library();
     let source = format!(

@@ -59,6 +59,7 @@ fn overhead(units: u64) -> u64 {
 /// one of two siblings, a wait for one of two (taskwait depend, an undeferred task): the OpenMP program's region "parallel" equals the twin's within the
 /// wrappers' overhead, and both equal the construction.
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled OpenMP programs"]
 fn openmp_constructs_equal_their_hand_marked_twins() {
     let (omp, marked) = (openmp("omp_known"), twin("omp_known"));
     let (n, w) = (N.to_string(), W.to_string());
@@ -134,6 +135,7 @@ fn openmp_constructs_equal_their_hand_marked_twins() {
 /// A schedule(static) loop: gcc computes its chunks from the thread number, so one thread runs
 /// it as one strand; the report names where.
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled OpenMP programs"]
 fn a_static_loop_is_reported_by_name() {
     let a = analyze_with(
         &openmp("omp_known"),
@@ -164,6 +166,7 @@ fn a_static_loop_is_reported_by_name() {
 /// A BOTS-style nqueens (tasks with a final() cutoff, taskwaits, a critical section) computes
 /// and verifies its answer under --openmp; tasks below the cutoff are calls, not spawns.
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled OpenMP programs"]
 fn bots_style_nqueens_verifies_under_openmp() {
     let a = analyze_with(&openmp("omp_nqueens"), &["--openmp"], &["8", "3"]);
     assert_eq!(a.code(), Some(0), "{}", a.stderr());
@@ -205,6 +208,7 @@ fn bots_style_nqueens_verifies_under_openmp() {
 
 /// The emulator and single-stepping count the same instructions through the library.
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled OpenMP programs"]
 fn emulate_equals_step_under_openmp() {
     let exe = openmp("omp_known");
     // Tasks; and waits for one of two tasks (wait-for marks: an operand read by each backend).
@@ -253,6 +257,7 @@ fn emulate_equals_step_under_openmp() {
 
 /// What --openmp cannot measure is refused with one line saying what to do.
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled OpenMP programs"]
 fn programs_without_libgomp_are_refused_with_a_hint() {
     let marked = twin("omp_known");
     let out = bin()
@@ -311,6 +316,7 @@ fn programs_without_libgomp_are_refused_with_a_hint() {
 /// The program gets LD_PRELOAD (the user's, then the library) and the library removes itself:
 /// the program sees the user's LD_PRELOAD only, under both kinds of counter.
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled OpenMP programs"]
 fn the_program_sees_the_users_environment() {
     let exe = openmp("omp_known");
     for counter in ["step", "emulate"] {
@@ -351,6 +357,7 @@ fn the_program_sees_the_users_environment() {
 
 /// `run --openmp --bench`: the same binary, benchmarked natively beside its prediction.
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled OpenMP programs"]
 fn run_openmp_then_bench_the_same_binary() {
     let out = bin()
         .args([
@@ -370,6 +377,7 @@ fn run_openmp_then_bench_the_same_binary() {
 /// parallelism of its hand-marked twin (a cv_for of 8), within the team's overhead (8 stacks,
 /// context switches: measured 13.3k instructions of work, 12.0k of span).
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled OpenMP programs"]
 fn omp_team_splits_a_static_loop() {
     let (n, w) = (N.to_string(), W.to_string());
     let a = analyze_with(
@@ -419,9 +427,10 @@ fn omp_team_splits_a_static_loop() {
 /// threads (10 units of a static loop counted per thread: 3 3 2 2 at 4), and its first region's
 /// static loop is split in K (10 units of 2,000,001 instructions: parallelism 10/3).
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled OpenMP programs"]
 fn omp_team_gives_each_virtual_thread_its_threadprivate_data() {
     let exe = openmp("omp_threadprivate");
-    let native = std::process::Command::new(&exe)
+    let native = cilkview_fixtures::command(&exe)
         .args(["10", "1000000"])
         .env("OMP_NUM_THREADS", "4")
         .output()
@@ -448,6 +457,7 @@ fn omp_team_gives_each_virtual_thread_its_threadprivate_data() {
 /// program (span 8). The region `parallel` is the outermost regions' (the nested ones' work is
 /// not counted twice). Without `--omp-team` the serial elision has one outer thread (8 units).
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled OpenMP programs"]
 fn omp_team_splits_nested_active_regions() {
     let exe = openmp("omp_nested");
     let w = W.to_string();
@@ -483,6 +493,7 @@ fn omp_team_splits_nested_active_regions() {
 /// sites (the return addresses into the program, read at the library's entry marks, named in
 /// the program's image).
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled OpenMP programs"]
 fn profile_names_the_programs_pragma_lines() {
     let exe = build(
         "omp_fib",

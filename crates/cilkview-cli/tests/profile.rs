@@ -73,6 +73,7 @@ fn near(what: &str, got: (u64, u64), expected: (u64, u64), overhead: u64) {
 }
 
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn known_sites_under_emulation_and_single_step() {
     let exe = fixture("profile_known");
     let mut sites = Vec::new();
@@ -183,6 +184,7 @@ fn known_sites_under_emulation_and_single_step() {
 }
 
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn quicksort_partition_holds_the_span() {
     let exe = build(
         "qsort_profile",
@@ -259,7 +261,7 @@ fn quicksort_partition_holds_the_span() {
     let callgrind = dir.path().join("p.callgrind");
     assert!(read("callgrind").starts_with("# callgrind format\n"));
     // (`callgrind_annotate --version` exits 255, so run it on the file to know if it is here.)
-    match std::process::Command::new("callgrind_annotate")
+    match cilkview_fixtures::command("callgrind_annotate")
         .arg(&callgrind)
         .output()
     {
@@ -296,6 +298,7 @@ fn quicksort_partition_holds_the_span() {
 }
 
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn without_profile_no_call_sites_and_report_profile_needs_them() {
     let exe = fixture("known_spawn");
     let dir = tempfile::tempdir().unwrap();
@@ -341,6 +344,7 @@ fn not_inlined(name: &str) -> std::path::PathBuf {
 }
 
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn top_caller_of_fib_is_in_the_golden_ratio() {
     let exe = not_inlined("fib");
     let dir = tempfile::tempdir().unwrap();
@@ -396,6 +400,7 @@ fn top_caller_of_fib_is_in_the_golden_ratio() {
 }
 
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn top_caller_of_mm_base_is_zero() {
     let exe = not_inlined("matmul_base");
     let dir = tempfile::tempdir().unwrap();
@@ -439,6 +444,7 @@ fn top_caller_of_mm_base_is_zero() {
 /// under it; and no two sites read the same — gcc -O2 inlines fib into itself, leaving many calls
 /// on one source line, told apart by their address.
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn locations_are_relative_and_sites_are_told_apart() {
     let dir = tempfile::tempdir().unwrap();
     let source = std::fs::read_to_string(cilkview_fixtures::fixtures_dir().join("fib.c")).unwrap();

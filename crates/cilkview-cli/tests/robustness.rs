@@ -4,18 +4,13 @@
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 mod common;
 
-use cilkview_fixtures::{compile_source, Lang};
-use common::{bin, fixture, static_opts};
+use common::{bin, fixture, kill, program, spawn_to_first_line, std_bin};
 use serde_json::Value;
-
-fn program(name: &str, source: &str) -> PathBuf {
-    compile_source(name, source, Lang::C, &static_opts()).unwrap_or_else(|e| panic!("{e}"))
-}
 
 fn script(dir: &Path, name: &str, text: &str) -> PathBuf {
     let p = dir.join(name);
@@ -68,6 +63,7 @@ int main(int argc, char **argv) {
 /// Item 4: `run ./app --json in.json` passes `--json in.json` to the app (as perf, strace and
 /// valgrind do) instead of overwriting the user's `in.json` with the report.
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn options_after_program_are_the_programs() {
     let exe = program("print_args", PRINT_ARGS);
     let dir = tempfile::tempdir().unwrap();
@@ -102,6 +98,7 @@ fn options_after_program_are_the_programs() {
 
 /// Item 5: an output path naming the program (or a hard link to it) is refused before running.
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn an_output_that_is_the_program_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let exe = dir.path().join("app");
@@ -138,6 +135,7 @@ fn an_output_that_is_the_program_is_refused() {
 /// Item 6: no input panics. A huge --duration is bounded, a full or closed stdout/stderr is an
 /// error line (or a quiet exit for a reader that left), never exit 101.
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn no_panics_on_huge_durations_or_closed_and_full_outputs() {
     let err = one_error_clap(&["attach", "--duration", "1e20", "1"]);
     assert!(err.contains("at most 1000000000 seconds"), "{err}");
@@ -176,11 +174,6 @@ fn no_panics_on_huge_durations_or_closed_and_full_outputs() {
     }
 }
 
-/// The tool as a plain `Command` (to give it other stdout/stderr).
-fn std_bin() -> Command {
-    Command::new(assert_cmd::cargo::cargo_bin("cilkview-rs"))
-}
-
 /// A clap usage error: exit 125, starts with `error: `, no panic.
 fn one_error_clap(args: &[&str]) -> String {
     let args: Vec<&std::ffi::OsStr> = args.iter().map(std::ffi::OsStr::new).collect();
@@ -192,10 +185,11 @@ fn one_error_clap(args: &[&str]) -> String {
 
 /// Item 8: a FIFO as PROGRAM is refused at once (reading its header would wait for a writer).
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn a_fifo_as_program_is_refused_without_hanging() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("fifo");
-    assert!(Command::new("mkfifo")
+    assert!(cilkview_fixtures::command("mkfifo")
         .arg(&fifo)
         .status()
         .unwrap()
@@ -211,6 +205,7 @@ fn a_fifo_as_program_is_refused_without_hanging() {
 /// Item 9: a name without a slash is searched in PATH only, as execvp does: a folder `true` in
 /// the current directory does not shadow /usr/bin/true.
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn a_name_without_slash_is_searched_in_path_only() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("print_args")).unwrap();
@@ -249,6 +244,7 @@ fn a_name_without_slash_is_searched_in_path_only() {
 
 /// Item 10: a script whose interpreter is missing names the interpreter, not the script.
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn a_missing_interpreter_is_named() {
     let dir = tempfile::tempdir().unwrap();
     let s = script(dir.path(), "tool.sh", "#!/no/such/shell -e\necho hi\n");
@@ -261,6 +257,7 @@ fn a_missing_interpreter_is_named() {
 
 /// Item 13: each cause once ("No such file or directory (os error 2)" was printed twice).
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn error_causes_are_printed_once() {
     let err = one_error(&["report".as_ref(), "/nonexistent/r.json".as_ref()]);
     assert_eq!(
@@ -271,10 +268,11 @@ fn error_causes_are_printed_once() {
 
 /// Item 12: a zombie has exited; saying "permission denied … run as root" sent users astray.
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn attaching_to_a_zombie_says_it_has_exited() {
     // `sleep 0.5` exits after its parent has exec'd `sleep 30`, which never reaps it. (With
     // `sleep 0`, the shell reaped the child before its exec about once in 20 runs.)
-    let mut parent = Command::new("sh")
+    let mut parent = cilkview_fixtures::command("sh")
         .args(["-c", "sleep 0.5 & echo $!; exec sleep 30"])
         .stdout(Stdio::piped())
         .spawn()
@@ -303,6 +301,7 @@ fn attaching_to_a_zombie_says_it_has_exited() {
 /// Item 3: `kill PID` of the tool (SIGTERM, SIGHUP, SIGUSR1…) goes to the program, which ends as it would
 /// without the tool; the report of what was measured is written, no empty file is left.
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn sigterm_sighup_sigusr1_to_run_reach_the_program_and_the_report_is_written() {
     let exe = program(
         "wait_for_term",
@@ -325,25 +324,16 @@ int main(void) { f(); puts("ready"); fflush(stdout); for (;;) pause(); }
         let json = dir.path().join("r.json");
         // Single-stepping: exact counts up to the signal (under emulation the last buffered
         // marks of a program killed from outside are missing, see faults.rs).
-        let mut child = std_bin()
-            .args(["run", "--counter", "step"])
-            .arg("--json")
-            .arg(&json)
-            .arg(&exe)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut first = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut first)
-            .unwrap();
+        let (child, first) = spawn_to_first_line(
+            std_bin()
+                .args(["run", "--counter", "step"])
+                .arg("--json")
+                .arg(&json)
+                .arg(&exe),
+        );
         assert_eq!(first, "ready\n");
         // To the tool's pid alone, as `kill PID` or a closed terminal does.
-        Command::new("kill")
-            .args([sig, &child.id().to_string()])
-            .status()
-            .unwrap();
+        kill(sig, child.id());
         let out = child.wait_with_output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(128 + number), "{err}");
@@ -362,6 +352,7 @@ int main(void) { f(); puts("ready"); fflush(stdout); for (;;) pause(); }
 /// Item 11: corrupt marks in an image a wrapper script execs are the same error as when that image
 /// is run directly (they were silently taken for "no marks").
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn corrupt_marks_behind_a_wrapper_are_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let Some(corrupt) = common::with_corrupt_marks(&fixture("known_spawn"), dir.path(), "corrupt")
@@ -398,6 +389,7 @@ fn corrupt_marks_behind_a_wrapper_are_an_error() {
 /// Item 14: `report` derives the speedup table and parallelisms from the measures and the model,
 /// accepts --max-cores and --span-coefficient, and refuses a --burden it cannot honour.
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn report_rederives_from_the_measures_and_the_model() {
     let dir = tempfile::tempdir().unwrap();
     let saved = dir.path().join("measures.json");

@@ -8,16 +8,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use cilkview_fixtures::{compile_source, Lang};
-use common::static_opts;
-
-fn program(name: &str, source: &str) -> PathBuf {
-    compile_source(name, source, Lang::C, &static_opts()).unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn tool() -> Command {
-    Command::new(assert_cmd::cargo::cargo_bin("cilkview-rs"))
-}
+use common::{kill, kill_quietly, program, std_bin};
 
 fn script(dir: &Path, name: &str, text: &str) -> PathBuf {
     let p = dir.join(name);
@@ -42,7 +33,7 @@ fn within(mut cmd: Command, limit: Duration) -> std::process::Output {
     match rx.recv_timeout(limit) {
         Ok(out) => out.unwrap(),
         Err(_) => {
-            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            kill_quietly(pid);
             panic!("{cmd:?} still running after {limit:?}");
         }
     }
@@ -57,6 +48,7 @@ int main(void) { cv_function(); cv_spawn(child()); cv_sync(); return 0; }
 /// A `qemu-x86_64` in PATH that never answers: the probe has a time limit, `auto` goes on
 /// without emulation and says why, `--counter emulate` is one clear error.
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn an_emulator_that_never_answers_does_not_hang_the_tool() {
     let dir = tempfile::tempdir().unwrap();
     script(dir.path(), "qemu-x86_64", "#!/bin/sh\nexec sleep 1000\n");
@@ -67,7 +59,7 @@ fn an_emulator_that_never_answers_does_not_hang_the_tool() {
         std::env::var("PATH").unwrap_or_default()
     );
     let started = Instant::now();
-    let mut cmd = tool();
+    let mut cmd = std_bin();
     cmd.env("PATH", &path)
         .args(["run", "--counter", "emulate"])
         .arg(&exe);
@@ -86,8 +78,9 @@ fn an_emulator_that_never_answers_does_not_hang_the_tool() {
 /// `sh -c 'exec cilkview-rs attach $$'`: the pid is the tool's own (its visible process, whose
 /// worker would trace it): refused at once.
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn attaching_to_the_tools_own_visible_process_is_refused() {
-    let mut cmd = Command::new("sh");
+    let mut cmd = cilkview_fixtures::command("sh");
     cmd.arg("-c").arg(format!(
         "exec {} attach $$",
         assert_cmd::cargo::cargo_bin("cilkview-rs").display()
@@ -148,6 +141,7 @@ fn alive(pid: i32) -> bool {
 /// A signal to the tool while it benchmarks (`run --bench`, `bench`): the benchmarked program is
 /// killed, the tool ends with 128 + the signal, and `run --bench` writes the analysis it has.
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn a_signal_in_the_benchmark_phase_kills_the_program_and_keeps_the_analysis() {
     let exe = program("benched", BENCHED);
     for (sub, sig, number) in [
@@ -157,7 +151,7 @@ fn a_signal_in_the_benchmark_phase_kills_the_program_and_keeps_the_analysis() {
     ] {
         let dir = tempfile::tempdir().unwrap();
         let (json, marker) = (dir.path().join("r.json"), dir.path().join("pid"));
-        let mut cmd = tool();
+        let mut cmd = std_bin();
         if sub == "run" {
             cmd.args(["run", "--bench"]).arg("--json").arg(&json);
         } else {
@@ -173,10 +167,7 @@ fn a_signal_in_the_benchmark_phase_kills_the_program_and_keeps_the_analysis() {
             .spawn()
             .unwrap();
         let pid = benched_pid(&marker);
-        Command::new("kill")
-            .args([sig, &child.id().to_string()])
-            .status()
-            .unwrap();
+        kill(sig, child.id());
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let _ = tx.send(child.wait_with_output());
@@ -184,7 +175,7 @@ fn a_signal_in_the_benchmark_phase_kills_the_program_and_keeps_the_analysis() {
         let out = rx.recv_timeout(Duration::from_secs(60));
         let still = alive(pid);
         if still {
-            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            kill_quietly(pid);
         }
         let out = out.expect("the tool did not end").unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
@@ -206,11 +197,12 @@ fn a_signal_in_the_benchmark_phase_kills_the_program_and_keeps_the_analysis() {
 /// `run --bench` whose benchmarked run fails: the finished analysis is still written; the exit
 /// status is the failed run's.
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn a_failing_trial_keeps_the_analysis() {
     let exe = program("benched", BENCHED);
     let dir = tempfile::tempdir().unwrap();
     let (json, marker) = (dir.path().join("r.json"), dir.path().join("pid"));
-    let mut cmd = tool();
+    let mut cmd = std_bin();
     cmd.args([
         "run", "--bench", "--cores", "1", "--trials", "1", "--warmup", "0",
     ])
@@ -231,7 +223,7 @@ fn a_failing_trial_keeps_the_analysis() {
 
 /// Runs the tool in `dir` (60 s at most): exit code and stderr.
 fn tool_in(dir: &Path, args: &[&std::ffi::OsStr]) -> (Option<i32>, String) {
-    let mut cmd = tool();
+    let mut cmd = std_bin();
     cmd.current_dir(dir).args(args);
     let out = within(cmd, Duration::from_secs(60));
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -242,6 +234,7 @@ fn tool_in(dir: &Path, args: &[&std::ffi::OsStr]) -> (Option<i32>, String) {
 /// Two outputs naming one file, and a prefix that is a folder, are one clear error before the
 /// run, and no file is left behind.
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn outputs_that_collide_or_are_folders_are_refused_before_the_run() {
     let exe = program("tiny_spawn", TINY);
     let dir = tempfile::tempdir().unwrap();
@@ -315,6 +308,7 @@ fn outputs_that_collide_or_are_folders_are_refused_before_the_run() {
 /// A burden whose burdened sums wrap at 2^64 is refused (a wrapped burdened span once made a
 /// `--fail-below burdened_parallelism` gate pass).
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn a_burden_that_would_wrap_is_refused() {
     let exe = program("tiny_spawn", TINY);
     let dir = tempfile::tempdir().unwrap();
@@ -338,6 +332,7 @@ fn a_burden_that_would_wrap_is_refused() {
 /// `report` on a JSON whose measures are undefined (span 0: `"parallelism": null`) reads it
 /// back; names and arguments from a JSON are printed with their control characters escaped.
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn report_reads_nulls_back_and_escapes_what_it_prints() {
     let dir = tempfile::tempdir().unwrap();
     let figure6 = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/figure6.json");

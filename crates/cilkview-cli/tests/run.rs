@@ -8,10 +8,9 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use cilkview_fixtures::{build, compile_source, gnuplot_render, BuildOptions, Lang};
-use common::{analyze, analyze_with, bin, fixture};
+use common::{analyze, analyze_with, assert_success, bin, fixture};
 use serde_json::Value;
 
 fn assert_near(what: &str, got: u64, expected: u64, tolerance: u64) {
@@ -22,6 +21,7 @@ fn assert_near(what: &str, got: u64, expected: u64, tolerance: u64) {
 }
 
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn known_spawn_work_and_span() {
     let a = analyze(&fixture("known_spawn"), &[]);
     assert!(a.out.status.success(), "{}", a.stderr());
@@ -32,6 +32,7 @@ fn known_spawn_work_and_span() {
 }
 
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn known_scope_a_callee_sync_does_not_join_the_callers_child() {
     let a = analyze(&fixture("known_scope"), &[]);
     // work 100008, span 60002 (70004 if inner's sync joined the caller's child).
@@ -40,6 +41,7 @@ fn known_scope_a_callee_sync_does_not_join_the_callers_child() {
 }
 
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn known_loop_with_a_run_time_grain() {
     let exe = fixture("known_loop");
     // 8 iterations of 4002; chunks of `grain` consecutive iterations (docs/engine.md).
@@ -56,6 +58,7 @@ fn known_loop_with_a_run_time_grain() {
 }
 
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn known_regions_repeat_and_nest() {
     let a = analyze(&fixture("known_regions"), &[]);
     for (label, work, span) in [
@@ -84,6 +87,7 @@ fn known_regions_repeat_and_nest() {
 /// Each mark is one 5-byte NOP: the marked binary runs about one instruction more per mark hit
 /// than its serial elision (the same source compiled with CILKVIEW_DISABLE).
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn marks_cost_about_one_instruction_per_hit() {
     let opts = BuildOptions::default().compiler("gcc").opt(2).static_link();
     let marked = analyze(&build("known_scope", &opts), &[]);
@@ -100,6 +104,7 @@ fn marks_cost_about_one_instruction_per_hit() {
 
 /// The hardware counter and single-stepping must agree exactly where both exist.
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn hardware_and_step_counters_agree() {
     let exe = fixture("known_spawn");
     let probe = bin()
@@ -125,9 +130,10 @@ fn hardware_and_step_counters_agree() {
 
 /// Whole-program work equals what `perf stat -e instructions:u` counts (within 1%).
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn work_matches_perf_stat() {
     let exe = fixture("known_spawn");
-    let perf = Command::new("perf")
+    let perf = cilkview_fixtures::command("perf")
         .args(["stat", "-x,", "-e", "instructions:u"])
         .arg(&exe)
         .output();
@@ -155,6 +161,7 @@ fn work_matches_perf_stat() {
 /// machines without a hardware counter, ~30 µs per instruction) makes the grids the default burden
 /// of 15,000 needs (n ≥ 256) too slow for a test; scripts/bench.sh runs those with the default burden.
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn stencil_inner_loop_is_burdened_outer_loop_is_not() {
     let flags = ["--burden", "1000"];
     let inner = analyze_with(&fixture("stencil_inner"), &flags, &["64", "1"]);
@@ -176,6 +183,7 @@ fn stencil_inner_loop_is_burdened_outer_loop_is_not() {
 }
 
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn figure_4_snippets_same_parallelism_different_burden() {
     let a = analyze(&fixture("snippet_a"), &["200"]);
     let b = analyze(&fixture("snippet_b"), &["200"]);
@@ -186,6 +194,7 @@ fn figure_4_snippets_same_parallelism_different_burden() {
 }
 
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn stdout_stdin_and_exit_status_pass_through() {
     let exe = compile_source(
         "echo_exit",
@@ -229,6 +238,7 @@ fn stdout_stdin_and_exit_status_pass_through() {
 }
 
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn a_program_killed_by_a_signal_exits_128_plus_n() {
     let exe = compile_source(
         "abort_after_spawn",
@@ -255,6 +265,7 @@ fn a_program_killed_by_a_signal_exits_128_plus_n() {
 }
 
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn gnuplot_output_renders() {
     let dir = tempfile::tempdir().unwrap();
     let plots = dir.path().join("plots");
@@ -267,11 +278,7 @@ fn gnuplot_output_renders() {
         .args(["--", "8"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     assert!(plots.join("fib.dat").is_file());
     // Run from the folder above: the script finds its .dat and draws the .png beside itself.
     if let Some(png) = gnuplot_render(dir.path(), "plots/fib.plt", "plots/fib.png") {
@@ -287,6 +294,7 @@ fn figure6() -> PathBuf {
 }
 
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn report_of_the_figure_6_json_reads_as_figure_6() {
     let out = bin().arg("report").arg(figure6()).output().unwrap();
     assert!(out.status.success());
@@ -309,6 +317,7 @@ fn report_of_the_figure_6_json_reads_as_figure_6() {
 }
 
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn fail_below_gates() {
     let run = |gates: &[&str]| {
         let mut c = bin();
@@ -342,6 +351,7 @@ fn fail_below_gates() {
 }
 
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn fail_below_on_a_real_run_writes_outputs_first() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
@@ -370,6 +380,7 @@ fn fail_below_on_a_real_run_writes_outputs_first() {
 /// `--no-cpu-binding`: then the program sees its own affinity mask, as without the tool. Either
 /// way the measures are the same.
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn cpu_binding_is_visible_in_the_report_and_can_be_turned_off() {
     let exe = compile_source(
         "print_cpus",
@@ -391,7 +402,7 @@ fn cpu_binding_is_visible_in_the_report_and_can_be_turned_off() {
         &common::static_opts(),
     )
     .unwrap();
-    let native = Command::new(&exe).output().unwrap();
+    let native = cilkview_fixtures::command(&exe).output().unwrap();
     let unbound = analyze_with(&exe, &["--counter", "step", "--no-cpu-binding"], &[]);
     assert_eq!(unbound.out.stdout, native.stdout);
     let bound = analyze_with(&exe, &["--counter", "step"], &[]);
@@ -405,6 +416,7 @@ fn cpu_binding_is_visible_in_the_report_and_can_be_turned_off() {
 /// Threads are counted over all threads, each with its own fork-join stack: the marks two threads
 /// hit in turn do not get mixed up, and the threads' measures combine as parallel computations.
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn threads_each_have_their_own_fork_join_stack() {
     let exe = build("long_running", &common::static_opts().flag("-pthread"));
     // 3 rounds in each of 2 threads; each round's step: 2 spawns, 1 sync, work 5006, span 2002.
@@ -421,6 +433,7 @@ fn threads_each_have_their_own_fork_join_stack() {
 /// A small run's whole-program figures are mostly its start-up: the text report puts the whole
 /// program and each region side by side, and `--plot-region` draws a region instead of the run.
 #[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn regions_side_by_side_and_plot_region() {
     let dir = tempfile::tempdir().unwrap();
     let (json, svg, dat) = (

@@ -116,6 +116,7 @@ fn twin(name: &str) -> PathBuf {
 }
 
 #[test]
+#[ignore = "slow: runs cilkview-rs on the Rust fixtures (built with cargo)"]
 fn rust_fixtures_have_their_work_and_span_by_construction_and_their_c_twins_ratios() {
     for case in &CASES {
         let what = format!("{} {:?}", case.rust, case.args);
@@ -155,6 +156,7 @@ fn rust_fixtures_have_their_work_and_span_by_construction_and_their_c_twins_rati
 
 /// Single-stepping and emulation count the same instructions: equal work and span, exactly.
 #[test]
+#[ignore = "slow: runs cilkview-rs on the Rust fixtures (built with cargo)"]
 fn rust_fixtures_emulate_equals_step() {
     for (name, args, label) in [
         ("rs_fib", &["4"][..], "fib"),
@@ -182,9 +184,10 @@ fn rust_fixtures_emulate_equals_step() {
 /// `run` starts a program marked with the crate with RAYON_NUM_THREADS=1, whatever the user's
 /// value: the crate then runs everything on the calling thread. Natively it uses rayon's pool.
 #[test]
+#[ignore = "slow: runs cilkview-rs on the Rust fixtures (built with cargo)"]
 fn run_makes_a_rust_program_serial() {
     let exe = build_rust("rs_loop", true);
-    let native = std::process::Command::new(&exe)
+    let native = cilkview_fixtures::command(&exe)
         .env_remove("RAYON_NUM_THREADS")
         .output()
         .unwrap();
@@ -219,6 +222,7 @@ fn line_of(name: &str, marker: &str) -> String {
 /// Call-site profiles name the Rust functions (demangled) and lines that call the crate, never
 /// the crate's own inlined code.
 #[test]
+#[ignore = "slow: runs cilkview-rs on the Rust fixtures (built with cargo)"]
 fn rust_profile_names_rust_functions_and_lines() {
     if let Err(why) = emulator() {
         skip(format!("emulation: {why}"));
@@ -268,6 +272,7 @@ fn rust_profile_names_rust_functions_and_lines() {
 /// for a program without marks), give or take 200 instructions of the runtime's startup (string
 /// functions whose count depends on where the kernel put the arguments).
 #[test]
+#[ignore = "slow: runs cilkview-rs on the Rust fixtures (built with cargo)"]
 fn rust_marks_cost_little_against_the_elision() {
     if let Err(why) = emulator() {
         skip(format!("emulation: {why}"));

@@ -9,6 +9,11 @@
 //! [`build_rust`] builds the Rust fixtures (`fixtures/rust`, marked with the `cilkview` crate)
 //! with cargo.
 //!
+//! Test tiers: a test that starts a process (these helpers, [`command`]) is
+//! `#[ignore = "slow: <what it runs>"]`, so that `cargo test --workspace` runs the pure tests in
+//! seconds and `cargo test --workspace -- --include-ignored` the whole suite; the helpers check
+//! it ([`slow_tier`]). [`skip`] says what could not run here.
+//!
 //! ```no_run
 //! use cilkview_fixtures::{build, BuildOptions};
 //! let exe = build("fib", &BuildOptions::default().opt(2).no_pie());
@@ -170,6 +175,7 @@ pub fn include_dir() -> PathBuf {
 
 /// Whether `name` (e.g. `clang`, `valgrind`) runs: `name --version` exits 0.
 pub fn has_tool(name: &str) -> bool {
+    slow_tier(name);
     static CACHE: OnceLock<Mutex<HashMap<String, bool>>> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
     if let Some(&known) = cache.lock().unwrap().get(name) {
@@ -256,6 +262,7 @@ pub fn compile_source(
     opts: &BuildOptions,
 ) -> Result<PathBuf, BuildError> {
     let driver = opts.driver(lang);
+    slow_tier(&driver);
     let args = opts.args();
     let mut hasher = DefaultHasher::new();
     source.hash(&mut hasher);
@@ -350,6 +357,7 @@ fn headers() -> Vec<String> {
 /// dir (cargo's lock serializes concurrent builds; cargo rebuilds what changed). Panics with
 /// cargo's output if the build fails.
 pub fn build_rust(name: &str, marks: bool) -> PathBuf {
+    slow_tier("cargo");
     static BUILT: OnceLock<Mutex<HashMap<bool, PathBuf>>> = OnceLock::new();
     let built = BUILT.get_or_init(Default::default);
     let mut built = built.lock().unwrap_or_else(|e| e.into_inner());
@@ -399,7 +407,7 @@ pub fn build_rust(name: &str, marks: bool) -> PathBuf {
 
 /// Runs an executable with arguments and returns its stdout; panics if it fails.
 pub fn run(exe: &Path, args: &[&str]) -> String {
-    let out = Command::new(exe)
+    let out = command(exe)
         .args(args)
         .output()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", exe.display()));
@@ -426,17 +434,70 @@ pub fn test_compilers() -> Vec<&'static str> {
 }
 
 /// Says that (part of) a test could not run here, and why: `skipped: <reason>` on the test
-/// process's real stderr. Written past the test harness's output capture (which hides the
-/// `println!` of passing tests), so a skip is always visible in `cargo test` output.
+/// process's real stderr, written past the test harness's output capture (which hides the
+/// `println!` of passing tests), so a skip shows in `cargo test` output. Where
+/// `CILKVIEW_SKIP_LOG` names a file (`scripts/test.sh` sets it), also appends one line to it,
+/// `<package> <test>: <reason>` (one append, safe from parallel tests and test binaries): the
+/// script counts the skips and lists them at the end of the run.
 pub fn skip(reason: impl fmt::Display) {
     use std::io::Write;
+    let reason = reason.to_string();
     let _ = writeln!(std::io::stderr().lock(), "skipped: {reason}");
+    if let Some(log) = std::env::var_os(SKIP_LOG) {
+        let line = format!(
+            "{} {}: {}\n",
+            std::env::var("CARGO_PKG_NAME").unwrap_or_else(|_| "?".into()),
+            std::thread::current().name().unwrap_or("?"),
+            reason.split_whitespace().collect::<Vec<_>>().join(" ")
+        );
+        let _ = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .and_then(|mut f| f.write_all(line.as_bytes()));
+    }
+}
+
+/// `Command::new(program)` for a test: the way a test starts a process, after checking that the
+/// test is in the slow tier ([`slow_tier`]). The crate's `tests/tiers.rs` checks that no test
+/// starts one otherwise.
+pub fn command(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let program = program.as_ref();
+    slow_tier(&program.to_string_lossy());
+    Command::new(program)
+}
+
+/// The environment variable naming the file [`skip`] appends to.
+pub const SKIP_LOG: &str = "CILKVIEW_SKIP_LOG";
+
+/// Checks the test tiers' convention: a test that runs a real program (a compiler, the tracer,
+/// QEMU, cargo, gnuplot, valgrind, the `cilkview-rs` binary…) is in the slow tier, marked
+/// `#[ignore = "slow: <what it runs>"]`, so that `cargo test --workspace` runs the pure tests
+/// only, in seconds, and `cargo test --workspace -- --include-ignored` the whole suite.
+///
+/// Every helper here that runs a program calls it, as do the tests' own helpers that start one.
+/// It panics, naming the convention, when the test binary runs without `--ignored` or
+/// `--include-ignored`: only a test without the attribute can get here then. (With those
+/// flags it cannot tell; `scripts/test.sh` runs the fast tier on its own first, so CI checks
+/// every test.)
+pub fn slow_tier(what: &str) {
+    static SLOW_TIER_RUN: OnceLock<bool> = OnceLock::new();
+    let slow = *SLOW_TIER_RUN
+        .get_or_init(|| std::env::args_os().any(|a| a == "--ignored" || a == "--include-ignored"));
+    if !slow {
+        panic!(
+            "{}: runs {what}, a real program, in the fast tier: mark the test \
+             #[ignore = \"slow: <what it runs>\"] (docs/architecture.md, \"Tests\"); \
+             `cargo test -- --include-ignored` runs it",
+            std::thread::current().name().unwrap_or("this test")
+        );
+    }
 }
 
 /// Whether a plugin-capable `qemu-x86_64` is installed (what `--counter emulate` and `auto`
 /// need): `Err(why not)` otherwise, to pass to [`skip`].
 pub fn emulator() -> Result<(), String> {
-    let out = Command::new("qemu-x86_64")
+    let out = command("qemu-x86_64")
         .arg("-h")
         .output()
         .map_err(|e| format!("qemu-x86_64 not found ({e}): apt-get install qemu-user"))?;
@@ -455,7 +516,7 @@ pub fn gnuplot_render(dir: &Path, script: &str, png: &str) -> Option<Vec<u8>> {
         skip("gnuplot is not installed (apt-get install gnuplot-nox; .ci/run does)");
         return None;
     }
-    let out = Command::new("gnuplot")
+    let out = command("gnuplot")
         .arg(script)
         .current_dir(dir)
         .output()
@@ -478,7 +539,7 @@ pub fn compile_into(dir: &Path, name: &str, source: &str, flags: &[&str]) -> Pat
     let src = dir.join(format!("{name}.c"));
     std::fs::write(&src, source).unwrap_or_else(|e| panic!("cannot write {}: {e}", src.display()));
     let exe = dir.join(name);
-    let out = Command::new("cc")
+    let out = command("cc")
         .arg("-o")
         .arg(&exe)
         .arg(&src)
@@ -527,6 +588,22 @@ mod tests {
     }
 
     #[test]
+    fn a_program_in_the_fast_tier_is_refused() {
+        let slow_tier_run = std::env::args().any(|a| a == "--ignored" || a == "--include-ignored");
+        let started = std::panic::catch_unwind(|| slow_tier("gcc"));
+        assert_eq!(started.is_ok(), slow_tier_run);
+        if let Err(panic) = started {
+            let message = panic.downcast_ref::<String>().unwrap();
+            assert!(
+                message.contains("runs gcc, a real program, in the fast tier")
+                    && message.contains("#[ignore = \"slow: <what it runs>\"]"),
+                "{message}"
+            );
+        }
+    }
+
+    #[test]
+    #[ignore = "slow: runs gcc"]
     fn builds_and_caches() {
         let opts = BuildOptions::default().compiler("gcc").opt(1);
         let src = "int main(void) { return 0; }\n";

@@ -60,6 +60,7 @@ fn clang_fib_counts() -> (u64, u64) {
 }
 
 #[test]
+#[ignore = "slow: compiles fixtures, counts them with valgrind"]
 fn gcc_fully_marked_fib_costs_at_most_5_percent_more_instructions() {
     if !has_tool("valgrind") {
         skip("valgrind not installed");
@@ -73,6 +74,7 @@ fn gcc_fully_marked_fib_costs_at_most_5_percent_more_instructions() {
 }
 
 #[test]
+#[ignore = "slow: compiles fixtures, counts them with valgrind"]
 fn clang_fully_marked_fib_costs_no_more_than_its_tail_calls_and_nops() {
     if !valgrind_and_clang() {
         return;
@@ -90,6 +92,7 @@ fn fibonacci(k: u64) -> u64 {
 }
 
 #[test]
+#[ignore = "slow: compiles fixtures, counts them with valgrind"]
 fn clang_marked_fib_is_its_elision_with_the_last_call_kept_plus_one_nop_per_mark() {
     if !valgrind_and_clang() {
         return;

@@ -17,7 +17,6 @@
 //! so the comparison is made at -O2.)
 
 use std::path::Path;
-use std::process::Command;
 
 use cilkview_fixtures::{build, has_tool, test_compilers, BuildOptions};
 use common::callgrind_count;
@@ -40,7 +39,7 @@ const CASES: &[(&str, &[&str], u64, u64)] = &[
 
 /// The count, or why the machine has no usable instruction counter.
 fn perf_count(exe: &Path, args: &[&str]) -> Result<u64, String> {
-    let out = Command::new("perf")
+    let out = cilkview_fixtures::command("perf")
         .args(["stat", "-x", ",", "-e", "instructions:u", "--"])
         .arg(exe)
         .args(args)
@@ -78,6 +77,7 @@ fn builds(cc: &str, fixture: &str) -> (std::path::PathBuf, std::path::PathBuf) {
 }
 
 #[test]
+#[ignore = "slow: compiles fixtures, counts them with valgrind"]
 fn elision_costs_one_instruction_per_mark_hit_valgrind() {
     if !has_tool("valgrind") {
         cilkview_fixtures::skip("valgrind not installed");
@@ -94,6 +94,7 @@ fn elision_costs_one_instruction_per_mark_hit_valgrind() {
 }
 
 #[test]
+#[ignore = "slow: compiles fixtures, counts them with perf"]
 fn elision_costs_one_instruction_per_mark_hit_perf() {
     let probe = build(
         "serial",

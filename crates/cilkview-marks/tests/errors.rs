@@ -1,7 +1,6 @@
 //! Bad inputs give clear errors, never panics.
 
 use std::path::Path;
-use std::process::Command;
 
 use cilkview_fixtures::{build, has_compiler, BuildOptions};
 use cilkview_marks::{parse_marks, read_marks, MarksError};
@@ -46,13 +45,14 @@ fn not_elf() {
 }
 
 #[test]
+#[ignore = "slow: runs cc -m32"]
 fn elf32_is_rejected() {
     // `cc -m32` needs a multilib install; with -c it often works without one.
     let dir = std::env::temp_dir();
     let src = dir.join(format!("cv-m32-{}.c", std::process::id()));
     let obj = src.with_extension("o");
     std::fs::write(&src, "int main(void) { return 0; }\n").unwrap();
-    let made = Command::new("cc")
+    let made = cilkview_fixtures::command("cc")
         .args(["-m32", "-c"])
         .arg(&src)
         .arg("-o")
@@ -76,6 +76,7 @@ fn elf32_is_rejected() {
 }
 
 #[test]
+#[ignore = "slow: compiles C programs"]
 fn other_machine_is_rejected() {
     let mut data = fib();
     data[18..20].copy_from_slice(&183u16.to_le_bytes()); // EM_AARCH64
@@ -88,6 +89,7 @@ fn other_machine_is_rejected() {
 }
 
 #[test]
+#[ignore = "slow: compiles C programs"]
 fn object_file_is_not_linked() {
     let opts = BuildOptions::default().compiler("gcc").flag("-c");
     let obj = build("fib", &opts);
@@ -97,6 +99,7 @@ fn object_file_is_not_linked() {
 }
 
 #[test]
+#[ignore = "slow: compiles C programs"]
 fn no_marks_is_not_an_error() {
     let exe = build("serial", &BuildOptions::default().compiler("gcc"));
     let image = read_marks(&exe).unwrap();
@@ -105,6 +108,7 @@ fn no_marks_is_not_an_error() {
 }
 
 #[test]
+#[ignore = "slow: compiles C programs"]
 fn truncated_files() {
     let data = fib();
     let (off, size) = marks_section(&data);
@@ -152,6 +156,7 @@ fn truncated_files() {
 }
 
 #[test]
+#[ignore = "slow: compiles C programs"]
 fn corrupt_records_are_malformed_with_offset() {
     let data = fib();
     let (off, _) = marks_section(&data);
@@ -175,6 +180,7 @@ fn corrupt_records_are_malformed_with_offset() {
 }
 
 #[test]
+#[ignore = "slow: compiles C programs"]
 fn zero_padding_is_skipped() {
     // Zero the first record (as if it were padding): the rest still parse.
     let mut data = fib();
@@ -186,6 +192,7 @@ fn zero_padding_is_skipped() {
 }
 
 #[test]
+#[ignore = "slow: compiles C programs"]
 fn discarded_code_records_are_dropped() {
     // A record whose address the linker resolved to 0 (discarded code) is ignored.
     let mut data = fib();
@@ -196,6 +203,7 @@ fn discarded_code_records_are_dropped() {
 }
 
 #[test]
+#[ignore = "slow: compiles C programs"]
 fn clang_objects_for_other_machines() {
     if !has_compiler("clang") {
         cilkview_fixtures::skip("clang not installed");
@@ -243,6 +251,7 @@ proptest! {
 }
 
 #[test]
+#[ignore = "slow: compiles C programs"]
 fn mutated_binaries_never_panic() {
     let data = fib();
     let (off, size) = marks_section(&data);

@@ -112,55 +112,68 @@ fn check_all(fixture: &str, args: &[&str]) {
 }
 
 #[test]
+#[ignore = "slow: compiles fixtures"]
 fn fib() {
     check_all("fib", &["8"]);
 }
 #[test]
+#[ignore = "slow: compiles fixtures"]
 fn qsort() {
     check_all("qsort", &["50"]);
 }
 #[test]
+#[ignore = "slow: compiles fixtures"]
 fn nqueens() {
     check_all("nqueens", &["5"]);
 }
 #[test]
+#[ignore = "slow: compiles fixtures"]
 fn snippet_a() {
     check_all("snippet_a", &["10"]);
 }
 #[test]
+#[ignore = "slow: compiles fixtures"]
 fn snippet_b() {
     check_all("snippet_b", &["10"]);
 }
 #[test]
+#[ignore = "slow: compiles fixtures"]
 fn stencil_inner() {
     check_all("stencil_inner", &[]);
 }
 #[test]
+#[ignore = "slow: compiles fixtures"]
 fn stencil_outer() {
     check_all("stencil_outer", &[]);
 }
 #[test]
+#[ignore = "slow: compiles fixtures"]
 fn matmul() {
     check_all("matmul", &[]);
 }
 #[test]
+#[ignore = "slow: compiles fixtures"]
 fn serial() {
     check_all("serial", &[]);
 }
 #[test]
+#[ignore = "slow: compiles fixtures"]
 fn known_spawn() {
     check_all("known_spawn", &[]);
 }
 #[test]
+#[ignore = "slow: compiles fixtures"]
 fn known_scope() {
     check_all("known_scope", &[]);
 }
 #[test]
+#[ignore = "slow: compiles fixtures"]
 fn known_loop() {
     check_all("known_loop", &["3"]);
 }
 
 #[test]
+#[ignore = "slow: compiles fixtures"]
 fn known_regions_labels() {
     check_all("known_regions", &[]);
     for cc in test_compilers() {
@@ -186,6 +199,7 @@ fn known_regions_labels() {
 }
 
 #[test]
+#[ignore = "slow: compiles fixtures"]
 fn static_pie_and_o3() {
     for opts in [
         BuildOptions::default()

@@ -3,13 +3,12 @@
 
 mod common;
 
-use std::process::Command;
-
 use cilkview_fixtures::{build, compile_source, has_tool, test_compilers, BuildOptions, Lang};
 use cilkview_marks::{read_marks, MarkKind};
 use common::{count, read_checked};
 
 #[test]
+#[ignore = "slow: compiles and runs fixtures"]
 fn spawn_or_sync_without_cv_function_is_a_compile_error_naming_it() {
     let spawn = "#include \"cilkview.h\"\nstatic void f(void) {}\n\
                  int main(void) { cv_spawn(f()); return 0; }\n";
@@ -33,6 +32,7 @@ fn spawn_or_sync_without_cv_function_is_a_compile_error_naming_it() {
 }
 
 #[test]
+#[ignore = "slow: compiles and runs fixtures"]
 fn disabled_marks_leave_no_section_and_same_output() {
     for cc in test_compilers() {
         for fixture in ["fib", "qsort", "known_regions", "known_loop", "matmul"] {
@@ -73,6 +73,7 @@ int main(void)
 "#;
 
 #[test]
+#[ignore = "slow: compiles and runs fixtures"]
 fn each_inlined_copy_gets_its_own_record() {
     for cc in test_compilers() {
         for opt in ["0", "2"] {
@@ -103,6 +104,7 @@ int main(void)
 "#;
 
 #[test]
+#[ignore = "slow: compiles and runs fixtures"]
 fn odd_labels_read_back_exactly() {
     for cc in test_compilers() {
         for lang in [Lang::C, Lang::Cxx] {
@@ -145,6 +147,7 @@ int main(int argc, char **argv)
 "#;
 
 #[test]
+#[ignore = "slow: compiles and runs fixtures"]
 fn loop_forms_compile_and_run() {
     for cc in test_compilers() {
         for lang in [Lang::C, Lang::Cxx] {
@@ -160,7 +163,7 @@ fn loop_forms_compile_and_run() {
                     .unwrap_or_else(|e| panic!("{e}"));
                 let image = read_checked(&exe);
                 assert!(count(&image, MarkKind::LoopBegin) >= 2);
-                let status = Command::new(&exe).status().unwrap();
+                let status = cilkview_fixtures::command(&exe).status().unwrap();
                 assert!(status.success(), "{cc} {lang:?} -O{opt}: wrong loop result");
             }
         }
@@ -168,6 +171,7 @@ fn loop_forms_compile_and_run() {
 }
 
 #[test]
+#[ignore = "slow: compiles and runs fixtures"]
 fn fixtures_are_warning_free() {
     for cc in test_compilers() {
         for fixture in [
@@ -195,6 +199,7 @@ fn fixtures_are_warning_free() {
 }
 
 #[test]
+#[ignore = "slow: compiles fixtures, runs objdump"]
 fn no_call_at_function_exit_at_o0() {
     // cv_function()'s cleanup is always_inline: -O0 code has no call to it.
     if !has_tool("objdump") {
@@ -203,7 +208,7 @@ fn no_call_at_function_exit_at_o0() {
     }
     for cc in test_compilers() {
         let exe = build("fib", &BuildOptions::default().compiler(cc).opt(0));
-        let out = Command::new("objdump")
+        let out = cilkview_fixtures::command("objdump")
             .arg("-d")
             .arg(&exe)
             .output()
@@ -218,6 +223,7 @@ fn no_call_at_function_exit_at_o0() {
 }
 
 #[test]
+#[ignore = "slow: compiles fixtures, runs strip"]
 fn strip_keeps_the_section() {
     let orig = build("fib", &BuildOptions::default().compiler("gcc").opt(2));
     let want = read_marks(&orig).unwrap();
@@ -247,14 +253,14 @@ fn strip_keeps_the_section() {
             std::process::id()
         ));
         let status = if tool == "objcopy" {
-            Command::new(tool)
+            cilkview_fixtures::command(tool)
                 .args(&args)
                 .arg(&orig)
                 .arg(&out)
                 .status()
                 .unwrap()
         } else {
-            Command::new(tool)
+            cilkview_fixtures::command(tool)
                 .args(&args)
                 .arg(&orig)
                 .arg("-o")
@@ -274,6 +280,7 @@ fn strip_keeps_the_section() {
 /// told `--keep-section=.cilkview_marks` (docs/marks-format.md says so). This test
 /// pins that down, so a change in llvm-strip's behaviour is noticed.
 #[test]
+#[ignore = "slow: compiles fixtures, runs llvm-strip"]
 fn llvm_strip_needs_keep_section() {
     if !has_tool("llvm-strip") {
         cilkview_fixtures::skip("llvm-strip not installed");
@@ -281,7 +288,7 @@ fn llvm_strip_needs_keep_section() {
     }
     let orig = build("fib", &BuildOptions::default().compiler("gcc").opt(2));
     let out = orig.with_extension(format!("llvm-stripped.{}", std::process::id()));
-    let status = Command::new("llvm-strip")
+    let status = cilkview_fixtures::command("llvm-strip")
         .arg(&orig)
         .arg("-o")
         .arg(&out)

@@ -111,6 +111,7 @@ fn write_all(artifacts: &[cilkview_report::Artifact]) -> Vec<PathBuf> {
 
 /// `gnuplot PREFIX.plt`, run in the folder, draws PREFIX.png without editing the script.
 #[test]
+#[ignore = "slow: runs gnuplot"]
 fn gnuplot_script_renders_a_png() {
     let dir = tempfile::tempdir().unwrap();
     let exporter = GnuplotExporter {

@@ -136,6 +136,7 @@ fn measured_only_and_bad_extension() {
 /// The gnuplot files gain the measured points: a second data block (`index 1`) and an
 /// error-bar plot of it; gnuplot still draws the script.
 #[test]
+#[ignore = "slow: runs gnuplot"]
 fn gnuplot_files_carry_the_measured_points() {
     use cilkview_report::GnuplotExporter;
     let dir = tempfile::tempdir().unwrap();

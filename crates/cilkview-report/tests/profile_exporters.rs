@@ -2,8 +2,6 @@
 //! JSON) on a profile the engine computes from the Cilkprof paper's quicksort (Figure 1) as a
 //! synthetic event stream, whose numbers are known by construction.
 
-use std::process::Command;
-
 use cilkview_engine::{CallSite, Config, Engine, Event, EventKind, EventKind::*, Report};
 use cilkview_report::{
     read_json, CallgrindExporter, CounterMode, CounterReport, Destination, Ending, ExitStatus,
@@ -328,6 +326,7 @@ fn folded_stacks_add_up_to_the_span_and_draw_a_flame_graph() {
 }
 
 #[test]
+#[ignore = "slow: runs callgrind_annotate"]
 fn callgrind_self_costs_add_up_and_callgrind_annotate_reads_it() {
     let report = report();
     let text = CallgrindExporter::to_callgrind(&report);
@@ -347,7 +346,7 @@ fn callgrind_self_costs_add_up_and_callgrind_annotate_reads_it() {
     assert!(text.contains("cfn=pqsort qsort.c:20\ncalls="), "{text}");
 
     // callgrind_annotate --version exits 255: look for it by running it.
-    if Command::new("callgrind_annotate")
+    if cilkview_fixtures::command("callgrind_annotate")
         .arg("--version")
         .output()
         .is_err()
@@ -357,7 +356,7 @@ fn callgrind_self_costs_add_up_and_callgrind_annotate_reads_it() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("qsort.callgrind");
     std::fs::write(&path, &text).unwrap();
-    let out = Command::new("callgrind_annotate")
+    let out = cilkview_fixtures::command("callgrind_annotate")
         .arg("--inclusive=yes")
         .arg(&path)
         .output()

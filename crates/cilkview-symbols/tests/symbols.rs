@@ -6,7 +6,6 @@
 //! the return address at CFA − 8.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use cilkview_fixtures::{build, fixtures_dir, has_compiler, has_tool, skip, BuildOptions};
 use cilkview_symbols::{CfaRule, Symbolizer};
@@ -72,11 +71,12 @@ fn copy(exe: &Path, dir: &Path, name: &str) -> PathBuf {
 }
 
 fn tool(cmd: &str, args: &[&str]) {
-    let st = Command::new(cmd).args(args).status().unwrap();
+    let st = cilkview_fixtures::command(cmd).args(args).status().unwrap();
     assert!(st.success(), "{cmd} {args:?}");
 }
 
 #[test]
+#[ignore = "slow: compiles C programs"]
 fn call_site_named_from_dwarf() {
     let line = call_line();
     for (what, o) in variants() {
@@ -108,6 +108,7 @@ fn call_site_named_from_dwarf() {
 }
 
 #[test]
+#[ignore = "slow: compiles C programs, runs objcopy"]
 fn separate_debug_files_by_debuglink_and_build_id() {
     if !has_tool("objcopy") {
         return skip("objcopy is not installed");
@@ -171,6 +172,7 @@ fn separate_debug_files_by_debuglink_and_build_id() {
 }
 
 #[test]
+#[ignore = "slow: compiles C programs, runs strip"]
 fn stripped_falls_back_to_symbol_then_address() {
     if !has_tool("strip") {
         return skip("strip is not installed");
@@ -204,6 +206,7 @@ fn stripped_falls_back_to_symbol_then_address() {
 }
 
 #[test]
+#[ignore = "slow: compiles C programs"]
 fn return_address_rule_at_function_entry() {
     for (what, o) in variants() {
         let exe = build("callsites", &o);

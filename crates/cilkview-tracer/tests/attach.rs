@@ -4,7 +4,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::Child;
 use std::time::Duration;
 
 use cilkview_tracer::{
@@ -100,6 +100,7 @@ fn hit_tids(events: &[TraceEvent]) -> Vec<i32> {
 }
 
 #[test]
+#[ignore = "slow: attaches the tracer to compiled programs"]
 fn stop_flag_detaches_and_program_finishes_unchanged() {
     let t = ticker();
     let args = ["20", "20"];
@@ -133,6 +134,7 @@ fn stop_flag_detaches_and_program_finishes_unchanged() {
 }
 
 #[test]
+#[ignore = "slow: attaches the tracer to compiled programs"]
 fn duration_detaches() {
     let t = ticker();
     let args = ["15", "20"];
@@ -155,6 +157,7 @@ fn duration_detaches() {
 }
 
 #[test]
+#[ignore = "slow: attaches the tracer to compiled programs"]
 fn stays_until_exit_and_reports_status() {
     let t = ticker();
     let args = ["5", "10"];
@@ -179,6 +182,7 @@ fn stays_until_exit_and_reports_status() {
 /// attach/detach cycles on one process with dense probe bursts, so detaching
 /// regularly finds threads at or just past a patched probe.
 #[test]
+#[ignore = "slow: attaches the tracer to compiled programs"]
 fn breakpoints_restored_across_attach_cycles() {
     let t = ticker();
     let args = ["25", "3000"];
@@ -208,6 +212,7 @@ fn breakpoints_restored_across_attach_cycles() {
 }
 
 #[test]
+#[ignore = "slow: attaches the tracer to compiled programs"]
 fn two_threads_both_hit() {
     let p = compile(
         r#"
@@ -266,8 +271,9 @@ int main(void) {
 }
 
 #[test]
+#[ignore = "slow: attaches the tracer to compiled programs"]
 fn missing_pid_is_an_error() {
-    let mut c = Command::new("true").spawn().unwrap();
+    let mut c = cilkview_fixtures::command("true").spawn().unwrap();
     let pid = c.id() as i32;
     c.wait().unwrap();
     let e = attach(&opts(pid, None, &StopFlag::new()), |_| Ok(vec![]), |_| {}).unwrap_err();
@@ -276,6 +282,7 @@ fn missing_pid_is_an_error() {
 }
 
 #[test]
+#[ignore = "slow: attaches the tracer to compiled programs"]
 fn own_pid_is_an_error() {
     let pid = std::process::id() as i32;
     let e = attach(&opts(pid, None, &StopFlag::new()), |_| Ok(vec![]), |_| {}).unwrap_err();
@@ -284,6 +291,7 @@ fn own_pid_is_an_error() {
 }
 
 #[test]
+#[ignore = "slow: attaches the tracer to compiled programs"]
 fn second_tracer_is_told_who_holds_the_process() {
     let t = ticker();
     let (child, pid, _d) = start(&t.prog.exe, &["8", "5"]);
@@ -307,6 +315,7 @@ fn second_tracer_is_told_who_holds_the_process() {
 }
 
 #[test]
+#[ignore = "slow: attaches the tracer to compiled programs"]
 fn sigterm_to_the_tool_detaches_cleanly() {
     let t = ticker();
     let args = ["10", "10"];

@@ -13,6 +13,7 @@ use common::emulated::*;
 use common::*;
 
 #[test]
+#[ignore = "slow: traces compiled programs under QEMU"]
 fn known_fixtures_equal_step() {
     if !have_qemu() {
         return;
@@ -37,6 +38,7 @@ fn known_fixtures_equal_step() {
 /// A wrapper script that execs the program (as pyenv's shims, libtool's wrappers, `env`):
 /// the emulator runs the script's interpreter and follows its exec, as single-stepping does.
 #[test]
+#[ignore = "slow: traces compiled programs under QEMU"]
 fn wrapper_script_and_exec_chain_equal_step() {
     if !have_qemu() {
         return;
@@ -57,6 +59,7 @@ fn wrapper_script_and_exec_chain_equal_step() {
 }
 
 #[test]
+#[ignore = "slow: traces compiled programs under QEMU"]
 fn fib_link_kinds_equal_step() {
     if !have_qemu() {
         return;
@@ -82,6 +85,7 @@ fn fib_link_kinds_equal_step() {
 }
 
 #[test]
+#[ignore = "slow: traces compiled programs under QEMU"]
 fn loop_grain_operand_is_exact() {
     if !have_qemu() {
         return;
@@ -119,6 +123,7 @@ fn loop_grain_operand_is_exact() {
 
 /// The register is read where the mark is, even when the block after it rewrites it.
 #[test]
+#[ignore = "slow: traces compiled programs under QEMU"]
 fn operand_is_the_value_at_the_mark() {
     if !have_qemu() {
         return;
@@ -153,6 +158,7 @@ int main(int argc, char **argv) {
 }
 
 #[test]
+#[ignore = "slow: traces compiled programs under QEMU"]
 fn loop_cost_and_rep_string_are_exact() {
     if !have_qemu() {
         return;
@@ -224,6 +230,7 @@ int main(void) {
 }"#;
 
 #[test]
+#[ignore = "slow: traces compiled programs under QEMU"]
 fn threads_count_each_thread_exactly() {
     if !have_qemu() {
         return;
@@ -306,6 +313,7 @@ fn include_flags() -> Vec<String> {
 /// the same `probes_for` calls in the same order (hence the same numbering),
 /// the same hits, operands and strand costs as single-stepping.
 #[test]
+#[ignore = "slow: traces compiled programs under QEMU"]
 fn library_marks_equal_step() {
     if !have_qemu() {
         return;
@@ -368,7 +376,7 @@ int main(int argc, char **argv) {
 }
 
 fn callgrind_instructions(exe: &Path, args: &[&str]) -> Option<u64> {
-    let out = std::process::Command::new("valgrind")
+    let out = cilkview_fixtures::command("valgrind")
         .args(["--tool=callgrind", "--callgrind-out-file=/dev/null"])
         .arg(exe)
         .args(args)
@@ -381,6 +389,7 @@ fn callgrind_instructions(exe: &Path, args: &[&str]) -> Option<u64> {
 
 /// The whole run's work against callgrind's count of the same program.
 #[test]
+#[ignore = "slow: traces compiled programs under QEMU"]
 fn total_within_one_percent_of_callgrind() {
     if !have_qemu() {
         return;

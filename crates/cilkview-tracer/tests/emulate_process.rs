@@ -10,6 +10,7 @@ use common::emulated::*;
 use common::*;
 
 #[test]
+#[ignore = "slow: traces compiled programs under QEMU"]
 fn forked_child_runs_unharmed() {
     if !have_qemu() {
         return;
@@ -47,6 +48,7 @@ int main(void) {
 /// An exec is followed under the emulator: the new image is counted, its marks asked for with
 /// the numbering restarted, and the exec'ing thread's count goes with its `Exec` event.
 #[test]
+#[ignore = "slow: traces compiled programs under QEMU"]
 fn exec_is_followed_under_the_emulator() {
     if !have_qemu() {
         return;
@@ -97,6 +99,7 @@ int main(void) {
 /// An exec made by a thread that is not the first: the other threads end at the exec (their
 /// marks before it counted), the exec'd image goes on as the process's only thread.
 #[test]
+#[ignore = "slow: traces compiled programs under QEMU"]
 fn exec_from_a_second_thread_is_followed() {
     if !have_qemu() {
         return;
@@ -151,6 +154,7 @@ int main(void) {
 
 /// A followed exec passes the signal mask and the ignored signals on, as the kernel's exec does.
 #[test]
+#[ignore = "slow: traces compiled programs under QEMU"]
 fn a_followed_exec_keeps_the_signal_mask_and_ignored_signals() {
     if !have_qemu() {
         return;
@@ -189,6 +193,7 @@ int main(int argc, char **argv) {
 /// What cannot be followed runs natively, as qemu-user runs it, and the report says so: a
 /// set-user-ID file would lose its privileges under the emulator.
 #[test]
+#[ignore = "slow: traces compiled programs under QEMU"]
 fn exec_of_a_setuid_file_runs_natively_and_is_reported() {
     if !have_qemu() {
         return;
@@ -224,6 +229,7 @@ int main(void) {{
 }
 
 #[test]
+#[ignore = "slow: traces compiled programs under QEMU"]
 fn signals_and_exit_status_pass_through() {
     if !have_qemu() {
         return;
@@ -268,6 +274,7 @@ int main(int argc, char **argv) {
 }
 
 #[test]
+#[ignore = "slow: traces compiled programs under QEMU"]
 fn programs_the_emulator_cannot_run_are_one_clear_error() {
     if !have_qemu() {
         return;
@@ -292,7 +299,7 @@ fn programs_the_emulator_cannot_run_are_one_clear_error() {
         let c = dir.path().join("m32.c");
         std::fs::write(&c, "int main(void){return 0;}").unwrap();
         let exe = dir.path().join("m32");
-        let ok = std::process::Command::new("gcc")
+        let ok = cilkview_fixtures::command("gcc")
             .args(["-m32", "-o"])
             .arg(&exe)
             .arg(&c)

@@ -40,6 +40,7 @@ fn hits(
 }
 
 #[test]
+#[ignore = "slow: traces compiled programs"]
 fn auto_reports_its_choice() {
     let info = self_test().unwrap();
     println!("auto counter: {:?}: {}", info.kind, info.reason);
@@ -59,6 +60,7 @@ fn auto_reports_its_choice() {
 }
 
 #[test]
+#[ignore = "slow: traces compiled programs"]
 fn hardware_and_step_agree() {
     let info = self_test().unwrap();
     if info.kind != CounterMode::Hardware {

@@ -4,7 +4,6 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use cilkview_tracer::{
@@ -141,6 +140,7 @@ fn opts(exe: &Path, args: &[&str], mode: CounterMode) -> TraceOptions {
 /// probes are hit with the right indices and operands; in step mode the
 /// strand around the loop is exact.
 #[test]
+#[ignore = "slow: traces compiled programs"]
 fn linked_library_probes_are_hit() {
     let b = build(
         r#"
@@ -189,6 +189,7 @@ int main(int argc, char **argv) {
 /// (b) The library loaded by `dlopen` (twice, with a `dlclose` between):
 /// hits after each load, new indices for the second load.
 #[test]
+#[ignore = "slow: traces compiled programs"]
 fn dlopened_library_probes_are_hit() {
     let b = build(
         r#"
@@ -259,6 +260,7 @@ int main(int argc, char **argv) {
 /// (c) int3 path: a forked child passes over the library's probes and the
 /// loader hook (it `dlopen`s) and must run unharmed.
 #[test]
+#[ignore = "slow: traces compiled programs"]
 fn forked_child_of_patched_library_runs_unharmed() {
     let b = build(
         r#"
@@ -320,9 +322,13 @@ int main(int argc, char **argv) {
 /// reported with the library's indices; after the detach the program
 /// (which then `dlopen`s) finishes exactly as an unattached run.
 #[test]
+#[ignore = "slow: traces compiled programs"]
 fn attach_finds_loaded_library_and_detach_restores_it() {
     let b = build(TICKER, true);
-    let reference = Command::new(&b.exe).arg("16").output().unwrap();
+    let reference = cilkview_fixtures::command(&b.exe)
+        .arg("16")
+        .output()
+        .unwrap();
     let reference = format!(
         "{}status={}\n",
         String::from_utf8_lossy(&reference.stdout),

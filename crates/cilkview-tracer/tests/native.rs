@@ -141,21 +141,25 @@ fn burn_is_proportional(extra: &[&str]) {
 }
 
 #[test]
+#[ignore = "slow: traces compiled programs"]
 fn strands_of_burn_are_proportional_to_n_static() {
     burn_is_proportional(&["-static"]);
 }
 
 #[test]
+#[ignore = "slow: traces compiled programs"]
 fn strands_of_burn_are_proportional_to_n_dynamic_pie() {
     burn_is_proportional(&["-pie", "-fPIE"]);
 }
 
 #[test]
+#[ignore = "slow: traces compiled programs"]
 fn strands_of_burn_are_proportional_to_n_non_pie() {
     burn_is_proportional(&["-no-pie"]);
 }
 
 #[test]
+#[ignore = "slow: traces compiled programs"]
 fn threads_deliver_every_hit_with_operands() {
     if !available() {
         return;
@@ -211,6 +215,7 @@ int main(void) {
 }
 
 #[test]
+#[ignore = "slow: traces compiled programs"]
 fn signals_arriving_inside_stubs_are_delivered_after_them() {
     if !available() {
         return;
@@ -289,6 +294,7 @@ int main(void) {
 }
 
 #[test]
+#[ignore = "slow: traces compiled programs"]
 fn a_sigtrap_sent_while_a_thread_is_stepped_out_of_a_stub_is_delivered() {
     if !available() {
         return;
@@ -382,6 +388,7 @@ int main(void) {
 /// read time either way (reading the counter is not implemented): where it is readable, this
 /// says so as a skip too.
 #[test]
+#[ignore = "slow: traces compiled programs"]
 fn the_reason_says_whether_rdpmc_could_count_instructions_here() {
     if !available() {
         return;
@@ -404,6 +411,7 @@ fn the_reason_says_whether_rdpmc_could_count_instructions_here() {
 }
 
 #[test]
+#[ignore = "slow: traces compiled programs"]
 fn a_leaf_functions_red_zone_is_untouched() {
     if !available() {
         return;

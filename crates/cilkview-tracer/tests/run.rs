@@ -16,6 +16,7 @@ fn opts(exe: &Path, mode: CounterMode) -> TraceOptions {
 }
 
 #[test]
+#[ignore = "slow: traces compiled programs"]
 fn step_loop_cost_is_exact() {
     let p = compile(
         r#"
@@ -52,6 +53,7 @@ int main(void) {
 }
 
 #[test]
+#[ignore = "slow: traces compiled programs"]
 fn step_rep_string_counts_once() {
     let p = compile(
         r#"
@@ -102,6 +104,7 @@ fn trace(
 
 /// Helper "test": when re-executed with CILKVIEW_TRACER_CHILD=<exe>, trace it.
 #[test]
+#[ignore = "slow: traces compiled programs"]
 fn zz_child_entry() {
     if let Some(exe) = std::env::var_os("CILKVIEW_TRACER_CHILD") {
         let out = run(
@@ -115,6 +118,7 @@ fn zz_child_entry() {
 }
 
 #[test]
+#[ignore = "slow: traces compiled programs"]
 fn exit_status_and_stdio_pass_through() {
     let p = compile(
         r#"
@@ -128,10 +132,11 @@ int main(void) {
 }"#,
         &[],
     );
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+    let mut child = cilkview_fixtures::command(std::env::current_exe().unwrap())
         .args([
             "--exact",
             "zz_child_entry",
+            "--include-ignored",
             "--nocapture",
             "--test-threads=1",
         ])
@@ -152,6 +157,7 @@ int main(void) {
 }
 
 #[test]
+#[ignore = "slow: traces compiled programs"]
 fn killed_by_signal() {
     let p = compile("#include <signal.h>\n#include <unistd.h>\nint main(void){ kill(getpid(), SIGTERM); return 0; }", &[]);
     let (out, _) = trace(&p.exe, CounterMode::Step, vec![]);
@@ -160,6 +166,7 @@ fn killed_by_signal() {
 }
 
 #[test]
+#[ignore = "slow: traces compiled programs"]
 fn exec_failures_are_errors() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("no-such-program");
@@ -184,6 +191,7 @@ fn exec_failures_are_errors() {
 }
 
 #[test]
+#[ignore = "slow: traces compiled programs"]
 fn operand_register_is_read() {
     let p = compile(
         r#"
@@ -234,6 +242,7 @@ int main(void) {
 }"#;
 
 #[test]
+#[ignore = "slow: traces compiled programs"]
 fn two_threads_report_hits_and_tails() {
     let p = compile(THREADS_SRC, &["-pthread"]);
     let probes = probes(&p.exe, &[("probe_t", None), ("probe_t_end", None)]);
@@ -281,6 +290,7 @@ fn two_threads_report_hits_and_tails() {
 }
 
 #[test]
+#[ignore = "slow: traces compiled programs"]
 fn signals_are_delivered() {
     let p = compile(
         r#"
@@ -318,6 +328,7 @@ int main(void) {
 }
 
 #[test]
+#[ignore = "slow: traces compiled programs"]
 fn bad_probe_is_an_error() {
     let p = compile("int main(void){ PROBE(probe_a); return 0; }", &[]);
     let mut probes = probes(&p.exe, &[("probe_a", None)]);
@@ -342,6 +353,7 @@ fn bad_probe_is_an_error() {
 }
 
 #[test]
+#[ignore = "slow: traces compiled programs"]
 fn forked_child_runs_untraced_and_unpatched() {
     let p = compile(
         r#"
@@ -385,6 +397,7 @@ int main(void) {
 }
 
 #[test]
+#[ignore = "slow: traces compiled programs"]
 fn wrapper_script_exec_rearms_probes() {
     let p = compile(
         "int main(int argc, char **argv){ PROBE(probe_w); return argc; }",
@@ -442,6 +455,7 @@ fn wrapper_script_exec_rearms_probes() {
 
 /// A dynamically linked PIE: probes are found relative to the randomized load address.
 #[test]
+#[ignore = "slow: traces compiled programs"]
 fn pie_dynamic_executable() {
     let p = compile_with(
         r#"

@@ -53,9 +53,10 @@ fn step_run(exe: &std::path::Path) -> ExitStatus {
 }
 
 #[test]
+#[ignore = "slow: traces compiled programs"]
 fn handler_raising_sigtrap_keeps_working_under_single_step() {
     let p = compile(RAISE_IN_HANDLER, &[]);
-    assert!(std::process::Command::new(&p.exe)
+    assert!(cilkview_fixtures::command(&p.exe)
         .status()
         .unwrap()
         .success());
@@ -63,9 +64,10 @@ fn handler_raising_sigtrap_keeps_working_under_single_step() {
 }
 
 #[test]
+#[ignore = "slow: traces compiled programs"]
 fn handler_installed_before_pthread_create_survives_single_step() {
     let p = compile(HANDLER_BEFORE_THREAD, &["-pthread"]);
-    assert!(std::process::Command::new(&p.exe)
+    assert!(cilkview_fixtures::command(&p.exe)
         .status()
         .unwrap()
         .success());
@@ -100,6 +102,7 @@ int main(int argc, char **argv) {
 }"#;
 
 #[test]
+#[ignore = "slow: traces compiled programs"]
 fn attach_in_single_step_leaves_the_sigtrap_handler_in_place() {
     let p = compile(BLOCKS_ALL, &[]);
     let (child, pid, _dir) = start(&p.exe, &["150"]);

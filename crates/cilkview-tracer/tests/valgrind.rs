@@ -1,12 +1,10 @@
 //! Step mode's total against valgrind's instruction count of the same static program.
 mod common;
 
-use std::process::Command;
-
 use cilkview_tracer::{run, CounterMode, ExitStatus, TraceOptions};
 
 fn lackey_guest_instrs(exe: &std::path::Path) -> Option<u64> {
-    let out = Command::new("valgrind")
+    let out = cilkview_fixtures::command("valgrind")
         .args(["--tool=lackey", "--basic-counts=yes"])
         .arg(exe)
         .output()
@@ -23,6 +21,7 @@ fn lackey_guest_instrs(exe: &std::path::Path) -> Option<u64> {
 
 /// Without libc the program is exactly what we wrote: 1 + 2*1000 + 3 instructions.
 #[test]
+#[ignore = "slow: runs compiled programs under valgrind"]
 fn step_total_matches_valgrind_exactly_without_libc() {
     let p = common::compile(
         r#"__asm__(".globl _start\n_start:\n mov $1000,%rcx\n1: dec %rcx\n jnz 1b\n mov $60,%eax\n mov $7,%edi\n syscall\n");"#,
@@ -49,6 +48,7 @@ fn step_total_matches_valgrind_exactly_without_libc() {
 /// other feature probing) with another auxv/stack: the totals differ by a few
 /// percent, not by the tool. The loop itself is exact (see `run.rs`).
 #[test]
+#[ignore = "slow: runs compiled programs under valgrind"]
 fn step_total_matches_valgrind() {
     let p = common::compile(
         "int main(void){ volatile int x=0; for(int i=0;i<1000;i++) x+=i; return 0; }",

@@ -46,6 +46,7 @@ fn kinds(exe: &Path) -> BTreeMap<MarkKind, usize> {
 }
 
 #[test]
+#[ignore = "slow: builds the Rust fixtures with cargo"]
 fn every_record_points_at_its_nop_in_every_fixture() {
     use MarkKind::*;
     for (name, label, expected) in [
@@ -102,6 +103,7 @@ fn every_record_points_at_its_nop_in_every_fixture() {
 }
 
 #[test]
+#[ignore = "slow: compiles a C fixture and builds the Rust fixtures with cargo"]
 fn a_c_program_has_marks_but_no_rayon_section() {
     let exe = cilkview_fixtures::build(
         "twin_fib",
@@ -112,6 +114,7 @@ fn a_c_program_has_marks_but_no_rayon_section() {
 }
 
 #[test]
+#[ignore = "slow: builds the Rust fixtures with cargo"]
 fn the_elision_has_no_marks_and_no_rayon_section() {
     for name in ["rs_fib", "rs_loop"] {
         let exe = build_rust(name, false);

@@ -2,19 +2,20 @@
 //! closures on the calling thread in the serial elision's order. The test re-runs itself with
 //! the variable set, as `cilkview-rs run` starts a program.
 
-use std::process::Command;
 use std::sync::Mutex;
 use std::thread;
 
 const CHILD: &str = "CILKVIEW_SERIAL_TEST_CHILD";
 
 #[test]
+#[ignore = "slow: re-runs its test binary"]
 fn serial_mode_runs_in_the_serial_elisions_order_on_the_calling_thread() {
     if std::env::var_os(CHILD).is_none() {
-        let out = Command::new(std::env::current_exe().unwrap())
+        let out = cilkview_fixtures::command(std::env::current_exe().unwrap())
             .args([
                 "--exact",
                 "serial_mode_runs_in_the_serial_elisions_order_on_the_calling_thread",
+                "--include-ignored",
             ])
             .env("RAYON_NUM_THREADS", "1")
             .env(CHILD, "1")

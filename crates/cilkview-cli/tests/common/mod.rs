@@ -5,9 +5,9 @@ pub mod bench;
 
 use std::io::{BufRead, Read};
 use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::process::{Child, Command, Output, Stdio};
 
-use cilkview_fixtures::{build, BuildOptions};
+use cilkview_fixtures::{build, compile_source, BuildOptions, Lang};
 use serde_json::Value;
 
 /// Exit status of cilkview-rs's own failures (bad options, bad input), as env's and timeout's.
@@ -18,7 +18,63 @@ pub const NOT_EXECUTABLE: i32 = 126;
 pub const NOT_FOUND: i32 = 127;
 
 pub fn bin() -> assert_cmd::Command {
-    assert_cmd::Command::cargo_bin("cilkview-rs").unwrap()
+    assert_cmd::Command::from_std(std_bin())
+}
+
+/// cilkview-rs with `args` (killed after 60 s): its exit status, stdout and stderr.
+pub fn run_tool(args: &[&std::ffi::OsStr]) -> Output {
+    bin()
+        .args(args)
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap()
+}
+
+/// cilkview-rs as a plain `Command`: to give it other stdout/stderr or a process group, or to act
+/// while it runs.
+pub fn std_bin() -> Command {
+    cilkview_fixtures::command(assert_cmd::cargo::cargo_bin("cilkview-rs"))
+}
+
+/// Spawns `cmd` with stdout and stderr piped and reads the first line of its stdout (what the
+/// program prints once it is ready: a word, its pid); the rest of stdout is left unread.
+pub fn spawn_to_first_line(cmd: &mut Command) -> (Child, String) {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    (child, line)
+}
+
+/// `kill SIG PID` (`sig` as kill spells it: `-HUP`, `-KILL`), as a user signals a process from a
+/// shell.
+pub fn kill(sig: &str, pid: impl std::fmt::Display) {
+    cilkview_fixtures::command("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .unwrap();
+}
+
+/// `kill -9 PID`, best effort: the clean-up after a test that failed.
+pub fn kill_quietly(pid: impl std::fmt::Display) {
+    let _ = cilkview_fixtures::command("kill")
+        .args(["-9", &pid.to_string()])
+        .status();
+}
+
+/// Asserts that a run succeeded, showing its stderr otherwise.
+#[track_caller]
+pub fn assert_success(out: &Output) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Static -O2 gcc builds: the dynamic loader would add ~100k serial instructions (slow to
@@ -29,6 +85,12 @@ pub fn static_opts() -> BuildOptions {
 
 pub fn fixture(name: &str) -> PathBuf {
     build(name, &static_opts())
+}
+
+/// A test's own C program (`source`, which may include `cilkview.h` and `work.h`), compiled as
+/// the fixtures are ([`static_opts`]) into the cache as `name`.
+pub fn program(name: &str, source: &str) -> PathBuf {
+    compile_source(name, source, Lang::C, &static_opts()).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// One `cilkview-rs run --json` of a program.
@@ -109,7 +171,7 @@ pub fn with_corrupt_marks(exe: &Path, dir: &Path, name: &str) -> Option<PathBuf>
     )
     .unwrap();
     let corrupt = dir.join(name);
-    let made = std::process::Command::new("objcopy")
+    let made = cilkview_fixtures::command("objcopy")
         .arg(format!(
             "--update-section=.cilkview_marks={}",
             garbage.display()
@@ -134,7 +196,7 @@ pub struct Running {
 
 /// Starts the program and waits for its first line, so that it is past its start-up.
 pub fn start(exe: &Path, args: &[&str]) -> Running {
-    let mut child = std::process::Command::new(exe)
+    let mut child = cilkview_fixtures::command(exe)
         .args(args)
         .stdout(std::process::Stdio::piped())
         .spawn()

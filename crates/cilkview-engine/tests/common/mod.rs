@@ -1,6 +1,8 @@
-//! Shared by the profile tests: a stream of events built as a program runs, and fib's work and
-//! span by their recurrences.
+//! Shared by the engine's tests: a stream of events built as a program runs, fib's work and span
+//! by their recurrences, and the property tests' reference model ([`dag`]).
 #![allow(dead_code)] // each test file uses a part
+
+pub mod dag;
 
 use cilkview_engine::{CallSite, Config, Engine, Event, EventKind, Report, WorkSpan};
 

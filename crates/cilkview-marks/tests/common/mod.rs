@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
 
 use cilkview_marks::{read_marks, MarkKind, MarkedImage, MARK_NOP};
 use object::read::elf::{FileHeader, ProgramHeader};
@@ -61,7 +60,7 @@ pub fn read_checked(exe: &Path) -> MarkedImage {
 /// Instructions `exe args` executes, counted by `valgrind --tool=callgrind` (exact and
 /// repeatable). The caller checks that valgrind is installed.
 pub fn callgrind_count(exe: &Path, args: &[&str]) -> u64 {
-    let out = Command::new("valgrind")
+    let out = cilkview_fixtures::command("valgrind")
         .args(["--tool=callgrind", "--callgrind-out-file=/dev/null"])
         .arg(exe)
         .args(args)

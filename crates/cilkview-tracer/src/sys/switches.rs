@@ -151,7 +151,7 @@ mod tests {
         let mut log = match SwitchLog::open(0) {
             Ok(l) => l,
             Err(e) => {
-                eprintln!("skipped: perf_event_open of a software event: {e}");
+                cilkview_fixtures::skip(format!("perf_event_open of a software event: {e}"));
                 return;
             }
         };

@@ -4,7 +4,7 @@
 pub mod emulated;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use cilkview_tracer::{Probe, TraceEvent};
@@ -62,7 +62,7 @@ pub fn probes(exe: &Path, syms: &[(&str, Option<u16>)]) -> Vec<Probe> {
 pub fn start(exe: &Path, args: &[&str]) -> (Child, i32, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let pidfile = dir.path().join("pid");
-    let child = Command::new("sh")
+    let child = cilkview_fixtures::command("sh")
         .arg("-c")
         .arg(r#"p="$1"; f="$2"; shift 2; "$p" "$@" & echo $! > "$f.tmp"; mv "$f.tmp" "$f"; wait $!; echo "status=$?""#)
         .arg("sh")

@@ -135,7 +135,7 @@ mod tests {
     #[test]
     fn calibration_measures_a_plausible_hit_cost() {
         let Ok(clock) = calibrated() else {
-            eprintln!("skipped: no invariant TSC");
+            cilkview_fixtures::skip("no invariant TSC");
             return;
         };
         let ns = clock.per_hit as f64 * clock.ns_per_tick();
