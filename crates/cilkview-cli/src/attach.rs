@@ -16,6 +16,8 @@ pub fn attach(args: AttachArgs) -> Result<ExitCode> {
     // From here on a fork does the work: killing the process the user sees (even with SIGKILL)
     // makes the fork detach cleanly instead of leaving the process traced.
     survive_tool_death().context("cannot start the attach session")?;
+    let exe = format!("/proc/{}/exe", args.pid);
+    crate::program::check_region_labels(std::path::Path::new(&exe), &args.output)?;
     let options = (&args.output).into();
     // The process's own executable is no output file either.
     crate::program::refuse_overwriting(
@@ -51,6 +53,7 @@ pub fn attach(args: AttachArgs) -> Result<ExitCode> {
         stop,
         model: (&args.model).into(),
         profile: args.output.profile.enabled(),
+        profile_region: args.output.profile.profile_region.clone(),
     };
     let analysis = cilkview_analysis::attach(&request, &mut progress)
         .with_context(|| format!("cannot measure process {}", args.pid))?;

@@ -110,7 +110,8 @@ pub fn refuse_overwriting(program: &Path, outputs: &ExportOptions) -> Result<()>
     Ok(())
 }
 
-/// Refuses, before running, a region label (`--plot-region`, `--fail-below region:LABEL:…`)
+/// Refuses, before running, a region label (`--plot-region`, `--profile-region`,
+/// `--fail-below region:LABEL:…`)
 /// that no marks of the program or of the libraries it links define: a typo is found now, not
 /// after the run. Programs whose labels cannot be known beforehand (scripts, `dlopen`) are not
 /// checked.
@@ -119,6 +120,13 @@ pub fn check_region_labels(program: &Path, output: &crate::cli::OutputOptions) -
         .plot_region
         .iter()
         .map(|l| (l, "--plot-region"))
+        .chain(
+            output
+                .profile
+                .profile_region
+                .iter()
+                .map(|l| (l, "--profile-region")),
+        )
         .chain(
             output
                 .fail_below

@@ -48,6 +48,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         bind_cpu: !args.no_cpu_binding,
         model: (&args.model).into(),
         profile: args.output.profile.enabled(),
+        profile_region: args.output.profile.profile_region.clone(),
         env: openmp.as_ref().map(|o| o.environment()).unwrap_or_default(),
     };
     // Ctrl-C at the terminal goes to the program (same process group); the tool lives on to
