@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs what cilkview-rs and its tests need and is missing, on Debian 12 (bookworm): a C
-# compiler, qemu-user (counting by emulation where there is no hardware counter), gnuplot-nox,
+# Installs what cilkview-rs and its tests need and is missing, on Debian 12 (bookworm): C and C++
+# compilers with libc's headers and static library, qemu-user (counting by emulation where there is no hardware counter), gnuplot-nox,
 # clang, valgrind, libgomp, GNU time. As root, or through sudo. Checks the Rust toolchain.
 # Used by scripts/quickstart.sh and scripts/test.sh (and so by CI); safe to run again.
 # Usage: scripts/setup.sh [build|test]   (the Rust needed: 1.85 to build, 1.88 for the tests)
