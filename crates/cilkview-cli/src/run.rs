@@ -21,7 +21,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         // serial elision's order, on one thread (crates/cilkview). Set before any thread starts.
         std::env::set_var("RAYON_NUM_THREADS", "1");
     }
-    crate::program::check_region_labels(&program, &args.output)?;
+    crate::program::check_region_labels(&program, &program.display().to_string(), &args.output)?;
     let options = (&args.output).into();
     crate::program::refuse_overwriting(&program, &options)?;
     let mut outputs = ExportManager::new(&options)?;

@@ -6,8 +6,8 @@ mod common;
 
 use std::path::Path;
 
-use cilkview_fixtures::skip;
-use common::{bin, fixture};
+use cilkview_fixtures::{build, skip};
+use common::{bin, finish, fixture, start, static_opts};
 use serde_json::Value;
 
 /// `run --profile DIR/p --profile-region kernel --json DIR/r.json` with `counter`: the JSON, or
@@ -215,4 +215,30 @@ fn a_mistyped_region_is_an_error_before_the_run_and_a_saved_profile_keeps_its_re
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+#[test]
+fn attach_checks_the_region_against_the_processs_executable_before_attaching() {
+    let exe = build("long_running", &static_opts().flag("-pthread"));
+    let p = start(&exe, &["3"]);
+    let pid = p.child.id().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let out = bin()
+        .args(["attach", "--profile"])
+        .arg(dir.path().join("p"))
+        .args(["--profile-region", "kernel", &pid])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.starts_with(&format!(
+            "error: --profile-region names region \"kernel\", which process {pid} ("
+        )) && stderr.contains("never reports (it has no cv_region_begin)"),
+        "{stderr}"
+    );
+    // Never attached: the process runs on to its normal end.
+    let (stdout, code) = finish(p);
+    assert_eq!(code, Some(0));
+    assert!(stdout.contains("done "), "{stdout}");
 }
