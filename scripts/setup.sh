@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs what cilkview-rs and its tests need and is missing, on Debian 12 (bookworm): a C
-# compiler, qemu-user (counting by emulation where there is no hardware counter), gnuplot-nox,
+# Installs what cilkview-rs and its tests need and is missing, on Debian 12 (bookworm): C and C++
+# compilers with libc's headers and static library, qemu-user (counting by emulation where there is no hardware counter), gnuplot-nox,
 # clang, valgrind, libgomp, GNU time. As root, or through sudo. Checks the Rust toolchain.
 # Used by scripts/quickstart.sh and scripts/test.sh (and so by CI); safe to run again.
 # Usage: scripts/setup.sh [build|test]   (the Rust needed: 1.85 to build, 1.88 for the tests)
@@ -25,7 +25,15 @@ if [ "$(printf '%s\n%s\n' "$need_rust" "${have_rust%%-*}" | sort -V | head -1)" 
 fi
 
 missing=()
+# A C compiler, the C++ one (the tests build C++ fixtures with g++ and clang++), and libc's
+# headers and static library (static programs: the quick start, the fixtures). gcc only
+# recommends libc6-dev, which --no-install-recommends skips: it is checked by compiling.
 command -v cc >/dev/null || missing+=(gcc)
+command -v g++ >/dev/null || missing+=(g++)
+if ! command -v cc >/dev/null ||
+    ! printf '#include <stdio.h>\nint main(void){return 0;}\n' | cc -static -x c - -o /dev/null 2>/dev/null; then
+    missing+=(libc6-dev)
+fi
 # Counting by emulation (--counter emulate, and auto on machines without a hardware counter):
 # Debian bookworm's qemu-user 7.2 accepts TCG plugins (newer Debian builds are static and do not).
 command -v qemu-x86_64 >/dev/null || missing+=(qemu-user)
@@ -42,8 +50,7 @@ command -v valgrind >/dev/null || missing+=(valgrind)
 command -v script >/dev/null || missing+=(bsdutils)
 # man renders the man page in its test.
 command -v man >/dev/null || missing+=(man-db)
-# Static programs (the quick start, the fixtures) need libc's static library: libc6-dev, which
-# gcc brings. OpenMP fixtures (bench tests) are built with gcc -fopenmp: libgomp.
+# OpenMP fixtures (bench tests) are built with gcc -fopenmp: libgomp.
 if command -v cc >/dev/null && ! echo 'int main(void){return 0;}' | cc -fopenmp -x c - -o /dev/null 2>/dev/null; then
     missing+=(libgomp1 libgcc-12-dev)
 fi

@@ -76,6 +76,8 @@ pub struct RunRequest {
     pub model: Model,
     /// Profile call sites (Cilkprof): the report gets `call_sites` and `call_contexts`.
     pub profile: bool,
+    /// With `profile`: profile this region (its label) instead of the whole run.
+    pub profile_region: Option<String>,
     /// Variables set for the program only (not for the tool, nor for the emulator's own
     /// process): `TraceOptions::env`.
     pub env: Vec<(OsString, OsString)>,
@@ -91,6 +93,8 @@ pub struct AttachRequest {
     pub model: Model,
     /// Profile call sites, as [`RunRequest::profile`].
     pub profile: bool,
+    /// As [`RunRequest::profile_region`].
+    pub profile_region: Option<String>,
 }
 
 /// Whether the file starts with `#!` (a script that will exec an interpreter: the marks are those
@@ -125,9 +129,11 @@ pub fn run(request: &RunRequest, progress: &mut dyn Progress) -> Result<Analysis
     let (backend, counter) = cilkview_tracer::choose_for_run(&options)?;
     let burden = request.model.burden_in(counter.kind);
     let mut session = Session::new(burden, progress);
-    if request.profile {
-        session = session.with_profile();
-    }
+    session = match (request.profile, &request.profile_region) {
+        (true, Some(label)) => session.with_profile_region(label),
+        (true, None) => session.with_profile(),
+        (false, _) => session,
+    };
     let began = std::time::Instant::now();
     let outcome = backend.run(&options, counter, &mut session)?;
     let emulated_long = request.counter == CounterMode::Auto
@@ -180,9 +186,11 @@ pub fn attach(
     let (backend, counter) = cilkview_tracer::choose_for_attach(request.counter)?;
     let burden = request.model.burden_in(counter.kind);
     let mut session = Session::new(burden, progress);
-    if request.profile {
-        session = session.with_profile();
-    }
+    session = match (request.profile, &request.profile_region) {
+        (true, Some(label)) => session.with_profile_region(label),
+        (true, None) => session.with_profile(),
+        (false, _) => session,
+    };
     let options = AttachOptions {
         pid: request.pid,
         counter: request.counter,

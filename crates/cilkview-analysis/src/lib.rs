@@ -22,6 +22,7 @@ mod entry_points;
 mod labels;
 mod nesting;
 mod progress;
+mod region_profile;
 mod session;
 mod sites;
 

@@ -11,6 +11,7 @@ use cilkview_marks::{has_marks_section, read_marks, MarkKind, MarkedImage};
 use cilkview_report::{RunInfo, RunReport};
 
 use crate::nesting::{MarkPlace, Nesting};
+use crate::region_profile::RegionProfiler;
 use crate::sites::Sites;
 use crate::{Progress, HITS_STEP};
 
@@ -33,6 +34,17 @@ impl Labels {
     }
 }
 
+/// The analysis of one thread: its engine, its anomalies as last seen and their count (a change
+/// after an event names that event's mark in the nesting warning), and with `--profile-region`
+/// the region's profiler.
+struct Thread {
+    tid: i32,
+    engine: Engine,
+    seen: Anomalies,
+    seen_count: u64,
+    region: Option<Box<RegionProfiler>>,
+}
+
 /// How a session reads the marks of an image (the `.cilkview_marks` section by default).
 pub type MarksReader<'a> = Box<dyn FnMut(&Path) -> Result<MarkedImage, String> + 'a>;
 
@@ -42,9 +54,8 @@ pub struct Session<'a> {
     burden: u64,
     /// One engine per thread, in the order threads appeared: each thread has its own fork-join
     /// stack. Their measures combine at the end as computations running in parallel
-    /// (`Report::beside`). With each, its anomalies as last seen and their count (a change
-    /// after an event names that event's mark in the nesting warning).
-    engines: Vec<(i32, Engine, Anomalies, u64)>,
+    /// (`Report::beside`).
+    engines: Vec<Thread>,
     /// Thread id → index in `engines`.
     engine_of: HashMap<i32, usize>,
     /// The index of the last engine used (events come in runs of one thread).
@@ -69,6 +80,8 @@ pub struct Session<'a> {
     progress: &'a mut dyn Progress,
     /// Call-site profiling (`with_profile`): the sites of entries and spawns.
     sites: Option<Sites>,
+    /// The region profiled instead of the whole run (`with_profile_region`).
+    profile_region: Option<(String, RegionId)>,
 }
 
 impl<'a> Session<'a> {
@@ -90,6 +103,7 @@ impl<'a> Session<'a> {
             read: Box::new(|image| read_marks(image).map_err(|e| e.to_string())),
             progress,
             sites: None,
+            profile_region: None,
         }
     }
 
@@ -98,6 +112,15 @@ impl<'a> Session<'a> {
     pub fn with_profile(mut self) -> Session<'a> {
         self.sites = Some(Sites::default());
         self
+    }
+
+    /// The same session, profiling call sites in region `label` only (every instance of it,
+    /// one after the other): the report's profile is the region's, its root the region's work
+    /// and span.
+    pub fn with_profile_region(mut self, label: &str) -> Session<'a> {
+        let id = self.labels.id(label);
+        self.profile_region = Some((label.to_string(), id));
+        self.with_profile()
     }
 
     /// The same session, reading marks with `read` instead of from the files (tests, or marks
@@ -114,7 +137,7 @@ impl<'a> Session<'a> {
     #[inline]
     fn engine_index(&mut self, tid: i32) -> usize {
         match self.engines.get(self.last_engine) {
-            Some((t, ..)) if *t == tid => self.last_engine,
+            Some(t) if t.tid == tid => self.last_engine,
             _ => self.switch_engine(tid),
         }
     }
@@ -123,24 +146,27 @@ impl<'a> Session<'a> {
     #[cold]
     fn switch_engine(&mut self, tid: i32) -> usize {
         let (burden, profile) = (self.burden, self.sites.is_some());
+        let region = self.profile_region.as_ref().map(|(_, id)| *id);
         let engines = &mut self.engines;
         self.last_engine = *self.engine_of.entry(tid).or_insert_with(|| {
             let config = Config { burden };
-            let engine = if profile {
+            // With a profiled region, the region's profiler profiles; the thread's engine
+            // measures only.
+            let engine = if profile && region.is_none() {
                 Engine::with_profile(config)
             } else {
                 Engine::new(config)
             };
-            engines.push((tid, engine, Anomalies::default(), 0));
+            engines.push(Thread {
+                tid,
+                engine,
+                seen: Anomalies::default(),
+                seen_count: 0,
+                region: region.map(|id| Box::new(RegionProfiler::new(id, burden))),
+            });
             engines.len() - 1
         });
         self.last_engine
-    }
-
-    /// The engine of thread `tid`.
-    fn engine(&mut self, tid: i32) -> &mut Engine {
-        let i = self.engine_index(tid);
-        &mut self.engines[i].1
     }
 
     /// A hit of thread `tid`.
@@ -156,7 +182,12 @@ impl<'a> Session<'a> {
     /// A strand of thread `tid` that no mark ended.
     fn charge(&mut self, tid: i32, cost: u64) {
         self.cost_total = self.cost_total.saturating_add(cost);
-        self.engine(tid).charge(cost);
+        let i = self.engine_index(tid);
+        let thread = &mut self.engines[i];
+        thread.engine.charge(cost);
+        if let Some(region) = &mut thread.region {
+            region.charge(cost);
+        }
     }
 
     /// What a hit of the thread of `engines[i]` reads and writes, borrowed once for a run of hits.
@@ -188,13 +219,22 @@ impl<'a> Session<'a> {
         self.progress.hits(self.hits);
         self.progress.finished();
         let mut nesting = self.nesting;
+        let mut region_profile: Option<cilkview_engine::Profile> = None;
         let measured = self
             .engines
             .into_iter()
-            .map(|(_, engine, ..)| {
-                let before = engine.anomalies();
-                let report = engine.finish();
+            .map(|t| {
+                let before = t.engine.anomalies();
+                let report = t.engine.finish();
                 nesting.record(None, &before, &report.anomalies);
+                if let Some(region) = t.region {
+                    let p = region.finish();
+                    // Region instances add up over threads, as the region's measures do.
+                    region_profile = Some(match region_profile.take() {
+                        Some(q) => q.then(p),
+                        None => p,
+                    });
+                }
                 report
             })
             .reduce(Report::beside)
@@ -204,8 +244,11 @@ impl<'a> Session<'a> {
             names.get(id as usize).cloned().unwrap_or_default()
         });
         if let Some(sites) = &self.sites {
-            let profile = measured.profile.clone().unwrap_or_default();
+            let profile = region_profile
+                .or_else(|| measured.profile.clone())
+                .unwrap_or_default();
             report = report.with_profile(&profile, |s| sites.name(s.site));
+            report.profile_region = self.profile_region.map(|(label, _)| label);
         }
         if self.images.iter().all(|(_, marks)| *marks == 0) {
             report.warnings.push(format!(
@@ -338,17 +381,20 @@ impl EventSink for Session<'_> {
         let mut path = self.hit_path(i);
         // The run's totals from the engine's before and after (every hit is an event of the
         // engine or, for a foreign probe, a charge to it): nothing counted per hit.
-        let (events, cost) = (path.thread.1.events(), path.thread.1.cost_so_far());
-        // Whether the engine profiles, checked once for the run: two loops.
-        if path.thread.1.profiling() {
+        let (events, cost) = (
+            path.thread.engine.events(),
+            path.thread.engine.cost_so_far(),
+        );
+        // Whether the engine (or the region's) profiles, checked once for the run: two loops.
+        if path.thread.engine.profiling() || path.thread.region.is_some() {
             PackedHit::for_each_hit_in(hits, |probe, cost| path.hit::<true>(probe, cost, None))
         } else {
             PackedHit::for_each_hit_in(hits, |probe, cost| path.hit::<false>(probe, cost, None))
         }
-        let ours = path.thread.1.events() - events;
+        let ours = path.thread.engine.events() - events;
         let total = HitsTotal {
             hits: ours + path.foreign,
-            cost: path.thread.1.cost_so_far().wrapping_sub(cost),
+            cost: path.thread.engine.cost_so_far().wrapping_sub(cost),
         };
         self.count_hits(ours);
         self.cost_total = self.cost_total.saturating_add(total.cost);
@@ -362,8 +408,7 @@ struct HitPath<'s> {
     marks: &'s [MarkPlace],
     sites: &'s mut Option<Sites>,
     nesting: &'s mut Nesting,
-    /// The thread's engine, its anomalies as last seen and their count.
-    thread: &'s mut (i32, Engine, Anomalies, u64),
+    thread: &'s mut Thread,
     /// Hits of probes not ours (counted apart: rare).
     foreign: u64,
 }
@@ -372,10 +417,19 @@ impl HitPath<'_> {
     /// The hot path, tens of millions of times a second under emulation.
     #[inline(always)]
     fn hit<const MAYBE_PROFILED: bool>(&mut self, probe: usize, cost: u64, operand: Option<u64>) {
-        let (_, engine, seen, seen_count) = &mut *self.thread;
+        let Thread {
+            engine,
+            seen,
+            seen_count,
+            region,
+            ..
+        } = &mut *self.thread;
         let Some(&kind) = self.kinds.get(probe) else {
             // Not a probe we gave: its cost is still work of the thread.
             engine.charge(cost);
+            if let Some(region) = region {
+                region.charge(cost);
+            }
             self.foreign += 1;
             return;
         };
@@ -394,7 +448,11 @@ impl HitPath<'_> {
             _ => None,
         };
         if MAYBE_PROFILED {
-            engine.process(Event::at(cost, kind, site));
+            let event = Event::at(cost, kind, site);
+            engine.process(event);
+            if let Some(region) = region {
+                region.event(engine, event);
+            }
         } else {
             engine.process_unprofiled(Event::at(cost, kind, site));
         }

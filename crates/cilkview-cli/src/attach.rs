@@ -13,6 +13,10 @@ use crate::progress::Spinner;
 
 pub fn attach(args: AttachArgs) -> Result<ExitCode> {
     args.model.check_unit(args.counter)?;
+    // A mistyped region label is found before attaching, from the process's executable.
+    let exe = format!("/proc/{}/exe", args.pid);
+    let name = format!("process {} ({})", args.pid, command_line(args.pid).0);
+    crate::program::check_region_labels(std::path::Path::new(&exe), &name, &args.output)?;
     // From here on a fork does the work: killing the process the user sees (even with SIGKILL)
     // makes the fork detach cleanly instead of leaving the process traced.
     survive_tool_death().context("cannot start the attach session")?;
@@ -51,6 +55,7 @@ pub fn attach(args: AttachArgs) -> Result<ExitCode> {
         stop,
         model: (&args.model).into(),
         profile: args.output.profile.enabled(),
+        profile_region: args.output.profile.profile_region.clone(),
     };
     let analysis = cilkview_analysis::attach(&request, &mut progress)
         .with_context(|| format!("cannot measure process {}", args.pid))?;

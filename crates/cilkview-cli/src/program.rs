@@ -110,15 +110,27 @@ pub fn refuse_overwriting(program: &Path, outputs: &ExportOptions) -> Result<()>
     Ok(())
 }
 
-/// Refuses, before running, a region label (`--plot-region`, `--fail-below region:LABEL:…`)
+/// Refuses, before running, a region label (`--plot-region`, `--profile-region`,
+/// `--fail-below region:LABEL:…`)
 /// that no marks of the program or of the libraries it links define: a typo is found now, not
 /// after the run. Programs whose labels cannot be known beforehand (scripts, `dlopen`) are not
-/// checked.
-pub fn check_region_labels(program: &Path, output: &crate::cli::OutputOptions) -> Result<()> {
+/// checked. `name` names the program in the message.
+pub fn check_region_labels(
+    program: &Path,
+    name: &str,
+    output: &crate::cli::OutputOptions,
+) -> Result<()> {
     let named = output
         .plot_region
         .iter()
         .map(|l| (l, "--plot-region"))
+        .chain(
+            output
+                .profile
+                .profile_region
+                .iter()
+                .map(|l| (l, "--profile-region")),
+        )
         .chain(
             output
                 .fail_below
@@ -141,10 +153,7 @@ pub fn check_region_labels(program: &Path, output: &crate::cli::OutputOptions) -
                 let list: Vec<&str> = labels.iter().map(String::as_str).collect();
                 format!("its regions: {}", list.join(", "))
             };
-            bail!(
-                "{option} names region \"{label}\", which {} never reports ({its})",
-                program.display()
-            );
+            bail!("{option} names region \"{label}\", which {name} never reports ({its})");
         }
     }
     Ok(())

@@ -16,7 +16,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let program = crate::program::resolve(args.program())?;
     // Not ELF, wrong architecture, truncated, corrupt marks: say so before running anything.
     check_program(&program).with_context(|| format!("cannot analyze {}", program.display()))?;
-    crate::program::check_region_labels(&program, &args.output)?;
+    crate::program::check_region_labels(&program, &program.display().to_string(), &args.output)?;
     let options = (&args.output).into();
     crate::program::refuse_overwriting(&program, &options)?;
     let mut outputs = ExportManager::new(&options)?;
@@ -52,6 +52,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         bind_cpu: !args.no_cpu_binding,
         model: (&args.model).into(),
         profile: args.output.profile.enabled(),
+        profile_region: args.output.profile.profile_region.clone(),
         env,
     };
     // Ctrl-C at the terminal goes to the program (same process group); the tool lives on to

@@ -143,6 +143,16 @@ impl Engine {
         self.anomaly_count
     }
 
+    /// How many children the current frame spawned since its last sync (a `SpawnAfter`'s
+    /// sibling numbers count from its first).
+    pub fn children_out(&self) -> u64 {
+        if self.leaf {
+            return 0; // the frame of a function just entered
+        }
+        let top = self.stack.last().expect("root frame is never popped");
+        (self.ends.len() - top.base) as u64
+    }
+
     /// Current fork-join nesting depth (frames open above the implicit root).
     pub fn depth(&self) -> usize {
         self.stack.len() - 1 + usize::from(self.leaf)

@@ -68,12 +68,12 @@ impl CallgrindExporter {
                 e.2 += c.on_work.span;
             }
         }
-        let program = report.program.clone();
+        let subject = report.profiled_subject();
         let name = |n: usize| -> (String, String, u64) {
             if n == 0 {
                 (
-                    format!("{program} (outside call sites)"),
-                    program.clone(),
+                    format!("{subject} (outside call sites)"),
+                    report.program.clone(),
                     0,
                 )
             } else {
@@ -89,11 +89,8 @@ impl CallgrindExporter {
         let _ = writeln!(out, "cmd: {} {}", report.program, report.args.join(" "));
         let _ = writeln!(out, "positions: line");
         let _ = writeln!(out, "events: Work Span");
-        let _ = writeln!(
-            out,
-            "summary: {} {}",
-            report.measures.work, report.measures.span
-        );
+        let total = report.profiled();
+        let _ = writeln!(out, "summary: {} {}", total.work, total.span);
         for (i, n) in nodes.iter().enumerate() {
             let (fname, file, line) = name(i);
             let _ = writeln!(out, "\nfl={file}\nfn={fname}");
@@ -105,11 +102,7 @@ impl CallgrindExporter {
                 let _ = writeln!(out, "{cline} {work} {span}");
             }
         }
-        let _ = writeln!(
-            out,
-            "\ntotals: {} {}",
-            report.measures.work, report.measures.span
-        );
+        let _ = writeln!(out, "\ntotals: {} {}", total.work, total.span);
         out
     }
 }

@@ -26,7 +26,8 @@ pub struct ExportOptions {
     pub plot_region: Option<String>,
     /// `--fail-below` gates.
     pub gates: Vec<Gate>,
-    /// `--profile PREFIX`: `PREFIX.csv`, `PREFIX.folded`, `PREFIX.svg`, `PREFIX.callgrind`, and
+    /// `--profile PREFIX`: `PREFIX.csv`, `PREFIX.folded`, `PREFIX.svg`, `PREFIX.work.folded`,
+    /// `PREFIX.work.svg`, `PREFIX.callgrind`, and
     /// the "top call sites on the span" table after the text report.
     pub profile: Option<PathBuf>,
     /// `--top N`: rows of that table (`None`: 10).
@@ -327,7 +328,7 @@ mod tests {
         assert!(manager.write(&figure6(), &mut stderr).unwrap());
         drop(manager);
         let json = std::fs::read(dir.path().join("r.json")).unwrap();
-        assert!(json.starts_with(b"{\n  \"version\": 1,\n  \"program\": \"./qsort\""));
+        assert!(json.starts_with(b"{\n  \"version\": 2,\n  \"program\": \"./qsort\""));
         assert!(dir.path().join("p.plt").exists());
         let text = String::from_utf8(stderr).unwrap();
         assert!(text.contains("Parallelism: 21.31\n"), "{text}");

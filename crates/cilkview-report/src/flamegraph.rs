@@ -1,10 +1,27 @@
 //! `PREFIX.folded` and `PREFIX.svg` of `--profile PREFIX`: the critical path as collapsed stacks
 //! (one line per calling context: the call sites from the root, and the context's local span on
-//! span; the lines add up to the span) and the flame graph of it, drawn by `inferno`.
+//! span; the lines add up to the span) and the flame graph of it, drawn by `inferno`; and
+//! `PREFIX.work.folded`, `PREFIX.work.svg`: the same of the work (each context's local work, all
+//! its invocations), where the whole call structure shows even when the critical path is mostly
+//! serial code. The code under no call site is its own bar, `(outside every call site)`, on the
+//! root (the program, or `program [region LABEL]` with `--profile-region`).
 
 use std::path::PathBuf;
 
 use crate::{prefixed, Artifact, Destination, ExportError, Exporter, RunReport};
+
+/// The frame of the code under no call site (start-up, `main`'s own code, exit: often most of a
+/// small run's critical path).
+pub const OUTSIDE_FRAME: &str = "(outside every call site)";
+
+/// What a flame graph measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Measure {
+    /// Each context's local span on span: the lines add up to the span.
+    Span,
+    /// Each context's local work: the lines add up to the work.
+    Work,
+}
 
 pub struct FlameGraphExporter {
     pub prefix: PathBuf,
@@ -13,41 +30,69 @@ pub struct FlameGraphExporter {
 impl FlameGraphExporter {
     /// Collapsed stacks of the critical path: `root;site;site value`. Empty without a profile.
     pub fn to_folded(report: &RunReport) -> String {
+        Self::folded(report, Measure::Span)
+    }
+
+    /// Collapsed stacks of `measure`: `root;site;site value`, the code under no call site as
+    /// `root;(outside every call site) value`. Empty without a profile.
+    pub fn folded(report: &RunReport, measure: Measure) -> String {
         let (Some(sites), Some(contexts)) = (
             report.call_sites.as_deref(),
             report.call_contexts.as_deref(),
         ) else {
             return String::new();
         };
-        let root = std::path::Path::new(&report.program)
+        let mut root = std::path::Path::new(&report.program)
             .file_name()
             .map(|f| f.to_string_lossy().replace([';', ' '], "_"))
             .unwrap_or_else(|| "program".into());
+        if let Some(label) = &report.profile_region {
+            root.push_str(&format!(" [region {}]", label.replace(';', ":")));
+        }
         let mut out = String::new();
         for (i, c) in contexts.iter().enumerate() {
-            if c.local_on_span.span == 0 {
+            let value = match measure {
+                Measure::Span => c.local_on_span.span,
+                Measure::Work => c.local_work,
+            };
+            if value == 0 {
                 continue;
             }
             let mut line = root.clone();
-            for s in report.context_stack(i) {
+            let stack = report.context_stack(i);
+            if stack.is_empty() {
+                line.push(';');
+                line.push_str(OUTSIDE_FRAME);
+            }
+            for s in stack {
                 line.push(';');
                 line.push_str(&sites[s].label());
             }
-            out.push_str(&format!("{line} {}\n", c.local_on_span.span));
+            out.push_str(&format!("{line} {value}\n"));
         }
         out
     }
 
-    /// The flame graph (SVG) of the folded stacks.
+    /// The flame graph (SVG) of the folded stacks of the critical path.
     pub fn to_svg(report: &RunReport, folded: &str) -> Result<Vec<u8>, ExportError> {
+        Self::svg(report, folded, Measure::Span)
+    }
+
+    /// The flame graph (SVG) of folded stacks of `measure`.
+    pub fn svg(report: &RunReport, folded: &str, measure: Measure) -> Result<Vec<u8>, ExportError> {
         let mut options = inferno::flamegraph::Options::default();
-        options.title = format!("Critical path of {}", report.program);
-        options.count_name = format!("{} of span", report.unit);
+        let subject = report.profiled_subject();
+        let (title, count, total) = match measure {
+            Measure::Span => ("Critical path", "of span", report.profiled().span),
+            Measure::Work => ("Work", "of work", report.profiled().work),
+        };
+        options.title = format!("{title} of {subject}");
+        options.count_name = format!("{} {count}", report.unit);
         let mut svg = Vec::new();
         let lines: Vec<&str> = folded.lines().collect();
         if lines.is_empty() {
             // inferno refuses an empty input; draw the run as one frame.
-            let one = format!("{} {}", "(no call site)", report.measures.span.max(1));
+            let one = format!("{} {}", "(no call site)", total.max(1));
             inferno::flamegraph::from_lines(&mut options, [one.as_str()], &mut svg)
         } else {
             inferno::flamegraph::from_lines(&mut options, lines, &mut svg)
@@ -59,24 +104,26 @@ impl FlameGraphExporter {
 
 impl Exporter for FlameGraphExporter {
     fn destinations(&self) -> Vec<Destination> {
-        vec![
-            Destination::File(prefixed(&self.prefix, "folded")),
-            Destination::File(prefixed(&self.prefix, "svg")),
-        ]
+        ["folded", "svg", "work.folded", "work.svg"]
+            .into_iter()
+            .map(|ext| Destination::File(prefixed(&self.prefix, ext)))
+            .collect()
     }
 
     fn render(&self, report: &RunReport) -> Result<Vec<Artifact>, ExportError> {
-        let folded = Self::to_folded(report);
-        let svg = Self::to_svg(report, &folded)?;
-        Ok(vec![
-            Artifact {
-                destination: Destination::File(prefixed(&self.prefix, "folded")),
+        let mut out = Vec::new();
+        for (measure, ext) in [(Measure::Span, ""), (Measure::Work, "work.")] {
+            let folded = Self::folded(report, measure);
+            let svg = Self::svg(report, &folded, measure)?;
+            out.push(Artifact {
+                destination: Destination::File(prefixed(&self.prefix, &format!("{ext}folded"))),
                 bytes: folded.into_bytes(),
-            },
-            Artifact {
-                destination: Destination::File(prefixed(&self.prefix, "svg")),
+            });
+            out.push(Artifact {
+                destination: Destination::File(prefixed(&self.prefix, &format!("{ext}svg"))),
                 bytes: svg,
-            },
-        ])
+            });
+        }
+        Ok(out)
     }
 }

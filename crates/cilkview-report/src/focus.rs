@@ -28,6 +28,7 @@ impl RunReport {
                 self.task_cost(),
             ),
             regions: Vec::new(),
+            profile_region: None,
             call_sites: None,
             call_contexts: None,
             ..self.clone()

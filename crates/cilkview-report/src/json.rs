@@ -17,12 +17,116 @@ impl<R: serde::Serialize + ?Sized> Exporter<R> for JsonExporter {
     }
 
     fn render(&self, report: &R) -> Result<Vec<Artifact>, ExportError> {
-        let mut bytes = serde_json::to_vec_pretty(report)?;
+        let mut bytes = to_json(report)?;
         bytes.push(b'\n');
         Ok(vec![Artifact {
             destination: Destination::of_path(&self.path),
             bytes,
         }])
+    }
+}
+
+/// `value` as indented JSON, but an array inside an array on one line (the rows of
+/// `call_contexts`: one line per context).
+pub fn to_json<T: serde::Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, serde_json::Error> {
+    let mut out = Vec::new();
+    let mut ser = serde_json::Serializer::with_formatter(&mut out, RowsFormatter::default());
+    value.serialize(&mut ser)?;
+    Ok(out)
+}
+
+/// serde_json's pretty format (two spaces), except that an array whose parent is an array, and
+/// everything in it, is written on one line.
+#[derive(Default)]
+struct RowsFormatter {
+    indent: usize,
+    has_value: bool,
+    /// The open containers: (on one line, is an array).
+    open: Vec<(bool, bool)>,
+}
+
+impl RowsFormatter {
+    fn inline(&self) -> bool {
+        self.open.last().is_some_and(|&(inline, _)| inline)
+    }
+
+    fn begin<W: ?Sized + std::io::Write>(&mut self, w: &mut W, array: bool) -> std::io::Result<()> {
+        let inline = self.inline() || (array && self.open.last().is_some_and(|&(_, a)| a));
+        self.open.push((inline, array));
+        if !inline {
+            self.indent += 1;
+            self.has_value = false;
+        }
+        w.write_all(if array { b"[" } else { b"{" })
+    }
+
+    fn end<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        let (inline, array) = self.open.pop().unwrap_or((false, true));
+        if !inline {
+            self.indent -= 1;
+            if self.has_value {
+                self.newline(w)?;
+            }
+        }
+        w.write_all(if array { b"]" } else { b"}" })
+    }
+
+    fn newline<W: ?Sized + std::io::Write>(&self, w: &mut W) -> std::io::Result<()> {
+        w.write_all(b"\n")?;
+        for _ in 0..self.indent {
+            w.write_all(b"  ")?;
+        }
+        Ok(())
+    }
+
+    fn item<W: ?Sized + std::io::Write>(&self, w: &mut W, first: bool) -> std::io::Result<()> {
+        if self.inline() {
+            return w.write_all(if first { b"" } else { b", " });
+        }
+        if !first {
+            w.write_all(b",")?;
+        }
+        self.newline(w)
+    }
+}
+
+impl serde_json::ser::Formatter for RowsFormatter {
+    fn begin_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.begin(w, true)
+    }
+    fn end_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.end(w)
+    }
+    fn begin_array_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        self.item(w, first)
+    }
+    fn end_array_value<W: ?Sized + std::io::Write>(&mut self, _: &mut W) -> std::io::Result<()> {
+        self.has_value = true;
+        Ok(())
+    }
+    fn begin_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.begin(w, false)
+    }
+    fn end_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.end(w)
+    }
+    fn begin_object_key<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        self.item(w, first)
+    }
+    fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        w.write_all(b": ")
+    }
+    fn end_object_value<W: ?Sized + std::io::Write>(&mut self, _: &mut W) -> std::io::Result<()> {
+        self.has_value = true;
+        Ok(())
     }
 }
 

@@ -41,8 +41,9 @@ fn nullable<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
 
 /// The version of the JSON format of [`RunReport`], its `version` key: raised when a key changes
 /// meaning or is removed (keys are only ever added otherwise). Version 1 is the first to carry
-/// the key; a report without one reads as the current version.
-pub const JSON_VERSION: u32 = 1;
+/// the key; a report without one reads as the current version. Version 2: `call_contexts` are
+/// rows of numbers instead of objects (version 1's objects still read).
+pub const JSON_VERSION: u32 = 2;
 
 fn json_version() -> u32 {
     JSON_VERSION
@@ -185,6 +186,10 @@ pub struct RunReport {
     /// Present when the measures come from `cilkview-rs attach`: they cover only that window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attach: Option<AttachReport>,
+    /// The region (`--profile-region LABEL`) that `call_sites` and `call_contexts` profile,
+    /// every instance of it; absent: they profile the whole run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile_region: Option<String>,
     /// Per-call-site profile (Cilkprof), present only when the run was profiled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub call_sites: Option<Vec<CallSiteReport>>,
@@ -284,6 +289,7 @@ impl RunReport {
                 })
                 .collect(),
             attach: None,
+            profile_region: None,
             call_sites: None,
             call_contexts: None,
             openmp: None,

@@ -58,14 +58,15 @@ impl CallSiteReport {
 }
 
 /// One node of the calling-context tree (recursion folded); the first one is the root, the code
-/// under no call site.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+/// under no call site. In JSON a row of numbers ([`ContextRow`]: one line per context, so that a
+/// profile of 60,000 contexts stays a few megabytes); reports of format version 1 wrote an object
+/// with these keys, which still reads.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(into = "ContextRow", from = "ContextForm")]
 pub struct CallContextReport {
     /// Index of the parent context (absent for the root).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<usize>,
     /// Index into `call_sites` (absent for the root).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub site: Option<usize>,
     pub invocations: u64,
     pub on_work: WorkSpanReport,
@@ -73,6 +74,117 @@ pub struct CallContextReport {
     pub local_work: u64,
     pub on_span: WorkSpanReport,
     pub local_on_span: WorkSpanReport,
+}
+
+/// A calling context in JSON (format version 2): `[parent, site, invocations, on_work.work,
+/// on_work.span, local_work, on_span.work, on_span.span, local_on_span.work,
+/// local_on_span.span]`, `parent` and `site` `null` for the root (docs/json-schema.md).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ContextRow(
+    Option<usize>,
+    Option<usize>,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+);
+
+/// A context as format version 1 wrote it: an object.
+#[derive(Clone, Debug, Default, Deserialize)]
+struct ContextObject {
+    #[serde(default)]
+    parent: Option<usize>,
+    #[serde(default)]
+    site: Option<usize>,
+    invocations: u64,
+    on_work: WorkSpanReport,
+    local_work: u64,
+    on_span: WorkSpanReport,
+    local_on_span: WorkSpanReport,
+}
+
+/// What a context reads from: a row, or an object of version 1.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum ContextForm {
+    Row(ContextRow),
+    Object(ContextObject),
+}
+
+impl From<CallContextReport> for ContextRow {
+    fn from(c: CallContextReport) -> ContextRow {
+        ContextRow(
+            c.parent,
+            c.site,
+            c.invocations,
+            c.on_work.work,
+            c.on_work.span,
+            c.local_work,
+            c.on_span.work,
+            c.on_span.span,
+            c.local_on_span.work,
+            c.local_on_span.span,
+        )
+    }
+}
+
+impl From<ContextForm> for CallContextReport {
+    fn from(f: ContextForm) -> CallContextReport {
+        let ws = |work, span| WorkSpanReport { work, span };
+        match f {
+            ContextForm::Row(ContextRow(
+                parent,
+                site,
+                invocations,
+                ww,
+                ws_,
+                lw,
+                sw,
+                ss,
+                lsw,
+                lss,
+            )) => CallContextReport {
+                parent,
+                site,
+                invocations,
+                on_work: ws(ww, ws_),
+                local_work: lw,
+                on_span: ws(sw, ss),
+                local_on_span: ws(lsw, lss),
+            },
+            ContextForm::Object(o) => CallContextReport {
+                parent: o.parent,
+                site: o.site,
+                invocations: o.invocations,
+                on_work: o.on_work,
+                local_work: o.local_work,
+                on_span: o.on_span,
+                local_on_span: o.local_on_span,
+            },
+        }
+    }
+}
+
+impl JsonSchema for CallContextReport {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "CallContext".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let mut schema = ContextRow::json_schema(generator);
+        schema.insert(
+            "description".into(),
+            "A calling context: [parent, site, invocations, on_work.work, on_work.span, \
+             local_work, on_span.work, on_span.span, local_on_span.work, local_on_span.span]; \
+             parent and site are null for the root (the first context)."
+                .into(),
+        );
+        schema
+    }
 }
 
 /// How the producer of the report names one call site.
@@ -165,6 +277,26 @@ impl RunReport {
         }
         out.reverse();
         out
+    }
+
+    /// The work and the span the profile covers: the whole run's, or with `profile_region`
+    /// the region's (the root context's).
+    pub fn profiled(&self) -> WorkSpanReport {
+        match (&self.profile_region, self.call_contexts.as_deref()) {
+            (Some(_), Some([root, ..])) => root.on_work,
+            _ => WorkSpanReport {
+                work: self.measures.work,
+                span: self.measures.span,
+            },
+        }
+    }
+
+    /// What the profile covers, for titles: `PROGRAM` or `PROGRAM [region LABEL]`.
+    pub fn profiled_subject(&self) -> String {
+        match &self.profile_region {
+            Some(label) => format!("{} [region {label}]", self.program),
+            None => self.program.clone(),
+        }
     }
 
     /// The root's local work and span on span (the code under no call site).

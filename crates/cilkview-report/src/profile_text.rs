@@ -36,6 +36,7 @@ impl TopSitesExporter {
         let Some(sites) = report.call_sites.as_deref() else {
             return String::new();
         };
+        let span = report.profiled().span;
         // Sites none of whose instructions lie on the critical path are not "on the span".
         let mut order: Vec<usize> = (0..sites.len())
             .filter(|&i| sites[i].local_on_span.span > 0)
@@ -51,10 +52,7 @@ impl TopSitesExporter {
                     crate::text::printable(&s.function).into_owned(),
                     crate::text::printable(&s.kind).into_owned(),
                     n(s.local_on_span.span),
-                    format!(
-                        "{:.1}%",
-                        percent(s.local_on_span.span, report.measures.span)
-                    ),
+                    format!("{:.1}%", percent(s.local_on_span.span, span)),
                     format!("{:.2}", s.on_span.parallelism()),
                     format!("{:.2}", s.on_work.parallelism()),
                 ]
@@ -77,10 +75,14 @@ impl TopSitesExporter {
         }
         let mut out = String::new();
         let shown = rows.len();
+        let of = match &report.profile_region {
+            Some(label) => format!(" of region {label}"),
+            None => String::new(),
+        };
         let off_span = sites.len() - order.len();
         let _ = writeln!(
             out,
-            "Top {shown} of {} call sites on the span (by local span on span{}):",
+            "Top {shown} of {} call sites on the span{of} (by local span on span{}):",
             order.len(),
             if off_span > 0 {
                 format!("; {off_span} more have none of it")
@@ -109,8 +111,15 @@ impl TopSitesExporter {
             out,
             "  outside every call site: {} ({:.1}% of the span)",
             n(outside.span),
-            percent(outside.span, report.measures.span)
+            percent(outside.span, span)
         );
+        if report.profile_region.is_none() && outside.span > span / 2 {
+            let _ = writeln!(
+                out,
+                "  (most of the span is under no call site: start-up, main, exit; \
+                 --profile-region LABEL profiles one region)"
+            );
+        }
         out
     }
 }

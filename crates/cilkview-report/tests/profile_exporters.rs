@@ -216,6 +216,70 @@ fn json_has_call_sites_only_when_profiled() {
 }
 
 #[test]
+fn contexts_are_rows_one_line_each_and_version_1_objects_still_read() {
+    let report = report();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.json");
+    let bytes = &JsonExporter { path: path.clone() }.render(&report).unwrap()[0].bytes;
+    let text = String::from_utf8(bytes.clone()).unwrap();
+    let v: serde_json::Value = serde_json::from_slice(bytes).unwrap();
+    assert_eq!(v["version"], 2);
+    let contexts = report.call_contexts.as_deref().unwrap();
+    let rows = v["call_contexts"].as_array().unwrap();
+    assert_eq!(rows.len(), contexts.len());
+    // [parent, site, invocations, on_work.work, on_work.span, local_work, on_span.work,
+    // on_span.span, local_on_span.work, local_on_span.span]
+    let root = &contexts[0];
+    assert_eq!(
+        rows[0],
+        serde_json::json!([
+            null,
+            null,
+            root.invocations,
+            root.on_work.work,
+            root.on_work.span,
+            root.local_work,
+            root.on_span.work,
+            root.on_span.span,
+            root.local_on_span.work,
+            root.local_on_span.span
+        ])
+    );
+    assert_eq!(rows[1][0], 0);
+    // One line per context, the rest of the report indented as before.
+    let first = format!("    [null, null, {}, ", root.invocations);
+    assert!(text.contains(&format!("\n{first}")), "{text}");
+    assert_eq!(
+        text.lines().filter(|l| l.starts_with("    [")).count(),
+        contexts.len()
+    );
+    assert!(text.contains("\n  \"work\": "), "{text}");
+    // A report of version 1 (contexts as objects) reads as the same report.
+    let mut old = v.clone();
+    old["version"] = 1.into();
+    old["call_contexts"] = contexts
+        .iter()
+        .map(|c| {
+            let mut o = serde_json::json!({
+                "invocations": c.invocations,
+                "on_work": { "work": c.on_work.work, "span": c.on_work.span },
+                "local_work": c.local_work,
+                "on_span": { "work": c.on_span.work, "span": c.on_span.span },
+                "local_on_span": { "work": c.local_on_span.work, "span": c.local_on_span.span },
+            });
+            if let (Some(p), Some(s)) = (c.parent, c.site) {
+                o["parent"] = p.into();
+                o["site"] = s.into();
+            }
+            o
+        })
+        .collect();
+    std::fs::write(&path, serde_json::to_vec_pretty(&old).unwrap()).unwrap();
+    let read = read_json(&path).unwrap();
+    assert_eq!(read.call_contexts, report.call_contexts);
+}
+
+#[test]
 fn csv_has_the_columns_of_figure_2() {
     let report = report();
     let a = ProfileCsvExporter {
@@ -283,6 +347,36 @@ fn top_sites_table_puts_partition_first() {
 }
 
 #[test]
+fn a_span_mostly_outside_call_sites_points_to_profile_region_and_a_region_is_named() {
+    let mut report = report();
+    // The root's local span on span made most of the span (a long serial start-up).
+    let extra = 2 * report.measures.span;
+    report.call_contexts.as_mut().unwrap()[0].local_on_span.span += extra;
+    report.measures.span += extra;
+    let text = TopSitesExporter::default().to_text(&report);
+    assert!(
+        text.lines()
+            .last()
+            .unwrap()
+            .contains("--profile-region LABEL profiles one region"),
+        "{text}"
+    );
+    // A region's profile: named, percentages of the region's span, no hint.
+    let mut region = self::report();
+    region.profile_region = Some("sort".into());
+    region.measures.span *= 4;
+    let text = TopSitesExporter { top: 1 }.to_text(&region);
+    assert!(
+        text.starts_with("Top 1 of 4 call sites on the span of region sort "),
+        "{text}"
+    );
+    let (span, partition) = pqsort_span(N, 0);
+    let pct = format!("{:.1}%", 100.0 * partition as f64 / (span + 12) as f64);
+    assert!(text.contains(&pct), "{pct} in {text}");
+    assert!(!text.contains("--profile-region"), "{text}");
+}
+
+#[test]
 fn sites_with_no_span_are_not_on_the_span() {
     let mut report = report();
     let sites = report.call_sites.as_mut().unwrap();
@@ -312,7 +406,11 @@ fn folded_stacks_add_up_to_the_span_and_draw_a_flame_graph() {
         .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
         .sum();
     assert_eq!(total, report.measures.span);
-    assert!(folded.contains("qsort 12\n"), "{folded}");
+    // The code under no call site is its own bar on the program's.
+    assert!(
+        folded.contains("qsort;(outside every call site) 12\n"),
+        "{folded}"
+    );
     assert!(
         folded.contains("qsort;main qsort.c:31;pqsort qsort.c:20 "),
         "{folded}"
@@ -323,6 +421,17 @@ fn folded_stacks_add_up_to_the_span_and_draw_a_flame_graph() {
     assert_eq!(a[1].destination, Destination::File("p.svg".into()));
     let svg = String::from_utf8(a[1].bytes.clone()).unwrap();
     assert!(svg.contains("<svg") && svg.contains("pqsort qsort.c:20"));
+    // The work's flame graph: every context's local work, adding up to the work.
+    assert_eq!(a[2].destination, Destination::File("p.work.folded".into()));
+    assert_eq!(a[3].destination, Destination::File("p.work.svg".into()));
+    let work: u64 = String::from_utf8(a[2].bytes.clone())
+        .unwrap()
+        .lines()
+        .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(work, report.measures.work);
+    let svg = String::from_utf8(a[3].bytes.clone()).unwrap();
+    assert!(svg.contains("Work of ") && svg.contains("pqsort qsort.c:20"));
 }
 
 #[test]

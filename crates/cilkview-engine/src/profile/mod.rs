@@ -167,6 +167,22 @@ impl Profile {
         } else {
             other.clear_on_span();
         }
+        let mut both = self.merge(other);
+        both.contexts[0].on_work.span = a.on_work.span.max(b.on_work.span);
+        both
+    }
+
+    /// The profile of two computations run one after the other (the instances of a region, as
+    /// its measures combine): everything adds up, the critical path runs through both.
+    pub fn then(self, other: Profile) -> Profile {
+        let mut both = self.merge(other);
+        both.contexts[0].invocations_on_span = 1;
+        both
+    }
+
+    /// `other`'s sites and contexts added to `self`'s (matched by site, and by parent and site);
+    /// the root counts one invocation.
+    fn merge(mut self, other: Profile) -> Profile {
         let mut site_map = Vec::with_capacity(other.sites.len());
         let mut site_index: HashMap<(CallSite, SiteKind), usize> = self
             .sites
@@ -223,9 +239,7 @@ impl Profile {
             m.local_on_span.add(c.local_on_span);
             ctx_map.push(i);
         }
-        let root = &mut self.contexts[0];
-        root.invocations = 1;
-        root.on_work.span = a.on_work.span.max(b.on_work.span);
+        self.contexts[0].invocations = 1;
         self
     }
 
