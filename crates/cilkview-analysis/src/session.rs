@@ -11,7 +11,7 @@ use cilkview_marks::{has_marks_section, read_marks, MarkKind, MarkedImage};
 use cilkview_report::{RunInfo, RunReport};
 
 use crate::nesting::{MarkPlace, Nesting};
-use crate::sites::Sites;
+use crate::sites::{ProbeSite, Sites};
 use crate::{Progress, HITS_STEP};
 
 /// Label strings ↔ region ids.
@@ -31,6 +31,17 @@ impl Labels {
         self.ids.insert(label.to_string(), id);
         RegionId(id)
     }
+}
+
+/// What one probe of the current program image means: one entry of the session's probe table.
+#[derive(Clone, Copy)]
+struct ProbeEntry {
+    /// The engine's event (region labels interned; a loop's grain comes with each hit).
+    kind: EventKind,
+    /// Where the mark is (read only for warnings).
+    place: MarkPlace,
+    /// The call site its hits belong to (`ProbeSite::None` unless profiling call sites).
+    site: ProbeSite,
 }
 
 /// How a session reads the marks of an image (the `.cilkview_marks` section by default).
@@ -56,10 +67,8 @@ pub struct Session<'a> {
     cost_total: u64,
     /// What each probe of the current program image means, indexed like the backend's probe
     /// numbers: the executable's marks, then those of each library, in the order the backend
-    /// asked for them: the engine's event (region labels interned; a loop's grain comes with
-    /// each hit), and apart (read only for warnings) where the mark is.
-    kinds: Vec<EventKind>,
-    marks: Vec<MarkPlace>,
+    /// asked for them.
+    probes: Vec<ProbeEntry>,
     labels: Labels,
     /// Every image (executable or library) whose marks were read, with its number of marks.
     images: Vec<(PathBuf, usize)>,
@@ -82,8 +91,7 @@ impl<'a> Session<'a> {
             last_engine: 0,
             hits: 0,
             cost_total: 0,
-            kinds: Vec::new(),
-            marks: Vec::new(),
+            probes: Vec::new(),
             labels: Labels::default(),
             images: Vec::new(),
             nesting: Nesting::default(),
@@ -162,8 +170,7 @@ impl<'a> Session<'a> {
     /// What a hit of the thread of `engines[i]` reads and writes, borrowed once for a run of hits.
     fn hit_path(&mut self, i: usize) -> HitPath<'_> {
         HitPath {
-            kinds: &self.kinds,
-            marks: &self.marks,
+            probes: &self.probes,
             sites: &mut self.sites,
             nesting: &mut self.nesting,
             thread: &mut self.engines[i],
@@ -247,7 +254,16 @@ impl EventSink for Session<'_> {
         };
         let index = self.images.len();
         self.images.push((image.to_path_buf(), marked.marks.len()));
-        for m in &marked.marks {
+        let mut probes: Vec<Probe> = marked
+            .marks
+            .iter()
+            .map(|m| Probe::new(m.offset(&marked), m.operand))
+            .collect();
+        let sites = match &mut self.sites {
+            Some(sites) => sites.image(image, &marked, &mut probes),
+            None => Vec::new(),
+        };
+        for (i, m) in marked.marks.iter().enumerate() {
             let mut region =
                 || RegionId(m.label.as_deref().map_or(u32::MAX, |l| self.labels.id(l).0));
             let kind = match m.kind {
@@ -265,21 +281,15 @@ impl EventSink for Session<'_> {
                 // The sibling is the hit's operand; none names no sibling (no constraint).
                 MarkKind::SpawnAfter => EventKind::SpawnAfter { sibling: u64::MAX },
             };
-            let site = MarkPlace {
-                image: index,
-                address: m.address,
-                kind: m.kind,
-            };
-            self.kinds.push(kind);
-            self.marks.push(site);
-        }
-        let mut probes: Vec<Probe> = marked
-            .marks
-            .iter()
-            .map(|m| Probe::new(m.offset(&marked), m.operand))
-            .collect();
-        if let Some(sites) = &mut self.sites {
-            sites.image(image, &marked, &mut probes);
+            self.probes.push(ProbeEntry {
+                kind,
+                place: MarkPlace {
+                    image: index,
+                    address: m.address,
+                    kind: m.kind,
+                },
+                site: sites.get(i).copied().unwrap_or(ProbeSite::None),
+            });
         }
         Ok(probes)
     }
@@ -301,12 +311,8 @@ impl EventSink for Session<'_> {
                 if image > 0 {
                     // A new program image: the numbering restarts with the probes of the calls
                     // made at its exec, the last `probes` entries.
-                    let gone = self.marks.len().saturating_sub(probes);
-                    self.kinds.drain(..gone);
-                    self.marks.drain(..gone);
-                    if let Some(sites) = &mut self.sites {
-                        sites.restart(probes);
-                    }
+                    let gone = self.probes.len().saturating_sub(probes);
+                    self.probes.drain(..gone);
                     // A wrapper (shell script, env, launcher) that ran no marks is not part of
                     // the analyzed program.
                     if self.hits == 0 {
@@ -357,8 +363,7 @@ impl EventSink for Session<'_> {
 
 /// The session's parts a hit of one thread touches (see [`Session::hit_path`]).
 struct HitPath<'s> {
-    kinds: &'s [EventKind],
-    marks: &'s [MarkPlace],
+    probes: &'s [ProbeEntry],
     sites: &'s mut Option<Sites>,
     nesting: &'s mut Nesting,
     /// The thread's engine, its anomalies as last seen and their count.
@@ -372,7 +377,7 @@ impl HitPath<'_> {
     #[inline(always)]
     fn hit<const MAYBE_PROFILED: bool>(&mut self, probe: usize, cost: u64, operand: Option<u64>) {
         let (_, engine, seen, seen_count) = &mut *self.thread;
-        let Some(&kind) = self.kinds.get(probe) else {
+        let Some(entry) = self.probes.get(probe) else {
             // Not a probe we gave: its cost is still work of the thread.
             engine.charge(cost);
             self.foreign += 1;
@@ -380,14 +385,14 @@ impl HitPath<'_> {
         };
         // The table's loop beginnings have grain 1, what a hit without an operand gives; its
         // spawn-afters name no sibling.
-        let kind = match (kind, operand) {
+        let kind = match (entry.kind, operand) {
             (EventKind::LoopBegin { .. }, Some(grain)) => EventKind::LoopBegin { grain },
             (EventKind::SpawnAfter { .. }, Some(sibling)) => EventKind::SpawnAfter { sibling },
             (kind, _) => kind,
         };
         let site = match (kind, &mut *self.sites) {
             (EventKind::FunctionEnter | EventKind::Spawn, Some(sites)) => {
-                sites.site(probe, operand)
+                sites.site(entry.site, operand)
             }
             _ => None,
         };
@@ -398,7 +403,7 @@ impl HitPath<'_> {
         }
         if engine.anomaly_count() != *seen_count {
             let after = engine.anomalies();
-            self.nesting.record(Some(self.marks[probe]), seen, &after);
+            self.nesting.record(Some(entry.place), seen, &after);
             (*seen, *seen_count) = (after, engine.anomaly_count());
         }
     }
