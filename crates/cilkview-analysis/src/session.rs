@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use cilkview_engine::{Anomalies, Config, Engine, Event, EventKind, RegionId, Report};
-use cilkview_events::{EventSink, HitsTotal, PackedHit, Probe, TraceEvent};
+use cilkview_events::{EventSink, HitsTotal, PackedHit, Probe, ProbesError, TraceEvent};
 use cilkview_marks::{has_marks_section, read_marks, MarkKind, MarkedImage};
 use cilkview_report::{RunInfo, RunReport};
 
@@ -45,7 +45,7 @@ struct ProbeEntry {
 }
 
 /// How a session reads the marks of an image (the `.cilkview_marks` section by default).
-pub type MarksReader<'a> = Box<dyn FnMut(&Path) -> Result<MarkedImage, String> + 'a>;
+pub type MarksReader<'a> = Box<dyn FnMut(&Path) -> Result<MarkedImage, ProbesError> + 'a>;
 
 /// One measurement in progress: an [`EventSink`] a backend feeds (the probes of each image, then
 /// every event), then [`Session::finish`] for the report.
@@ -95,7 +95,7 @@ impl<'a> Session<'a> {
             labels: Labels::default(),
             images: Vec::new(),
             nesting: Nesting::default(),
-            read: Box::new(|image| read_marks(image).map_err(|e| e.to_string())),
+            read: Box::new(|image| Ok(read_marks(image)?)),
             progress,
             sites: None,
         }
@@ -112,7 +112,7 @@ impl<'a> Session<'a> {
     /// that come from elsewhere).
     pub fn with_marks_reader(
         mut self,
-        read: impl FnMut(&Path) -> Result<MarkedImage, String> + 'a,
+        read: impl FnMut(&Path) -> Result<MarkedImage, ProbesError> + 'a,
     ) -> Session<'a> {
         self.read = Box::new(read);
         self
@@ -243,7 +243,7 @@ impl<'a> Session<'a> {
 }
 
 impl EventSink for Session<'_> {
-    fn probes_for(&mut self, image: &Path) -> Result<Vec<Probe>, String> {
+    fn probes_for(&mut self, image: &Path) -> Result<Vec<Probe>, ProbesError> {
         let marked = match (self.read)(image) {
             Ok(m) => m,
             // The first image is the program, checked before it started; a later one we cannot

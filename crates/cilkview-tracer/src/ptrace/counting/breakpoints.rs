@@ -1,6 +1,6 @@
 //! Counting at breakpoints: every mark is patched with an `int3`, threads run freely between
 //! marks, and a strand's cost is the difference of an instruction counter read at consecutive
-//! stops: the hardware counter, or [`NullCounter`] (no counter, every cost 0: a testing aid).
+//! stops: the hardware counter, or [`NullCounter`] (no counter, every cost 0: a testing aid, the `testing` feature).
 
 use std::collections::HashMap;
 use std::io;
@@ -33,9 +33,11 @@ impl InstructionCounter for perf_event::Counter {
     }
 }
 
-/// No counter: the breakpoints-only testing aid (all costs 0).
+/// No counter: the breakpoints-only testing aid (all costs 0; the `testing` feature).
+#[cfg(feature = "testing")]
 pub(crate) enum NullCounter {}
 
+#[cfg(feature = "testing")]
 impl InstructionCounter for NullCounter {
     fn open(_: Tid, _: bool) -> io::Result<Option<Self>> {
         Ok(None)

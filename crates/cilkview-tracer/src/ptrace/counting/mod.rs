@@ -6,7 +6,7 @@
 //! - [`Breakpoints`] with the hardware counter (`perf_event::Counter`): marks are patched with
 //!   `int3`, threads run freely between them, costs are counter deltas;
 //! - [`Breakpoints`] with [`NullCounter`]: the same patching with no counter (every cost 0), a
-//!   testing aid for machines without a PMU;
+//!   testing aid for machines without a PMU (the `testing` feature);
 //! - [`Native`]: marks patched into jumps to stubs that record the time-stamp counter in memory
 //!   shared with the tool; threads run at native speed, costs are nanoseconds.
 //!
@@ -18,7 +18,9 @@ pub(crate) mod native;
 mod sigtrap_guard;
 mod stepping;
 
-pub(crate) use breakpoints::{Breakpoints, NullCounter};
+pub(crate) use breakpoints::Breakpoints;
+#[cfg(feature = "testing")]
+pub(crate) use breakpoints::NullCounter;
 pub(crate) use native::{calibrated as native_clock, Native};
 pub(crate) use stepping::Stepping;
 
