@@ -110,7 +110,8 @@ fn run_self_test() -> Result<u64, SelfTestError> {
         return Err(SelfTestError::Open { error });
     }
     let child_err = |what| move |error| SelfTestError::Child { what, error };
-    let mut child = sys::spawn_fn(calibration_body).map_err(child_err("fork: "))?;
+    // SAFETY: the calibration body is inline assembly only: no allocation, no locks.
+    let mut child = unsafe { sys::spawn_fn(calibration_body) }.map_err(child_err("fork: "))?;
     let pid = child.pid;
     let result = (|| {
         let ptrace_err = |request| move |errno| SelfTestError::Ptrace { request, errno };
