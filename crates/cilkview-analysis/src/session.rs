@@ -6,13 +6,13 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use cilkview_engine::{Anomalies, Config, Engine, Event, EventKind, RegionId, Report};
-use cilkview_events::{EventSink, HitsTotal, PackedHit, Probe, TraceEvent};
+use cilkview_events::{EventSink, HitsTotal, PackedHit, Probe, ProbesError, TraceEvent};
 use cilkview_marks::{has_marks_section, read_marks, MarkKind, MarkedImage};
 use cilkview_report::{RunInfo, RunReport};
 
 use crate::nesting::{MarkPlace, Nesting};
 use crate::region_profile::RegionProfiler;
-use crate::sites::Sites;
+use crate::sites::{ProbeSite, Sites};
 use crate::{Progress, HITS_STEP};
 
 /// Label strings ↔ region ids.
@@ -45,8 +45,19 @@ struct Thread {
     region: Option<Box<RegionProfiler>>,
 }
 
+/// What one probe of the current program image means: one entry of the session's probe table.
+#[derive(Clone, Copy)]
+struct ProbeEntry {
+    /// The engine's event (region labels interned; a loop's grain comes with each hit).
+    kind: EventKind,
+    /// Where the mark is (read only for warnings).
+    place: MarkPlace,
+    /// The call site its hits belong to (`ProbeSite::None` unless profiling call sites).
+    site: ProbeSite,
+}
+
 /// How a session reads the marks of an image (the `.cilkview_marks` section by default).
-pub type MarksReader<'a> = Box<dyn FnMut(&Path) -> Result<MarkedImage, String> + 'a>;
+pub type MarksReader<'a> = Box<dyn FnMut(&Path) -> Result<MarkedImage, ProbesError> + 'a>;
 
 /// One measurement in progress: an [`EventSink`] a backend feeds (the probes of each image, then
 /// every event), then [`Session::finish`] for the report.
@@ -67,10 +78,8 @@ pub struct Session<'a> {
     cost_total: u64,
     /// What each probe of the current program image means, indexed like the backend's probe
     /// numbers: the executable's marks, then those of each library, in the order the backend
-    /// asked for them: the engine's event (region labels interned; a loop's grain comes with
-    /// each hit), and apart (read only for warnings) where the mark is.
-    kinds: Vec<EventKind>,
-    marks: Vec<MarkPlace>,
+    /// asked for them.
+    probes: Vec<ProbeEntry>,
     labels: Labels,
     /// Every image (executable or library) whose marks were read, with its number of marks.
     images: Vec<(PathBuf, usize)>,
@@ -95,12 +104,11 @@ impl<'a> Session<'a> {
             last_engine: 0,
             hits: 0,
             cost_total: 0,
-            kinds: Vec::new(),
-            marks: Vec::new(),
+            probes: Vec::new(),
             labels: Labels::default(),
             images: Vec::new(),
             nesting: Nesting::default(),
-            read: Box::new(|image| read_marks(image).map_err(|e| e.to_string())),
+            read: Box::new(|image| Ok(read_marks(image)?)),
             progress,
             sites: None,
             profile_region: None,
@@ -127,7 +135,7 @@ impl<'a> Session<'a> {
     /// that come from elsewhere).
     pub fn with_marks_reader(
         mut self,
-        read: impl FnMut(&Path) -> Result<MarkedImage, String> + 'a,
+        read: impl FnMut(&Path) -> Result<MarkedImage, ProbesError> + 'a,
     ) -> Session<'a> {
         self.read = Box::new(read);
         self
@@ -193,8 +201,7 @@ impl<'a> Session<'a> {
     /// What a hit of the thread of `engines[i]` reads and writes, borrowed once for a run of hits.
     fn hit_path(&mut self, i: usize) -> HitPath<'_> {
         HitPath {
-            kinds: &self.kinds,
-            marks: &self.marks,
+            probes: &self.probes,
             sites: &mut self.sites,
             nesting: &mut self.nesting,
             thread: &mut self.engines[i],
@@ -279,7 +286,7 @@ impl<'a> Session<'a> {
 }
 
 impl EventSink for Session<'_> {
-    fn probes_for(&mut self, image: &Path) -> Result<Vec<Probe>, String> {
+    fn probes_for(&mut self, image: &Path) -> Result<Vec<Probe>, ProbesError> {
         let marked = match (self.read)(image) {
             Ok(m) => m,
             // The first image is the program, checked before it started; a later one we cannot
@@ -290,7 +297,16 @@ impl EventSink for Session<'_> {
         };
         let index = self.images.len();
         self.images.push((image.to_path_buf(), marked.marks.len()));
-        for m in &marked.marks {
+        let mut probes: Vec<Probe> = marked
+            .marks
+            .iter()
+            .map(|m| Probe::new(m.offset(&marked), m.operand))
+            .collect();
+        let sites = match &mut self.sites {
+            Some(sites) => sites.image(image, &marked, &mut probes),
+            None => Vec::new(),
+        };
+        for (i, m) in marked.marks.iter().enumerate() {
             let mut region =
                 || RegionId(m.label.as_deref().map_or(u32::MAX, |l| self.labels.id(l).0));
             let kind = match m.kind {
@@ -309,21 +325,15 @@ impl EventSink for Session<'_> {
                 MarkKind::SpawnAfter => EventKind::SpawnAfter { sibling: u64::MAX },
                 MarkKind::WaitFor => EventKind::WaitFor { sibling: u64::MAX },
             };
-            let site = MarkPlace {
-                image: index,
-                address: m.address,
-                kind: m.kind,
-            };
-            self.kinds.push(kind);
-            self.marks.push(site);
-        }
-        let mut probes: Vec<Probe> = marked
-            .marks
-            .iter()
-            .map(|m| Probe::new(m.offset(&marked), m.operand))
-            .collect();
-        if let Some(sites) = &mut self.sites {
-            sites.image(image, &marked, &mut probes);
+            self.probes.push(ProbeEntry {
+                kind,
+                place: MarkPlace {
+                    image: index,
+                    address: m.address,
+                    kind: m.kind,
+                },
+                site: sites.get(i).copied().unwrap_or(ProbeSite::None),
+            });
         }
         Ok(probes)
     }
@@ -345,12 +355,8 @@ impl EventSink for Session<'_> {
                 if image > 0 {
                     // A new program image: the numbering restarts with the probes of the calls
                     // made at its exec, the last `probes` entries.
-                    let gone = self.marks.len().saturating_sub(probes);
-                    self.kinds.drain(..gone);
-                    self.marks.drain(..gone);
-                    if let Some(sites) = &mut self.sites {
-                        sites.restart(probes);
-                    }
+                    let gone = self.probes.len().saturating_sub(probes);
+                    self.probes.drain(..gone);
                     // A wrapper (shell script, env, launcher) that ran no marks is not part of
                     // the analyzed program.
                     if self.hits == 0 {
@@ -404,8 +410,7 @@ impl EventSink for Session<'_> {
 
 /// The session's parts a hit of one thread touches (see [`Session::hit_path`]).
 struct HitPath<'s> {
-    kinds: &'s [EventKind],
-    marks: &'s [MarkPlace],
+    probes: &'s [ProbeEntry],
     sites: &'s mut Option<Sites>,
     nesting: &'s mut Nesting,
     thread: &'s mut Thread,
@@ -424,7 +429,7 @@ impl HitPath<'_> {
             region,
             ..
         } = &mut *self.thread;
-        let Some(&kind) = self.kinds.get(probe) else {
+        let Some(entry) = self.probes.get(probe) else {
             // Not a probe we gave: its cost is still work of the thread.
             engine.charge(cost);
             if let Some(region) = region {
@@ -435,7 +440,7 @@ impl HitPath<'_> {
         };
         // The table's loop beginnings have grain 1, what a hit without an operand gives; its
         // spawn-afters and wait-fors name no sibling.
-        let kind = match (kind, operand) {
+        let kind = match (entry.kind, operand) {
             (EventKind::LoopBegin { .. }, Some(grain)) => EventKind::LoopBegin { grain },
             (EventKind::SpawnAfter { .. }, Some(sibling)) => EventKind::SpawnAfter { sibling },
             (EventKind::WaitFor { .. }, Some(sibling)) => EventKind::WaitFor { sibling },
@@ -443,7 +448,7 @@ impl HitPath<'_> {
         };
         let site = match (kind, &mut *self.sites) {
             (EventKind::FunctionEnter | EventKind::Spawn, Some(sites)) => {
-                sites.site(probe, operand)
+                sites.site(entry.site, operand)
             }
             _ => None,
         };
@@ -458,7 +463,7 @@ impl HitPath<'_> {
         }
         if engine.anomaly_count() != *seen_count {
             let after = engine.anomalies();
-            self.nesting.record(Some(self.marks[probe]), seen, &after);
+            self.nesting.record(Some(entry.place), seen, &after);
             (*seen, *seen_count) = (after, engine.anomaly_count());
         }
     }

@@ -41,9 +41,9 @@ enum Origin {
     Callee,
 }
 
-/// What a probe's hits say about sites.
+/// What a probe's hits say about sites (kept with the probe in the session's probe table).
 #[derive(Clone, Copy, Debug)]
-enum ProbeSite {
+pub(crate) enum ProbeSite {
     /// Not an entry or a spawn.
     None,
     /// Always this site.
@@ -58,8 +58,6 @@ pub(crate) struct Sites {
     /// Per image asked for (in `probes_for` order): its symbols, if it has entry or spawn marks
     /// and could be read.
     symbols: Vec<Option<Symbolizer>>,
-    /// Per probe of the current program image, indexed like the session's marks.
-    probes: Vec<ProbeSite>,
     /// Per image asked for: its path, its load address when the backend said it, and whether
     /// its symbols were looked for (images without marks: only when a return address lies in
     /// them).
@@ -108,9 +106,14 @@ impl Sites {
         *self.functions.entry(name).or_insert(next)
     }
 
-    /// The probes of a newly asked-for image (`probes`, one per mark of `marked`): records each
-    /// one's site and asks for the return address at function entries.
-    pub(crate) fn image(&mut self, path: &Path, marked: &MarkedImage, probes: &mut [Probe]) {
+    /// The probes of a newly asked-for image (`probes`, one per mark of `marked`): each one's
+    /// site, in the order of `probes`; asks for the return address at function entries.
+    pub(crate) fn image(
+        &mut self,
+        path: &Path,
+        marked: &MarkedImage,
+        probes: &mut [Probe],
+    ) -> Vec<ProbeSite> {
         let image = self.symbols.len() as u32;
         let wanted = marked
             .marks
@@ -121,6 +124,7 @@ impl Sites {
         self.paths.push(path.to_owned());
         self.bases.push(None);
         self.opened.push(wanted);
+        let mut sites = Vec::with_capacity(probes.len());
         for (m, probe) in marked.marks.iter().zip(probes.iter_mut()) {
             let offset = probe.offset;
             let site = match m.kind {
@@ -150,8 +154,9 @@ impl Sites {
                 }
                 _ => ProbeSite::None,
             };
-            self.probes.push(site);
+            sites.push(site);
         }
+        sites
     }
 
     /// The load address of the image last asked for.
@@ -184,15 +189,10 @@ impl Sites {
             .then_some((image as u32, offset))
     }
 
-    /// A new program image: only the last `probes` probes remain numbered (see the session).
-    pub(crate) fn restart(&mut self, probes: usize) {
-        self.probes
-            .drain(..self.probes.len().saturating_sub(probes));
-    }
-
-    /// The site of a hit of `probe` with `operand` (the return address, for an entry).
-    pub(crate) fn site(&mut self, probe: usize, operand: Option<u64>) -> Option<CallSite> {
-        match *self.probes.get(probe)? {
+    /// The site of a hit of a probe whose site is `probe` with `operand` (the return address,
+    /// for an entry).
+    pub(crate) fn site(&mut self, probe: ProbeSite, operand: Option<u64>) -> Option<CallSite> {
+        match probe {
             ProbeSite::None => None,
             ProbeSite::Fixed(site) => Some(site),
             ProbeSite::Caller { image, fallback } => {

@@ -254,12 +254,16 @@ pub struct Outcome {
     pub threads: u32,
 }
 
+/// Why a sink could not give the probes of an image (its marks are corrupt, say): any error,
+/// shown to the user as its text after the image's name.
+pub type ProbesError = Box<dyn std::error::Error + Send + Sync>;
+
 /// What a backend feeds while it runs a program: it asks for the probes of each image it meets
 /// (see [`TraceEvent::Hit`] for the order and numbering) and hands over every event, in order.
 pub trait EventSink {
     /// The probes of `image` (the executable, then each file mapped executable); `Ok(vec![])` for
     /// files without marks. An error stops the run.
-    fn probes_for(&mut self, image: &std::path::Path) -> Result<Vec<Probe>, String>;
+    fn probes_for(&mut self, image: &std::path::Path) -> Result<Vec<Probe>, ProbesError>;
     /// Where the image `probes_for` was last asked about is loaded: the start of its lowest
     /// mapping, in the address space that return-address operands are relative to (a backend
     /// that knows it says it, after each `probes_for`). Call-site profiles use it to name a

@@ -370,14 +370,14 @@ impl Symbolizer {
             ..r
         })
         .map_err(|e| match e {
-            None => SymbolError::NoCfi {
+            unwind::UnwindError::NoFde => SymbolError::NoCfi {
                 path: self.path.clone(),
                 offset,
             },
-            Some(what) => SymbolError::Cfi {
+            e => SymbolError::Cfi {
                 path: self.path.clone(),
                 offset,
-                what,
+                what: e.to_string(),
             },
         })
     }

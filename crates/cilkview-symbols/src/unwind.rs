@@ -7,6 +7,22 @@ use std::borrow::Cow;
 use gimli::UnwindSection;
 use object::{Object, ObjectSection};
 
+/// Why there is no return-address rule at an address.
+#[derive(Debug, thiserror::Error)]
+pub enum UnwindError {
+    /// No FDE covers it.
+    #[error("no call-frame information")]
+    NoFde,
+    /// The CFI cannot be read.
+    #[error("{0}")]
+    Cfi(gimli::Error),
+    #[error("the CFA is a DWARF expression")]
+    CfaExpression,
+    /// A rule other than "at an offset from the CFA" (as gimli prints it).
+    #[error("return address rule {0}")]
+    ReturnAddress(String),
+}
+
 /// How the CFA is computed at an address.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CfaRule {
@@ -64,8 +80,8 @@ impl Cfi {
         }
     }
 
-    /// The rule at ELF virtual address `address`: `Err(None)` if no FDE covers it.
-    pub fn rule(&self, address: u64) -> Result<ReturnAddressRule, Option<String>> {
+    /// The rule at ELF virtual address `address`.
+    pub fn rule(&self, address: u64) -> Result<ReturnAddressRule, UnwindError> {
         let endian = if self.little_endian {
             gimli::RunTimeEndian::Little
         } else {
@@ -79,27 +95,25 @@ impl Cfi {
             .set_got(self.got);
         let fde = match eh.fde_for_address(&bases, address, gimli::EhFrame::cie_from_offset) {
             Ok(fde) => fde,
-            Err(gimli::Error::NoUnwindInfoForAddress) => return Err(None),
-            Err(e) => return Err(Some(e.to_string())),
+            Err(gimli::Error::NoUnwindInfoForAddress) => return Err(UnwindError::NoFde),
+            Err(e) => return Err(UnwindError::Cfi(e)),
         };
         let mut ctx = Box::new(gimli::UnwindContext::new());
         let row = fde
             .unwind_info_for_address(&eh, &bases, &mut ctx, address)
-            .map_err(|e| Some(e.to_string()))?;
+            .map_err(UnwindError::Cfi)?;
         let cfa = match *row.cfa() {
             gimli::CfaRule::RegisterAndOffset { register, offset } => CfaRule::RegisterOffset {
                 register: register.0,
                 name: gimli::X86_64::register_name(register).unwrap_or("?"),
                 offset,
             },
-            gimli::CfaRule::Expression(_) => {
-                return Err(Some("the CFA is a DWARF expression".into()))
-            }
+            gimli::CfaRule::Expression(_) => return Err(UnwindError::CfaExpression),
         };
         let ra = fde.cie().return_address_register();
         let return_address_offset = match row.register(ra) {
             gimli::RegisterRule::Offset(o) => o,
-            other => return Err(Some(format!("return address rule {other:?}"))),
+            other => return Err(UnwindError::ReturnAddress(format!("{other:?}"))),
         };
         Ok(ReturnAddressRule {
             cfa,

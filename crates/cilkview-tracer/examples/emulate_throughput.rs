@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use cilkview_tracer::{run_emulated, CounterMode, Probe, TraceOptions};
+use cilkview_tracer::{run_emulated, CounterMode, Probe, ProbesError, TraceOptions};
 
 fn main() {
     let mut args = std::env::args_os().skip(1);
@@ -31,7 +31,7 @@ fn main() {
         bind_cpu: false,
         env: Vec::new(),
     };
-    let probes_for = |img: &Path| -> Result<Vec<Probe>, String> {
+    let probes_for = |img: &Path| -> Result<Vec<Probe>, ProbesError> {
         Ok(cilkview_marks::read_marks(img)
             .map(|m| {
                 m.marks
@@ -69,8 +69,10 @@ struct Counting<'a, P> {
     events: &'a mut u64,
 }
 
-impl<P: FnMut(&Path) -> Result<Vec<Probe>, String>> cilkview_tracer::EventSink for Counting<'_, P> {
-    fn probes_for(&mut self, image: &Path) -> Result<Vec<Probe>, String> {
+impl<P: FnMut(&Path) -> Result<Vec<Probe>, ProbesError>> cilkview_tracer::EventSink
+    for Counting<'_, P>
+{
+    fn probes_for(&mut self, image: &Path) -> Result<Vec<Probe>, ProbesError> {
         (self.probes_for)(image)
     }
     fn event(&mut self, _: cilkview_tracer::TraceEvent) {

@@ -6,8 +6,7 @@ use std::time::Duration;
 
 use crate::backend::FnSink;
 use crate::{
-    Backend, BreakpointsOnly, CounterInfo, CounterMode, Ending, Probe, StopFlag, TraceError,
-    TraceEvent,
+    CounterInfo, CounterMode, Ending, Probe, ProbesError, StopFlag, TraceError, TraceEvent,
 };
 
 /// What to attach to and when to stop.
@@ -64,35 +63,11 @@ pub fn attach<P, F>(
     on_event: F,
 ) -> Result<AttachOutcome, TraceError>
 where
-    P: FnMut(&Path) -> Result<Vec<Probe>, String>,
+    P: FnMut(&Path) -> Result<Vec<Probe>, ProbesError>,
     F: FnMut(TraceEvent),
 {
     let (backend, info) = crate::choose_for_attach(opts.counter)?;
     backend.attach(
-        opts,
-        info,
-        &mut FnSink {
-            probes_for,
-            on_event,
-        },
-    )
-}
-
-/// Testing aid, not for users: [`attach`] with probes patched to `int3` as in
-/// hardware mode but no counter (every cost 0).
-#[doc(hidden)]
-pub fn attach_breakpoints_only<P, F>(
-    opts: &AttachOptions,
-    probes_for: P,
-    on_event: F,
-) -> Result<AttachOutcome, TraceError>
-where
-    P: FnMut(&Path) -> Result<Vec<Probe>, String>,
-    F: FnMut(TraceEvent),
-{
-    let b = BreakpointsOnly;
-    let info = b.check().expect("always available");
-    b.attach(
         opts,
         info,
         &mut FnSink {

@@ -4,18 +4,47 @@
 //!
 //! Backends: [`Hardware`] (ptrace, breakpoints on the marks + the hardware counter), [`Emulate`]
 //! (the program under `qemu-x86_64` with the cilkview plugin: exact, ~10x native, any machine;
-//! `src/emulate/`, docs/emulation.md), [`Step`] (ptrace single-stepping: exact, slow), and
-//! [`BreakpointsOnly`] (a testing aid that patches like `Hardware` but counts nothing).
+//! `src/emulate/`, docs/emulation.md), [`Step`] (ptrace single-stepping: exact, slow) and
+//! [`Native`] (patched jumps to stubs reading the time-stamp counter). [`CANDIDATES`] is their
+//! order, the one table `auto`, `choose_for_attach` and [`use_instead`] read. With the
+//! `testing` feature, `BreakpointsOnly` (src/testing.rs) patches like `Hardware` but counts
+//! nothing.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use crate::ptrace::counting::{
-    native_clock, Breakpoints, Native as NativeCounting, NullCounter, Stepping,
-};
+use crate::counter::SelfTestError;
+use crate::emulate::{EmulatorError, Refusal};
+use crate::ptrace::counting::{native_clock, Breakpoints, Native as NativeCounting, Stepping};
 use crate::{
     counter, ptrace, AttachOptions, AttachOutcome, CounterInfo, CounterMode, EventSink, Outcome,
-    Probe, TraceError, TraceEvent, TraceOptions,
+    Probe, ProbesError, TraceError, TraceEvent, TraceOptions,
 };
+
+/// Why a backend cannot count here ([`Backend::check`]) or cannot run a program
+/// ([`Backend::supports`]): under `auto`, the reason it was passed over.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum Unavailable {
+    /// The hardware counter cannot be opened or failed its self-test.
+    #[error("{0}")]
+    HardwareCounter(&'static SelfTestError),
+    /// No plugin-capable `qemu-x86_64`.
+    #[error("{0}")]
+    Emulator(EmulatorError),
+    /// The native counter's clock cannot be calibrated here.
+    #[error("{0}")]
+    NativeClock(String),
+    /// The emulator cannot run this program (a 32-bit program, a script whose interpreter is
+    /// not an x86-64 ELF program, ...).
+    #[error("{}", .refusal.passed_over(.program))]
+    NotEmulable { program: PathBuf, refusal: Refusal },
+    /// A set-user-ID or set-group-ID program (`what`) would run with the caller's ids under
+    /// the emulator.
+    #[error(
+        "emulation: {what}, and under emulation it would run with your ids, not the ones its \
+         mode bits give it"
+    )]
+    SetId { what: String },
+}
 
 /// One way of running a program and counting its instructions.
 pub trait Backend {
@@ -23,10 +52,10 @@ pub trait Backend {
     fn mode(&self) -> CounterMode;
     /// Whether it can count here: the counter it would use (with the reason it is chosen), or
     /// why not, with what to do about it.
-    fn check(&self) -> Result<CounterInfo, String>;
+    fn check(&self) -> Result<CounterInfo, Unavailable>;
     /// Whether it can run this program (under `auto`, a backend that cannot is passed over for
     /// the next one): `Err(why not)`.
-    fn supports(&self, _opts: &TraceOptions) -> Result<(), String> {
+    fn supports(&self, _opts: &TraceOptions) -> Result<(), Unavailable> {
         Ok(())
     }
     /// Run `opts.program` to its end, feeding `sink`. `info` is what [`Backend::check`] gave.
@@ -61,18 +90,14 @@ pub struct Emulate;
 /// time-stamp counter in memory the tool drains (costs in nanoseconds; docs/tracer.md).
 pub struct Native;
 
-/// Testing aid, not for users: probes patched to `int3` exactly as with [`Hardware`] but no
-/// counter (every cost is 0). Exercises the patching, hit, operand and fork-scrubbing paths on
-/// machines without a PMU.
-#[doc(hidden)]
-pub struct BreakpointsOnly;
-
 impl Backend for Hardware {
     fn mode(&self) -> CounterMode {
         CounterMode::Hardware
     }
-    fn check(&self) -> Result<CounterInfo, String> {
-        let bias = *counter::self_test_cached().as_ref().map_err(Clone::clone)?;
+    fn check(&self) -> Result<CounterInfo, Unavailable> {
+        let bias = *counter::self_test_cached()
+            .as_ref()
+            .map_err(Unavailable::HardwareCounter)?;
         Ok(CounterInfo {
             kind: CounterMode::Hardware,
             reason: format!("hardware counter passed the self-test (per-hit bias {bias})"),
@@ -103,7 +128,7 @@ impl Backend for Step {
     fn mode(&self) -> CounterMode {
         CounterMode::Step
     }
-    fn check(&self) -> Result<CounterInfo, String> {
+    fn check(&self) -> Result<CounterInfo, Unavailable> {
         Ok(CounterInfo {
             kind: CounterMode::Step,
             reason: "single-step requested".into(),
@@ -133,26 +158,25 @@ impl Backend for Emulate {
     fn mode(&self) -> CounterMode {
         CounterMode::Emulate
     }
-    fn check(&self) -> Result<CounterInfo, String> {
-        crate::emulator_available()?;
+    fn check(&self) -> Result<CounterInfo, Unavailable> {
+        crate::emulator_available().map_err(Unavailable::Emulator)?;
         Ok(CounterInfo {
             kind: CounterMode::Emulate,
             reason: "emulation requested".into(),
             bias: 0,
         })
     }
-    fn supports(&self, opts: &TraceOptions) -> Result<(), String> {
+    fn supports(&self, opts: &TraceOptions) -> Result<(), Unavailable> {
         match crate::emulate::inspect_program(opts) {
             // A 32-bit program, a script whose interpreter is one or is a script itself.
-            Ok((path, Err(refusal))) => Err(refusal.passed_over(&path)),
-            // QEMU would run it with the caller's ids: the next counter in `choose_for_run`'s
-            // list runs it with its own.
-            Ok((path, Ok(_))) if crate::emulate::set_id(&path).is_some() => Err(format!(
-                "emulation: {}, and under emulation it would run with your ids, not the ones its \
-                 mode bits give it",
-                crate::emulate::set_id(&path).unwrap_or_default()
-            )),
-            _ => Ok(()), // runnable, or an error every backend will report
+            Ok((program, Err(refusal))) => Err(Unavailable::NotEmulable { program, refusal }),
+            // QEMU would run it with the caller's ids: the next counter in `auto`'s order runs
+            // it with its own.
+            Ok((path, Ok(_))) => match crate::emulate::set_id(&path) {
+                Some(what) => Err(Unavailable::SetId { what }),
+                None => Ok(()),
+            },
+            Err(_) => Ok(()), // an error every backend will report
         }
     }
     fn run(
@@ -181,8 +205,8 @@ impl Backend for Native {
     fn mode(&self) -> CounterMode {
         CounterMode::Native
     }
-    fn check(&self) -> Result<CounterInfo, String> {
-        let clock = native_clock()?;
+    fn check(&self) -> Result<CounterInfo, Unavailable> {
+        let clock = native_clock().map_err(Unavailable::NativeClock)?;
         Ok(CounterInfo {
             kind: CounterMode::Native,
             reason: format!("native: {}", clock.describe()),
@@ -207,32 +231,65 @@ impl Backend for Native {
     }
 }
 
-impl Backend for BreakpointsOnly {
-    fn mode(&self) -> CounterMode {
-        CounterMode::Hardware
-    }
-    fn check(&self) -> Result<CounterInfo, String> {
-        Ok(CounterInfo {
-            kind: CounterMode::Hardware,
-            reason: "breakpoints only (testing)".into(),
-            bias: 0,
-        })
-    }
-    fn run(
-        &self,
-        opts: &TraceOptions,
-        info: CounterInfo,
-        sink: &mut dyn EventSink,
-    ) -> Result<Outcome, TraceError> {
-        ptrace::run(opts, info, Breakpoints::<NullCounter>::new(0), sink)
-    }
-    fn attach(
-        &self,
-        opts: &AttachOptions,
-        info: CounterInfo,
-        sink: &mut dyn EventSink,
-    ) -> Result<AttachOutcome, TraceError> {
-        ptrace::attach(opts, info, Breakpoints::<NullCounter>::new(0), sink)
+/// One backend in [`CANDIDATES`]: whether `auto` tries it for a run, and whether it can attach.
+struct Candidate {
+    mode: CounterMode,
+    /// Tried by `auto` for a run (and by [`use_instead`]).
+    auto_run: bool,
+    /// Can attach to a running process (tried by `auto` for an attach).
+    attach: bool,
+}
+
+/// Every backend, fastest first: the order in which `auto` tries them (for a run: hardware
+/// counter, emulation, single-stepping; for an attach: hardware counter, native, single-stepping).
+const CANDIDATES: [Candidate; 4] = [
+    Candidate {
+        mode: CounterMode::Hardware,
+        auto_run: true,
+        attach: true,
+    },
+    Candidate {
+        mode: CounterMode::Native,
+        auto_run: false,
+        attach: true,
+    },
+    Candidate {
+        mode: CounterMode::Emulate,
+        auto_run: true,
+        attach: false,
+    },
+    Candidate {
+        mode: CounterMode::Step,
+        auto_run: true,
+        attach: true,
+    },
+];
+
+/// The backend of `mode` (`None` for `Auto`, which is a choice among them).
+fn backend(mode: CounterMode) -> Option<Box<dyn Backend>> {
+    Some(match mode {
+        CounterMode::Auto => return None,
+        CounterMode::Hardware => Box::new(Hardware),
+        CounterMode::Emulate => Box::new(Emulate),
+        CounterMode::Step => Box::new(Step),
+        CounterMode::Native => Box::new(Native),
+    })
+}
+
+/// The backends `auto` tries, in order, among those `wanted`.
+fn auto_candidates(wanted: impl Fn(&Candidate) -> bool) -> Vec<Box<dyn Backend>> {
+    CANDIDATES
+        .iter()
+        .filter(|c| wanted(c))
+        .filter_map(|c| backend(c.mode))
+        .collect()
+}
+
+/// `mode`'s backend alone, or under `Auto` the candidates `auto_wants`, in order.
+fn candidates(mode: CounterMode, auto_wants: impl Fn(&Candidate) -> bool) -> Vec<Box<dyn Backend>> {
+    match backend(mode) {
+        Some(b) => vec![b],
+        None => auto_candidates(auto_wants),
     }
 }
 
@@ -240,25 +297,15 @@ impl Backend for BreakpointsOnly {
 /// `Auto` takes the first backend of [`Hardware`], [`Emulate`], [`Step`] whose check passes; the
 /// reason then says why the ones before it were not used.
 pub fn choose(mode: CounterMode) -> Result<(Box<dyn Backend>, CounterInfo), TraceError> {
-    let candidates: Vec<Box<dyn Backend>> = match mode {
-        CounterMode::Auto => vec![Box::new(Hardware), Box::new(Emulate), Box::new(Step)],
-        CounterMode::Hardware => vec![Box::new(Hardware)],
-        CounterMode::Emulate => vec![Box::new(Emulate)],
-        CounterMode::Step => vec![Box::new(Step)],
-        CounterMode::Native => vec![Box::new(Native)],
-    };
-    first_available(mode, candidates, |_| Ok(()))
+    first_available(mode, candidates(mode, |c| c.auto_run), |_| Ok(()))
 }
 
 /// The advice of an error that asks for another counter than `failed`: the fastest one that
 /// works here — the hardware counter if it passes its self-test, else emulation if a
 /// plugin-capable QEMU is installed, else single-stepping.
 pub fn use_instead(failed: CounterMode) -> String {
-    let candidates: Vec<Box<dyn Backend>> =
-        vec![Box::new(Hardware), Box::new(Emulate), Box::new(Step)];
-    let fastest = candidates
+    let fastest = auto_candidates(|c| c.auto_run && c.mode != failed)
         .into_iter()
-        .filter(|b| b.mode() != failed)
         .find(|b| b.check().is_ok())
         .map_or(CounterMode::Step, |b| b.mode());
     match fastest {
@@ -274,22 +321,17 @@ pub fn choose_for_run(opts: &TraceOptions) -> Result<(Box<dyn Backend>, CounterI
     if opts.counter != CounterMode::Auto {
         return choose(opts.counter);
     }
-    let candidates: Vec<Box<dyn Backend>> =
-        vec![Box::new(Hardware), Box::new(Emulate), Box::new(Step)];
+    let candidates = auto_candidates(|c| c.auto_run);
     first_available(CounterMode::Auto, candidates, |b| b.supports(opts))
 }
 
 /// [`choose`] for attaching to a running process: only the ptrace backends can (`Auto`:
-/// [`Hardware`], then [`Step`]; `Emulate` is an error).
+/// [`Hardware`], then [`Native`], then [`Step`]; `Emulate` is an error).
 pub fn choose_for_attach(mode: CounterMode) -> Result<(Box<dyn Backend>, CounterInfo), TraceError> {
-    let candidates: Vec<Box<dyn Backend>> = match mode {
-        CounterMode::Auto => vec![Box::new(Hardware), Box::new(Native), Box::new(Step)],
-        CounterMode::Hardware => vec![Box::new(Hardware)],
-        CounterMode::Step => vec![Box::new(Step)],
-        CounterMode::Native => vec![Box::new(Native)],
-        CounterMode::Emulate => return Err(TraceError::AttachUnsupported { mode }),
-    };
-    first_available(mode, candidates, |_| Ok(()))
+    if CANDIDATES.iter().any(|c| c.mode == mode && !c.attach) {
+        return Err(TraceError::AttachUnsupported { mode });
+    }
+    first_available(mode, candidates(mode, |c| c.attach), |_| Ok(()))
 }
 
 /// The first of `candidates` that can count here and `accepts`; its reason says why the ones
@@ -297,7 +339,7 @@ pub fn choose_for_attach(mode: CounterMode) -> Result<(Box<dyn Backend>, Counter
 fn first_available(
     mode: CounterMode,
     candidates: Vec<Box<dyn Backend>>,
-    accepts: impl Fn(&dyn Backend) -> Result<(), String>,
+    accepts: impl Fn(&dyn Backend) -> Result<(), Unavailable>,
 ) -> Result<(Box<dyn Backend>, CounterInfo), TraceError> {
     let mut refused: Vec<String> = Vec::new();
     for backend in candidates {
@@ -311,7 +353,7 @@ fn first_available(
                 }
                 return Ok((backend, info));
             }
-            Err(why) => refused.push(why),
+            Err(why) => refused.push(why.to_string()),
         }
     }
     Err(TraceError::CounterUnavailable {
@@ -328,10 +370,10 @@ pub(crate) struct FnSink<P, F> {
 
 impl<P, F> EventSink for FnSink<P, F>
 where
-    P: FnMut(&Path) -> Result<Vec<Probe>, String>,
+    P: FnMut(&Path) -> Result<Vec<Probe>, ProbesError>,
     F: FnMut(TraceEvent),
 {
-    fn probes_for(&mut self, image: &Path) -> Result<Vec<Probe>, String> {
+    fn probes_for(&mut self, image: &Path) -> Result<Vec<Probe>, ProbesError> {
         (self.probes_for)(image)
     }
     fn event(&mut self, event: TraceEvent) {

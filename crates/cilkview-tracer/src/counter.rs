@@ -63,62 +63,89 @@ fn errno_hint(e: &io::Error) -> &'static str {
     }
 }
 
+/// Why the hardware counter cannot be used: it cannot be opened, or the self-test failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SelfTestError {
+    #[error("hardware counter unavailable: perf_event_open: {error}{}", errno_hint(.error))]
+    Open { error: io::Error },
+    /// A step of running the calibration child (`what`: "fork: ", "waitpid: ", ...).
+    #[error("self-test: {what}{error}")]
+    Child {
+        what: &'static str,
+        error: io::Error,
+    },
+    /// A ptrace request on the calibration child.
+    #[error("self-test: ptrace({request}): {errno}")]
+    Ptrace {
+        request: &'static str,
+        errno: nix::errno::Errno,
+    },
+    #[error("self-test child exited with {0}")]
+    ChildExited(i32),
+    #[error("self-test child killed by signal {0}")]
+    ChildKilled(i32),
+    #[error("hardware counter read: {0}")]
+    Read(io::Error),
+    #[error("self-test: expected 3 traps, saw {0}")]
+    Traps(usize),
+    /// The two calibration loops counted `counted` instructions, not `expected` plus one equal
+    /// bias.
+    #[error(
+        "hardware counter failed the self-test: counted {} and {} instructions, expected {} \
+         and {} plus one equal per-stop bias",
+        .counted[0], .counted[1], .expected[0], .expected[1]
+    )]
+    Failed {
+        counted: [u64; 2],
+        expected: [u64; 2],
+    },
+}
+
 /// Run the self-test: returns the per-hit bias (instructions the counter
 /// sees per int3 stop beyond the native program), or why the hardware
 /// counter cannot be used.
-fn run_self_test() -> Result<u64, String> {
+fn run_self_test() -> Result<u64, SelfTestError> {
     // Quick check before forking.
-    if let Err(e) = open(0, false) {
-        return Err(format!(
-            "hardware counter unavailable: perf_event_open: {e}{}",
-            errno_hint(&e)
-        ));
+    if let Err(error) = open(0, false) {
+        return Err(SelfTestError::Open { error });
     }
-    let mut child = sys::spawn_fn(calibration_body).map_err(|e| format!("self-test: fork: {e}"))?;
+    let child_err = |what| move |error| SelfTestError::Child { what, error };
+    // SAFETY: the calibration body is inline assembly only: no allocation, no locks.
+    let mut child = unsafe { sys::spawn_fn(calibration_body) }.map_err(child_err("fork: "))?;
     let pid = child.pid;
     let result = (|| {
-        sys::seize(pid, nix::libc::PTRACE_O_EXITKILL)
-            .map_err(|e| format!("self-test: ptrace(SEIZE): {e}"))?;
-        let mut ctr = open(pid, false).map_err(|e| {
-            format!(
-                "hardware counter unavailable: perf_event_open: {e}{}",
-                errno_hint(&e)
-            )
-        })?;
-        child.release().map_err(|e| format!("self-test: {e}"))?;
+        let ptrace_err = |request| move |errno| SelfTestError::Ptrace { request, errno };
+        sys::seize(pid, nix::libc::PTRACE_O_EXITKILL).map_err(ptrace_err("SEIZE"))?;
+        let mut ctr = open(pid, false).map_err(|error| SelfTestError::Open { error })?;
+        child.release().map_err(child_err(""))?;
         let mut reads = Vec::new();
         loop {
-            match sys::wait_for(pid).map_err(|e| format!("self-test: waitpid: {e}"))? {
+            match sys::wait_for(pid).map_err(child_err("waitpid: "))? {
                 Wait::Exited(_, 0) => break,
-                Wait::Exited(_, c) => return Err(format!("self-test child exited with {c}")),
-                Wait::Signaled(_, s) => {
-                    return Err(format!("self-test child killed by signal {s}"))
-                }
+                Wait::Exited(_, c) => return Err(SelfTestError::ChildExited(c)),
+                Wait::Signaled(_, s) => return Err(SelfTestError::ChildKilled(s)),
                 Wait::Stopped { sig, event, .. } => {
                     let mut inject = 0;
                     if sig == nix::libc::SIGTRAP && event == 0 {
-                        reads.push(
-                            ctr.read()
-                                .map_err(|e| format!("hardware counter read: {e}"))?,
-                        );
+                        reads.push(ctr.read().map_err(SelfTestError::Read)?);
                     } else if event == 0 {
                         inject = sig;
                     }
-                    sys::cont(pid, inject).map_err(|e| format!("self-test: ptrace(CONT): {e}"))?;
+                    sys::cont(pid, inject).map_err(ptrace_err("CONT"))?;
                 }
             }
         }
         if reads.len() != 3 {
-            return Err(format!("self-test: expected 3 traps, saw {}", reads.len()));
+            return Err(SelfTestError::Traps(reads.len()));
         }
         let d1 = reads[1] - reads[0];
         let d2 = reads[2] - reads[1];
         let (e1, e2) = (1 + 2 * N1, 1 + 2 * N2);
         if d1 < e1 || d2 < e2 || d1 - e1 != d2 - e2 || d1 - e1 > 3 {
-            return Err(format!(
-                "hardware counter failed the self-test: counted {d1} and {d2} instructions, \
-                 expected {e1} and {e2} plus one equal per-stop bias"
-            ));
+            return Err(SelfTestError::Failed {
+                counted: [d1, d2],
+                expected: [e1, e2],
+            });
         }
         Ok(d1 - e1)
     })();
@@ -134,7 +161,7 @@ fn run_self_test() -> Result<u64, String> {
 }
 
 /// The self-test result, computed once per process.
-pub fn self_test_cached() -> &'static Result<u64, String> {
-    static RESULT: OnceLock<Result<u64, String>> = OnceLock::new();
+pub fn self_test_cached() -> &'static Result<u64, SelfTestError> {
+    static RESULT: OnceLock<Result<u64, SelfTestError>> = OnceLock::new();
     RESULT.get_or_init(run_self_test)
 }

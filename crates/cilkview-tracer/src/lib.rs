@@ -10,7 +10,7 @@
 //!
 //! Layout: `backend.rs` (the seam and `auto`), `ptrace/` (the ptrace backend: launch, threads,
 //! probes, loader hook, attach; `ptrace/counting/` its counting seam: stepping, breakpoints with
-//! the hardware or a null counter), `counter.rs` (perf_event and its self-test), `procfs.rs`
+//! the hardware or, with the `testing` feature, a null counter: `testing.rs`), `counter.rs` (perf_event and its self-test), `procfs.rs`
 //! (`/proc` readers), `sys/` (system calls and the shared record ring: the unsafe code).
 //!
 //! Invariant: the costs of all events of one run ([`TraceEvent::Exec`],
@@ -32,23 +32,28 @@ mod ptrace;
 mod signals;
 #[allow(unsafe_code)]
 mod sys;
+#[cfg(feature = "testing")]
+mod testing;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-#[doc(hidden)]
-pub use attach::attach_breakpoints_only;
 pub use attach::{attach, AttachOptions, AttachOutcome};
-pub use emulate::{emulator_available, read_shebang, run_emulated, EmulationNotes, CPU_MODEL};
+pub use counter::SelfTestError;
+pub use emulate::{
+    emulator_available, read_shebang, run_emulated, EmulationNotes, EmulatorError, Refusal,
+    CPU_MODEL,
+};
+#[cfg(feature = "testing")]
+pub use testing::{attach_breakpoints_only, run_breakpoints_only, BreakpointsOnly};
 
-#[doc(hidden)]
-pub use backend::BreakpointsOnly;
 pub use backend::{
     choose, choose_for_attach, choose_for_run, use_instead, Backend, Emulate, Hardware, Native,
-    Step,
+    Step, Unavailable,
 };
 pub use cilkview_events::{
-    CounterInfo, CounterMode, Ending, EventSink, ExitStatus, Outcome, Probe, TraceEvent,
+    CounterInfo, CounterMode, Ending, EventSink, ExitStatus, Outcome, Probe, ProbesError,
+    TraceEvent,
 };
 pub use signals::{
     forward_signals, ignore_terminal_interrupts, survive_tool_death, ForwardGuard, SignalGuard,
@@ -126,7 +131,18 @@ pub enum TraceError {
     #[error("hardware instruction counter on thread {tid}: {source}")]
     Counter { tid: i32, source: std::io::Error },
     #[error("cannot get the probes of `{}`: {message}", image.display())]
-    Probes { image: PathBuf, message: String },
+    Probes {
+        image: PathBuf,
+        message: ProbesError,
+    },
+    #[error("cannot get the probes of `{}`: probe {probe}: {what} register {register} is not a \
+             DWARF x86-64 general register (0-15)", image.display())]
+    BadRegister {
+        image: PathBuf,
+        probe: usize,
+        what: &'static str,
+        register: u16,
+    },
     #[error("probe at offset {offset:#x} of `{}` does not point at a cilkview mark \
              (expected bytes 0f 1f 44 00 00, found {found:02x?}); is the marks table from another build?", image.display())]
     BadProbe {
@@ -206,34 +222,11 @@ pub fn self_test() -> Result<CounterInfo, TraceError> {
 /// has been killed.
 pub fn run<P, F>(opts: &TraceOptions, probes_for: P, on_event: F) -> Result<Outcome, TraceError>
 where
-    P: FnMut(&Path) -> Result<Vec<Probe>, String>,
+    P: FnMut(&Path) -> Result<Vec<Probe>, ProbesError>,
     F: FnMut(TraceEvent),
 {
     let (backend, info) = choose(opts.counter)?;
     backend.run(
-        opts,
-        info,
-        &mut backend::FnSink {
-            probes_for,
-            on_event,
-        },
-    )
-}
-
-/// Testing aid, not for users: [`run`] with the [`BreakpointsOnly`] backend.
-#[doc(hidden)]
-pub fn run_breakpoints_only<P, F>(
-    opts: &TraceOptions,
-    probes_for: P,
-    on_event: F,
-) -> Result<Outcome, TraceError>
-where
-    P: FnMut(&Path) -> Result<Vec<Probe>, String>,
-    F: FnMut(TraceEvent),
-{
-    let b = BreakpointsOnly;
-    let info = b.check().expect("always available");
-    b.run(
         opts,
         info,
         &mut backend::FnSink {

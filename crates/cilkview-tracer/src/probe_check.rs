@@ -17,11 +17,11 @@ pub(crate) fn check_probes(
     base: u64,
     probes: &[Probe],
 ) -> Result<(), TraceError> {
-    let register = |i: usize, what: &str, r: u16| TraceError::Probes {
+    let register = |probe: usize, what: &'static str, register: u16| TraceError::BadRegister {
         image: image.to_path_buf(),
-        message: format!(
-            "probe {i}: {what} register {r} is not a DWARF x86-64 general register (0-15)"
-        ),
+        probe,
+        what,
+        register,
     };
     let mut offsets = HashSet::with_capacity(probes.len());
     for (i, p) in probes.iter().enumerate() {

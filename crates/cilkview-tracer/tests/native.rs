@@ -9,7 +9,8 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use cilkview_tracer::{
-    run, Backend, CounterMode, ExitStatus, Native, Outcome, Probe, TraceEvent, TraceOptions,
+    run, Backend, CounterMode, ExitStatus, Native, Outcome, Probe, ProbesError, TraceEvent,
+    TraceOptions,
 };
 use common::*;
 
@@ -27,7 +28,7 @@ fn available() -> bool {
 fn in_exe<'a>(
     exe_name: &'a Path,
     probes: &'a [Probe],
-) -> impl FnMut(&Path) -> Result<Vec<Probe>, String> + 'a {
+) -> impl FnMut(&Path) -> Result<Vec<Probe>, ProbesError> + 'a {
     move |image| {
         Ok(
             if std::fs::canonicalize(image).ok().as_deref() == Some(exe_name) {

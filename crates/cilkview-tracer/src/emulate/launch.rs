@@ -31,17 +31,50 @@ pub struct Emulator {
     pub version: String,
 }
 
+/// How to install a plugin-capable emulator.
+const INSTALL: &str =
+    "apt-get install qemu-user (Debian bookworm's 7.2; QEMU 6.0-8.x built with plugin support)";
+
+/// Why no plugin-capable `qemu-x86_64` is usable, and the fix.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum EmulatorError {
+    #[error("qemu-x86_64 not found in PATH: {INSTALL}")]
+    NotFound,
+    #[error("{}: cannot read its version from `{line}`", .path.display())]
+    NoVersion { path: PathBuf, line: String },
+    #[error(
+        "{} is QEMU {version}; the cilkview plugin uses plugin API v1, which QEMU 6.0-8.x load \
+         (QEMU 9+ refuses it): {INSTALL}",
+        .path.display()
+    )]
+    Version { path: PathBuf, version: String },
+    #[error(
+        "{} ({line}) was built without plugin support (`-plugin` is an unknown option; \
+         Debian's static builds are): {INSTALL}",
+        .path.display()
+    )]
+    NoPlugins { path: PathBuf, line: String },
+    #[error("cannot run {}: {error}", .path.display())]
+    CannotRun {
+        path: PathBuf,
+        error: std::sync::Arc<std::io::Error>,
+    },
+    #[error(
+        "{} did not answer `--version` / `-h` within {} s",
+        .path.display(),
+        ASK_TIME_LIMIT.as_secs()
+    )]
+    NoAnswer { path: PathBuf },
+}
+
 /// Find `qemu-x86_64` in PATH and check that it takes API-v1 plugins. Cached.
-pub fn find() -> Result<Emulator, String> {
-    static CACHE: OnceLock<Result<Emulator, String>> = OnceLock::new();
+pub fn find() -> Result<Emulator, EmulatorError> {
+    static CACHE: OnceLock<Result<Emulator, EmulatorError>> = OnceLock::new();
     CACHE.get_or_init(find_uncached).clone()
 }
 
-fn find_uncached() -> Result<Emulator, String> {
-    let install =
-        "apt-get install qemu-user (Debian bookworm's 7.2; QEMU 6.0-8.x built with plugin support)";
-    let path = search_path(OsStr::new("qemu-x86_64"))
-        .ok_or_else(|| format!("qemu-x86_64 not found in PATH: {install}"))?;
+fn find_uncached() -> Result<Emulator, EmulatorError> {
+    let path = search_path(OsStr::new("qemu-x86_64")).ok_or(EmulatorError::NotFound)?;
     let (first, plugins) = match read_emulator(&path) {
         Some(said) => said,
         None => ask_emulator(&path)?,
@@ -56,20 +89,15 @@ fn find_uncached() -> Result<Emulator, String> {
         .split('.')
         .next()
         .and_then(|m| m.parse().ok())
-        .ok_or_else(|| format!("{}: cannot read its version from `{first}`", path.display()))?;
+        .ok_or_else(|| EmulatorError::NoVersion {
+            path: path.clone(),
+            line: first.clone(),
+        })?;
     if !(6..=8).contains(&major) {
-        return Err(format!(
-            "{} is QEMU {version}; the cilkview plugin uses plugin API v1, which QEMU 6.0-8.x load \
-             (QEMU 9+ refuses it): {install}",
-            path.display()
-        ));
+        return Err(EmulatorError::Version { path, version });
     }
     if !plugins {
-        return Err(format!(
-            "{} ({first}) was built without plugin support (`-plugin` is an unknown option; \
-             Debian's static builds are): {install}",
-            path.display()
-        ));
+        return Err(EmulatorError::NoPlugins { path, line: first });
     }
     Ok(Emulator {
         path,
@@ -122,7 +150,11 @@ const ASK_TIME_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
 /// The emulator's `--version` line and whether `-h` lists `-plugin`, asked at once, each in a
 /// process group of its own, killed (with whatever it started) if it has not answered within
 /// [`ASK_TIME_LIMIT`].
-fn ask_emulator(path: &Path) -> Result<(String, bool), String> {
+fn ask_emulator(path: &Path) -> Result<(String, bool), EmulatorError> {
+    let cannot_run = |error| EmulatorError::CannotRun {
+        path: path.to_owned(),
+        error: std::sync::Arc::new(error),
+    };
     use std::os::unix::process::CommandExt;
     let ask = |arg: &str| {
         Command::new(path)
@@ -132,7 +164,7 @@ fn ask_emulator(path: &Path) -> Result<(String, bool), String> {
             .stderr(Stdio::null())
             .process_group(0)
             .spawn()
-            .map_err(|e| format!("cannot run {}: {e}", path.display()))
+            .map_err(cannot_run)
     };
     let (version_of, help_of) = (ask("--version")?, ask("-h")?);
     let deadline = std::time::Instant::now() + ASK_TIME_LIMIT;
@@ -150,15 +182,11 @@ fn ask_emulator(path: &Path) -> Result<(String, bool), String> {
         crate::sys::kill(-(child.id() as i32), nix::libc::SIGKILL);
         if !answered {
             let _ = child.wait();
-            return Err(format!(
-                "{} did not answer `--version` / `-h` within {} s",
-                path.display(),
-                ASK_TIME_LIMIT.as_secs()
-            ));
+            return Err(EmulatorError::NoAnswer {
+                path: path.to_owned(),
+            });
         }
-        child
-            .wait_with_output()
-            .map_err(|e| format!("cannot run {}: {e}", path.display()))
+        child.wait_with_output().map_err(cannot_run)
     };
     let (out, help) = (output(version_of), output(help_of));
     let (out, help) = (out?, help?);

@@ -19,8 +19,8 @@ use std::path::PathBuf;
 use nix::libc;
 
 pub use launch::read_shebang;
-pub use launch::CPU_MODEL;
 pub(crate) use launch::{inspect_program, set_id};
+pub use launch::{EmulatorError, Refusal, CPU_MODEL};
 use protocol::Record;
 
 use crate::probe_check::check_probes;
@@ -47,7 +47,7 @@ pub struct EmulationNotes {
 
 /// Whether a plugin-capable `qemu-x86_64` is installed: `Ok(what was found)`
 /// (path and version), or `Err(why not, and the fix)`.
-pub fn emulator_available() -> Result<String, String> {
+pub fn emulator_available() -> Result<String, EmulatorError> {
     launch::find().map(|e| format!("{} ({})", e.path.display(), e.version))
 }
 
@@ -61,9 +61,9 @@ pub fn run_emulated(
     opts: &TraceOptions,
     sink: &mut dyn EventSink,
 ) -> Result<(Outcome, EmulationNotes), TraceError> {
-    let emu = launch::find().map_err(|reason| TraceError::CounterUnavailable {
+    let emu = launch::find().map_err(|e| TraceError::CounterUnavailable {
         mode: CounterMode::Emulate,
-        reason,
+        reason: e.to_string(),
     })?;
     let (program, how) = launch::check_program(opts)?;
     let mut launched = launch::launch(&emu, &program, &how, opts)?;

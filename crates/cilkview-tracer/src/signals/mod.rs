@@ -39,8 +39,9 @@ pub const STOP_SIGNALS: [i32; 11] = [
 /// left by a tracer that vanishes keeps its trap flag and dies of SIGTRAP at its next
 /// instruction; so only a SIGKILL of the fork itself, whose pid nobody is shown, can still harm
 /// the process.)
+/// An error, before any fork, if the process already has other threads.
 pub fn survive_tool_death() -> std::io::Result<()> {
-    sys::split_off_worker(&STOP_SIGNALS, nix::libc::SIGTERM)
+    sys::split_off_worker_single_threaded(&STOP_SIGNALS, nix::libc::SIGTERM)
 }
 
 /// A stop request shared between the caller and [`attach`]. Cloning shares

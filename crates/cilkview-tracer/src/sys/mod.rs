@@ -1,13 +1,14 @@
 //! Thin wrappers around the raw system calls the tracer needs.
 //!
-//! Every `unsafe` block of the project lives in this module (and in the
-//! calibration child of `counter.rs`). The wrappers take and return plain
+//! Every `unsafe` block of the tracer lives in this module (and in the
+//! calibration child of `counter.rs`); a function whose soundness depends on its caller is an
+//! `unsafe fn` with its contract under `# Safety`. The wrappers take and return plain
 //! integers for signals so that real-time signals (which `nix::sys::signal::Signal`
 //! cannot represent) are re-injected unchanged.
 
 use std::ffi::{CStr, CString};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 
 use nix::libc::{self, c_int, c_long, c_void};
 
@@ -85,22 +86,14 @@ pub fn is_ignore(act: &libc::sigaction) -> bool {
 
 /// A close-on-exec, non-blocking pipe (read end, write end).
 pub fn wake_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0 as c_int; 2];
-    // SAFETY: pipe2 writes two fds into the array.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: both fds were just created and are owned by nobody else.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    Ok(nix::unistd::pipe2(
+        nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK,
+    )?)
 }
 
 /// Write one byte to a non-blocking pipe (a full pipe already wakes readers).
 pub fn poke(fd: &OwnedFd) {
-    let b = [1u8];
-    // SAFETY: writing one byte from a local buffer.
-    unsafe {
-        libc::write(fd.as_raw_fd(), b.as_ptr() as *const c_void, 1);
-    }
+    let _ = nix::unistd::write(fd, &[1u8]);
 }
 
 /// Fork an "alarm" child of the calling thread that exits as soon as `wake`
@@ -116,6 +109,7 @@ pub fn spawn_alarm(wake: &OwnedFd, timeout_ms: i32) -> io::Result<Tid> {
         return Err(io::Error::last_os_error());
     }
     if pid == 0 {
+        // SAFETY: raw, async-signal-safe syscalls on integers and a local.
         unsafe {
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
             if fd > 0 {
@@ -140,10 +134,7 @@ static WORKER: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(
 extern "C" fn forward_to_worker(sig: c_int) {
     let pid = WORKER.load(std::sync::atomic::Ordering::Relaxed);
     if pid > 0 {
-        // SAFETY: kill is async-signal-safe.
-        unsafe {
-            libc::kill(pid, sig);
-        }
+        kill(pid, sig); // kill(2) is async-signal-safe
     }
 }
 
@@ -162,9 +153,14 @@ pub fn front_process() -> Option<Tid> {
 /// work; the calling process stays the one the user sees: it only forwards `forward` signals to
 /// the worker, waits for it and exits as it did (never returns). If the waiter dies anyhow —
 /// SIGKILL included — the worker receives `on_death` (`PR_SET_PDEATHSIG`).
-pub fn split_off_worker(forward: &[i32], on_death: i32) -> io::Result<()> {
-    // SAFETY: called while single-threaded; the child returns into ordinary Rust code.
-    let me = unsafe { libc::getpid() };
+///
+/// # Safety
+/// The calling process must be single-threaded: the fork returns into ordinary Rust code
+/// (allocating, taking locks), which a lock held by another thread at the fork would deadlock
+/// or corrupt.
+pub unsafe fn split_off_worker(forward: &[i32], on_death: i32) -> io::Result<()> {
+    let me = getpid();
+    // SAFETY: the caller guarantees a single thread, so the child may run any code.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
         return Err(io::Error::last_os_error());
@@ -208,6 +204,19 @@ pub fn split_off_worker(forward: &[i32], on_death: i32) -> io::Result<()> {
     std::process::exit(code)
 }
 
+/// [`split_off_worker`] if the calling process is single-threaded (`/proc/self/task` has one
+/// entry), else an error and no fork.
+pub fn split_off_worker_single_threaded(forward: &[i32], on_death: i32) -> io::Result<()> {
+    let threads = std::fs::read_dir("/proc/self/task")?.count();
+    if threads != 1 {
+        return Err(io::Error::other(format!(
+            "the process has {threads} threads; it must split off its worker before starting any"
+        )));
+    }
+    // SAFETY: the process is single-threaded (just checked: only this thread could start one).
+    unsafe { split_off_worker(forward, on_death) }
+}
+
 pub fn wait_for(pid: Tid) -> io::Result<Wait> {
     loop {
         let mut status: c_int = 0;
@@ -237,11 +246,17 @@ pub fn wait_for(pid: Tid) -> io::Result<Wait> {
     }
 }
 
-fn ptrace_raw(req: c_int, tid: Tid, addr: usize, data: usize) -> nix::Result<c_long> {
+/// `ptrace(req, tid, addr, data)`, its result or errno (signals as plain integers: see the
+/// module's comment).
+///
+/// # Safety
+/// `addr` and `data` must be what `req` takes: where a request reads or writes the tracer's own
+/// memory through them (GETEVENTMSG, GETSIGMASK, SETSIGMASK), a pointer to a live value of the
+/// size it reads or writes; every other request used here (SEIZE, CONT, SINGLESTEP, LISTEN,
+/// DETACH, INTERRUPT, PEEKDATA, POKEDATA) takes plain integers and touches only the tracee.
+unsafe fn ptrace_raw(req: c_int, tid: Tid, addr: usize, data: usize) -> nix::Result<c_long> {
     nix::errno::Errno::clear();
-    // SAFETY: the requests used here (CONT, SINGLESTEP, LISTEN, DETACH, SEIZE,
-    // GETEVENTMSG and GETSIGMASK with a valid out pointer, SETSIGMASK, PEEKDATA, POKEDATA) do not
-    // write to our memory except through pointers this module passes explicitly.
+    // SAFETY: `addr` and `data` are what `req` takes (the caller's contract).
     let r = unsafe { libc::ptrace(req as _, tid, addr as *mut c_void, data as *mut c_void) };
     if r == -1 {
         let e = nix::errno::Errno::last();
@@ -253,19 +268,23 @@ fn ptrace_raw(req: c_int, tid: Tid, addr: usize, data: usize) -> nix::Result<c_l
 }
 
 pub fn seize(tid: Tid, options: c_int) -> nix::Result<()> {
-    ptrace_raw(libc::PTRACE_SEIZE as c_int, tid, 0, options as usize).map(drop)
+    // SAFETY: integer arguments; only the tracee is touched.
+    unsafe { ptrace_raw(libc::PTRACE_SEIZE as c_int, tid, 0, options as usize).map(drop) }
 }
 
 pub fn cont(tid: Tid, sig: i32) -> nix::Result<()> {
-    ptrace_raw(libc::PTRACE_CONT as c_int, tid, 0, sig as usize).map(drop)
+    // SAFETY: integer arguments; only the tracee is touched.
+    unsafe { ptrace_raw(libc::PTRACE_CONT as c_int, tid, 0, sig as usize).map(drop) }
 }
 
 pub fn step(tid: Tid, sig: i32) -> nix::Result<()> {
-    ptrace_raw(libc::PTRACE_SINGLESTEP as c_int, tid, 0, sig as usize).map(drop)
+    // SAFETY: integer arguments; only the tracee is touched.
+    unsafe { ptrace_raw(libc::PTRACE_SINGLESTEP as c_int, tid, 0, sig as usize).map(drop) }
 }
 
 pub fn listen(tid: Tid) -> nix::Result<()> {
-    ptrace_raw(libc::PTRACE_LISTEN as c_int, tid, 0, 0).map(drop)
+    // SAFETY: integer arguments; only the tracee is touched.
+    unsafe { ptrace_raw(libc::PTRACE_LISTEN as c_int, tid, 0, 0).map(drop) }
 }
 
 pub fn detach(tid: Tid) -> nix::Result<()> {
@@ -274,12 +293,14 @@ pub fn detach(tid: Tid) -> nix::Result<()> {
 
 /// Detach, delivering `sig` (0 = none) as the thread resumes.
 pub fn detach_sig(tid: Tid, sig: i32) -> nix::Result<()> {
-    ptrace_raw(libc::PTRACE_DETACH as c_int, tid, 0, sig as usize).map(drop)
+    // SAFETY: integer arguments; only the tracee is touched.
+    unsafe { ptrace_raw(libc::PTRACE_DETACH as c_int, tid, 0, sig as usize).map(drop) }
 }
 
 /// Stop a seized thread (it reports `PTRACE_EVENT_STOP`).
 pub fn interrupt(tid: Tid) -> nix::Result<()> {
-    ptrace_raw(libc::PTRACE_INTERRUPT as c_int, tid, 0, 0).map(drop)
+    // SAFETY: integer arguments; only the tracee is touched.
+    unsafe { ptrace_raw(libc::PTRACE_INTERRUPT as c_int, tid, 0, 0).map(drop) }
 }
 
 pub fn setregs(tid: Tid, regs: libc::user_regs_struct) -> nix::Result<()> {
@@ -288,47 +309,56 @@ pub fn setregs(tid: Tid, regs: libc::user_regs_struct) -> nix::Result<()> {
 
 /// Thread id of the calling thread.
 pub fn gettid() -> Tid {
-    // SAFETY: plain syscall.
-    unsafe { libc::gettid() }
+    nix::unistd::gettid().as_raw()
 }
 
 pub fn geteventmsg(tid: Tid) -> nix::Result<u64> {
     let mut msg: libc::c_ulong = 0;
-    ptrace_raw(
-        libc::PTRACE_GETEVENTMSG as c_int,
-        tid,
-        0,
-        &mut msg as *mut _ as usize,
-    )?;
+    // SAFETY: `data` points at a live c_ulong, what GETEVENTMSG writes.
+    unsafe {
+        ptrace_raw(
+            libc::PTRACE_GETEVENTMSG as c_int,
+            tid,
+            0,
+            &mut msg as *mut _ as usize,
+        )
+    }?;
     Ok(msg as u64)
 }
 
 /// The blocked-signal mask of a stopped thread (bit `n - 1` for signal `n`).
 pub fn getsigmask(tid: Tid) -> nix::Result<u64> {
     let mut mask: u64 = 0;
-    ptrace_raw(
-        libc::PTRACE_GETSIGMASK as c_int,
-        tid,
-        std::mem::size_of::<u64>(),
-        &mut mask as *mut u64 as usize,
-    )?;
+    // SAFETY: `data` points at a live u64 and `addr` is its size, what GETSIGMASK writes.
+    unsafe {
+        ptrace_raw(
+            libc::PTRACE_GETSIGMASK as c_int,
+            tid,
+            std::mem::size_of::<u64>(),
+            &mut mask as *mut u64 as usize,
+        )
+    }?;
     Ok(mask)
 }
 
 /// Set the blocked-signal mask of a stopped thread.
 pub fn setsigmask(tid: Tid, mask: u64) -> nix::Result<()> {
-    ptrace_raw(
-        libc::PTRACE_SETSIGMASK as c_int,
-        tid,
-        std::mem::size_of::<u64>(),
-        &mask as *const u64 as usize,
-    )
+    // SAFETY: `data` points at a live u64 and `addr` is its size, what SETSIGMASK reads.
+    unsafe {
+        ptrace_raw(
+            libc::PTRACE_SETSIGMASK as c_int,
+            tid,
+            std::mem::size_of::<u64>(),
+            &mask as *const u64 as usize,
+        )
+    }
     .map(drop)
 }
 
 /// Read 8 bytes of a stopped tracee's memory.
 pub fn peek(tid: Tid, addr: u64) -> nix::Result<u64> {
-    ptrace_raw(libc::PTRACE_PEEKDATA as c_int, tid, addr as usize, 0).map(|v| v as u64)
+    // SAFETY: integer arguments; only the tracee is touched.
+    unsafe { ptrace_raw(libc::PTRACE_PEEKDATA as c_int, tid, addr as usize, 0).map(|v| v as u64) }
 }
 
 /// The siginfo of a signal-delivery-stop.
@@ -343,12 +373,15 @@ pub fn setsiginfo(tid: Tid, info: &libc::siginfo_t) -> nix::Result<()> {
 
 /// Write 8 bytes of a stopped tracee's memory.
 pub fn poke_data(tid: Tid, addr: u64, value: u64) -> nix::Result<()> {
-    ptrace_raw(
-        libc::PTRACE_POKEDATA as c_int,
-        tid,
-        addr as usize,
-        value as usize,
-    )
+    // SAFETY: integer arguments; only the tracee's memory is written.
+    unsafe {
+        ptrace_raw(
+            libc::PTRACE_POKEDATA as c_int,
+            tid,
+            addr as usize,
+            value as usize,
+        )
+    }
     .map(drop)
 }
 
@@ -361,10 +394,11 @@ pub fn getregs(tid: Tid) -> nix::Result<libc::user_regs_struct> {
     nix::sys::ptrace::getregs(nix::unistd::Pid::from_raw(tid))
 }
 
+/// Sends the standard signal `sig` to `pid` (a process group if negative); whether it arrived
+/// is not asked (the target may be gone).
 pub fn kill(pid: Tid, sig: i32) {
-    // SAFETY: plain syscall.
-    unsafe {
-        libc::kill(pid, sig);
+    if let Ok(sig) = nix::sys::signal::Signal::try_from(sig) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig);
     }
 }
 
@@ -400,13 +434,11 @@ pub fn same_vm(a: Tid, b: Tid) -> bool {
 }
 
 pub fn geteuid() -> u32 {
-    // SAFETY: plain syscall.
-    unsafe { libc::geteuid() }
+    nix::unistd::geteuid().as_raw()
 }
 
 pub fn getpid() -> Tid {
-    // SAFETY: plain syscall.
-    unsafe { libc::getpid() }
+    nix::unistd::getpid().as_raw()
 }
 
 /// Binds the calling thread to one CPU; restores its previous affinity when dropped.

@@ -5,13 +5,7 @@
 use super::*;
 
 fn cloexec_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0 as c_int; 2];
-    // SAFETY: pipe2 writes two fds into the array.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: both fds were just created and are owned by nobody else.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    Ok(nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?)
 }
 
 /// A forked child, blocked before `execvp` until [`Child::release`].
@@ -25,10 +19,8 @@ impl Child {
     /// Let the child go on to `execvp`.
     pub fn release(&mut self) -> io::Result<()> {
         if let Some(go) = self.go.take() {
-            let b = [1u8];
-            // SAFETY: writing one byte from a local buffer.
-            if unsafe { libc::write(go.as_raw_fd(), b.as_ptr() as *const c_void, 1) } != 1 {
-                return Err(io::Error::last_os_error());
+            if nix::unistd::write(&go, &[1u8])? != 1 {
+                return Err(io::Error::from(io::ErrorKind::WriteZero));
             }
         }
         Ok(())
@@ -37,8 +29,7 @@ impl Child {
     /// After the child exited without exec: the errno `execvp` failed with.
     pub fn exec_errno(&self) -> Option<i32> {
         let mut buf = [0u8; 4];
-        // SAFETY: reading into a local buffer.
-        let n = unsafe { libc::read(self.err.as_raw_fd(), buf.as_mut_ptr() as *mut c_void, 4) };
+        let n = nix::unistd::read(self.err.as_raw_fd(), &mut buf).ok()?;
         (n == 4).then(|| i32::from_ne_bytes(buf))
     }
 }
@@ -81,33 +72,44 @@ pub fn spawn_blocked(
     let reset = RESET_IN_CHILD.load(std::sync::atomic::Ordering::SeqCst);
     // SAFETY (of what the child runs): signal, sigprocmask, execvp and write are
     // async-signal-safe and read only data prepared before fork.
-    fork_held(|err_w| unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-        reset_child_signals(reset);
-        match &env_ptrs {
-            Some(env) => libc::execvpe(program.as_ptr(), ptrs.as_ptr(), env.as_ptr()),
-            None => libc::execvp(program.as_ptr(), ptrs.as_ptr()),
-        };
-        let e = (*libc::__errno_location()).to_ne_bytes();
-        libc::write(err_w, e.as_ptr() as *const c_void, 4);
-        127
-    })
+    unsafe {
+        fork_held(|err_w| {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+            reset_child_signals(reset);
+            match &env_ptrs {
+                Some(env) => libc::execvpe(program.as_ptr(), ptrs.as_ptr(), env.as_ptr()),
+                None => libc::execvp(program.as_ptr(), ptrs.as_ptr()),
+            };
+            let e = (*libc::__errno_location()).to_ne_bytes();
+            libc::write(err_w, e.as_ptr() as *const c_void, 4);
+            127
+        })
+    }
 }
 
 /// Fork a child that waits for release, then runs `body` and `_exit(0)`s.
-/// `body` must be async-signal-safe (no allocation, no locks).
-pub fn spawn_fn(body: fn()) -> io::Result<Child> {
-    fork_held(|_| {
-        body();
-        0
-    })
+///
+/// # Safety
+/// `body` must be async-signal-safe (no allocation, no locks): it runs in the child of a
+/// possibly multithreaded process.
+pub unsafe fn spawn_fn(body: fn()) -> io::Result<Child> {
+    // SAFETY: `body` is async-signal-safe (the caller's contract).
+    unsafe {
+        fork_held(|_| {
+            body();
+            0
+        })
+    }
 }
 
 /// Fork a child that waits for [`Child::release`] (a byte on a pipe; it `_exit(127)`s if the
 /// parent goes first), then runs `in_child` with the write end of the close-on-exec error pipe
-/// and `_exit`s with the status it returns. `in_child` must be async-signal-safe: it runs in the
-/// child of a possibly multithreaded process.
-fn fork_held(in_child: impl FnOnce(libc::c_int) -> libc::c_int) -> io::Result<Child> {
+/// and `_exit`s with the status it returns.
+///
+/// # Safety
+/// `in_child` must be async-signal-safe: it runs in the child of a possibly multithreaded
+/// process.
+unsafe fn fork_held(in_child: impl FnOnce(libc::c_int) -> libc::c_int) -> io::Result<Child> {
     let (go_r, go_w) = cloexec_pipe()?;
     let (err_r, err_w) = cloexec_pipe()?;
     // SAFETY: the child only calls async-signal-safe functions (close, read, then `in_child`,
@@ -117,6 +119,7 @@ fn fork_held(in_child: impl FnOnce(libc::c_int) -> libc::c_int) -> io::Result<Ch
         return Err(io::Error::last_os_error());
     }
     if pid == 0 {
+        // SAFETY: async-signal-safe calls on descriptors made before the fork and a local.
         unsafe {
             libc::close(go_w.as_raw_fd());
             libc::close(err_r.as_raw_fd());

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use cilkview_fixtures::skip;
 use cilkview_tracer::{
-    emulator_available, run, CounterMode, EmulationNotes, EventSink, Outcome, Probe, TraceError,
-    TraceEvent, TraceOptions,
+    emulator_available, run, CounterMode, EmulationNotes, EventSink, Outcome, Probe, ProbesError,
+    TraceError, TraceEvent, TraceOptions,
 };
 
 use super::assert_costs_add_up;
@@ -26,10 +26,10 @@ pub struct Sink<P, F>(pub P, pub F);
 
 impl<P, F> EventSink for Sink<P, F>
 where
-    P: FnMut(&Path) -> Result<Vec<Probe>, String>,
+    P: FnMut(&Path) -> Result<Vec<Probe>, ProbesError>,
     F: FnMut(TraceEvent),
 {
-    fn probes_for(&mut self, image: &Path) -> Result<Vec<Probe>, String> {
+    fn probes_for(&mut self, image: &Path) -> Result<Vec<Probe>, ProbesError> {
         (self.0)(image)
     }
     fn event(&mut self, event: TraceEvent) {
@@ -43,7 +43,7 @@ pub fn run_emulated_with_notes<P, F>(
     on_event: F,
 ) -> Result<(Outcome, EmulationNotes), TraceError>
 where
-    P: FnMut(&Path) -> Result<Vec<Probe>, String>,
+    P: FnMut(&Path) -> Result<Vec<Probe>, ProbesError>,
     F: FnMut(TraceEvent),
 {
     cilkview_tracer::run_emulated(o, &mut Sink(probes_for, on_event))
@@ -75,7 +75,7 @@ pub fn run_emulated<P, F>(
     on_event: F,
 ) -> Result<Outcome, TraceError>
 where
-    P: FnMut(&Path) -> Result<Vec<Probe>, String>,
+    P: FnMut(&Path) -> Result<Vec<Probe>, ProbesError>,
     F: FnMut(TraceEvent),
 {
     run_emulated_with_notes(o, probes_for, on_event).map(|(o, _)| o)
@@ -92,7 +92,7 @@ pub fn opts(exe: &Path, args: &[&str]) -> TraceOptions {
 }
 
 /// The probes of any image, from its `.cilkview_marks` (none for unmarked or unreadable files).
-pub fn marks_of(img: &Path) -> Result<Vec<Probe>, String> {
+pub fn marks_of(img: &Path) -> Result<Vec<Probe>, ProbesError> {
     Ok(match cilkview_marks::read_marks(img) {
         Ok(m) => m
             .marks

@@ -1,6 +1,6 @@
 //! Counting at breakpoints: every mark is patched with an `int3`, threads run freely between
 //! marks, and a strand's cost is the difference of an instruction counter read at consecutive
-//! stops: the hardware counter, or [`NullCounter`] (no counter, every cost 0: a testing aid).
+//! stops: the hardware counter, or [`NullCounter`] (no counter, every cost 0: a testing aid, the `testing` feature).
 
 use std::collections::HashMap;
 use std::io;
@@ -8,10 +8,10 @@ use std::io;
 use nix::errno::Errno;
 use nix::libc;
 
-use super::Counting;
+use super::{patched_sigtrap, Counting, PatchedTrap};
 use crate::counter;
 use crate::ptrace::loader_hook::{self, LoaderHook};
-use crate::ptrace::{ptrace_err, regs_unless_gone, Core};
+use crate::ptrace::{ptrace_err, Core};
 use crate::sys::{self, Tid};
 use crate::{TraceError, TraceEvent};
 
@@ -33,9 +33,11 @@ impl InstructionCounter for perf_event::Counter {
     }
 }
 
-/// No counter: the breakpoints-only testing aid (all costs 0).
+/// No counter: the breakpoints-only testing aid (all costs 0; the `testing` feature).
+#[cfg(feature = "testing")]
 pub(crate) enum NullCounter {}
 
+#[cfg(feature = "testing")]
 impl InstructionCounter for NullCounter {
     fn open(_: Tid, _: bool) -> io::Result<Option<Self>> {
         Ok(None)
@@ -89,14 +91,9 @@ impl<K: InstructionCounter> Breakpoints<K> {
 
     /// Thread `tid` hit the loader hook: emulate the `ret` of `_dl_debug_state`, account its
     /// native instructions, and arm the probes of newly mapped files.
-    fn loader_hook(
-        &mut self,
-        core: &mut Core<'_>,
-        tid: Tid,
-        regs: &libc::user_regs_struct,
-        hook: LoaderHook,
-    ) -> Result<(), TraceError> {
-        loader_hook::emulate_ret(tid, regs)?;
+    /// The loader's hook trapped (its `ret` emulated): the work since the last event is carried
+    /// to the next one, plus the function's own instructions, minus the stop.
+    fn loader_hook(&mut self, tid: Tid, hook: LoaderHook) -> Result<(), TraceError> {
         let bias = self.bias;
         if let Some(th) = self.threads.get_mut(&tid) {
             if let Some(ctr) = th.counter.as_mut() {
@@ -108,11 +105,6 @@ impl<K: InstructionCounter> Breakpoints<K> {
                 th.carry += v.saturating_sub(th.base).saturating_sub(bias) + hook.native;
                 th.base = v;
             }
-        }
-        if hook.consistent(tid) {
-            let pid = core.pid();
-            let addrs = core.rescan()?;
-            self.armed(core, pid, &addrs, false)?;
         }
         Ok(())
     }
@@ -193,32 +185,31 @@ impl<K: InstructionCounter> Counting for Breakpoints<K> {
     }
 
     fn sigtrap(&mut self, core: &mut Core<'_>, tid: Tid) -> Result<Option<i32>, TraceError> {
-        let code = match sys::siginfo_code(tid) {
-            Ok(c) => c,
-            Err(Errno::ESRCH) => return Ok(None),
-            Err(e) => return Err(ptrace_err("GETSIGINFO", tid)(e)),
-        };
-        if code == sys::SI_KERNEL {
-            let Some(regs) = regs_unless_gone(tid)? else {
-                return Ok(None);
-            };
-            let at = regs.rip.wrapping_sub(1);
-            if let Some(hook) = self.hook.filter(|h| h.addr == at) {
-                self.loader_hook(core, tid, &regs, hook)?;
-                return Ok(Some(0));
+        match patched_sigtrap(core, tid, self.hook)? {
+            PatchedTrap::Gone => Ok(None),
+            PatchedTrap::LoaderHook { hook, rescanned } => {
+                self.loader_hook(tid, hook)?;
+                if let Some(addrs) = rescanned {
+                    let pid = core.pid();
+                    self.armed(core, pid, &addrs, false)?;
+                }
+                Ok(Some(0))
             }
-            if let Some(probe) = core.probe_at(at) {
-                let cost = self.cost(tid, self.bias)?;
-                let operand = probe.operand(tid, &regs);
-                core.emit(TraceEvent::Hit {
-                    probe: probe.index,
-                    tid,
-                    cost,
-                    operand,
-                });
-                return Ok(Some(0));
-            }
+            PatchedTrap::Int3 { at, regs } => match core.probe_at(at) {
+                Some(probe) => {
+                    let cost = self.cost(tid, self.bias)?;
+                    let operand = probe.operand(tid, &regs);
+                    core.emit(TraceEvent::Hit {
+                        probe: probe.index,
+                        tid,
+                        cost,
+                        operand,
+                    });
+                    Ok(Some(0))
+                }
+                None => Ok(Some(libc::SIGTRAP)), // the program's own int3
+            },
+            PatchedTrap::Program => Ok(Some(libc::SIGTRAP)), // the program's own SIGTRAP
         }
-        Ok(Some(libc::SIGTRAP)) // the program's own SIGTRAP
     }
 }

@@ -6,7 +6,7 @@
 //! - [`Breakpoints`] with the hardware counter (`perf_event::Counter`): marks are patched with
 //!   `int3`, threads run freely between them, costs are counter deltas;
 //! - [`Breakpoints`] with [`NullCounter`]: the same patching with no counter (every cost 0), a
-//!   testing aid for machines without a PMU;
+//!   testing aid for machines without a PMU (the `testing` feature);
 //! - [`Native`]: marks patched into jumps to stubs that record the time-stamp counter in memory
 //!   shared with the tool; threads run at native speed, costs are nanoseconds.
 //!
@@ -18,11 +18,17 @@ pub(crate) mod native;
 mod sigtrap_guard;
 mod stepping;
 
-pub(crate) use breakpoints::{Breakpoints, NullCounter};
+pub(crate) use breakpoints::Breakpoints;
+#[cfg(feature = "testing")]
+pub(crate) use breakpoints::NullCounter;
 pub(crate) use native::{calibrated as native_clock, Native};
 pub(crate) use stepping::Stepping;
 
-use super::Core;
+use nix::errno::Errno;
+use nix::libc;
+
+use super::loader_hook::{self, LoaderHook};
+use super::{ptrace_err, regs_unless_gone, Core};
 use crate::sys::{self, Tid, Wait};
 use crate::TraceError;
 
@@ -83,5 +89,58 @@ pub(crate) trait Counting {
     /// its records while it waits).
     fn wait(&mut self, _core: &mut Core<'_>) -> Result<Wait, TraceError> {
         sys::wait_any().map_err(TraceError::Wait)
+    }
+}
+
+/// What a SIGTRAP signal-delivery-stop is to a counting that patches its marks and the dynamic
+/// loader's hook with `int3` (breakpoints, native): read once by [`patched_sigtrap`].
+pub(crate) enum PatchedTrap {
+    /// The thread is gone.
+    Gone,
+    /// The loader's hook: its `ret` is emulated already; `rescanned` holds the addresses of the
+    /// probes to patch in what was mapped since, when the link map was consistent.
+    LoaderHook {
+        hook: LoaderHook,
+        rescanned: Option<Vec<u64>>,
+    },
+    /// Another `int3` of the kernel's (`SI_KERNEL`) at `at`; `regs` as it stopped after it.
+    Int3 {
+        at: u64,
+        regs: libc::user_regs_struct,
+    },
+    /// The program's own SIGTRAP (sent by `kill`, `raise`): to deliver.
+    Program,
+}
+
+/// The SIGTRAP stop of `tid` for a counting that planted `hook` (if any): the loader-hook half,
+/// common to the patching countings, done here.
+pub(crate) fn patched_sigtrap(
+    core: &mut Core<'_>,
+    tid: Tid,
+    hook: Option<LoaderHook>,
+) -> Result<PatchedTrap, TraceError> {
+    let code = match sys::siginfo_code(tid) {
+        Ok(c) => c,
+        Err(Errno::ESRCH) => return Ok(PatchedTrap::Gone),
+        Err(e) => return Err(ptrace_err("GETSIGINFO", tid)(e)),
+    };
+    if code != sys::SI_KERNEL {
+        return Ok(PatchedTrap::Program);
+    }
+    let Some(regs) = regs_unless_gone(tid)? else {
+        return Ok(PatchedTrap::Gone);
+    };
+    let at = regs.rip.wrapping_sub(1);
+    match hook.filter(|h| h.addr == at) {
+        Some(hook) => {
+            loader_hook::emulate_ret(tid, &regs)?;
+            let rescanned = if hook.consistent(tid) {
+                Some(core.rescan()?)
+            } else {
+                None
+            };
+            Ok(PatchedTrap::LoaderHook { hook, rescanned })
+        }
+        None => Ok(PatchedTrap::Int3 { at, regs }),
     }
 }

@@ -550,26 +550,19 @@ impl Counting for Native {
     }
 
     fn sigtrap(&mut self, core: &mut Core<'_>, tid: Tid) -> Result<Option<i32>, TraceError> {
-        let code = match sys::siginfo_code(tid) {
-            Ok(c) => c,
-            Err(Errno::ESRCH) => return Ok(None),
-            Err(e) => return Err(ptrace_err("GETSIGINFO", tid)(e)),
-        };
-        if code == sys::SI_KERNEL {
-            let Some(regs) = regs_unless_gone(tid)? else {
-                return Ok(None);
-            };
-            if let Some(hook) = self.hook.filter(|h| h.addr == regs.rip.wrapping_sub(1)) {
-                loader_hook::emulate_ret(tid, &regs)?;
-                if hook.consistent(tid) {
+        use super::{patched_sigtrap, PatchedTrap};
+        match patched_sigtrap(core, tid, self.hook)? {
+            PatchedTrap::Gone => Ok(None),
+            PatchedTrap::LoaderHook { rescanned, .. } => {
+                if let Some(addrs) = rescanned {
                     let pid = core.pid();
-                    let addrs = core.rescan()?;
                     self.patch(core, pid, &addrs, false)?;
                 }
-                return Ok(Some(0));
+                Ok(Some(0))
             }
+            // The marks are jumps, not int3: any other SIGTRAP is the program's own.
+            PatchedTrap::Int3 { .. } | PatchedTrap::Program => Ok(Some(libc::SIGTRAP)),
         }
-        Ok(Some(libc::SIGTRAP)) // the program's own SIGTRAP
     }
 
     fn stopped(&mut self, tid: Tid) {

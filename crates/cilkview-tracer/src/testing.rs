@@ -1,0 +1,88 @@
+//! Testing aids, not for users (the `testing` feature, which the tracer's own tests enable):
+//! the [`BreakpointsOnly`] backend and the free functions running it. They exercise the
+//! patching, hit, operand and fork-scrubbing paths on machines without a PMU.
+
+use std::path::Path;
+
+use crate::backend::FnSink;
+use crate::ptrace::counting::{Breakpoints, NullCounter};
+use crate::{
+    ptrace, AttachOptions, AttachOutcome, Backend, CounterInfo, CounterMode, EventSink, Outcome,
+    Probe, ProbesError, TraceError, TraceEvent, TraceOptions, Unavailable,
+};
+
+/// Probes patched to `int3` exactly as with [`crate::Hardware`] but no counter (every cost is 0).
+pub struct BreakpointsOnly;
+
+impl Backend for BreakpointsOnly {
+    fn mode(&self) -> CounterMode {
+        CounterMode::Hardware
+    }
+    fn check(&self) -> Result<CounterInfo, Unavailable> {
+        Ok(CounterInfo {
+            kind: CounterMode::Hardware,
+            reason: "breakpoints only (testing)".into(),
+            bias: 0,
+        })
+    }
+    fn run(
+        &self,
+        opts: &TraceOptions,
+        info: CounterInfo,
+        sink: &mut dyn EventSink,
+    ) -> Result<Outcome, TraceError> {
+        ptrace::run(opts, info, Breakpoints::<NullCounter>::new(0), sink)
+    }
+    fn attach(
+        &self,
+        opts: &AttachOptions,
+        info: CounterInfo,
+        sink: &mut dyn EventSink,
+    ) -> Result<AttachOutcome, TraceError> {
+        ptrace::attach(opts, info, Breakpoints::<NullCounter>::new(0), sink)
+    }
+}
+
+/// [`crate::run`] with the [`BreakpointsOnly`] backend.
+pub fn run_breakpoints_only<P, F>(
+    opts: &TraceOptions,
+    probes_for: P,
+    on_event: F,
+) -> Result<Outcome, TraceError>
+where
+    P: FnMut(&Path) -> Result<Vec<Probe>, ProbesError>,
+    F: FnMut(TraceEvent),
+{
+    let b = BreakpointsOnly;
+    let info = b.check().expect("always available");
+    b.run(
+        opts,
+        info,
+        &mut FnSink {
+            probes_for,
+            on_event,
+        },
+    )
+}
+
+/// [`crate::attach`] with the [`BreakpointsOnly`] backend.
+pub fn attach_breakpoints_only<P, F>(
+    opts: &AttachOptions,
+    probes_for: P,
+    on_event: F,
+) -> Result<AttachOutcome, TraceError>
+where
+    P: FnMut(&Path) -> Result<Vec<Probe>, ProbesError>,
+    F: FnMut(TraceEvent),
+{
+    let b = BreakpointsOnly;
+    let info = b.check().expect("always available");
+    b.attach(
+        opts,
+        info,
+        &mut FnSink {
+            probes_for,
+            on_event,
+        },
+    )
+}
