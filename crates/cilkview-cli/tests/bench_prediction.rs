@@ -241,7 +241,10 @@ fn fine_grained_tasks_measure_a_slowdown() {
     assert!(out.status.success(), "{}", stderr(&out));
     let bench = read_json(&json);
     let (two, placement) = at_two(&bench);
-    eprintln!("omp_fine 200 tasks of ~50 instructions: {two}; {}", timed.conditions);
+    eprintln!(
+        "omp_fine 200 tasks of ~50 instructions: {two}; {}",
+        timed.conditions
+    );
     let speedup = bench["results"][1]["speedup"]["median"].as_f64().unwrap();
     assert!(speedup < 0.9, "fine-grained tasks sped up: {two}");
     assert!(bench["results"][1]["predicted"]["lower"].as_f64().unwrap() < 0.05);
@@ -303,7 +306,10 @@ fn fine_grained_openmp_tasks_fall_inside_the_task_cost_range() {
     };
     let (_, charged) = analysed_then_timed(&timed, &exe, &["10", "20"], "10000", "5");
     let (two, placement) = at_two(&charged);
-    eprintln!("omp_nqueens 10, --task-cost 10000: {two}; {}", timed.conditions);
+    eprintln!(
+        "omp_nqueens 10, --task-cost 10000: {two}; {}",
+        timed.conditions
+    );
     assert_eq!(placement, "inside", "{two}");
     let (_, cilkview) = analysed_then_timed(&timed, &exe, &["10", "20"], "0", "5");
     let (two, placement) = at_two(&cilkview);

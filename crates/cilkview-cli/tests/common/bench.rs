@@ -113,7 +113,9 @@ pub fn timed() -> Option<Timed> {
     let (realtime, conditions) = match realtime_refused() {
         None => (
             true,
-            format!("under SCHED_FIFO (chrt -f {RT_PRIORITY}), load average {load:.2} on {cpus} CPUs"),
+            format!(
+                "under SCHED_FIFO (chrt -f {RT_PRIORITY}), load average {load:.2} on {cpus} CPUs"
+            ),
         ),
         Some(why) if load > cpus as f64 - 0.5 => {
             skip(format!(
@@ -125,7 +127,9 @@ pub fn timed() -> Option<Timed> {
         }
         Some(why) => (
             false,
-            format!("plainly (no real-time scheduling: {why}), load average {load:.2} on {cpus} CPUs"),
+            format!(
+                "plainly (no real-time scheduling: {why}), load average {load:.2} on {cpus} CPUs"
+            ),
         ),
     };
     let path = std::env::temp_dir().join("cilkview-rs-timed-benchmarks.lock");
