@@ -5,13 +5,14 @@
 use std::collections::HashMap;
 
 use super::context_map::{Arena, ContextMap, Entry};
+use super::path_tree::{PathTree, START};
 use super::{CallSite, ContextProfile, Profile, SiteKind, SiteProfile, WorkSpan};
 use crate::frame::FrameKind;
 
 /// A path (a span variable of Figure 3) and the on-span data of the invocations on it.
 #[derive(Clone, Debug, Default)]
-struct PathProf {
-    span: u64,
+pub(super) struct PathProf {
+    pub(super) span: u64,
     /// Length of the path's strands that ran under no call site nested in the frame's context:
     /// the local span of the invocation that will own it.
     own: u64,
@@ -20,13 +21,13 @@ struct PathProf {
 
 impl PathProf {
     /// `self` followed by `o` in series.
-    fn then(&mut self, arena: &mut Arena, keys: usize, mut o: PathProf) {
+    pub(super) fn then(&mut self, arena: &mut Arena, keys: usize, mut o: PathProf) {
         self.span = self.span.saturating_add(o.span);
         self.own = self.own.saturating_add(o.own);
         self.prof.union(arena, keys, &mut o.prof);
     }
 
-    fn free(self, arena: &mut Arena) {
+    pub(super) fn free(self, arena: &mut Arena) {
         let mut p = self.prof;
         p.free(arena);
     }
@@ -98,10 +99,19 @@ struct PFrame {
     invocation: Option<Invocation>,
     /// Work in the frame outside nested call sites.
     local_work: u64,
-    /// Figure 3's prefix p, longest child ℓ and continuation c.
+    /// Figure 3's prefix p: the frame's path up to its last sync.
     p: PathProf,
-    l: PathProf,
+    /// The continuation since segment `cur` of the profiler's `tree` (`START`: since the last
+    /// sync): the frame's current path is that chain, then `c`.
     c: PathProf,
+    cur: u32,
+    /// The longest end of the siblings the next spawned child depends on (`SpawnAfter`; `START`:
+    /// none yet).
+    after: u32,
+    /// Where this frame's segments begin in the tree (its children's ends since its last sync).
+    base: u32,
+    /// For a spawned frame: the segment of its parent's where it starts.
+    from: u32,
     lp: Option<Box<LoopProf>>,
 }
 
@@ -113,8 +123,11 @@ impl PFrame {
             invocation,
             local_work: 0,
             p: PathProf::default(),
-            l: PathProf::default(),
             c: PathProf::default(),
+            cur: START,
+            after: START,
+            base: 0,
+            from: START,
             lp: None,
         }
     }
@@ -126,29 +139,96 @@ impl PFrame {
         }
     }
 
-    /// A spawned child returned with path `x` (Figure 3, lines 8–13).
-    fn spawned(&mut self, arena: &mut Arena, keys: usize, x: PathProf) {
+    /// Length of the current path since the last sync.
+    fn cur_total(&self, tree: &PathTree) -> u64 {
+        tree.total(self.cur).saturating_add(self.c.span)
+    }
+
+    /// The frame spawns a child: the continuation so far becomes a segment; returns the segment
+    /// the child starts after (the longer of it and `after`).
+    fn spawning(&mut self, tree: &mut PathTree) -> u32 {
         if self.lp.is_some() {
-            return self.serial(arena, keys, x);
+            return START;
         }
-        if self.c.span.saturating_add(x.span) >= self.l.span {
-            let c = std::mem::take(&mut self.c);
-            self.p.then(arena, keys, c);
-            std::mem::replace(&mut self.l, x).free(arena);
+        self.cur = tree.push(self.cur, std::mem::take(&mut self.c));
+        let after = std::mem::replace(&mut self.after, START);
+        if after != START && tree.total(after) > tree.total(self.cur) {
+            after
         } else {
-            x.free(arena);
+            self.cur
         }
     }
 
-    /// Figure 3, lines 14–19.
-    fn sync(&mut self, arena: &mut Arena, keys: usize) {
+    /// A spawned child that started after segment `from` returned with path `x` (its end: a
+    /// segment of the tree until the sync).
+    fn spawned(
+        &mut self,
+        arena: &mut Arena,
+        keys: usize,
+        tree: &mut PathTree,
+        from: u32,
+        x: PathProf,
+    ) {
+        if self.lp.is_some() {
+            return self.serial(arena, keys, x);
+        }
+        tree.push(from, x);
+    }
+
+    /// The next child spawned starts no earlier than child `j` ends (none such: no constraint).
+    fn spawn_after(&mut self, tree: &PathTree, j: u64) {
         if self.lp.is_some() {
             return;
         }
-        let (c, l) = (std::mem::take(&mut self.c), std::mem::take(&mut self.l));
-        let (longer, shorter) = if c.span >= l.span { (c, l) } else { (l, c) };
-        self.p.then(arena, keys, longer);
-        shorter.free(arena);
+        if let Some(end) = tree.child(self.base, j) {
+            if self.after == START || tree.total(end) > tree.total(self.after) {
+                self.after = end;
+            }
+        }
+    }
+
+    /// The strand that begins now starts no earlier than child `j` ends: the current path is the
+    /// longer of the two (ties: the continuation).
+    fn wait_for(&mut self, arena: &mut Arena, tree: &PathTree, j: u64) {
+        if self.lp.is_some() {
+            return;
+        }
+        if let Some(end) = tree.child(self.base, j) {
+            if tree.total(end) > self.cur_total(tree) {
+                // The continuation since `cur` is on no other path (children start at segments).
+                std::mem::take(&mut self.c).free(arena);
+                self.cur = end;
+            }
+        }
+    }
+
+    /// Figure 3, lines 14–19, over the tree: the longest of the current path and the children's
+    /// ends (ties: the continuation, then the later child) goes into `p`.
+    fn sync(&mut self, arena: &mut Arena, keys: usize, tree: &mut PathTree) {
+        if self.lp.is_some() {
+            return;
+        }
+        let mut longest: Option<(u32, u64)> = None;
+        for end in tree.children(self.base) {
+            let total = tree.total(end);
+            if longest.is_none_or(|(_, t)| total >= t) {
+                longest = Some((end, total));
+            }
+        }
+        let c = std::mem::take(&mut self.c);
+        let end = match longest {
+            Some((end, total)) if total > tree.total(self.cur).saturating_add(c.span) => {
+                c.free(arena);
+                end
+            }
+            _ => {
+                self.p.then(arena, keys, c);
+                self.cur
+            }
+        };
+        tree.join(self.base, end, &mut self.p, arena, keys);
+        self.cur = START;
+        self.after = START;
     }
 }
 
@@ -197,6 +277,8 @@ pub(crate) struct Profiler {
     functions: Vec<FunctionState>,
     function_index: HashMap<u64, u32>,
     arena: Arena,
+    /// The frames' paths since their last syncs.
+    tree: PathTree,
     stack: Vec<PFrame>,
 }
 
@@ -214,6 +296,7 @@ impl Profiler {
             functions: Vec::new(),
             function_index: HashMap::new(),
             arena: Arena::new(),
+            tree: PathTree::default(),
             stack: vec![PFrame::new(ROOT, 0, None)],
         }
     }
@@ -244,7 +327,13 @@ impl Profiler {
         } else {
             caller
         };
-        let frame = match site {
+        let from = if kind == FrameKind::Spawn {
+            let tree = &mut self.tree;
+            self.stack.last_mut().expect("root frame").spawning(tree)
+        } else {
+            START
+        };
+        let mut frame = match site {
             None => PFrame::new(ctx, instance, None),
             Some(site) => {
                 let kind = if kind == FrameKind::Spawn {
@@ -292,6 +381,8 @@ impl Profiler {
                 PFrame::new(ctx, instance, Some(invocation))
             }
         };
+        frame.from = from;
+        frame.base = self.tree.len();
         self.stack.push(frame);
     }
 
@@ -337,6 +428,7 @@ impl Profiler {
 
     pub fn push_loop(&mut self, grain: u64) {
         let mut f = PFrame::new(self.top().ctx, self.top().instance, None);
+        f.base = self.tree.len();
         f.lp = Some(Box::new(LoopProf {
             grain: grain.max(1),
             in_chunk: 0,
@@ -359,7 +451,19 @@ impl Profiler {
     pub fn sync(&mut self) {
         let keys = self.contexts.len();
         let f = self.stack.last_mut().expect("root frame");
-        f.sync(&mut self.arena, keys);
+        f.sync(&mut self.arena, keys, &mut self.tree);
+    }
+
+    /// `SpawnAfter{sibling}` in the top frame.
+    pub fn spawn_after(&mut self, sibling: u64) {
+        let f = self.stack.last_mut().expect("root frame");
+        f.spawn_after(&self.tree, sibling);
+    }
+
+    /// `WaitFor{sibling}` in the top frame.
+    pub fn wait_for(&mut self, sibling: u64) {
+        let f = self.stack.last_mut().expect("root frame");
+        f.wait_for(&mut self.arena, &self.tree, sibling);
     }
 
     /// The top frame, of `kind`, ends with the engine's measures (`work`, `span`) and folds into
@@ -377,7 +481,7 @@ impl Profiler {
             parent.serial(arena, keys, lp.control);
             return;
         }
-        f.sync(arena, keys);
+        f.sync(arena, keys, &mut self.tree);
         let mut path = std::mem::take(&mut f.p);
         debug_assert_eq!(path.span, span, "profiler and engine disagree on a span");
         match f.invocation {
@@ -414,7 +518,7 @@ impl Profiler {
         }
         let parent = self.stack.last_mut().expect("root frame");
         match kind {
-            FrameKind::Spawn => parent.spawned(arena, keys, path),
+            FrameKind::Spawn => parent.spawned(arena, keys, &mut self.tree, f.from, path),
             FrameKind::Iteration => match &mut parent.lp {
                 Some(lp) => {
                     lp.serial(arena, keys, path);
@@ -442,7 +546,7 @@ impl Profiler {
         debug_assert_eq!(self.stack.len(), 1);
         let keys = self.contexts.len();
         let mut root = self.stack.pop().expect("root frame");
-        root.sync(&mut self.arena, keys);
+        root.sync(&mut self.arena, keys, &mut self.tree);
         debug_assert_eq!(
             root.p.span, span,
             "profiler and engine disagree on the span"

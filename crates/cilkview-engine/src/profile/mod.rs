@@ -5,6 +5,7 @@
 
 pub(crate) mod cilkprof;
 mod context_map;
+mod path_tree;
 
 use std::collections::HashMap;
 use std::num::NonZeroU64;
