@@ -78,6 +78,25 @@ impl LoopProf {
     }
 }
 
+/// Where a spawned child starts in its parent: after segment `after` of the tree, then a part of
+/// the parent's continuation that holds no invocation, of length `span` (`own` of it local).
+#[derive(Clone, Copy, Debug)]
+struct Start {
+    after: u32,
+    span: u64,
+    own: u64,
+}
+
+impl Start {
+    fn at(after: u32) -> Start {
+        Start {
+            after,
+            span: 0,
+            own: 0,
+        }
+    }
+}
+
 /// An open invocation of a call site.
 #[derive(Clone, Copy, Debug)]
 struct Invocation {
@@ -108,10 +127,11 @@ struct PFrame {
     /// The longest end of the siblings the next spawned child depends on (`SpawnAfter`; `START`:
     /// none yet).
     after: u32,
-    /// Where this frame's segments begin in the tree (its children's ends since its last sync).
+    /// Where this frame's segments and children begin in the tree.
     base: u32,
-    /// For a spawned frame: the segment of its parent's where it starts.
-    from: u32,
+    first: u32,
+    /// For a spawned frame: where it starts in its parent.
+    from: Start,
     lp: Option<Box<LoopProf>>,
 }
 
@@ -127,7 +147,8 @@ impl PFrame {
             cur: START,
             after: START,
             base: 0,
-            from: START,
+            first: 0,
+            from: Start::at(START),
             lp: None,
         }
     }
@@ -144,35 +165,46 @@ impl PFrame {
         tree.total(self.cur).saturating_add(self.c.span)
     }
 
-    /// The frame spawns a child: the continuation so far becomes a segment; returns the segment
-    /// the child starts after (the longer of it and `after`).
-    fn spawning(&mut self, tree: &mut PathTree) -> u32 {
+    /// The frame spawns a child: returns where it starts, the longer of the current path (whose
+    /// part since `cur` becomes a segment if it holds invocations) and `after`.
+    fn spawning(&mut self, tree: &mut PathTree) -> Start {
         if self.lp.is_some() {
-            return START;
+            return Start::at(START);
         }
-        self.cur = tree.push(self.cur, std::mem::take(&mut self.c));
-        let after = std::mem::replace(&mut self.after, START);
-        if after != START && tree.total(after) > tree.total(self.cur) {
-            after
+        let here = if self.c.prof.is_empty() {
+            Start {
+                after: self.cur,
+                span: self.c.span,
+                own: self.c.own,
+            }
         } else {
-            self.cur
+            self.cur = tree.push(self.cur, std::mem::take(&mut self.c));
+            Start::at(self.cur)
+        };
+        let after = std::mem::replace(&mut self.after, START);
+        if after != START && tree.total(after) > tree.total(here.after).saturating_add(here.span) {
+            Start::at(after)
+        } else {
+            here
         }
     }
 
-    /// A spawned child that started after segment `from` returned with path `x` (its end: a
-    /// segment of the tree until the sync).
+    /// A spawned child that started at `from` returned with path `x` (its end: a segment of the
+    /// tree until the sync).
     fn spawned(
         &mut self,
         arena: &mut Arena,
         keys: usize,
         tree: &mut PathTree,
-        from: u32,
-        x: PathProf,
+        from: Start,
+        mut x: PathProf,
     ) {
         if self.lp.is_some() {
             return self.serial(arena, keys, x);
         }
-        tree.push(from, x);
+        x.span = x.span.saturating_add(from.span);
+        x.own = x.own.saturating_add(from.own);
+        tree.push_child(from.after, x);
     }
 
     /// The next child spawned starts no earlier than child `j` ends (none such: no constraint).
@@ -180,7 +212,7 @@ impl PFrame {
         if self.lp.is_some() {
             return;
         }
-        if let Some(end) = tree.child(self.base, j) {
+        if let Some(end) = tree.child(self.first, j) {
             if self.after == START || tree.total(end) > tree.total(self.after) {
                 self.after = end;
             }
@@ -193,9 +225,10 @@ impl PFrame {
         if self.lp.is_some() {
             return;
         }
-        if let Some(end) = tree.child(self.base, j) {
+        if let Some(end) = tree.child(self.first, j) {
             if tree.total(end) > self.cur_total(tree) {
-                // The continuation since `cur` is on no other path (children start at segments).
+                // The continuation since `cur` is on no other path (a child that started in it
+                // holds a copy of its length: it held no invocation).
                 std::mem::take(&mut self.c).free(arena);
                 self.cur = end;
             }
@@ -209,7 +242,7 @@ impl PFrame {
             return;
         }
         let mut longest: Option<(u32, u64)> = None;
-        for end in tree.children(self.base) {
+        for &end in tree.children(self.first) {
             let total = tree.total(end);
             if longest.is_none_or(|(_, t)| total >= t) {
                 longest = Some((end, total));
@@ -226,7 +259,7 @@ impl PFrame {
                 self.cur
             }
         };
-        tree.join(self.base, end, &mut self.p, arena, keys);
+        tree.join(self.base, self.first, end, &mut self.p, arena, keys);
         self.cur = START;
         self.after = START;
     }
@@ -331,7 +364,7 @@ impl Profiler {
             let tree = &mut self.tree;
             self.stack.last_mut().expect("root frame").spawning(tree)
         } else {
-            START
+            Start::at(START)
         };
         let mut frame = match site {
             None => PFrame::new(ctx, instance, None),
@@ -383,6 +416,7 @@ impl Profiler {
         };
         frame.from = from;
         frame.base = self.tree.len();
+        frame.first = self.tree.first_child();
         self.stack.push(frame);
     }
 
@@ -429,6 +463,7 @@ impl Profiler {
     pub fn push_loop(&mut self, grain: u64) {
         let mut f = PFrame::new(self.top().ctx, self.top().instance, None);
         f.base = self.tree.len();
+        f.first = self.tree.first_child();
         f.lp = Some(Box::new(LoopProf {
             grain: grain.max(1),
             in_chunk: 0,

@@ -7,12 +7,13 @@
 //! is a chain of *segments* — a part of the continuation between two spawns, or a child from where
 //! it started to its end — each segment a [`PathProf`] whose prof holds the on-span entries of the
 //! invocations in it, so a prefix shared by many paths (the continuation up to a spawn, which the
-//! child's path and the continuation's both go through) is stored once. At each spawn the frame
-//! closes its continuation into a segment and, when the child returns, the child's path becomes
-//! a segment after the one it started from: a frame's segments are pairs (continuation, child),
-//! so child j's end is its segment `base + 2j + 1`. The sync takes the longest chain, unions its
-//! segments into `p` and frees the others: O(1) amortized per segment. All frames' segments are
-//! on one stack, a frame's from its `base` (those of the frames below it are below).
+//! child's path and the continuation's both go through) is stored once. At a spawn the frame
+//! closes its continuation into a segment if that part holds invocations (else the child copies
+//! its length: two numbers) and, when the child returns, the child's path becomes a segment after
+//! the one it started from, its end, listed among the frame's children (child j's end is the
+//! frame's j-th). The sync takes the longest chain, unions its segments into `p` and frees the
+//! others: O(1) amortized per segment. All frames' segments and children are on two stacks, a
+//! frame's from its `base` and `first` (those of the frames below it are below).
 
 use super::cilkprof::PathProf;
 use super::context_map::Arena;
@@ -32,12 +33,19 @@ struct Segment {
 #[derive(Clone, Debug, Default)]
 pub(super) struct PathTree {
     segments: Vec<Segment>,
+    /// The segments ending the children spawned since their frames' last syncs, in spawn order.
+    children: Vec<u32>,
 }
 
 impl PathTree {
     /// Where the next frame's segments will begin.
     pub fn len(&self) -> u32 {
         self.segments.len() as u32
+    }
+
+    /// Where the next frame's children will begin.
+    pub fn first_child(&self) -> u32 {
+        self.children.len() as u32
     }
 
     /// Length of the chain ending with segment `s` (`START`: 0).
@@ -52,25 +60,32 @@ impl PathTree {
         self.len() - 1
     }
 
-    /// The segment ending child `j` of the frame whose segments begin at `base`, if the frame
-    /// has that child.
-    pub fn child(&self, base: u32, j: u64) -> Option<u32> {
-        let s = u64::from(base)
-            .checked_add(j.checked_mul(2)?.checked_add(1)?)
-            .filter(|&s| s < u64::from(self.len()))?;
-        Some(s as u32)
+    /// A child's path `path`, which began after segment `after`, ended: its end is the frame's
+    /// next child.
+    pub fn push_child(&mut self, after: u32, path: PathProf) {
+        let s = self.push(after, path);
+        self.children.push(s);
     }
 
-    /// The frame's children's ends, in spawn order.
-    pub fn children(&self, base: u32) -> impl Iterator<Item = u32> {
-        (base.saturating_add(1)..self.len()).step_by(2)
+    /// The segment ending child `j` of the frame whose children begin at `first`, if the frame
+    /// has that child.
+    pub fn child(&self, first: u32, j: u64) -> Option<u32> {
+        let i = usize::try_from(j).ok()?.checked_add(first as usize)?;
+        self.children.get(i).copied()
+    }
+
+    /// The ends of the frame's children (from `first`), in spawn order.
+    pub fn children(&self, first: u32) -> &[u32] {
+        self.children.get(first as usize..).unwrap_or_default()
     }
 
     /// Unions the chain ending with segment `end` (`START`: none) into `into`, frees every other
-    /// segment from `base`, and drops them all: the frame whose segments begin at `base` syncs.
+    /// segment from `base`, and drops them and the children from `first`: the frame whose
+    /// segments and children begin there syncs.
     pub fn join(
         &mut self,
         base: u32,
+        first: u32,
         end: u32,
         into: &mut PathProf,
         arena: &mut Arena,
@@ -85,5 +100,6 @@ impl PathTree {
         for seg in self.segments.drain(base..) {
             seg.path.free(arena);
         }
+        self.children.truncate(first as usize);
     }
 }
