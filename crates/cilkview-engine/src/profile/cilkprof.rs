@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use super::context_map::{Arena, ContextMap, Entry};
-use super::path_tree::{PathTree, START};
+use super::path_tree::{FramePaths, PathTree, Start};
 use super::{CallSite, ContextProfile, Profile, SiteKind, SiteProfile, WorkSpan};
 use crate::frame::FrameKind;
 
@@ -15,8 +15,8 @@ pub(super) struct PathProf {
     pub(super) span: u64,
     /// Length of the path's strands that ran under no call site nested in the frame's context:
     /// the local span of the invocation that will own it.
-    own: u64,
-    prof: ContextMap,
+    pub(super) own: u64,
+    pub(super) prof: ContextMap,
 }
 
 impl PathProf {
@@ -78,25 +78,6 @@ impl LoopProf {
     }
 }
 
-/// Where a spawned child starts in its parent: after segment `after` of the tree, then a part of
-/// the parent's continuation that holds no invocation, of length `span` (`own` of it local).
-#[derive(Clone, Copy, Debug)]
-struct Start {
-    after: u32,
-    span: u64,
-    own: u64,
-}
-
-impl Start {
-    fn at(after: u32) -> Start {
-        Start {
-            after,
-            span: 0,
-            own: 0,
-        }
-    }
-}
-
 /// An open invocation of a call site.
 #[derive(Clone, Copy, Debug)]
 struct Invocation {
@@ -118,37 +99,24 @@ struct PFrame {
     invocation: Option<Invocation>,
     /// Work in the frame outside nested call sites.
     local_work: u64,
-    /// Figure 3's prefix p: the frame's path up to its last sync.
-    p: PathProf,
-    /// The continuation since segment `cur` of the profiler's `tree` (`START`: since the last
-    /// sync): the frame's current path is that chain, then `c`.
-    c: PathProf,
-    cur: u32,
-    /// The longest end of the siblings the next spawned child depends on (`SpawnAfter`; `START`:
-    /// none yet).
-    after: u32,
-    /// Where this frame's segments and children begin in the tree.
-    base: u32,
-    first: u32,
+    /// Figure 3's span variables: the prefix p, the continuation c, the paths since the last
+    /// sync in the profiler's tree.
+    paths: FramePaths,
     /// For a spawned frame: where it starts in its parent.
     from: Start,
     lp: Option<Box<LoopProf>>,
 }
 
 impl PFrame {
-    fn new(ctx: u32, instance: u32, invocation: Option<Invocation>) -> Self {
+    /// A frame whose paths since its last sync will begin at the top of `tree`.
+    fn new(ctx: u32, instance: u32, invocation: Option<Invocation>, tree: &PathTree) -> Self {
         PFrame {
             ctx,
             instance,
             invocation,
             local_work: 0,
-            p: PathProf::default(),
-            c: PathProf::default(),
-            cur: START,
-            after: START,
-            base: 0,
-            first: 0,
-            from: Start::at(START),
+            paths: FramePaths::new(tree),
+            from: Start::default(),
             lp: None,
         }
     }
@@ -156,112 +124,38 @@ impl PFrame {
     fn serial(&mut self, arena: &mut Arena, keys: usize, x: PathProf) {
         match &mut self.lp {
             Some(lp) => lp.serial(arena, keys, x),
-            None => self.c.then(arena, keys, x),
+            None => self.paths.c.then(arena, keys, x),
         }
     }
 
-    /// Length of the current path since the last sync.
-    fn cur_total(&self, tree: &PathTree) -> u64 {
-        tree.total(self.cur).saturating_add(self.c.span)
-    }
-
-    /// The frame spawns a child: returns where it starts, the longer of the current path (whose
-    /// part since `cur` becomes a segment if it holds invocations) and `after`.
+    /// The frame spawns a child: where it starts (none in a loop's control code, whose spawns
+    /// are serial).
     fn spawning(&mut self, tree: &mut PathTree) -> Start {
-        if self.lp.is_some() {
-            return Start::at(START);
-        }
-        let here = if self.c.prof.is_empty() {
-            Start {
-                after: self.cur,
-                span: self.c.span,
-                own: self.c.own,
-            }
-        } else {
-            self.cur = tree.push(self.cur, std::mem::take(&mut self.c));
-            Start::at(self.cur)
-        };
-        let after = std::mem::replace(&mut self.after, START);
-        if after != START && tree.total(after) > tree.total(here.after).saturating_add(here.span) {
-            Start::at(after)
-        } else {
-            here
+        match self.lp {
+            Some(_) => Start::default(),
+            None => self.paths.spawning(tree),
         }
     }
 
-    /// A spawned child that started at `from` returned with path `x` (its end: a segment of the
-    /// tree until the sync).
+    /// A spawned child that started at `from` returned with path `x`.
     fn spawned(
         &mut self,
         arena: &mut Arena,
         keys: usize,
         tree: &mut PathTree,
         from: Start,
-        mut x: PathProf,
+        x: PathProf,
     ) {
-        if self.lp.is_some() {
-            return self.serial(arena, keys, x);
-        }
-        x.span = x.span.saturating_add(from.span);
-        x.own = x.own.saturating_add(from.own);
-        tree.push_child(from.after, x);
-    }
-
-    /// The next child spawned starts no earlier than child `j` ends (none such: no constraint).
-    fn spawn_after(&mut self, tree: &PathTree, j: u64) {
-        if self.lp.is_some() {
-            return;
-        }
-        if let Some(end) = tree.child(self.first, j) {
-            if self.after == START || tree.total(end) > tree.total(self.after) {
-                self.after = end;
-            }
+        match self.lp {
+            Some(_) => self.serial(arena, keys, x),
+            None => self.paths.spawned(tree, from, x),
         }
     }
 
-    /// The strand that begins now starts no earlier than child `j` ends: the current path is the
-    /// longer of the two (ties: the continuation).
-    fn wait_for(&mut self, arena: &mut Arena, tree: &PathTree, j: u64) {
-        if self.lp.is_some() {
-            return;
-        }
-        if let Some(end) = tree.child(self.first, j) {
-            if tree.total(end) > self.cur_total(tree) {
-                // The continuation since `cur` is on no other path (a child that started in it
-                // holds a copy of its length: it held no invocation).
-                std::mem::take(&mut self.c).free(arena);
-                self.cur = end;
-            }
-        }
-    }
-
-    /// Figure 3, lines 14–19, over the tree: the longest of the current path and the children's
-    /// ends (ties: the continuation, then the later child) goes into `p`.
     fn sync(&mut self, arena: &mut Arena, keys: usize, tree: &mut PathTree) {
-        if self.lp.is_some() {
-            return;
+        if self.lp.is_none() {
+            self.paths.sync(arena, keys, tree);
         }
-        let mut longest: Option<(u32, u64)> = None;
-        for &end in tree.children(self.first) {
-            let total = tree.total(end);
-            if longest.is_none_or(|(_, t)| total >= t) {
-                longest = Some((end, total));
-            }
-        }
-        let c = std::mem::take(&mut self.c);
-        let end = match longest {
-            Some((end, total)) if total > tree.total(self.cur).saturating_add(c.span) => {
-                c.free(arena);
-                end
-            }
-            _ => {
-                self.p.then(arena, keys, c);
-                self.cur
-            }
-        };
-        tree.join(self.base, self.first, end, &mut self.p, arena, keys);
-        self.cur = START;
-        self.after = START;
     }
 }
 
@@ -330,7 +224,7 @@ impl Profiler {
             function_index: HashMap::new(),
             arena: Arena::new(),
             tree: PathTree::default(),
-            stack: vec![PFrame::new(ROOT, 0, None)],
+            stack: vec![PFrame::new(ROOT, 0, None, &PathTree::default())],
         }
     }
 
@@ -345,8 +239,9 @@ impl Profiler {
         match &mut f.lp {
             Some(lp) => lp.strand(cost),
             None => {
-                f.c.span = f.c.span.saturating_add(cost);
-                f.c.own = f.c.own.saturating_add(cost);
+                let c = &mut f.paths.c;
+                c.span = c.span.saturating_add(cost);
+                c.own = c.own.saturating_add(cost);
             }
         }
     }
@@ -364,10 +259,10 @@ impl Profiler {
             let tree = &mut self.tree;
             self.stack.last_mut().expect("root frame").spawning(tree)
         } else {
-            Start::at(START)
+            Start::default()
         };
         let mut frame = match site {
-            None => PFrame::new(ctx, instance, None),
+            None => PFrame::new(ctx, instance, None, &self.tree),
             Some(site) => {
                 let kind = if kind == FrameKind::Spawn {
                     SiteKind::Spawn
@@ -411,12 +306,10 @@ impl Profiler {
                     top,
                     top_caller,
                 };
-                PFrame::new(ctx, instance, Some(invocation))
+                PFrame::new(ctx, instance, Some(invocation), &self.tree)
             }
         };
         frame.from = from;
-        frame.base = self.tree.len();
-        frame.first = self.tree.first_child();
         self.stack.push(frame);
     }
 
@@ -461,9 +354,8 @@ impl Profiler {
     }
 
     pub fn push_loop(&mut self, grain: u64) {
-        let mut f = PFrame::new(self.top().ctx, self.top().instance, None);
-        f.base = self.tree.len();
-        f.first = self.tree.first_child();
+        let (ctx, instance) = (self.top().ctx, self.top().instance);
+        let mut f = PFrame::new(ctx, instance, None, &self.tree);
         f.lp = Some(Box::new(LoopProf {
             grain: grain.max(1),
             in_chunk: 0,
@@ -492,13 +384,17 @@ impl Profiler {
     /// `SpawnAfter{sibling}` in the top frame.
     pub fn spawn_after(&mut self, sibling: u64) {
         let f = self.stack.last_mut().expect("root frame");
-        f.spawn_after(&self.tree, sibling);
+        if f.lp.is_none() {
+            f.paths.spawn_after(&self.tree, sibling);
+        }
     }
 
     /// `WaitFor{sibling}` in the top frame.
     pub fn wait_for(&mut self, sibling: u64) {
         let f = self.stack.last_mut().expect("root frame");
-        f.wait_for(&mut self.arena, &self.tree, sibling);
+        if f.lp.is_none() {
+            f.paths.wait_for(&mut self.arena, &self.tree, sibling);
+        }
     }
 
     /// The top frame, of `kind`, ends with the engine's measures (`work`, `span`) and folds into
@@ -517,7 +413,7 @@ impl Profiler {
             return;
         }
         f.sync(arena, keys, &mut self.tree);
-        let mut path = std::mem::take(&mut f.p);
+        let mut path = std::mem::take(&mut f.paths.p);
         debug_assert_eq!(path.span, span, "profiler and engine disagree on a span");
         match f.invocation {
             Some(Invocation {
@@ -583,7 +479,7 @@ impl Profiler {
         let mut root = self.stack.pop().expect("root frame");
         root.sync(&mut self.arena, keys, &mut self.tree);
         debug_assert_eq!(
-            root.p.span, span,
+            root.paths.p.span, span,
             "profiler and engine disagree on the span"
         );
         let mut contexts: Vec<ContextProfile> = self
@@ -604,8 +500,8 @@ impl Profiler {
         r.on_work = WorkSpan::new(work, span);
         r.on_span = WorkSpan::new(work, span);
         r.local_work = root.local_work;
-        r.local_on_span = WorkSpan::new(root.local_work, root.p.own);
-        for (k, e) in root.p.prof.drain(&mut self.arena, keys) {
+        r.local_on_span = WorkSpan::new(root.local_work, root.paths.p.own);
+        for (k, e) in root.paths.p.prof.drain(&mut self.arena, keys) {
             let c = &mut contexts[k as usize];
             c.invocations_on_span += e.count;
             c.on_span.add(WorkSpan::new(e.on_span_work, e.on_span_span));
