@@ -22,6 +22,10 @@ for n in "${@:-10000000 100000000}"; do
     echo "session:  $($session "$n1")"
   done
 done
+# Many children out at once: frames of 10^6 spawned calls, then a sync (the profiler keeps each
+# child's end until the sync: a later dependence may name it).
+echo "plain, 10^6 children per sync:    $($bin 10000000 --children 1000000)"
+echo "profiled, 10^6 children per sync: $($bin 10000000 --profile --children 1000000)"
 # Memory proportional to the sites: 10^5 and 10^6 distinct sites, each invoked ~10 times.
 for s in 100000 1000000; do
   echo "profiled, $s distinct sites: $($bin $((s * 90)) --profile --sites "$s")"

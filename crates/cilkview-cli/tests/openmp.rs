@@ -544,3 +544,58 @@ fn profile_names_the_programs_pragma_lines() {
         1
     );
 }
+
+/// `--profile` on tasks with dependences: the profile follows the dependence edges (the task
+/// after a sibling, the wait for one task), so the tasks the construction puts on the span hold
+/// it — a chain's 8, a row of diamonds' 17 (a and one of b, c per diamond, the last d), the
+/// 3-unit b of each round of partial, waitdep, undeferred — and the local spans on span add up to
+/// the span.
+#[test]
+#[ignore = "slow: runs cilkview-rs on compiled OpenMP programs"]
+fn profile_follows_task_dependences() {
+    let exe = build(
+        "omp_known",
+        &BuildOptions::default()
+            .compiler("gcc")
+            .opt(2)
+            .flag("-g")
+            .flag("-fopenmp")
+            .disabled(),
+    );
+    // One unit of w: 2w + 1 instructions (as UNIT).
+    let w = W / 10;
+    let unit = 2 * w + 1;
+    for (mode, span_units) in [
+        ("chain", N),
+        ("diamond", 2 * N + 1),
+        ("partial", 3 * N),
+        ("waitdep", 3 * N),
+        ("undeferred", 3 * N),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("p");
+        let a = analyze_with(
+            &exe,
+            &["--openmp", "--profile", p.to_str().unwrap()],
+            &[mode, &N.to_string(), &w.to_string()],
+        );
+        assert_eq!(a.code(), Some(0), "{mode}: {}", a.stderr());
+        let sites = a.json["call_sites"].as_array().unwrap();
+        let local = |s: &Value| u(&s["local_on_span"], "span");
+        // The tasks' bodies: calls of unit() from the task constructs in the mode's function.
+        let tasks: u64 = sites
+            .iter()
+            .filter(|s| s["function"] == mode && s["kind"] == "call")
+            .map(local)
+            .sum();
+        // Each task adds a few dozen instructions to its unit (the outlined body, the call).
+        assert!(
+            tasks >= span_units * unit && tasks <= span_units * (unit + 200),
+            "{mode}: tasks' local span on span {tasks}, expected {span_units} units of {unit}"
+        );
+        // The sites' and the code outside every site's (the root context's, column 9 of its row).
+        let outside = a.json["call_contexts"][0][9].as_u64().unwrap();
+        let all = sites.iter().map(local).sum::<u64>() + outside;
+        assert_eq!(all, u(&a.json, "span"), "{mode}");
+    }
+}

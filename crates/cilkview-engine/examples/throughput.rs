@@ -6,6 +6,9 @@
 //!     … -- 100000000 --profile              (call-site profiles: 3 sites, as fib's)
 //!     … -- 100000000 --profile --sites 1000000
 //!                                           (fib(2)s called from 10^6 distinct sites in turn)
+//!     … -- 100000000 --profile --children 1000000
+//!                                           (frames of 10^6 spawned calls each, then a sync: the
+//!                                           children out at once, whose ends are kept until it)
 
 use std::time::Instant;
 
@@ -51,6 +54,26 @@ fn fib(n: u32, site: Option<CallSite>, engine: &mut Engine, budget: &mut u64, si
     *budget = budget.saturating_sub(1);
 }
 
+/// A frame that spawns `k` children (each a call at a site), then syncs, until `budget` runs
+/// out.
+fn children(k: u64, engine: &mut Engine, budget: &mut u64, sites: bool) {
+    let (spawn_site, call_site) = if sites {
+        (CallSite::new(SPAWN_SITE), CallSite::new(CALL_SITE))
+    } else {
+        (None, None)
+    };
+    engine.process(Event::new(3, FunctionEnter));
+    for _ in 0..k.min(*budget / 4) {
+        engine.process(Event::at(5, Spawn, spawn_site));
+        engine.process(Event::at(1, FunctionEnter, call_site));
+        engine.process(Event::new(7, FunctionExit));
+        engine.process(Event::new(2, SpawnReturn));
+    }
+    engine.process(Event::new(1, Sync));
+    engine.process(Event::new(2, FunctionExit));
+    *budget = budget.saturating_sub(4 * k + 3);
+}
+
 fn peak_rss_kib() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
@@ -68,6 +91,10 @@ fn main() {
         .iter()
         .position(|a| a == "--sites")
         .and_then(|i| args.get(i + 1)?.parse().ok());
+    let wide: Option<u64> = args
+        .iter()
+        .position(|a| a == "--children")
+        .and_then(|i| args.get(i + 1)?.parse().ok());
     let mut engine = if profile {
         Engine::with_profile(Config::default())
     } else {
@@ -77,6 +104,10 @@ fn main() {
     let mut next_site = 0u64;
     while engine.events() < target {
         let mut budget = target - engine.events();
+        if let Some(k) = wide {
+            children(k.max(1), &mut engine, &mut budget, profile);
+            continue;
+        }
         match distinct {
             // fib(2) from call sites 1000, 1001, … in turn (each with fib's own inner sites).
             Some(s) => {

@@ -253,10 +253,12 @@ impl Engine {
                 self.sync_top(o);
             }
             EventKind::SpawnAfter { sibling } => {
+                o.spawn_after(sibling);
                 let top = self.stack.last_mut().expect("root frame is never popped");
                 top.spawn_after(sibling, &self.ends);
             }
             EventKind::WaitFor { sibling } => {
+                o.wait_for(sibling);
                 let top = self.stack.last_mut().expect("root frame is never popped");
                 top.wait_for(sibling, self.acc, &self.ends);
             }

@@ -15,6 +15,8 @@ pub(crate) trait Observer {
     fn push_loop(&mut self, grain: u64);
     fn begin_iteration(&mut self);
     fn sync(&mut self);
+    fn spawn_after(&mut self, sibling: u64);
+    fn wait_for(&mut self, sibling: u64);
     fn pop(&mut self, kind: FrameKind, work: u64, span: u64);
 }
 
@@ -31,6 +33,10 @@ impl Observer for () {
     fn begin_iteration(&mut self) {}
     #[inline(always)]
     fn sync(&mut self) {}
+    #[inline(always)]
+    fn spawn_after(&mut self, _: u64) {}
+    #[inline(always)]
+    fn wait_for(&mut self, _: u64) {}
     #[inline(always)]
     fn pop(&mut self, _: FrameKind, _: u64, _: u64) {}
 }
@@ -51,6 +57,12 @@ impl Observer for Profiler {
     }
     fn sync(&mut self) {
         Profiler::sync(self)
+    }
+    fn spawn_after(&mut self, sibling: u64) {
+        Profiler::spawn_after(self, sibling)
+    }
+    fn wait_for(&mut self, sibling: u64) {
+        Profiler::wait_for(self, sibling)
     }
     fn pop(&mut self, kind: FrameKind, work: u64, span: u64) {
         Profiler::pop(self, kind, work, span)

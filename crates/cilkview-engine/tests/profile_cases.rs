@@ -347,3 +347,61 @@ fn calling_contexts_stay_proportional_to_sites() {
     assert_eq!(find(p, 7).local_on_span, ws(n, n));
     assert_local_spans_add_up(&r);
 }
+
+#[test]
+fn a_spawn_after_one_sibling_puts_that_sibling_on_the_span() {
+    // root: spawn A (100) at 1; spawn B (10) at 2; C (50) at 3 after A; sync. The span is
+    // A then C: 150 (without the edge it would be 100); B is off it.
+    let mut s = Stream::default();
+    s.ev(Spawn, site(1));
+    s.work(100);
+    s.ev(SpawnReturn, None);
+    s.ev(Spawn, site(2));
+    s.work(10);
+    s.ev(SpawnReturn, None);
+    s.ev(SpawnAfter { sibling: 0 }, None);
+    s.ev(Spawn, site(3));
+    s.work(50);
+    s.ev(SpawnReturn, None);
+    s.ev(Sync, None);
+    let r = s.run();
+    assert_eq!((r.total.work, r.total.span), (160, 150));
+    let p = r.profile.as_ref().unwrap();
+    assert_eq!(find(p, 1).local_on_span, ws(100, 100));
+    assert_eq!(find(p, 2).invocations_on_span, 0);
+    assert_eq!(find(p, 3).on_span, ws(50, 50));
+    assert_local_spans_add_up(&r);
+}
+
+#[test]
+fn a_wait_for_one_child_puts_it_before_the_strands_after() {
+    // root: spawn A (100) at 1; spawn B (200) at 2; wait for A; 5; call H (30) at 4; sync.
+    // Paths: A, 5, H = 135 against B = 200: the span is B's. With 300 in A instead, the
+    // span is A, the strand of 5 (the root's), H: 335.
+    let run = |a: u64| {
+        let mut s = Stream::default();
+        s.ev(Spawn, site(1));
+        s.work(a);
+        s.ev(SpawnReturn, None);
+        s.ev(Spawn, site(2));
+        s.work(200);
+        s.ev(SpawnReturn, None);
+        s.ev(WaitFor { sibling: 0 }, None);
+        s.work(5);
+        s.call(site(4), |s| s.work(30));
+        s.ev(Sync, None);
+        s.run()
+    };
+    let r = run(100);
+    assert_eq!(r.total.span, 200);
+    assert_eq!(find(r.profile.as_ref().unwrap(), 2).on_span, ws(200, 200));
+    assert_local_spans_add_up(&r);
+    let r = run(300);
+    assert_eq!(r.total.span, 335);
+    let p = r.profile.as_ref().unwrap();
+    assert_eq!(find(p, 1).local_on_span, ws(300, 300));
+    assert_eq!(find(p, 4).local_on_span, ws(30, 30));
+    assert_eq!(find(p, 2).invocations_on_span, 0);
+    assert_eq!(p.root().local_on_span.span, 5);
+    assert_local_spans_add_up(&r);
+}

@@ -1,7 +1,9 @@
 //! Property test of call-site profiles against an explicit dag (the model of `common/dag.rs`, as
-//! tests/dag_model.rs uses it for work and span): random series-parallel programs with call sites (the same site nested in itself
-//! often, so top-call-site semantics are exercised) become both an event stream and a dag whose
-//! nodes know the invocations they ran in. Per site: invocations, on-work, on-span and local on
+//! tests/dag_model.rs uses it for work and span): random programs with call sites (the same site
+//! nested in itself often, so top-call-site semantics are exercised), series-parallel but for
+//! dependences between siblings (a spawn after earlier siblings, `SpawnAfter`; a strand waiting
+//! for one child, `WaitFor`), become both an event stream and a dag whose nodes know the
+//! invocations they ran in. Per site: invocations, on-work, on-span and local on
 //! span must equal the dag's, and the local spans on span of all sites plus the root's must add up
 //! to the span exactly. Sites 0 and 2 are in one caller function, 1 in another: the top-caller
 //! sums must equal a scan of the dag's open invocations (every open invocation from the same
@@ -86,6 +88,7 @@ fn program() -> impl Strategy<Value = Vec<Stmt>> {
     let leaf = prop_oneof![
         3 => (1u64..1 << 40).prop_map(Stmt::Work),
         1 => Just(Stmt::Sync),
+        1 => (0u64..4).prop_map(Stmt::WaitFor),
     ];
     let stmt = leaf.prop_recursive(5, 96, 6, |inner| {
         let site = prop_oneof![1 => Just(None), 4 => (0u64..3).prop_map(Some)];
@@ -97,8 +100,8 @@ fn program() -> impl Strategy<Value = Vec<Stmt>> {
         });
         prop_oneof![
             2 => (site.clone(), body.clone()).prop_map(|(s, b)| Stmt::Call(s, b)),
-            3 => (site, body.clone())
-                .prop_map(|(site, body)| Stmt::Spawn { site, after: vec![], body }),
+            3 => (site, prop::collection::vec(0u64..4, 0..3), body.clone())
+                .prop_map(|(site, after, body)| Stmt::Spawn { site, after, body }),
             1 => (0u64..4, prop::collection::vec((0u64..5, body), 0..7), 0u64..5).prop_map(
                 |(grain, iterations, tail)| Stmt::Loop { grain, iterations, tail }
             ),

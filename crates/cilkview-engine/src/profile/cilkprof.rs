@@ -5,28 +5,29 @@
 use std::collections::HashMap;
 
 use super::context_map::{Arena, ContextMap, Entry};
+use super::path_tree::{FramePaths, PathTree, Start};
 use super::{CallSite, ContextProfile, Profile, SiteKind, SiteProfile, WorkSpan};
 use crate::frame::FrameKind;
 
 /// A path (a span variable of Figure 3) and the on-span data of the invocations on it.
 #[derive(Clone, Debug, Default)]
-struct PathProf {
-    span: u64,
+pub(super) struct PathProf {
+    pub(super) span: u64,
     /// Length of the path's strands that ran under no call site nested in the frame's context:
     /// the local span of the invocation that will own it.
-    own: u64,
-    prof: ContextMap,
+    pub(super) own: u64,
+    pub(super) prof: ContextMap,
 }
 
 impl PathProf {
     /// `self` followed by `o` in series.
-    fn then(&mut self, arena: &mut Arena, keys: usize, mut o: PathProf) {
+    pub(super) fn then(&mut self, arena: &mut Arena, keys: usize, mut o: PathProf) {
         self.span = self.span.saturating_add(o.span);
         self.own = self.own.saturating_add(o.own);
         self.prof.union(arena, keys, &mut o.prof);
     }
 
-    fn free(self, arena: &mut Arena) {
+    pub(super) fn free(self, arena: &mut Arena) {
         let mut p = self.prof;
         p.free(arena);
     }
@@ -98,23 +99,24 @@ struct PFrame {
     invocation: Option<Invocation>,
     /// Work in the frame outside nested call sites.
     local_work: u64,
-    /// Figure 3's prefix p, longest child ℓ and continuation c.
-    p: PathProf,
-    l: PathProf,
-    c: PathProf,
+    /// Figure 3's span variables: the prefix p, the continuation c, the paths since the last
+    /// sync in the profiler's tree.
+    paths: FramePaths,
+    /// For a spawned frame: where it starts in its parent.
+    from: Start,
     lp: Option<Box<LoopProf>>,
 }
 
 impl PFrame {
-    fn new(ctx: u32, instance: u32, invocation: Option<Invocation>) -> Self {
+    /// A frame whose paths since its last sync will begin at the top of `tree`.
+    fn new(ctx: u32, instance: u32, invocation: Option<Invocation>, tree: &PathTree) -> Self {
         PFrame {
             ctx,
             instance,
             invocation,
             local_work: 0,
-            p: PathProf::default(),
-            l: PathProf::default(),
-            c: PathProf::default(),
+            paths: FramePaths::new(tree),
+            from: Start::default(),
             lp: None,
         }
     }
@@ -122,33 +124,38 @@ impl PFrame {
     fn serial(&mut self, arena: &mut Arena, keys: usize, x: PathProf) {
         match &mut self.lp {
             Some(lp) => lp.serial(arena, keys, x),
-            None => self.c.then(arena, keys, x),
+            None => self.paths.c.then(arena, keys, x),
         }
     }
 
-    /// A spawned child returned with path `x` (Figure 3, lines 8–13).
-    fn spawned(&mut self, arena: &mut Arena, keys: usize, x: PathProf) {
-        if self.lp.is_some() {
-            return self.serial(arena, keys, x);
-        }
-        if self.c.span.saturating_add(x.span) >= self.l.span {
-            let c = std::mem::take(&mut self.c);
-            self.p.then(arena, keys, c);
-            std::mem::replace(&mut self.l, x).free(arena);
-        } else {
-            x.free(arena);
+    /// The frame spawns a child: where it starts (none in a loop's control code, whose spawns
+    /// are serial).
+    fn spawning(&mut self, tree: &mut PathTree) -> Start {
+        match self.lp {
+            Some(_) => Start::default(),
+            None => self.paths.spawning(tree),
         }
     }
 
-    /// Figure 3, lines 14–19.
-    fn sync(&mut self, arena: &mut Arena, keys: usize) {
-        if self.lp.is_some() {
-            return;
+    /// A spawned child that started at `from` returned with path `x`.
+    fn spawned(
+        &mut self,
+        arena: &mut Arena,
+        keys: usize,
+        tree: &mut PathTree,
+        from: Start,
+        x: PathProf,
+    ) {
+        match self.lp {
+            Some(_) => self.serial(arena, keys, x),
+            None => self.paths.spawned(tree, from, x),
         }
-        let (c, l) = (std::mem::take(&mut self.c), std::mem::take(&mut self.l));
-        let (longer, shorter) = if c.span >= l.span { (c, l) } else { (l, c) };
-        self.p.then(arena, keys, longer);
-        shorter.free(arena);
+    }
+
+    fn sync(&mut self, arena: &mut Arena, keys: usize, tree: &mut PathTree) {
+        if self.lp.is_none() {
+            self.paths.sync(arena, keys, tree);
+        }
     }
 }
 
@@ -197,6 +204,8 @@ pub(crate) struct Profiler {
     functions: Vec<FunctionState>,
     function_index: HashMap<u64, u32>,
     arena: Arena,
+    /// The frames' paths since their last syncs.
+    tree: PathTree,
     stack: Vec<PFrame>,
 }
 
@@ -214,7 +223,8 @@ impl Profiler {
             functions: Vec::new(),
             function_index: HashMap::new(),
             arena: Arena::new(),
-            stack: vec![PFrame::new(ROOT, 0, None)],
+            tree: PathTree::default(),
+            stack: vec![PFrame::new(ROOT, 0, None, &PathTree::default())],
         }
     }
 
@@ -229,8 +239,9 @@ impl Profiler {
         match &mut f.lp {
             Some(lp) => lp.strand(cost),
             None => {
-                f.c.span = f.c.span.saturating_add(cost);
-                f.c.own = f.c.own.saturating_add(cost);
+                let c = &mut f.paths.c;
+                c.span = c.span.saturating_add(cost);
+                c.own = c.own.saturating_add(cost);
             }
         }
     }
@@ -244,8 +255,14 @@ impl Profiler {
         } else {
             caller
         };
-        let frame = match site {
-            None => PFrame::new(ctx, instance, None),
+        let from = if kind == FrameKind::Spawn {
+            let tree = &mut self.tree;
+            self.stack.last_mut().expect("root frame").spawning(tree)
+        } else {
+            Start::default()
+        };
+        let mut frame = match site {
+            None => PFrame::new(ctx, instance, None, &self.tree),
             Some(site) => {
                 let kind = if kind == FrameKind::Spawn {
                     SiteKind::Spawn
@@ -289,9 +306,10 @@ impl Profiler {
                     top,
                     top_caller,
                 };
-                PFrame::new(ctx, instance, Some(invocation))
+                PFrame::new(ctx, instance, Some(invocation), &self.tree)
             }
         };
+        frame.from = from;
         self.stack.push(frame);
     }
 
@@ -336,7 +354,8 @@ impl Profiler {
     }
 
     pub fn push_loop(&mut self, grain: u64) {
-        let mut f = PFrame::new(self.top().ctx, self.top().instance, None);
+        let (ctx, instance) = (self.top().ctx, self.top().instance);
+        let mut f = PFrame::new(ctx, instance, None, &self.tree);
         f.lp = Some(Box::new(LoopProf {
             grain: grain.max(1),
             in_chunk: 0,
@@ -359,7 +378,23 @@ impl Profiler {
     pub fn sync(&mut self) {
         let keys = self.contexts.len();
         let f = self.stack.last_mut().expect("root frame");
-        f.sync(&mut self.arena, keys);
+        f.sync(&mut self.arena, keys, &mut self.tree);
+    }
+
+    /// `SpawnAfter{sibling}` in the top frame.
+    pub fn spawn_after(&mut self, sibling: u64) {
+        let f = self.stack.last_mut().expect("root frame");
+        if f.lp.is_none() {
+            f.paths.spawn_after(&self.tree, sibling);
+        }
+    }
+
+    /// `WaitFor{sibling}` in the top frame.
+    pub fn wait_for(&mut self, sibling: u64) {
+        let f = self.stack.last_mut().expect("root frame");
+        if f.lp.is_none() {
+            f.paths.wait_for(&mut self.arena, &self.tree, sibling);
+        }
     }
 
     /// The top frame, of `kind`, ends with the engine's measures (`work`, `span`) and folds into
@@ -377,8 +412,8 @@ impl Profiler {
             parent.serial(arena, keys, lp.control);
             return;
         }
-        f.sync(arena, keys);
-        let mut path = std::mem::take(&mut f.p);
+        f.sync(arena, keys, &mut self.tree);
+        let mut path = std::mem::take(&mut f.paths.p);
         debug_assert_eq!(path.span, span, "profiler and engine disagree on a span");
         match f.invocation {
             Some(Invocation {
@@ -414,7 +449,7 @@ impl Profiler {
         }
         let parent = self.stack.last_mut().expect("root frame");
         match kind {
-            FrameKind::Spawn => parent.spawned(arena, keys, path),
+            FrameKind::Spawn => parent.spawned(arena, keys, &mut self.tree, f.from, path),
             FrameKind::Iteration => match &mut parent.lp {
                 Some(lp) => {
                     lp.serial(arena, keys, path);
@@ -442,9 +477,9 @@ impl Profiler {
         debug_assert_eq!(self.stack.len(), 1);
         let keys = self.contexts.len();
         let mut root = self.stack.pop().expect("root frame");
-        root.sync(&mut self.arena, keys);
+        root.sync(&mut self.arena, keys, &mut self.tree);
         debug_assert_eq!(
-            root.p.span, span,
+            root.paths.p.span, span,
             "profiler and engine disagree on the span"
         );
         let mut contexts: Vec<ContextProfile> = self
@@ -465,8 +500,8 @@ impl Profiler {
         r.on_work = WorkSpan::new(work, span);
         r.on_span = WorkSpan::new(work, span);
         r.local_work = root.local_work;
-        r.local_on_span = WorkSpan::new(root.local_work, root.p.own);
-        for (k, e) in root.p.prof.drain(&mut self.arena, keys) {
+        r.local_on_span = WorkSpan::new(root.local_work, root.paths.p.own);
+        for (k, e) in root.paths.p.prof.drain(&mut self.arena, keys) {
             let c = &mut contexts[k as usize];
             c.invocations_on_span += e.count;
             c.on_span.add(WorkSpan::new(e.on_span_work, e.on_span_span));

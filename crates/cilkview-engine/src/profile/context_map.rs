@@ -122,6 +122,11 @@ impl ContextMap {
         }
     }
 
+    /// Whether the prof holds nothing (no list, no array).
+    pub fn is_empty(&self) -> bool {
+        self.head == NIL && self.arr.is_none()
+    }
+
     /// UNION: moves everything of `other` into `self`, leaving `other` empty.
     pub fn union(&mut self, arena: &mut Arena, keys: usize, other: &mut ContextMap) {
         let other = std::mem::take(other);

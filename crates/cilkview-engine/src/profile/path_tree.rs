@@ -1,0 +1,247 @@
+//! The paths of the profiler's frames since their last syncs, as a tree of segments, so that a
+//! child may start after a sibling's end (`SpawnAfter`) and a strand may wait for one
+//! (`WaitFor`) with the on-span data of the path that reaches it (docs/engine.md, "Call-site
+//! profiles", dependences).
+//!
+//! A frame's paths since its last sync all begin where its last sync ended (its prefix `p`): each
+//! is a chain of *segments* — a part of the continuation between two spawns, or a child from where
+//! it started to its end — each segment a [`PathProf`] whose prof holds the on-span entries of the
+//! invocations in it, so a prefix shared by many paths (the continuation up to a spawn, which the
+//! child's path and the continuation's both go through) is stored once. At a spawn the frame
+//! closes its continuation into a segment if that part holds invocations (else the child copies
+//! its length: two numbers) and, when the child returns, the child's path becomes a segment after
+//! the one it started from, its end, listed among the frame's children (child j's end is the
+//! frame's j-th). The sync takes the longest chain, unions its segments into `p` and frees the
+//! others: O(1) amortized per segment. All frames' segments and children are on two stacks, a
+//! frame's from its `base` and `first` (those of the frames below it are below). A frame's side
+//! of it is [`FramePaths`].
+
+use super::cilkprof::PathProf;
+use super::context_map::Arena;
+
+/// No segment: the path begins at the frame's last sync.
+const START: u32 = u32::MAX;
+
+#[derive(Clone, Debug)]
+struct Segment {
+    /// The segment this one follows (`START`: none).
+    after: u32,
+    /// Length of the chain from the frame's last sync through this segment.
+    total: u64,
+    path: PathProf,
+}
+
+#[derive(Clone, Debug, Default)]
+pub(super) struct PathTree {
+    segments: Vec<Segment>,
+    /// The segments ending the children spawned since their frames' last syncs, in spawn order.
+    children: Vec<u32>,
+}
+
+impl PathTree {
+    /// Where the next frame's segments will begin.
+    pub fn len(&self) -> u32 {
+        self.segments.len() as u32
+    }
+
+    /// Where the next frame's children will begin.
+    pub fn first_child(&self) -> u32 {
+        self.children.len() as u32
+    }
+
+    /// Length of the chain ending with segment `s` (`START`: 0).
+    pub fn total(&self, s: u32) -> u64 {
+        self.segments.get(s as usize).map_or(0, |x| x.total)
+    }
+
+    /// Appends `path` after segment `after` (`START`: at the frame's last sync); returns it.
+    pub fn push(&mut self, after: u32, path: PathProf) -> u32 {
+        let total = self.total(after).saturating_add(path.span);
+        self.segments.push(Segment { after, total, path });
+        self.len() - 1
+    }
+
+    /// A child's path `path`, which began after segment `after`, ended: its end is the frame's
+    /// next child.
+    pub fn push_child(&mut self, after: u32, path: PathProf) {
+        let s = self.push(after, path);
+        self.children.push(s);
+    }
+
+    /// The segment ending child `j` of the frame whose children begin at `first`, if the frame
+    /// has that child.
+    pub fn child(&self, first: u32, j: u64) -> Option<u32> {
+        let i = usize::try_from(j).ok()?.checked_add(first as usize)?;
+        self.children.get(i).copied()
+    }
+
+    /// The ends of the frame's children (from `first`), in spawn order.
+    pub fn children(&self, first: u32) -> &[u32] {
+        self.children.get(first as usize..).unwrap_or_default()
+    }
+
+    /// Unions the chain ending with segment `end` (`START`: none) into `into`, frees every other
+    /// segment from `base`, and drops them and the children from `first`: the frame whose
+    /// segments and children begin there syncs.
+    pub fn join(
+        &mut self,
+        base: u32,
+        first: u32,
+        end: u32,
+        into: &mut PathProf,
+        arena: &mut Arena,
+        keys: usize,
+    ) {
+        let mut s = end;
+        while let Some(seg) = self.segments.get_mut(s as usize) {
+            s = seg.after;
+            into.then(arena, keys, std::mem::take(&mut seg.path));
+        }
+        let base = (base as usize).min(self.segments.len());
+        for seg in self.segments.drain(base..) {
+            seg.path.free(arena);
+        }
+        self.children.truncate(first as usize);
+    }
+}
+
+/// Where a spawned child starts in its parent: after segment `after` of the tree, then a part of
+/// the parent's continuation that holds no invocation, of length `span` (`own` of it local).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Start {
+    after: u32,
+    span: u64,
+    own: u64,
+}
+
+impl Start {
+    fn at(after: u32) -> Start {
+        Start {
+            after,
+            span: 0,
+            own: 0,
+        }
+    }
+}
+
+impl Default for Start {
+    /// At the frame's last sync.
+    fn default() -> Start {
+        Start::at(START)
+    }
+}
+
+/// A frame's paths: Figure 3's prefix `p` (the frame's start to its last sync) and, since that
+/// sync, the continuation (segment `cur` of the tree, then `c`), the children's ends (in the
+/// tree) and `after`.
+#[derive(Clone, Debug)]
+pub(super) struct FramePaths {
+    pub p: PathProf,
+    /// The continuation since segment `cur` (`START`: since the last sync).
+    pub c: PathProf,
+    cur: u32,
+    /// The longest end of the siblings the next spawned child depends on (`SpawnAfter`; `START`:
+    /// none yet).
+    after: u32,
+    /// Where this frame's segments and children begin in the tree.
+    base: u32,
+    first: u32,
+}
+
+impl FramePaths {
+    /// The paths of a frame that begins now, whose segments and children will be those pushed on
+    /// `tree` from now on.
+    pub fn new(tree: &PathTree) -> FramePaths {
+        FramePaths {
+            p: PathProf::default(),
+            c: PathProf::default(),
+            cur: START,
+            after: START,
+            base: tree.len(),
+            first: tree.first_child(),
+        }
+    }
+
+    /// Length of the current path since the last sync.
+    fn cur_total(&self, tree: &PathTree) -> u64 {
+        tree.total(self.cur).saturating_add(self.c.span)
+    }
+
+    /// The frame spawns a child: returns where it starts, the longer of the current path (whose
+    /// part since `cur` becomes a segment if it holds invocations) and `after` (ties: the
+    /// current path).
+    pub fn spawning(&mut self, tree: &mut PathTree) -> Start {
+        let here = if self.c.prof.is_empty() {
+            Start {
+                after: self.cur,
+                span: self.c.span,
+                own: self.c.own,
+            }
+        } else {
+            self.cur = tree.push(self.cur, std::mem::take(&mut self.c));
+            Start::at(self.cur)
+        };
+        let after = std::mem::replace(&mut self.after, START);
+        if after != START && tree.total(after) > tree.total(here.after).saturating_add(here.span) {
+            Start::at(after)
+        } else {
+            here
+        }
+    }
+
+    /// A spawned child that started at `from` returned with path `x`: its end, a segment of the
+    /// tree until the sync.
+    pub fn spawned(&mut self, tree: &mut PathTree, from: Start, mut x: PathProf) {
+        x.span = x.span.saturating_add(from.span);
+        x.own = x.own.saturating_add(from.own);
+        tree.push_child(from.after, x);
+    }
+
+    /// The next child spawned starts no earlier than child `j` ends (none such: no constraint).
+    pub fn spawn_after(&mut self, tree: &PathTree, j: u64) {
+        if let Some(end) = tree.child(self.first, j) {
+            if self.after == START || tree.total(end) > tree.total(self.after) {
+                self.after = end;
+            }
+        }
+    }
+
+    /// The strand that begins now starts no earlier than child `j` ends: the current path is the
+    /// longer of the two (ties: the continuation; none such: no constraint).
+    pub fn wait_for(&mut self, arena: &mut Arena, tree: &PathTree, j: u64) {
+        if let Some(end) = tree.child(self.first, j) {
+            if tree.total(end) > self.cur_total(tree) {
+                // The continuation since `cur` is on no other path (a child that started in it
+                // holds a copy of its length: it held no invocation).
+                std::mem::take(&mut self.c).free(arena);
+                self.cur = end;
+            }
+        }
+    }
+
+    /// Figure 3, lines 14–19, over the tree: the longest of the current path and the children's
+    /// ends (ties: the continuation, then the later child) goes into `p`.
+    pub fn sync(&mut self, arena: &mut Arena, keys: usize, tree: &mut PathTree) {
+        let mut longest: Option<(u32, u64)> = None;
+        for &end in tree.children(self.first) {
+            let total = tree.total(end);
+            if longest.is_none_or(|(_, t)| total >= t) {
+                longest = Some((end, total));
+            }
+        }
+        let c = std::mem::take(&mut self.c);
+        let end = match longest {
+            Some((end, total)) if total > tree.total(self.cur).saturating_add(c.span) => {
+                c.free(arena);
+                end
+            }
+            _ => {
+                self.p.then(arena, keys, c);
+                self.cur
+            }
+        };
+        tree.join(self.base, self.first, end, &mut self.p, arena, keys);
+        self.cur = START;
+        self.after = START;
+    }
+}
