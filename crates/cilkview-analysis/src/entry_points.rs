@@ -128,12 +128,8 @@ pub fn run(request: &RunRequest, progress: &mut dyn Progress) -> Result<Analysis
     };
     let (backend, counter) = cilkview_tracer::choose_for_run(&options)?;
     let burden = request.model.burden_in(counter.kind);
-    let mut session = Session::new(burden, progress);
-    session = match (request.profile, &request.profile_region) {
-        (true, Some(label)) => session.with_profile_region(label),
-        (true, None) => session.with_profile(),
-        (false, _) => session,
-    };
+    let mut session = Session::new(burden, progress)
+        .with_profiling(request.profile, request.profile_region.as_deref());
     let began = std::time::Instant::now();
     let outcome = backend.run(&options, counter, &mut session)?;
     let emulated_long = request.counter == CounterMode::Auto
@@ -185,12 +181,8 @@ pub fn attach(
     let (program, args) = command_line(request.pid);
     let (backend, counter) = cilkview_tracer::choose_for_attach(request.counter)?;
     let burden = request.model.burden_in(counter.kind);
-    let mut session = Session::new(burden, progress);
-    session = match (request.profile, &request.profile_region) {
-        (true, Some(label)) => session.with_profile_region(label),
-        (true, None) => session.with_profile(),
-        (false, _) => session,
-    };
+    let mut session = Session::new(burden, progress)
+        .with_profiling(request.profile, request.profile_region.as_deref());
     let options = AttachOptions {
         pid: request.pid,
         counter: request.counter,

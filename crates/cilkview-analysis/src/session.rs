@@ -131,6 +131,16 @@ impl<'a> Session<'a> {
         self.with_profile()
     }
 
+    /// The same session, profiling as a request asks: not at all, the whole program
+    /// ([`Session::with_profile`]) or region `region` only ([`Session::with_profile_region`]).
+    pub fn with_profiling(self, profile: bool, region: Option<&str>) -> Session<'a> {
+        match (profile, region) {
+            (true, Some(label)) => self.with_profile_region(label),
+            (true, None) => self.with_profile(),
+            (false, _) => self,
+        }
+    }
+
     /// The same session, reading marks with `read` instead of from the files (tests, or marks
     /// that come from elsewhere).
     pub fn with_marks_reader(

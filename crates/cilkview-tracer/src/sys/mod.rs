@@ -22,6 +22,34 @@ pub use spawn::{exec_in_order, high_fds, prepare_child, spawn_blocked, spawn_fn,
 
 pub type Tid = i32;
 
+/// Opens a perf event counting thread `tid` (0: the calling thread) on any CPU, close-on-exec,
+/// user space only: `attr` with its size filled in and the kernel and hypervisor excluded.
+pub fn open_user_perf_event(
+    mut attr: perf_event_open_sys::bindings::perf_event_attr,
+    tid: Tid,
+) -> io::Result<OwnedFd> {
+    use std::os::fd::FromRawFd;
+    attr.size = std::mem::size_of_val(&attr) as u32;
+    attr.set_exclude_kernel(1);
+    attr.set_exclude_hv(1);
+    // SAFETY: the syscall reads `attr`, which lives across the call.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            &attr as *const perf_event_open_sys::bindings::perf_event_attr,
+            tid,
+            -1,
+            -1,
+            perf_event_open_sys::bindings::PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
 pub const PTRACE_EVENT_EXEC: i32 = libc::PTRACE_EVENT_EXEC;
 pub const PTRACE_EVENT_EXIT: i32 = libc::PTRACE_EVENT_EXIT;
 pub const PTRACE_EVENT_STOP: i32 = 128;

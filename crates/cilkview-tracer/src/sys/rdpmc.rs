@@ -4,12 +4,11 @@
 //! `cap_user_rdpmc` with a counter index.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 
 use nix::libc;
 use perf_event_open_sys::bindings::{
-    perf_event_attr, perf_event_mmap_page, PERF_COUNT_HW_INSTRUCTIONS, PERF_FLAG_FD_CLOEXEC,
-    PERF_TYPE_HARDWARE,
+    perf_event_attr, perf_event_mmap_page, PERF_COUNT_HW_INSTRUCTIONS, PERF_TYPE_HARDWARE,
 };
 
 /// `cap_user_rdpmc`: bit 2 of the page's capabilities.
@@ -29,30 +28,10 @@ pub fn user_instructions_counter() -> Result<(), String> {
     }
     // SAFETY: a plain-old-data struct, all zeros is its documented default.
     let mut attr: perf_event_attr = unsafe { std::mem::zeroed() };
-    attr.size = std::mem::size_of::<perf_event_attr>() as u32;
     attr.type_ = PERF_TYPE_HARDWARE;
     attr.config = PERF_COUNT_HW_INSTRUCTIONS as u64;
-    attr.set_exclude_kernel(1);
-    attr.set_exclude_hv(1);
-    // SAFETY: the syscall reads `attr`, which lives across the call.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_perf_event_open,
-            &attr as *const perf_event_attr,
-            0,
-            -1,
-            -1,
-            PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
-        )
-    };
-    if fd < 0 {
-        return Err(format!(
-            "perf_event_open of an instructions counter: {}",
-            io::Error::last_os_error()
-        ));
-    }
-    // SAFETY: a fresh descriptor nobody else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+    let fd = super::open_user_perf_event(attr, 0)
+        .map_err(|e| format!("perf_event_open of an instructions counter: {e}"))?;
     // SAFETY: maps the event's first page read-only; unmapped below.
     let page = unsafe {
         libc::mmap(

@@ -4,7 +4,7 @@
 //! strand is the time its thread ran (not the time it was preempted, slept or blocked).
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 
 use nix::libc;
@@ -35,7 +35,6 @@ impl SwitchLog {
     pub fn open(tid: Tid) -> io::Result<SwitchLog> {
         // SAFETY: a plain-old-data struct, all zeros is its documented default.
         let mut attr: perf_event_attr = unsafe { std::mem::zeroed() };
-        attr.size = std::mem::size_of::<perf_event_attr>() as u32;
         attr.type_ = PERF_TYPE_SOFTWARE;
         attr.config = PERF_COUNT_SW_DUMMY as u64;
         attr.sample_type = PERF_SAMPLE_TIME as u64;
@@ -43,24 +42,7 @@ impl SwitchLog {
         attr.set_context_switch(1);
         attr.set_sample_id_all(1);
         attr.set_use_clockid(1);
-        attr.set_exclude_kernel(1);
-        attr.set_exclude_hv(1);
-        // SAFETY: the syscall reads `attr`, which lives across the call.
-        let fd = unsafe {
-            libc::syscall(
-                libc::SYS_perf_event_open,
-                &attr as *const perf_event_attr,
-                tid,
-                -1,
-                -1,
-                perf_event_open_sys::bindings::PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
-            )
-        };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: a fresh descriptor nobody else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+        let fd = super::open_user_perf_event(attr, tid)?;
         let len = (1 + DATA_PAGES) * PAGE;
         // SAFETY: maps the event's ring buffer; unmapped in Drop.
         let map = unsafe {
