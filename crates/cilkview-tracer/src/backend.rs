@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 use crate::counter::SelfTestError;
 use crate::emulate::{EmulatorError, Refusal};
+use crate::ptrace::counting::ClockUnavailable;
 use crate::ptrace::counting::{native_clock, Breakpoints, Native as NativeCounting, Stepping};
 use crate::{
     counter, ptrace, AttachOptions, AttachOutcome, CounterInfo, CounterMode, EventSink, Outcome,
@@ -32,7 +33,7 @@ pub enum Unavailable {
     Emulator(EmulatorError),
     /// The native counter's clock cannot be calibrated here.
     #[error("{0}")]
-    NativeClock(String),
+    NativeClock(ClockUnavailable),
     /// The emulator cannot run this program (a 32-bit program, a script whose interpreter is
     /// not an x86-64 ELF program, ...).
     #[error("{}", .refusal.passed_over(.program))]
@@ -196,7 +197,7 @@ impl Backend for Emulate {
 fn native_counting() -> Result<NativeCounting, TraceError> {
     let clock = native_clock().map_err(|reason| TraceError::CounterUnavailable {
         mode: CounterMode::Native,
-        reason,
+        reason: reason.to_string(),
     })?;
     Ok(NativeCounting::new(clock))
 }

@@ -55,10 +55,12 @@ pub use cilkview_events::{
     CounterInfo, CounterMode, Ending, EventSink, ExitStatus, Outcome, Probe, ProbesError,
     TraceEvent,
 };
+pub use ptrace::counting::ClockUnavailable;
 pub use signals::{
     forward_signals, ignore_terminal_interrupts, survive_tool_death, ForwardGuard, SignalGuard,
     StopFlag, TerminalInterruptGuard, FORWARDED_SIGNALS, STOP_SIGNALS,
 };
+pub use sys::rdpmc::RdpmcUnavailable;
 
 /// What to run and how to count.
 #[derive(Clone, Debug)]

@@ -14,24 +14,46 @@ use perf_event_open_sys::bindings::{
 /// `cap_user_rdpmc`: bit 2 of the page's capabilities.
 const CAP_USER_RDPMC: u64 = 1 << 2;
 
+/// Why user space cannot read an instructions counter with `rdpmc` here.
+#[derive(Debug, thiserror::Error)]
+pub enum RdpmcUnavailable {
+    #[error("no CPU PMU: /sys/bus/event_source/devices/cpu is absent")]
+    NoPmu,
+    #[error("{dir}/rdpmc: {source}")]
+    Unreadable { dir: String, source: io::Error },
+    #[error("user-space rdpmc is disabled ({dir}/rdpmc is 0)")]
+    Disabled { dir: String },
+    #[error("perf_event_open of an instructions counter: {0}")]
+    Open(io::Error),
+    #[error("mapping the counter's page: {0}")]
+    Map(io::Error),
+    #[error("the counter's page does not allow rdpmc (cap_user_rdpmc is 0)")]
+    NoCapability,
+    #[error("the counter has no index to read (not scheduled on a counter)")]
+    NoIndex,
+}
+
 /// `Ok` if this thread's instructions could be read with `rdpmc`; else why not.
-pub fn user_instructions_counter() -> Result<(), String> {
+pub fn user_instructions_counter() -> Result<(), RdpmcUnavailable> {
     let dir = ["cpu", "cpu_core"]
         .iter()
         .map(|d| format!("/sys/bus/event_source/devices/{d}"))
         .find(|d| std::path::Path::new(d).exists())
-        .ok_or("no CPU PMU: /sys/bus/event_source/devices/cpu is absent")?;
-    let allowed =
-        std::fs::read_to_string(format!("{dir}/rdpmc")).map_err(|e| format!("{dir}/rdpmc: {e}"))?;
+        .ok_or(RdpmcUnavailable::NoPmu)?;
+    let allowed = std::fs::read_to_string(format!("{dir}/rdpmc")).map_err(|source| {
+        RdpmcUnavailable::Unreadable {
+            dir: dir.clone(),
+            source,
+        }
+    })?;
     if allowed.trim() == "0" {
-        return Err(format!("user-space rdpmc is disabled ({dir}/rdpmc is 0)"));
+        return Err(RdpmcUnavailable::Disabled { dir });
     }
     // SAFETY: a plain-old-data struct, all zeros is its documented default.
     let mut attr: perf_event_attr = unsafe { std::mem::zeroed() };
     attr.type_ = PERF_TYPE_HARDWARE;
     attr.config = PERF_COUNT_HW_INSTRUCTIONS as u64;
-    let fd = super::open_user_perf_event(attr, 0)
-        .map_err(|e| format!("perf_event_open of an instructions counter: {e}"))?;
+    let fd = super::open_user_perf_event(attr, 0).map_err(RdpmcUnavailable::Open)?;
     // SAFETY: maps the event's first page read-only; unmapped below.
     let page = unsafe {
         libc::mmap(
@@ -44,10 +66,7 @@ pub fn user_instructions_counter() -> Result<(), String> {
         )
     };
     if page == libc::MAP_FAILED {
-        return Err(format!(
-            "mapping the counter's page: {}",
-            io::Error::last_os_error()
-        ));
+        return Err(RdpmcUnavailable::Map(io::Error::last_os_error()));
     }
     let word = |at: usize| -> u64 {
         // SAFETY: inside the mapped page, aligned; the kernel updates it (a volatile read).
@@ -58,10 +77,10 @@ pub fn user_instructions_counter() -> Result<(), String> {
     // SAFETY: our own mapping, no reference to it outlives this call.
     unsafe { libc::munmap(page, 4096) };
     if caps & CAP_USER_RDPMC == 0 {
-        return Err("the counter's page does not allow rdpmc (cap_user_rdpmc is 0)".into());
+        return Err(RdpmcUnavailable::NoCapability);
     }
     if index == 0 {
-        return Err("the counter has no index to read (not scheduled on a counter)".into());
+        return Err(RdpmcUnavailable::NoIndex);
     }
     Ok(())
 }

@@ -21,6 +21,7 @@ mod stepping;
 pub(crate) use breakpoints::Breakpoints;
 #[cfg(feature = "testing")]
 pub(crate) use breakpoints::NullCounter;
+pub use native::ClockUnavailable;
 pub(crate) use native::{calibrated as native_clock, Native};
 pub(crate) use stepping::Stepping;
 

@@ -2,11 +2,27 @@
 //! against `CLOCK_MONOTONIC_RAW`, and the cost of one mark hit (the stub's time between two
 //! consecutive `rdtsc` reads), measured once per process by running the stubs themselves.
 
-use std::sync::OnceLock;
+use std::io;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use crate::sys::native::{rdtsc, stub_hit_ticks as per_hit_ticks};
+use crate::sys::rdpmc::RdpmcUnavailable;
 use crate::sys::switches::{raw_clock_ns, SwitchLog};
+
+/// Why the native counter cannot run here: its clock cannot be calibrated.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum ClockUnavailable {
+    #[error("native: cannot read /proc/cpuinfo: {0}")]
+    CpuInfo(Arc<io::Error>),
+    #[error(
+        "native: the time-stamp counter is not invariant here (no constant_tsc and \
+         nonstop_tsc in /proc/cpuinfo)"
+    )]
+    NotInvariant,
+    #[error("native: calibrating the stubs: {0}")]
+    Stubs(Arc<io::Error>),
+}
 
 /// The calibrated clock.
 #[derive(Clone, Debug)]
@@ -19,9 +35,9 @@ pub(crate) struct Clock {
     mono0: u64,
     tsc0: u64,
     /// Whether the kernel's context-switch records can be read here (else why not).
-    pub(crate) switches: Result<(), String>,
+    pub(crate) switches: Result<(), Arc<io::Error>>,
     /// Whether user space could read an instructions counter with `rdpmc` here (else why not).
-    pub(crate) rdpmc: Result<(), String>,
+    pub(crate) rdpmc: Result<(), Arc<RdpmcUnavailable>>,
 }
 
 impl Clock {
@@ -53,8 +69,10 @@ impl Clock {
                 Ok(()) => "time off the CPU (preempted, sleeping, blocked) taken off through the \
                            kernel's context-switch records"
                     .to_string(),
-                Err(why) =>
-                    format!("time off the CPU is counted (no context-switch records: {why})"),
+                Err(why) => format!(
+                    "time off the CPU is counted (no context-switch records: perf_event_open: \
+                     {why})"
+                ),
             },
             match &self.rdpmc {
                 Ok(()) => "a user-space instructions counter (rdpmc) is readable here, but the \
@@ -67,38 +85,32 @@ impl Clock {
 }
 
 /// The clock, calibrated once per process, or why the native backend cannot run here.
-pub(crate) fn calibrated() -> Result<Clock, String> {
-    static CLOCK: OnceLock<Result<Clock, String>> = OnceLock::new();
+pub(crate) fn calibrated() -> Result<Clock, ClockUnavailable> {
+    static CLOCK: OnceLock<Result<Clock, ClockUnavailable>> = OnceLock::new();
     CLOCK.get_or_init(calibrate).clone()
 }
 
-fn calibrate() -> Result<Clock, String> {
+fn calibrate() -> Result<Clock, ClockUnavailable> {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo")
-        .map_err(|e| format!("native: cannot read /proc/cpuinfo: {e}"))?;
+        .map_err(|e| ClockUnavailable::CpuInfo(Arc::new(e)))?;
     let flags = cpuinfo
         .lines()
         .find(|l| l.starts_with("flags"))
         .unwrap_or_default();
     let has = |f: &str| flags.split_whitespace().any(|w| w == f);
     if !has("constant_tsc") || !has("nonstop_tsc") {
-        return Err(
-            "native: the time-stamp counter is not invariant here (no constant_tsc and \
-             nonstop_tsc in /proc/cpuinfo)"
-                .into(),
-        );
+        return Err(ClockUnavailable::NotInvariant);
     }
     let hz = frequency();
-    let per_hit = per_hit_ticks().map_err(|e| format!("native: calibrating the stubs: {e}"))?;
-    let switches = SwitchLog::open(0)
-        .map(drop)
-        .map_err(|e| format!("perf_event_open: {e}"));
+    let per_hit = per_hit_ticks().map_err(|e| ClockUnavailable::Stubs(Arc::new(e)))?;
+    let switches = SwitchLog::open(0).map(drop).map_err(Arc::new);
     let mut clock = Clock {
         hz,
         per_hit,
         mono0: 0,
         tsc0: 0,
         switches,
-        rdpmc: crate::sys::rdpmc::user_instructions_counter(),
+        rdpmc: crate::sys::rdpmc::user_instructions_counter().map_err(Arc::new),
     };
     clock.anchor();
     Ok(clock)

@@ -17,6 +17,7 @@ mod strands;
 pub(crate) mod stub;
 
 pub(crate) use clock::calibrated;
+pub use clock::ClockUnavailable;
 
 use std::collections::HashMap;
 use std::time::Duration;
