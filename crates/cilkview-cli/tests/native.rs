@@ -25,6 +25,20 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// This test's turn (one at a time), if both the native counter and the emulator run here (a
+/// visible skip otherwise).
+fn native_beside_emulation() -> Option<std::sync::MutexGuard<'static, ()>> {
+    let alone = one_at_a_time();
+    if !native() {
+        return None;
+    }
+    if let Err(why) = cilkview_fixtures::emulator() {
+        cilkview_fixtures::skip(why);
+        return None;
+    }
+    Some(alone)
+}
+
 /// Whether the native counter can run here (else said aloud).
 fn native() -> bool {
     let out = bin()
@@ -128,14 +142,9 @@ fn native_parallelism_within_5_percent(exe: &Path, args: &[&str], label: &str) {
 #[test]
 #[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn coarse_parallelism_matches_emulation_within_5_percent() {
-    let _alone = one_at_a_time();
-    if !native() {
+    let Some(_alone) = native_beside_emulation() else {
         return;
-    }
-    if let Err(why) = cilkview_fixtures::emulator() {
-        cilkview_fixtures::skip(why);
-        return;
-    }
+    };
     let tree = build("coarse_tree", &static_opts());
     native_parallelism_within_5_percent(&tree, &["4", "2000000"], "tree");
     let matmul = build("coarse_matmul", &static_opts());
@@ -150,14 +159,9 @@ fn coarse_parallelism_matches_emulation_within_5_percent() {
 #[test]
 #[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn fine_grained_parallelism_by_time_is_a_lower_bound() {
-    let _alone = one_at_a_time();
-    if !native() {
+    let Some(_alone) = native_beside_emulation() else {
         return;
-    }
-    if let Err(why) = cilkview_fixtures::emulator() {
-        cilkview_fixtures::skip(why);
-        return;
-    }
+    };
     let exe = build("stencil_outer", &static_opts());
     let args = ["256", "400"];
     let p = |a: &common::Analysis| a.region("stencil")["parallelism"].as_f64().unwrap();
