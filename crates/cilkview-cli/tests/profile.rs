@@ -5,10 +5,8 @@
 
 mod common;
 
-use std::path::Path;
-
 use cilkview_fixtures::{build, skip, BuildOptions};
-use common::{bin, fixture};
+use common::{bin, fixture, profiled};
 use serde_json::Value;
 
 /// The line of `fixtures/NAME.c` holding `marker`, as `.c:LINE`: how a location ends (the
@@ -21,29 +19,6 @@ fn line_of(name: &str, marker: &str) -> String {
         .position(|l| l.contains(marker))
         .unwrap_or_else(|| panic!("{marker} in {name}"));
     format!(".c:{}", n + 1)
-}
-
-/// `run --profile DIR/p --json DIR/r.json` with `counter`: the JSON, stderr, or `None` (after
-/// saying why) where that counter cannot run here.
-fn profiled(exe: &Path, counter: &str, args: &[&str], dir: &Path) -> Option<(Value, String)> {
-    let json = dir.join("r.json");
-    let out = bin()
-        .args(["run", "--counter", counter, "--profile"])
-        .arg(dir.join("p"))
-        .arg("--json")
-        .arg(&json)
-        .arg(exe)
-        .args(args)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    if !out.status.success() && counter == "emulate" && stderr.contains("qemu") {
-        skip(format!("emulation unavailable here: {stderr}"));
-        return None;
-    }
-    assert!(out.status.success(), "{stderr}");
-    let json = serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
-    Some((json, stderr))
 }
 
 /// The call site of `kind` at `location` (see [`line_of`]) in fixture `stem`.
@@ -79,7 +54,7 @@ fn known_sites_under_emulation_and_single_step() {
     let mut sites = Vec::new();
     for counter in ["emulate", "step"] {
         let dir = tempfile::tempdir().unwrap();
-        let Some((json, stderr)) = profiled(&exe, counter, &[], dir.path()) else {
+        let Some((json, stderr)) = profiled(&exe, counter, &[], &[], dir.path()) else {
             continue;
         };
         let f = "profile_known";
@@ -190,7 +165,7 @@ fn quicksort_partition_holds_the_span() {
         &BuildOptions::default().compiler("gcc").opt(2),
     );
     let dir = tempfile::tempdir().unwrap();
-    let Some((json, stderr)) = profiled(&exe, "emulate", &["100000"], dir.path()) else {
+    let Some((json, stderr)) = profiled(&exe, "emulate", &[], &["100000"], dir.path()) else {
         return;
     };
     let f = "qsort_profile";
@@ -347,7 +322,7 @@ fn not_inlined(name: &str) -> std::path::PathBuf {
 fn top_caller_of_fib_is_in_the_golden_ratio() {
     let exe = not_inlined("fib");
     let dir = tempfile::tempdir().unwrap();
-    let Some((json, _)) = profiled(&exe, "emulate", &["20"], dir.path()) else {
+    let Some((json, _)) = profiled(&exe, "emulate", &[], &["20"], dir.path()) else {
         return;
     };
     let f = "fib";
@@ -403,7 +378,7 @@ fn top_caller_of_fib_is_in_the_golden_ratio() {
 fn top_caller_of_mm_base_is_zero() {
     let exe = not_inlined("matmul_base");
     let dir = tempfile::tempdir().unwrap();
-    let Some((json, _)) = profiled(&exe, "emulate", &["16"], dir.path()) else {
+    let Some((json, _)) = profiled(&exe, "emulate", &[], &["16"], dir.path()) else {
         return;
     };
     let f = "matmul_base";

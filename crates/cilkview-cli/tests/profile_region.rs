@@ -6,33 +6,20 @@ mod common;
 
 use std::path::Path;
 
-use cilkview_fixtures::{build, skip};
+use cilkview_fixtures::build;
 use common::{bin, finish, fixture, start, static_opts};
 use serde_json::Value;
 
 /// `run --profile DIR/p --profile-region kernel --json DIR/r.json` with `counter`: the JSON, or
 /// `None` (after saying why) where that counter cannot run here.
 fn region_profiled(exe: &Path, counter: &str, dir: &Path) -> Option<Value> {
-    let json = dir.join("r.json");
-    let out = bin()
-        .args(["run", "--counter", counter, "--profile"])
-        .arg(dir.join("p"))
-        .args(["--profile-region", "kernel", "--json"])
-        .arg(&json)
-        .arg(exe)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    if !out.status.success() && counter == "emulate" && stderr.contains("qemu") {
-        skip(format!("emulation unavailable here: {stderr}"));
-        return None;
-    }
-    assert!(out.status.success(), "{stderr}");
+    let options = ["--profile-region", "kernel"];
+    let (json, stderr) = common::profiled(exe, counter, &options, &[], dir)?;
     assert!(
         stderr.contains("call sites on the span of region kernel"),
         "{stderr}"
     );
-    Some(serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap())
+    Some(json)
 }
 
 fn ws(v: &Value) -> (u64, u64) {

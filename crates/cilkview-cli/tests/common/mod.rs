@@ -21,6 +21,36 @@ pub fn bin() -> assert_cmd::Command {
     assert_cmd::Command::from_std(std_bin())
 }
 
+/// `run --profile DIR/p OPTIONS --json DIR/r.json EXE ARGS` with `counter`: the JSON and stderr,
+/// or `None` (after saying why) where that counter cannot run here.
+pub fn profiled(
+    exe: &Path,
+    counter: &str,
+    options: &[&str],
+    args: &[&str],
+    dir: &Path,
+) -> Option<(Value, String)> {
+    let json = dir.join("r.json");
+    let out = bin()
+        .args(["run", "--counter", counter, "--profile"])
+        .arg(dir.join("p"))
+        .args(options)
+        .arg("--json")
+        .arg(&json)
+        .arg(exe)
+        .args(args)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    if !out.status.success() && counter == "emulate" && stderr.contains("qemu") {
+        cilkview_fixtures::skip(format!("emulation unavailable here: {stderr}"));
+        return None;
+    }
+    assert!(out.status.success(), "{stderr}");
+    let json = serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    Some((json, stderr))
+}
+
 /// cilkview-rs with `args` (killed after 60 s): its exit status, stdout and stderr.
 pub fn run_tool(args: &[&std::ffi::OsStr]) -> Output {
     bin()
