@@ -4,31 +4,18 @@
 
 mod common;
 
-use cilkview_fixtures::skip;
-use common::{bin, fixture};
-use serde_json::Value;
+use common::{bin, fixture, profiled};
 
 #[test]
 #[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn a_profile_of_65_000_contexts_is_a_few_megabytes_and_reads_back() {
     let exe = fixture("many_contexts");
     let dir = tempfile::tempdir().unwrap();
+    let Some((v, _)) = profiled(&exe, "emulate", &[], &[], dir.path()) else {
+        return;
+    };
     let json = dir.path().join("r.json");
-    let out = bin()
-        .args(["run", "--counter", "emulate", "--profile"])
-        .arg(dir.path().join("p"))
-        .arg("--json")
-        .arg(&json)
-        .arg(&exe)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    if !out.status.success() && stderr.contains("qemu") {
-        return skip(format!("emulation unavailable here: {stderr}"));
-    }
-    assert!(out.status.success(), "{stderr}");
     let bytes = std::fs::read(&json).unwrap();
-    let v: Value = serde_json::from_slice(&bytes).unwrap();
     let contexts = v["call_contexts"].as_array().unwrap();
     let sites = v["call_sites"].as_array().unwrap().len();
     // g's 8 sites and main's call: 109,601 paths, kept up to 2 x 9 + 65,536 contexts, then at

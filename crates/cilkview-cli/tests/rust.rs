@@ -229,18 +229,8 @@ fn rust_profile_names_rust_functions_and_lines() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("r.json");
-    let out = bin()
-        .args(["run", "--counter", "emulate", "--profile"])
-        .arg(dir.path().join("p"))
-        .arg("--json")
-        .arg(&json)
-        .arg(build_rust("rs_fib", true))
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    let exe = build_rust("rs_fib", true);
+    let (report, _) = common::profiled(&exe, "emulate", &[], &[], dir.path()).unwrap();
     let sites = report["call_sites"].as_array().unwrap();
     let join = line_of("rs_fib", "cilkview::join(");
     let spawn = sites
