@@ -16,7 +16,7 @@ pub fn attach(args: AttachArgs) -> Result<ExitCode> {
     // A mistyped region label is found before attaching, from the process's executable.
     let exe = format!("/proc/{}/exe", args.pid);
     let name = format!("process {} ({})", args.pid, command_line(args.pid).0);
-    crate::program::check_region_labels(std::path::Path::new(&exe), &name, &args.output)?;
+    crate::program::check_region_labels(std::path::Path::new(&exe), None, &name, &args.output)?;
     // From here on a fork does the work: killing the process the user sees (even with SIGKILL)
     // makes the fork detach cleanly instead of leaving the process traced.
     survive_tool_death().context("cannot start the attach session")?;

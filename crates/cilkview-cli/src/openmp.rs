@@ -64,6 +64,11 @@ pub fn prepare(options: &OpenMpOptions, program: &Path) -> Result<Option<OpenMpR
 impl OpenMpRun {
     /// The program's own variables: LD_PRELOAD (the user's, then the library) and the
     /// library's.
+    /// The preload library's file (its marks report the program's regions: `parallel`, …).
+    pub fn library(&self) -> &Path {
+        self.preload.library()
+    }
+
     pub fn environment(&self) -> Vec<(OsString, OsString)> {
         self.preload
             .environment(std::env::var_os("LD_PRELOAD").as_deref(), self.team)

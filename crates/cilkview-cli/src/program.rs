@@ -117,6 +117,7 @@ pub fn refuse_overwriting(program: &Path, outputs: &ExportOptions) -> Result<()>
 /// checked. `name` names the program in the message.
 pub fn check_region_labels(
     program: &Path,
+    preloaded: Option<&Path>,
     name: &str,
     output: &crate::cli::OutputOptions,
 ) -> Result<()> {
@@ -137,11 +138,18 @@ pub fn check_region_labels(
                 .iter()
                 .filter_map(|g| g.region.as_ref().map(|l| (l, "--fail-below"))),
         );
-    let mut known = None;
+    let mut known: Option<Option<std::collections::BTreeSet<String>>> = None;
     for (label, option) in named {
         let labels = match &known {
             Some(labels) => labels,
-            None => known.insert(cilkview_analysis::region_labels(program)),
+            None => known.insert(
+                [Some(program), preloaded]
+                    .into_iter()
+                    .flatten()
+                    .map(cilkview_analysis::region_labels)
+                    .collect::<Option<Vec<_>>>()
+                    .map(|sets| sets.into_iter().flatten().collect()),
+            ),
         };
         let Some(labels) = labels else {
             return Ok(());

@@ -16,7 +16,14 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let program = crate::program::resolve(args.program())?;
     // Not ELF, wrong architecture, truncated, corrupt marks: say so before running anything.
     check_program(&program).with_context(|| format!("cannot analyze {}", program.display()))?;
-    crate::program::check_region_labels(&program, &program.display().to_string(), &args.output)?;
+    let openmp = crate::openmp::prepare(&args.openmp, &program)
+        .with_context(|| format!("cannot analyze {} with --openmp", program.display()))?;
+    crate::program::check_region_labels(
+        &program,
+        openmp.as_ref().map(|o| o.library()),
+        &program.display().to_string(),
+        &args.output,
+    )?;
     let options = (&args.output).into();
     crate::program::refuse_overwriting(&program, &options)?;
     let mut outputs = ExportManager::new(&options)?;
@@ -25,8 +32,6 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         crate::bench::precheck(&args.bench_tuning, &program)?;
         bench_outputs = Some(ExportManager::bench_after_analysis()?);
     }
-    let openmp = crate::openmp::prepare(&args.openmp, &program)
-        .with_context(|| format!("cannot analyze {} with --openmp", program.display()))?;
     // The program's own environment (never the tool's nor the emulator's).
     let mut env = openmp.as_ref().map(|o| o.environment()).unwrap_or_default();
     if cilkview_analysis::has_rayon_marks(&program) {

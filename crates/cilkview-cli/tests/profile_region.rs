@@ -232,3 +232,38 @@ fn attach_checks_the_region_against_the_processs_executable_before_attaching() {
     assert_eq!(code, Some(0));
     assert!(stdout.contains("done "), "{stdout}");
 }
+
+/// An OpenMP program's parallel regions are reported by the preload library's marks, not the
+/// program's: `--profile-region parallel` is checked against both and profiles them; a mistyped
+/// label is refused before the run, listing the library's regions.
+#[test]
+#[ignore = "slow: runs cilkview-rs on a compiled OpenMP program"]
+fn profile_region_parallel_of_an_openmp_program() {
+    let Some(exe) = common::bench::openmp("omp_nqueens") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let options = ["--openmp", "--profile-region", "parallel"];
+    let Some((json, stderr)) = common::profiled(&exe, "emulate", &options, &[], dir.path()) else {
+        return;
+    };
+    assert!(
+        stderr.contains("call sites on the span of region parallel"),
+        "{stderr}"
+    );
+    assert_eq!(json["profile_region"], "parallel");
+    let wrong = bin()
+        .args(["run", "--openmp", "--profile"])
+        .arg(dir.path().join("q"))
+        .args(["--profile-region", "parallell"])
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert_eq!(wrong.status.code(), Some(common::TOOL_FAILED));
+    let err = String::from_utf8_lossy(&wrong.stderr);
+    assert!(
+        err.contains("names region \"parallell\"") && err.contains("parallel"),
+        "{err}"
+    );
+    assert!(!dir.path().join("q.csv").exists(), "refused before the run");
+}
