@@ -42,10 +42,10 @@ impl Default for Model {
 const LONG_EMULATED_RUN: Duration = Duration::from_secs(10);
 
 impl Model {
-    /// The burden in the unit of `counter`'s costs: [`Model::burden_ns`] for a counter of time.
-    pub fn burden_in(&self, counter: CounterMode) -> u64 {
-        match counter {
-            CounterMode::Native => self.burden_ns,
+    /// The burden in `unit` (a [`CounterInfo::unit`]): [`Model::burden_ns`] for a time.
+    pub fn burden_in(&self, unit: &str) -> u64 {
+        match unit {
+            cilkview_tracer::NANOSECONDS => self.burden_ns,
             _ => self.burden,
         }
     }
@@ -127,7 +127,7 @@ pub fn run(request: &RunRequest, progress: &mut dyn Progress) -> Result<Analysis
         env: request.env.clone(),
     };
     let (backend, counter) = cilkview_tracer::choose_for_run(&options)?;
-    let burden = request.model.burden_in(counter.kind);
+    let burden = request.model.burden_in(counter.unit);
     let mut session = Session::new(burden, progress)
         .with_profiling(request.profile, request.profile_region.as_deref());
     let began = std::time::Instant::now();
@@ -145,6 +145,7 @@ pub fn run(request: &RunRequest, progress: &mut dyn Progress) -> Result<Analysis
             .collect(),
         ending,
         counter: (&outcome.counter).into(),
+        unit: outcome.counter.unit,
         burden,
         span_coefficient: request.model.span_coefficient,
         max_cores: request.model.max_cores,
@@ -180,7 +181,7 @@ pub fn attach(
 ) -> Result<Analysis, TraceError> {
     let (program, args) = command_line(request.pid);
     let (backend, counter) = cilkview_tracer::choose_for_attach(request.counter)?;
-    let burden = request.model.burden_in(counter.kind);
+    let burden = request.model.burden_in(counter.unit);
     let mut session = Session::new(burden, progress)
         .with_profiling(request.profile, request.profile_region.as_deref());
     let options = AttachOptions {
@@ -197,6 +198,7 @@ pub fn attach(
         args,
         ending,
         counter: (&outcome.counter).into(),
+        unit: outcome.counter.unit,
         burden,
         span_coefficient: request.model.span_coefficient,
         max_cores: request.model.max_cores,

@@ -35,12 +35,14 @@ pub use session::{MarksReader, Session};
 
 pub use cilkview_engine::{DEFAULT_BURDEN, DEFAULT_BURDEN_NS, DEFAULT_SPAN_COEFFICIENT};
 pub use cilkview_events::{
-    CounterInfo, CounterMode, Ending, EventSink, ExitStatus, Probe, TraceEvent,
+    CounterInfo, CounterMode, Ending, EventSink, ExitStatus, Probe, TraceEvent, INSTRUCTIONS,
+    NANOSECONDS,
 };
 pub use cilkview_marks::{has_rayon_marks, MarksError, HEADER};
 pub use cilkview_tracer::{
-    forward_signals, ignore_terminal_interrupts, read_shebang, survive_tool_death, ForwardGuard,
-    SignalGuard, StopFlag, TerminalInterruptGuard, TraceError, FORWARDED_SIGNALS, STOP_SIGNALS,
+    forward_signals, ignore_terminal_interrupts, native_unit, read_shebang, survive_tool_death,
+    ForwardGuard, SignalGuard, StopFlag, TerminalInterruptGuard, TraceError, FORWARDED_SIGNALS,
+    STOP_SIGNALS,
 };
 
 #[cfg(test)]

@@ -4,7 +4,8 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use cilkview_analysis::{
-    CounterMode, Model, DEFAULT_BURDEN, DEFAULT_BURDEN_NS, DEFAULT_SPAN_COEFFICIENT,
+    CounterMode, Model, DEFAULT_BURDEN, DEFAULT_BURDEN_NS, DEFAULT_SPAN_COEFFICIENT, INSTRUCTIONS,
+    NANOSECONDS,
 };
 use cilkview_bench::parse_cores;
 use cilkview_report::{ExportOptions, Gate, PlotFormat};
@@ -63,8 +64,8 @@ impl Burden {
     /// is in that unit.
     pub fn in_unit(self, unit: &str) -> Option<u64> {
         match (self, unit) {
-            (Burden::Nanoseconds(ns), "nanoseconds") => Some(ns),
-            (Burden::Instructions(n), u) if u != "nanoseconds" => Some(n),
+            (Burden::Nanoseconds(ns), NANOSECONDS) => Some(ns),
+            (Burden::Instructions(n), u) if u != NANOSECONDS => Some(n),
             _ => None,
         }
     }
@@ -119,8 +120,8 @@ fn parse_burden(s: &str) -> Result<Burden, String> {
 #[command(next_help_heading = "Model")]
 pub struct ModelOptions {
     /// Burden of a steal put on every continuation edge: instructions, or a time such as `5us`
-    /// with --counter native (whose costs are nanoseconds) [default: 15000 instructions; 5us
-    /// with --counter native]
+    /// with --counter native where it measures time (no user-space rdpmc) [default: 15000
+    /// instructions; 5us for a time]
     #[arg(long, value_name = "INSTRUCTIONS|TIME", value_parser = parse_burden,
           allow_negative_numbers = true)]
     pub burden: Option<Burden>,
@@ -136,23 +137,44 @@ pub struct ModelOptions {
 
 impl ModelOptions {
     /// A `--burden` in the wrong unit for an explicit `--counter` is an error (under `auto`
-    /// each unit applies when the chosen counter counts in it).
+    /// each unit applies when the chosen counter counts in it). The native counter's unit is
+    /// this machine's: instructions where its stubs can read them with `rdpmc`, else time.
     pub fn check_unit(&self, counter: CounterMode) -> anyhow::Result<()> {
-        match (self.burden, counter) {
-            (Some(b @ Burden::Instructions(_)), CounterMode::Native) => anyhow::bail!(
-                "--burden {b} is a number of instructions, but --counter native measures time: \
-                 give a time, e.g. --burden 5us"
-            ),
-            (
-                Some(b @ Burden::Nanoseconds(_)),
-                CounterMode::Hardware | CounterMode::Emulate | CounterMode::Step,
-            ) => {
-                anyhow::bail!(
-                    "--burden {b} is a time, but --counter {counter} counts instructions: give a \
-                     number of instructions, e.g. --burden 15000"
-                )
+        let unit = match counter {
+            CounterMode::Auto => None,
+            // Unavailable: the run says why.
+            CounterMode::Native => cilkview_analysis::native_unit(),
+            _ => Some(INSTRUCTIONS),
+        };
+        self.check_unit_in(counter, unit)
+    }
+
+    /// [`ModelOptions::check_unit`] for `counter` counting in `unit` (`None`: not known yet).
+    fn check_unit_in(&self, counter: CounterMode, unit: Option<&str>) -> anyhow::Result<()> {
+        let (Some(b), Some(unit)) = (self.burden, unit) else {
+            return Ok(());
+        };
+        if b.in_unit(unit).is_some() {
+            return Ok(());
+        }
+        let here = if counter == CounterMode::Native {
+            if unit == NANOSECONDS {
+                " here (no user-space rdpmc)"
+            } else {
+                " here (rdpmc)"
             }
-            _ => Ok(()),
+        } else {
+            ""
+        };
+        match b {
+            Burden::Instructions(_) => anyhow::bail!(
+                "--burden {b} is a number of instructions, but --counter {counter} measures \
+                 time{here}: give a time, e.g. --burden 5us"
+            ),
+            Burden::Nanoseconds(_) => anyhow::bail!(
+                "--burden {b} is a time, but --counter {counter} counts instructions{here}: give \
+                 a number of instructions, e.g. --burden 15000"
+            ),
         }
     }
 }
@@ -442,6 +464,45 @@ pub struct BenchArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_burden_must_be_in_the_unit_the_native_counter_counts_in_here() {
+        let with = |b| ModelOptions {
+            burden: Some(b),
+            span_coefficient: DEFAULT_SPAN_COEFFICIENT,
+            max_cores: 32,
+        };
+        let (n, t) = (
+            with(Burden::Instructions(15000)),
+            with(Burden::Nanoseconds(5000)),
+        );
+        let native = CounterMode::Native;
+        // Time (no rdpmc): a time only.
+        assert!(t.check_unit_in(native, Some(NANOSECONDS)).is_ok());
+        let e = n.check_unit_in(native, Some(NANOSECONDS)).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("measures time here (no user-space rdpmc)"),
+            "{e}"
+        );
+        // Instructions by rdpmc: instructions only.
+        assert!(n.check_unit_in(native, Some(INSTRUCTIONS)).is_ok());
+        let e = t.check_unit_in(native, Some(INSTRUCTIONS)).unwrap_err();
+        assert!(
+            e.to_string().contains("counts instructions here (rdpmc)"),
+            "{e}"
+        );
+        // Not known (auto, or native unavailable): both, each used where it applies.
+        assert!(n.check_unit_in(native, None).is_ok() && t.check_unit_in(native, None).is_ok());
+        let e = t
+            .check_unit_in(CounterMode::Step, Some(INSTRUCTIONS))
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("--counter step counts instructions: give"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn a_dash_dash_after_the_program_is_dropped() {

@@ -40,7 +40,8 @@ pub enum CounterMode {
     #[cfg_attr(feature = "serde", serde(rename = "step", alias = "single-step"))]
     Step,
     /// The program at native speed, its marks patched into jumps to an in-process recorder:
-    /// strands measured in nanoseconds (the invariant time-stamp counter), any x86-64 machine.
+    /// strands measured in instructions where user space can read a PMU counter (`rdpmc`), else
+    /// in nanoseconds (the invariant time-stamp counter), any x86-64 machine.
     #[cfg_attr(feature = "serde", serde(rename = "native"))]
     Native,
 }
@@ -57,14 +58,6 @@ impl CounterMode {
             CounterMode::Native => "native",
         }
     }
-
-    /// What its costs count: `"instructions"`, or `"nanoseconds"` for [`CounterMode::Native`].
-    pub fn unit(self) -> &'static str {
-        match self {
-            CounterMode::Native => "nanoseconds",
-            _ => "instructions",
-        }
-    }
 }
 
 impl fmt::Display for CounterMode {
@@ -73,6 +66,11 @@ impl fmt::Display for CounterMode {
     }
 }
 
+/// The unit of costs counted in instructions.
+pub const INSTRUCTIONS: &str = "instructions";
+/// The unit of costs measured in time.
+pub const NANOSECONDS: &str = "nanoseconds";
+
 /// Which counter a run used, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CounterInfo {
@@ -80,6 +78,9 @@ pub struct CounterInfo {
     pub kind: CounterMode,
     /// Human-readable reason, e.g. "hardware counter unavailable: perf_event_open: ...".
     pub reason: String,
+    /// What its costs count: [`INSTRUCTIONS`], or [`NANOSECONDS`] (the native counter where it
+    /// cannot read instructions).
+    pub unit: &'static str,
     /// Hardware only: instructions the counter sees per probe stop beyond the
     /// native program (learned by the self-test, subtracted from each hit). 0 otherwise.
     pub bias: u64,

@@ -243,6 +243,8 @@ pub struct RunInfo {
     pub args: Vec<String>,
     pub ending: Ending,
     pub counter: CounterReport,
+    /// What the costs count (the counter's [`CounterInfo::unit`]).
+    pub unit: &'static str,
     pub burden: u64,
     pub span_coefficient: f64,
     pub max_cores: u32,
@@ -272,7 +274,7 @@ impl RunReport {
             args: info.args,
             exit_status,
             signal,
-            unit: info.counter.mode.unit().into(),
+            unit: info.unit.into(),
             counter: info.counter,
             burden: info.burden,
             span_coefficient: info.span_coefficient,

@@ -80,6 +80,7 @@ fn info() -> RunInfo {
             mode: CounterMode::Step,
             reason: "test".into(),
         },
+        unit: "instructions",
         burden: 15_000,
         span_coefficient: 0.85,
         max_cores: 8,

@@ -103,6 +103,7 @@ impl Backend for Hardware {
             kind: CounterMode::Hardware,
             reason: format!("hardware counter passed the self-test (per-hit bias {bias})"),
             bias,
+            unit: cilkview_events::INSTRUCTIONS,
         })
     }
     fn run(
@@ -134,6 +135,7 @@ impl Backend for Step {
             kind: CounterMode::Step,
             reason: "single-step requested".into(),
             bias: 0,
+            unit: cilkview_events::INSTRUCTIONS,
         })
     }
     fn run(
@@ -165,6 +167,7 @@ impl Backend for Emulate {
             kind: CounterMode::Emulate,
             reason: "emulation requested".into(),
             bias: 0,
+            unit: cilkview_events::INSTRUCTIONS,
         })
     }
     fn supports(&self, opts: &TraceOptions) -> Result<(), Unavailable> {
@@ -202,6 +205,12 @@ fn native_counting() -> Result<NativeCounting, TraceError> {
     Ok(NativeCounting::new(clock))
 }
 
+/// What the native counter's costs would count here ([`crate::INSTRUCTIONS`] where its stubs
+/// read instructions with `rdpmc`, else [`crate::NANOSECONDS`]), or `None` if it cannot run.
+pub fn native_unit() -> Option<&'static str> {
+    native_clock().ok().map(|clock| clock.unit())
+}
+
 impl Backend for Native {
     fn mode(&self) -> CounterMode {
         CounterMode::Native
@@ -212,6 +221,7 @@ impl Backend for Native {
             kind: CounterMode::Native,
             reason: format!("native: {}", clock.describe()),
             bias: 0,
+            unit: clock.unit(),
         })
     }
     fn run(

@@ -48,12 +48,12 @@ pub use emulate::{
 pub use testing::{attach_breakpoints_only, run_breakpoints_only, BreakpointsOnly};
 
 pub use backend::{
-    choose, choose_for_attach, choose_for_run, use_instead, Backend, Emulate, Hardware, Native,
-    Step, Unavailable,
+    choose, choose_for_attach, choose_for_run, native_unit, use_instead, Backend, Emulate,
+    Hardware, Native, Step, Unavailable,
 };
 pub use cilkview_events::{
     CounterInfo, CounterMode, Ending, EventSink, ExitStatus, Outcome, Probe, ProbesError,
-    TraceEvent,
+    TraceEvent, INSTRUCTIONS, NANOSECONDS,
 };
 pub use ptrace::counting::ClockUnavailable;
 pub use signals::{

@@ -100,6 +100,7 @@ pub fn run_emulated(
             kind: CounterMode::Emulate,
             reason,
             bias: 0,
+            unit: cilkview_events::INSTRUCTIONS,
         },
         hits: s.hits,
         tail_cost: s.tail,

@@ -25,13 +25,11 @@ pub type Tid = i32;
 /// Opens a perf event counting thread `tid` (0: the calling thread) on any CPU, close-on-exec,
 /// user space only: `attr` with its size filled in and the kernel and hypervisor excluded.
 pub fn open_user_perf_event(
-    mut attr: perf_event_open_sys::bindings::perf_event_attr,
+    attr: perf_event_open_sys::bindings::perf_event_attr,
     tid: Tid,
 ) -> io::Result<OwnedFd> {
     use std::os::fd::FromRawFd;
-    attr.size = std::mem::size_of_val(&attr) as u32;
-    attr.set_exclude_kernel(1);
-    attr.set_exclude_hv(1);
+    let attr = user_only(attr);
     // SAFETY: the syscall reads `attr`, which lives across the call.
     let fd = unsafe {
         libc::syscall(
@@ -48,6 +46,16 @@ pub fn open_user_perf_event(
     }
     // SAFETY: a fresh descriptor nobody else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// `attr` with its size filled in and the kernel and hypervisor excluded (user space only).
+pub fn user_only(
+    mut attr: perf_event_open_sys::bindings::perf_event_attr,
+) -> perf_event_open_sys::bindings::perf_event_attr {
+    attr.size = std::mem::size_of_val(&attr) as u32;
+    attr.set_exclude_kernel(1);
+    attr.set_exclude_hv(1);
+    attr
 }
 
 pub const PTRACE_EVENT_EXEC: i32 = libc::PTRACE_EVENT_EXEC;

@@ -8,7 +8,8 @@ use nix::libc::{self, c_int};
 
 use super::Wait;
 use crate::ptrace::counting::native::stub::{
-    self, StubOperand, FIRST_STUB, LIMIT, RING, RING_RECORDS, SLOT_BYTES, STUB_BYTES,
+    self, Reading, StubOperand, COUNTER_PAGE, FIRST_STUB, LIMIT, RING, RING_RECORDS, SLOT_BYTES,
+    STUB_BYTES,
 };
 
 /// The time-stamp counter (`rdtsc`).
@@ -190,6 +191,41 @@ impl CodePage {
     }
 }
 
+/// A perf event's first page (`perf_event_mmap_page`) mapped read-only, unmapped on drop.
+struct CounterPage(*mut libc::c_void);
+
+impl CounterPage {
+    fn map(fd: &std::os::fd::OwnedFd) -> io::Result<CounterPage> {
+        use std::os::fd::AsRawFd;
+        // SAFETY: maps the event's first page read-only; unmapped in Drop.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                4096,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(CounterPage(p))
+    }
+
+    fn addr(&self) -> u64 {
+        self.0 as u64
+    }
+}
+
+impl Drop for CounterPage {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping; the stubs reading it have returned.
+        unsafe { libc::munmap(self.0, 4096) };
+    }
+}
+
 // SAFETY: the mapping is owned; it is written only through &mut and executed after sealing.
 unsafe impl Send for CodePage {}
 unsafe impl Sync for CodePage {}
@@ -233,15 +269,29 @@ const CALLS: usize = 64;
 /// back-to-back marks, measured by running the stubs (`MARKS` marks patched into jumps to
 /// their stubs, then `ret`) on a thread of the tool whose `%gs` points at a slot.
 pub fn stub_hit_ticks() -> io::Result<u64> {
+    median_hit(Reading::Tsc)
+}
+
+/// The instructions one hit of an `rdpmc` stub adds to a strand, measured as
+/// [`stub_hit_ticks`] measures time, the calling thread's instructions counted by its own event
+/// (where user space can read it): the median gap between back-to-back marks, less the mark's
+/// own `jmp` (the NOP it stands for is the program's).
+#[cfg(test)]
+pub fn stub_hit_instructions() -> io::Result<u64> {
+    Ok(median_hit(Reading::Rdpmc)? - 1)
+}
+
+/// The median gap between the clock values recorded by back-to-back marks' stubs of `reading`.
+fn median_hit(reading: Reading) -> io::Result<u64> {
     let marks_at = FIRST_STUB as usize + MARKS * STUB_BYTES as usize;
     let len = (marks_at + MARKS * 5 + 1).next_multiple_of(4096);
     let mut page = CodePage::new(len)?;
     let base = page.addr();
-    page.write(0, &stub::page_head());
+    page.write(0, &stub::page_head(reading));
     for i in 0..MARKS {
         let at = base + FIRST_STUB + (i as u64) * STUB_BYTES;
         let mark = base + (marks_at + 5 * i) as u64;
-        let code = stub::stub(at, mark, base, i as u32, StubOperand::None)
+        let code = stub::stub(reading, at, mark, base, i as u32, StubOperand::None)
             .ok_or_else(|| io::Error::other("stub out of reach"))?;
         page.write((at - base) as usize, &code);
         page.write(
@@ -258,12 +308,24 @@ pub fn stub_hit_ticks() -> io::Result<u64> {
     let slot_len = slot.len() * 8;
     std::thread::scope(|s| {
         s.spawn(|| {
+            // The thread's own instructions counter, its page where the stubs look for it.
+            let counter = match reading {
+                Reading::Tsc => None,
+                Reading::Rdpmc => {
+                    let fd = super::open_user_perf_event(super::rdpmc::instructions(), 0)?;
+                    let page = CounterPage::map(&fd)?;
+                    // SAFETY: `slot` is not read or written by anyone else before the join.
+                    unsafe { *(ptr as *mut u64).add((COUNTER_PAGE / 8) as usize) = page.addr() };
+                    Some((fd, page))
+                }
+            };
             for _ in 0..CALLS {
                 // SAFETY: the page holds MARKS jumps to stubs that record into `slot` through
                 // %gs (at most MARKS * CALLS < RING_RECORDS records, never waiting) and come
                 // back, then `ret`; the stubs touch only the stack below the return address.
                 unsafe { page.call_with_gs(marks_at, ptr as *mut u64, slot_len) }?;
             }
+            drop(counter);
             Ok::<(), io::Error>(())
         })
         .join()
@@ -292,15 +354,19 @@ mod tests {
     /// A page with one stub for a mark at the entry of a function `mark; ret`; returns the page
     /// and the entry's offset.
     fn one_mark(operand: StubOperand) -> (CodePage, usize) {
+        one_mark_reading(Reading::Tsc, operand)
+    }
+
+    fn one_mark_reading(reading: Reading, operand: StubOperand) -> (CodePage, usize) {
         let mut page = CodePage::new(8192).unwrap();
         let base = page.addr();
-        page.write(0, &stub::page_head());
+        page.write(0, &stub::page_head(reading));
         let at = base + FIRST_STUB;
         let entry = 4096usize;
         let mark = base + entry as u64;
         page.write(
             FIRST_STUB as usize,
-            &stub::stub(at, mark, base, 42, operand).unwrap(),
+            &stub::stub(reading, at, mark, base, 42, operand).unwrap(),
         );
         page.write(entry, &stub::jump(mark, at).unwrap());
         page.write(entry + 5, &[0xc3]);
@@ -337,6 +403,61 @@ mod tests {
                 assert_eq!(rec[1], v, "{operand:?}");
             }
         }
+    }
+
+    /// The rdpmc stubs run here up to the `rdpmc` itself: with a counter page whose `index` is 0
+    /// (the event not on a counter: its count is `offset`) they record `offset`, keeping the
+    /// registers, the flags and the red zone, on the fast path and, the slot full, the slow path.
+    #[test]
+    fn rdpmc_stubs_record_a_page_without_an_index_as_its_offset() {
+        for operand in [StubOperand::None, StubOperand::Register(0)] {
+            let (page, entry) = one_mark_reading(Reading::Rdpmc, operand);
+            let mut slot = vec![0u64; (SLOT_BYTES / 8) as usize];
+            slot[(LIMIT / 8) as usize] = RING_RECORDS;
+            // A stand-in counter page in the slot's own idle area: lock 2, index 0, offset.
+            let fake = (stub::IDLE_PAGE / 8) as usize;
+            slot[fake + 1] = 2; // lock 2 (at 8), index 0 (at 12)
+            slot[fake + 2] = 0x1234_5678_9abc; // offset (at 16)
+            let ptr = slot.as_mut_ptr();
+            slot[(COUNTER_PAGE / 8) as usize] = ptr as u64 + stub::IDLE_PAGE;
+            for flags in [0x8c3u64 | 0x202, 0x202] {
+                // SAFETY: the stub records into `slot` through %gs, reads the stand-in page
+                // (index 0: no rdpmc) and returns to the `ret`.
+                let ok = unsafe { with_gs(ptr, || page.call_checked(entry, flags)) };
+                assert!(
+                    ok,
+                    "{operand:?}: a register, the flags or the red zone changed"
+                );
+            }
+            assert_eq!(slot[0], 2, "two records");
+            let rec = &slot[(RING / 8) as usize..(RING / 8) as usize + 3];
+            assert_eq!(
+                (rec[0], rec[2]),
+                (0x1234_5678_9abc, 42),
+                "the offset, probe 42"
+            );
+            // The slow path: the slot full, the analyzer gone: dropped, nothing changed.
+            slot[(LIMIT / 8) as usize] = 2;
+            slot[(stub::GONE / 8) as usize] = 1;
+            // SAFETY: as above.
+            let ok = unsafe { with_gs(ptr, || page.call_checked(entry, 0x202)) };
+            assert!(ok);
+            assert_eq!(slot[0], 2, "dropped");
+        }
+    }
+
+    /// Where user space can read the instructions counter: a hit adds exactly the instructions
+    /// the decoder counts (`stub_decoding.rs`).
+    #[test]
+    fn an_rdpmc_hit_adds_the_instructions_counted_by_construction() {
+        if let Err(why) = crate::sys::rdpmc::user_instructions_counter() {
+            cilkview_fixtures::skip(format!("rdpmc: {why}"));
+            return;
+        }
+        assert_eq!(
+            stub_hit_instructions().unwrap(),
+            stub::RDPMC_HIT_INSTRUCTIONS
+        );
     }
 
     #[test]

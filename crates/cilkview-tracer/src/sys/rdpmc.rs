@@ -33,6 +33,65 @@ pub enum RdpmcUnavailable {
     NoIndex,
 }
 
+/// A counting event of the user-space instructions of one thread (the kernel and hypervisor
+/// excluded, its size filled in): the event of the check, and the one each measured thread
+/// opens for its stubs.
+pub fn instructions() -> perf_event_attr {
+    // SAFETY: a plain-old-data struct, all zeros is its documented default.
+    let mut attr: perf_event_attr = unsafe { std::mem::zeroed() };
+    attr.type_ = PERF_TYPE_HARDWARE;
+    attr.config = PERF_COUNT_HW_INSTRUCTIONS as u64;
+    super::user_only(attr)
+}
+
+/// [`instructions`] as the 64-bit words of its bytes, to write into the program's memory (its
+/// size is a multiple of 8).
+pub fn instructions_words() -> Vec<u64> {
+    let attr = instructions();
+    const N: usize = std::mem::size_of::<perf_event_attr>() / 8;
+    const _: () = assert!(std::mem::size_of::<perf_event_attr>() % 8 == 0);
+    // SAFETY: perf_event_attr is plain old data of N * 8 bytes (checked above), with no padding
+    // bytes left uninitialized (zeroed, then fields set), read as u64s without alignment needs.
+    let words: [u64; N] = unsafe { std::mem::transmute_copy(&attr) };
+    words.to_vec()
+}
+
+/// The arguments of `perf_event_open(attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC)`: the calling
+/// thread's own event on any CPU, its attr at `attr_at` (an address in the program), closed on
+/// exec.
+pub fn open_args(attr_at: u64) -> [u64; 6] {
+    [
+        attr_at,
+        0,
+        -1i64 as u64,
+        -1i64 as u64,
+        perf_event_open_sys::bindings::PERF_FLAG_FD_CLOEXEC as u64,
+        0,
+    ]
+}
+
+/// A duplicate in the tool of file descriptor `fd` of process `pid` (`pidfd_open` and
+/// `pidfd_getfd`, Linux 5.6; a tracer may take its tracee's).
+pub fn fd_of(pid: super::Tid, fd: i32) -> io::Result<std::fs::File> {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    // SAFETY: plain syscall; the result is a fresh descriptor or -1.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if pidfd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fresh, ours.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as i32) };
+    // SAFETY: plain syscall; the result is a fresh descriptor (close-on-exec) or -1.
+    let dup = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) };
+    if dup < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fresh, ours.
+    Ok(std::fs::File::from(unsafe {
+        OwnedFd::from_raw_fd(dup as i32)
+    }))
+}
+
 /// `Ok` if this thread's instructions could be read with `rdpmc`; else why not.
 pub fn user_instructions_counter() -> Result<(), RdpmcUnavailable> {
     let dir = ["cpu", "cpu_core"]
@@ -49,11 +108,7 @@ pub fn user_instructions_counter() -> Result<(), RdpmcUnavailable> {
     if allowed.trim() == "0" {
         return Err(RdpmcUnavailable::Disabled { dir });
     }
-    // SAFETY: a plain-old-data struct, all zeros is its documented default.
-    let mut attr: perf_event_attr = unsafe { std::mem::zeroed() };
-    attr.type_ = PERF_TYPE_HARDWARE;
-    attr.config = PERF_COUNT_HW_INSTRUCTIONS as u64;
-    let fd = super::open_user_perf_event(attr, 0).map_err(RdpmcUnavailable::Open)?;
+    let fd = super::open_user_perf_event(instructions(), 0).map_err(RdpmcUnavailable::Open)?;
     // SAFETY: maps the event's first page read-only; unmapped below.
     let page = unsafe {
         libc::mmap(
@@ -88,6 +143,28 @@ pub fn user_instructions_counter() -> Result<(), RdpmcUnavailable> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_event_counts_user_space_instructions_of_the_opening_thread() {
+        let attr = instructions();
+        assert_eq!(attr.type_, PERF_TYPE_HARDWARE);
+        assert_eq!(attr.config, PERF_COUNT_HW_INSTRUCTIONS as u64);
+        assert_eq!(attr.size as usize, std::mem::size_of::<perf_event_attr>());
+        assert_eq!((attr.exclude_kernel(), attr.exclude_hv()), (1, 1));
+        assert_eq!((attr.disabled(), attr.inherit(), attr.pinned()), (0, 0, 0));
+        // The words written into the program are the struct's bytes.
+        let words = instructions_words();
+        assert_eq!(words.len() * 8, std::mem::size_of::<perf_event_attr>());
+        assert_eq!(words[0], attr.type_ as u64 | (attr.size as u64) << 32);
+        assert_eq!(words[1], attr.config);
+        // pid 0 (the calling thread: the call is injected into each measured thread), any CPU,
+        // no group, close-on-exec.
+        assert_eq!(
+            open_args(0x1234),
+            [0x1234, 0, u64::MAX, u64::MAX, 8, 0],
+            "perf_event_open(attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC)"
+        );
+    }
 
     #[test]
     fn the_fields_read_are_where_the_kernel_puts_them() {

@@ -6,6 +6,7 @@ use std::io;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use super::stub::{Reading, RDPMC_HIT_INSTRUCTIONS};
 use crate::sys::native::{rdtsc, stub_hit_ticks as per_hit_ticks};
 use crate::sys::rdpmc::RdpmcUnavailable;
 use crate::sys::switches::{raw_clock_ns, SwitchLog};
@@ -38,12 +39,34 @@ pub(crate) struct Clock {
     pub(crate) switches: Result<(), Arc<io::Error>>,
     /// Whether user space could read an instructions counter with `rdpmc` here (else why not).
     pub(crate) rdpmc: Result<(), Arc<RdpmcUnavailable>>,
+    /// What the stubs read: instructions where `rdpmc` is readable, else the TSC.
+    pub(crate) reading: Reading,
+}
+
+/// What the stubs read, given the `rdpmc` check: instructions (exact) wherever user space can
+/// read the counter, else time.
+pub(crate) fn reading_for<E>(rdpmc: &Result<(), E>) -> Reading {
+    match rdpmc {
+        Ok(()) => Reading::Rdpmc,
+        Err(_) => Reading::Tsc,
+    }
 }
 
 impl Clock {
-    /// Nanoseconds per tick.
+    /// Report units per clock unit: nanoseconds per tick, or 1 for instructions.
     pub(crate) fn ns_per_tick(&self) -> f64 {
-        1e9 / self.hz
+        match self.reading {
+            Reading::Tsc => 1e9 / self.hz,
+            Reading::Rdpmc => 1.0,
+        }
+    }
+
+    /// The unit of the costs: `"nanoseconds"` or `"instructions"`.
+    pub(crate) fn unit(&self) -> &'static str {
+        match self.reading {
+            Reading::Tsc => "nanoseconds",
+            Reading::Rdpmc => "instructions",
+        }
     }
 
     /// Take a new pair of `CLOCK_MONOTONIC_RAW` and TSC readings ([`pair`]): times near it are
@@ -60,6 +83,14 @@ impl Clock {
 
     /// The counter's reason words: what was measured.
     pub(crate) fn describe(&self) -> String {
+        if self.reading == Reading::Rdpmc {
+            return format!(
+                "instructions by rdpmc: each thread's own user-space instructions event, read by \
+                 the stubs (perf_event_mmap_page, rdpmc); {} instructions per mark hit (and up to 2 \
+                 loading its operand) taken off each strand",
+                RDPMC_HIT_INSTRUCTIONS
+            );
+        }
         format!(
             "time on the CPU: invariant TSC at {:.3} GHz (calibrated against CLOCK_MONOTONIC_RAW), \
              {:.1} ns per mark hit measured at start-up and taken off each strand; {}; {}",
@@ -75,9 +106,7 @@ impl Clock {
                 ),
             },
             match &self.rdpmc {
-                Ok(()) => "a user-space instructions counter (rdpmc) is readable here, but the \
-                           stubs read time (reading it is not implemented)"
-                    .to_string(),
+                Ok(()) => "instructions by rdpmc: not used".to_string(),
                 Err(why) => format!("instructions by rdpmc: unavailable ({why})"),
             }
         )
@@ -104,13 +133,15 @@ fn calibrate() -> Result<Clock, ClockUnavailable> {
     let hz = frequency();
     let per_hit = per_hit_ticks().map_err(|e| ClockUnavailable::Stubs(Arc::new(e)))?;
     let switches = SwitchLog::open(0).map(drop).map_err(Arc::new);
+    let rdpmc = crate::sys::rdpmc::user_instructions_counter().map_err(Arc::new);
     let mut clock = Clock {
         hz,
         per_hit,
         mono0: 0,
         tsc0: 0,
         switches,
-        rdpmc: crate::sys::rdpmc::user_instructions_counter().map_err(Arc::new),
+        reading: reading_for(&rdpmc),
+        rdpmc,
     };
     clock.anchor();
     Ok(clock)
@@ -153,5 +184,29 @@ mod tests {
         let ns = clock.per_hit as f64 * clock.ns_per_tick();
         assert!(clock.hz > 1e8 && clock.hz < 1e10, "{clock:?}");
         assert!(ns > 0.5 && ns < 200.0, "{ns} ns per hit");
+    }
+
+    #[test]
+    fn the_stubs_read_instructions_exactly_where_rdpmc_is_readable() {
+        assert_eq!(reading_for::<()>(&Ok(())), Reading::Rdpmc);
+        assert_eq!(reading_for(&Err("no CPU PMU")), Reading::Tsc);
+        let Ok(clock) = calibrated() else {
+            cilkview_fixtures::skip("no invariant TSC");
+            return;
+        };
+        let mut rdpmc = clock.clone();
+        rdpmc.rdpmc = Ok(());
+        rdpmc.reading = Reading::Rdpmc;
+        assert_eq!((rdpmc.unit(), rdpmc.ns_per_tick()), ("instructions", 1.0));
+        assert!(rdpmc
+            .describe()
+            .starts_with("instructions by rdpmc: each thread's own"));
+        let mut time = clock;
+        time.rdpmc = Err(Arc::new(RdpmcUnavailable::NoPmu));
+        time.reading = Reading::Tsc;
+        assert_eq!(time.unit(), "nanoseconds");
+        assert!(time.ns_per_tick() < 10.0, "{time:?}");
+        assert!(time.describe().starts_with("time on the CPU"));
+        assert!(time.describe().ends_with("instructions by rdpmc: unavailable (no CPU PMU: /sys/bus/event_source/devices/cpu is absent)"));
     }
 }

@@ -3,7 +3,8 @@
 //! slot of a region shared with the tool (`region.rs`), which the event loop drains while the
 //! program runs (it polls instead of blocking in `waitpid`). Everything is put in place through
 //! ptrace by injected system calls (`inject.rs`): at each exec, at attach, and at each library
-//! load (the loader hook). Costs are nanoseconds (`clock.rs`).
+//! load (the loader hook). Costs are nanoseconds (`clock.rs`), or instructions where the stubs
+//! can read each thread's own instructions counter with `rdpmc` (`instructions.rs`).
 //!
 //! Time the program spends stopped by the tracer (set-up, library loads, signals) and time a
 //! stub waited for room is charged to no strand; the measured cost of one hit is taken off each
@@ -11,8 +12,10 @@
 
 mod clock;
 mod inject;
+mod instructions;
 mod polling;
 mod region;
+mod slots;
 mod strands;
 pub(crate) mod stub;
 
@@ -30,7 +33,7 @@ use self::inject::{sent, setup_err, STEPPING_MASK};
 use self::polling::{next_sleep, IDLE_MIN};
 use self::region::{Record, Region};
 use self::strands::{Item, Strands};
-use self::stub::{StubOperand, FIRST_STUB, SLOT_BYTES, STUB_BYTES};
+use self::stub::{Reading, StubOperand, FIRST_STUB, STUB_BYTES};
 use super::Counting;
 use crate::procfs::{self, Mem};
 use crate::ptrace::loader_hook::{self, LoaderHook};
@@ -61,8 +64,9 @@ pub(crate) struct Native {
     hook: Option<LoaderHook>,
     /// Signals that arrived during an injected call, per thread: delivered at its next resume.
     deferred: HashMap<Tid, Vec<i32>>,
-    /// By probe number.
+    /// By probe number: its operand, and what one hit adds to the strand it ends.
     operands: Vec<Operand>,
+    hit_costs: Vec<u64>,
     /// The thread of the last stop (injected calls run on it).
     current: Option<Tid>,
     /// The event loop's sleep when nothing happened.
@@ -85,60 +89,13 @@ impl Native {
             hook: None,
             deferred: HashMap::new(),
             operands: Vec::new(),
+            hit_costs: Vec::new(),
             current: None,
             idle: IDLE_MIN,
             packed: Vec::with_capacity(4096),
             waits: 0,
             waited: 0,
         }
-    }
-
-    /// Give thread `tid` (stopped) a slot and point its `gs_base` at it.
-    fn give_slot(&mut self, tid: Tid, fresh: bool) -> Result<(), TraceError> {
-        let Some(region) = self.region.as_mut() else {
-            return Ok(());
-        };
-        let Some(th) = self.threads.get_mut(&tid) else {
-            return Ok(());
-        };
-        let Some(mut regs) = regs_unless_gone(tid)? else {
-            return Ok(());
-        };
-        if fresh && regs.gs_base != 0 {
-            return Err(setup_err(
-                tid,
-                "the program uses %gs (its thread has a gs base): the native counter cannot run"
-                    .into(),
-            ));
-        }
-        let (slot, at) = region.assign(self.tool_pid).ok_or_else(|| {
-            setup_err(tid, format!("more than {} threads at once", region::SLOTS))
-        })?;
-        th.slot = Some(slot);
-        th.next = 0;
-        regs.gs_base = at;
-        match sys::setregs(tid, regs) {
-            Ok(()) => {}
-            Err(Errno::ESRCH) => return Ok(()),
-            Err(e) => return Err(ptrace_err("SETREGS", tid)(e)),
-        }
-        // The slot's pages mapped in the program now: each first write to a page of it would
-        // otherwise fault (~3 µs in a virtual machine, every 170 records: measured as a strand
-        // outlier every ~20 µs of a fine-grained loop). An older kernel without
-        // MADV_POPULATE_WRITE (5.14) refuses it: the faults then stay.
-        let mut deferred = Vec::new();
-        let populate = [at, SLOT_BYTES, libc::MADV_POPULATE_WRITE as u64, 0, 0, 0];
-        let gadget = Some(region.gadget);
-        if let Err(e) = inject::syscall(tid, gadget, libc::SYS_madvise, populate, &mut deferred) {
-            // Killed meanwhile (another thread's exit_group): its exit is reported as usual.
-            if regs_unless_gone(tid)?.is_some() {
-                return Err(e);
-            }
-        }
-        if !deferred.is_empty() {
-            self.deferred.entry(tid).or_default().extend(deferred);
-        }
-        Ok(())
     }
 
     /// Move the records written in `tid`'s slot to its pending items.
@@ -159,6 +116,7 @@ impl Native {
             return 0;
         };
         let (per_hit, k) = (self.clock.per_hit, self.ns_per_tick);
+        let hit_costs = &self.hit_costs;
         // The records written so far, counted before the switch records are read: a strand
         // they end was off its CPU only in intervals the kernel has already logged (a record
         // written after the read could end a strand cut by a switch not yet read, charged whole).
@@ -188,11 +146,12 @@ impl Native {
                 *waits += 1;
                 *waited += r.waited;
             }
+            let probe = r.probe as usize;
             let off = th.off_between(th.last, r.tsc);
+            let per_hit = hit_costs.get(probe).copied().unwrap_or(per_hit);
             let cost = th.end(r.tsc, per_hit + off, k);
             th.last = r.tsc + r.waited;
             n += 1;
-            let probe = r.probe as usize;
             let operand = match operands.get(probe).copied().unwrap_or(Operand::None) {
                 Operand::None => match PackedHit::new(probe, cost) {
                     Some(w) => {
@@ -268,7 +227,8 @@ impl Native {
             let page = inject::place_near(pid, lo, hi, len)?;
             inject::map_code(tid, Some(region.gadget), page, len, &mut deferred)?;
             region.pages.push((page, page + len));
-            let mut code = stub::page_head();
+            let reading = self.clock.reading;
+            let mut code = stub::page_head(reading);
             for (i, &addr) in group.iter().enumerate() {
                 let probe = core.probe_at(addr).expect("placed by core");
                 let (operand, kind) = match (probe.return_address, probe.operand) {
@@ -281,10 +241,14 @@ impl Native {
                 };
                 if self.operands.len() <= probe.index {
                     self.operands.resize(probe.index + 1, Operand::None);
+                    self.hit_costs.resize(probe.index + 1, self.clock.per_hit);
                 }
                 self.operands[probe.index] = kind;
+                if reading == Reading::Rdpmc {
+                    self.hit_costs[probe.index] = stub::rdpmc_hit_instructions(operand);
+                }
                 let at = page + FIRST_STUB + i as u64 * STUB_BYTES;
-                let s = stub::stub(at, addr, page, probe.index as u32, operand)
+                let s = stub::stub(reading, at, addr, page, probe.index as u32, operand)
                     .ok_or_else(|| setup_err(pid, format!("stub for {addr:#x} out of reach")))?;
                 code.resize((at - page) as usize, 0xcc);
                 code.extend_from_slice(&s);
@@ -408,8 +372,8 @@ fn step_out_of(tid: Tid, mark: u64, deferred: &mut Vec<i32>) -> Result<(), Trace
 
 impl Counting for Native {
     fn add_thread(&mut self, tid: Tid, at_exec: bool) -> Result<(), TraceError> {
-        let mut th = Strands::new(rdtsc());
-        if self.clock.switches.is_ok() {
+        let mut th = Strands::starting(self.clock.reading);
+        if self.clock.reading == Reading::Tsc && self.clock.switches.is_ok() {
             th.switches = SwitchLog::open(tid).ok();
         }
         self.threads.insert(tid, th);
@@ -453,7 +417,7 @@ impl Counting for Native {
             self.clock.anchor();
             th.read_switches(&self.clock);
         }
-        let now = th.stopped_at.unwrap_or_else(rdtsc);
+        let now = th.now(self.clock.reading);
         let off = th.off_between(th.last, now);
         let cost = th.end(now, off, k);
         th.last = now;
@@ -501,7 +465,7 @@ impl Counting for Native {
         let mut th = self
             .threads
             .remove(&former)
-            .unwrap_or_else(|| Strands::new(rdtsc()));
+            .unwrap_or_else(|| Strands::starting(self.clock.reading));
         let measured = self.region.is_some();
         self.region = None;
         self.hook = None;
@@ -512,7 +476,8 @@ impl Counting for Native {
         }
         th.slot = None;
         th.pending.clear();
-        let now = th.stopped_at.unwrap_or_else(rdtsc);
+        let now = th.now(self.clock.reading);
+        th.counter = None; // the old image's: the new one opens its own
         let cost = if measured { th.end(now, 0, k) } else { 0 };
         th.last = now;
         self.threads.insert(tid, th);
@@ -532,7 +497,8 @@ impl Counting for Native {
                 .filter(|t| self.threads.contains_key(t))
                 .unwrap_or(pid);
             let mut deferred = Vec::new();
-            self.region = Some(Region::create(pid, tid, &mut deferred)?);
+            let reading = self.clock.reading;
+            self.region = Some(Region::create(pid, tid, reading, &mut deferred)?);
             if !deferred.is_empty() {
                 self.deferred.entry(tid).or_default().extend(deferred);
             }
@@ -568,7 +534,8 @@ impl Counting for Native {
 
     fn stopped(&mut self, tid: Tid) {
         self.current = Some(tid);
-        if let Some(th) = self.threads.get_mut(&tid) {
+        // Instructions do not run while stopped: no pause to take off.
+        if let (Some(th), Reading::Tsc) = (self.threads.get_mut(&tid), self.clock.reading) {
             th.stopped_at = Some(rdtsc());
         }
         self.collect(tid);
@@ -578,11 +545,14 @@ impl Counting for Native {
         Some(if self.waits == 0 {
             "the program never waited for the analysis".into()
         } else {
+            let waited = match self.clock.reading {
+                Reading::Tsc => format!("{:.1} ms", self.waited as f64 * self.ns_per_tick / 1e6),
+                Reading::Rdpmc => format!("{} instructions", self.waited),
+            };
             format!(
-                "the program waited for the analysis at {} mark hits, {:.1} ms in all (charged \
+                "the program waited for the analysis at {} mark hits, {waited} in all (charged \
                  to no strand)",
                 self.waits,
-                self.waited as f64 * self.ns_per_tick / 1e6
             )
         })
     }

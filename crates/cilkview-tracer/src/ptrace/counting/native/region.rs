@@ -7,7 +7,8 @@ use nix::libc;
 
 use super::inject::{self, setup_err, PROT_RW};
 use super::stub::{
-    self, GADGET, GONE, HEAD, LIMIT, RECORD, RING, RING_RECORDS, SLOT_BYTES, TOOL_PID,
+    self, Reading, ATTR, COUNTER_PAGE, GADGET, GONE, HEAD, IDLE_PAGE, LIMIT, RECORD, RING,
+    RING_RECORDS, SLOT_BYTES, TOOL_PID,
 };
 use crate::procfs::Mem;
 use crate::sys::{SharedMap, Tid};
@@ -24,7 +25,7 @@ pub(super) struct Record {
     pub(super) tsc: u64,
     pub(super) operand: u64,
     pub(super) probe: u32,
-    /// Ticks the stub waited for room after the mark (a multiple of 64).
+    /// Ticks (a multiple of 64) or instructions the stub waited for room after the mark.
     pub(super) waited: u64,
 }
 
@@ -37,6 +38,10 @@ pub(super) struct Region {
     free: Vec<usize>,
     /// Stub pages mapped in the program: (start, end).
     pub(super) pages: Vec<(u64, u64)>,
+    /// What its stubs read.
+    pub(super) reading: Reading,
+    /// By slot: the counter page mapped for its last thread ([`Reading::Rdpmc`]).
+    counter_pages: Vec<Option<u64>>,
 }
 
 impl Region {
@@ -45,12 +50,13 @@ impl Region {
     pub(super) fn create(
         pid: Tid,
         tid: Tid,
+        reading: Reading,
         deferred: &mut Vec<i32>,
     ) -> Result<Region, TraceError> {
         let proc_err = |source| TraceError::Proc { pid, source };
         let page = inject::map_code(tid, None, 0, 4096, deferred)?;
         let mem = Mem::open(pid).map_err(proc_err)?;
-        let mut head = stub::page_head();
+        let mut head = stub::page_head(reading);
         head.extend_from_slice(b"cilkview-records\0");
         mem.write(page, &head).map_err(proc_err)?;
         let gadget = Some(page + GADGET);
@@ -109,13 +115,20 @@ impl Region {
         let map = SharedMap::new(&file, len as usize).map_err(proc_err)?;
         // The discard slot: `head` = `limit` = 0 sends every hit to the slow path, which finds
         // `gone` set and drops it.
-        map.store64(SLOTS * SLOT_BYTES as usize + GONE as usize, 1);
+        let discard = SLOTS * SLOT_BYTES as usize;
+        map.store64(discard + GONE as usize, 1);
+        map.store64(
+            discard + COUNTER_PAGE as usize,
+            base as u64 + (discard as u64) + IDLE_PAGE,
+        );
         Ok(Region {
             map,
             base: base as u64,
             gadget: page + GADGET,
             free: (0..SLOTS).rev().collect(),
             pages: vec![(page, page + 4096)],
+            reading,
+            counter_pages: vec![None; SLOTS],
         })
     }
 
@@ -129,7 +142,34 @@ impl Region {
         self.map.store64(at + LIMIT as usize, RING_RECORDS);
         self.map.store64(at + TOOL_PID as usize, tool_pid);
         self.map.store64(at + GONE as usize, 0);
+        // Until the thread's own counter page is mapped: the idle page (count 0).
+        let idle = self.base + (at as u64) + IDLE_PAGE;
+        self.map.store64(at + COUNTER_PAGE as usize, idle);
+        if self.reading == Reading::Rdpmc {
+            let attr = crate::sys::rdpmc::instructions_words();
+            for (i, w) in attr.into_iter().enumerate() {
+                self.map.store64(at + ATTR as usize + 8 * i, w);
+            }
+        }
         Some((slot, self.base + slot as u64 * SLOT_BYTES))
+    }
+
+    /// The address in the program of `slot`'s `perf_event_attr` (written by [`Region::assign`]).
+    pub(super) fn attr_at(&self, slot: usize) -> u64 {
+        self.base + slot as u64 * SLOT_BYTES + ATTR
+    }
+
+    /// `slot`'s thread reads its counter from the page at `page` in the program (a page of one
+    /// page's length, unmapped when the slot's next thread maps its own).
+    pub(super) fn set_counter_page(&mut self, slot: usize, page: u64) {
+        self.counter_pages[slot] = Some(page);
+        self.map
+            .store64(slot * SLOT_BYTES as usize + COUNTER_PAGE as usize, page);
+    }
+
+    /// The counter page mapped for `slot`'s former thread, if any (to unmap).
+    pub(super) fn take_counter_page(&mut self, slot: usize) -> Option<u64> {
+        self.counter_pages[slot].take()
     }
 
     /// The address in the program of the slot where hits are dropped (for a task that runs the
@@ -162,6 +202,7 @@ impl Region {
         mut f: impl FnMut(Record),
     ) -> u64 {
         let at = slot * SLOT_BYTES as usize;
+        let shift = self.reading.wait_shift();
         let mut n = from;
         while n < head {
             let i = (n % RING_RECORDS) as usize;
@@ -170,7 +211,7 @@ impl Region {
                 tsc: w[0],
                 operand: w[1],
                 probe: w[2] as u32,
-                waited: (w[2] >> 32) << 6,
+                waited: (w[2] >> 32) << shift,
             });
             n += 1;
         }

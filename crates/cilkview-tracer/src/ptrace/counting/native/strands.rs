@@ -5,7 +5,10 @@ use std::collections::VecDeque;
 
 use super::clock::Clock;
 use super::region::Record;
+use super::stub::Reading;
+use crate::sys::native::rdtsc;
 use crate::sys::switches::SwitchLog;
+use std::fs::File;
 
 /// Something that happened to a thread, in order, not yet reported.
 pub(super) enum Item {
@@ -36,6 +39,8 @@ pub(super) struct Strands {
     /// (ticks; `u64::MAX`: not back yet) not yet taken off a strand.
     pub(super) switches: Option<SwitchLog>,
     pub(super) off: VecDeque<(u64, u64)>,
+    /// The tool's copy of its instructions counter ([`Reading::Rdpmc`]).
+    pub(super) counter: Option<File>,
 }
 
 impl Strands {
@@ -51,6 +56,7 @@ impl Strands {
             stopped_at: Some(now),
             switches: None,
             off: VecDeque::new(),
+            counter: None,
         }
     }
 
@@ -68,6 +74,31 @@ impl Strands {
                 last.1 = t.max(last.0);
             }
         });
+    }
+
+    /// A new thread's, stopped by the tracer now; reading instructions, they count from its
+    /// counter's opening (0, at its slot's set-up), and no pause is taken off.
+    pub(super) fn starting(reading: Reading) -> Strands {
+        match reading {
+            Reading::Tsc => Strands::new(rdtsc()),
+            Reading::Rdpmc => Strands {
+                stopped_at: None,
+                ..Strands::new(0)
+            },
+        }
+    }
+
+    /// Its clock now (stopped by the tracer): the TSC when it stopped, or its instructions so
+    /// far (where the counter cannot be read: where its strand last started, adding nothing).
+    pub(super) fn now(&self, reading: Reading) -> u64 {
+        match reading {
+            Reading::Tsc => self.stopped_at.unwrap_or_else(rdtsc),
+            Reading::Rdpmc => self
+                .counter
+                .as_ref()
+                .and_then(super::instructions::read)
+                .unwrap_or(self.last),
+        }
     }
 
     /// Ticks of `from..to` the thread was off its CPU; forgets what ends before `to`.
