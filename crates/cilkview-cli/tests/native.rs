@@ -1,5 +1,6 @@
-//! `--counter native` through the real `cilkview-rs`: units in the report, parallelism against
-//! emulation's on fixtures of known shape, attach (detach leaves the program's output and exit
+//! `--counter native` through the real `cilkview-rs`: units in the report (nanoseconds, or
+//! instructions where the stubs read them with `rdpmc`), parallelism against emulation's on
+//! fixtures of known shape, attach (detach leaves the program's output and exit
 //! status unchanged), and the tool SIGKILLed in the middle of an attach.
 
 mod common;
@@ -39,6 +40,22 @@ fn native_beside_emulation() -> Option<std::sync::MutexGuard<'static, ()>> {
     Some(alone)
 }
 
+/// What the native counter's costs count here: `"instructions"` where its stubs read them with
+/// `rdpmc`, else `"nanoseconds"` (what a run of a program without marks reports).
+fn native_unit() -> String {
+    let out = bin()
+        .args(["run", "--counter", "native", "--json", "-", "true"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    r["unit"].as_str().unwrap().to_string()
+}
+
 /// Whether the native counter can run here (else said aloud).
 fn native() -> bool {
     let out = bin()
@@ -53,11 +70,78 @@ fn native() -> bool {
     true
 }
 
+/// Where the stubs read instructions (`rdpmc`): the report's unit, the default burden in
+/// instructions, a time refused as the burden; here a visible skip. Where they read time:
+/// [`native_reports_nanoseconds_and_takes_a_time_burden`].
+#[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
+fn with_rdpmc_native_reports_instructions_and_takes_an_instructions_burden() {
+    let _alone = one_at_a_time();
+    if !native() {
+        return;
+    }
+    if native_unit() != "instructions" {
+        cilkview_fixtures::skip("instructions by rdpmc: unavailable here (no user-space rdpmc)");
+        return;
+    }
+    let exe = build("known_spawn", &static_opts());
+    let a = analyze_with(&exe, &["--counter", "native"], &[]);
+    assert_eq!(a.code(), Some(0), "{}", a.stderr());
+    assert_eq!(a.json["unit"], "instructions");
+    assert_eq!(a.u("burden"), 15000, "the default burden in instructions");
+    assert!(a.json["counter"]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("instructions by rdpmc: each thread's own"));
+    let wrong = bin()
+        .args(["run", "--counter", "native", "--burden", "2.5us"])
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert_eq!(wrong.status.code(), Some(common::TOOL_FAILED));
+    let err = String::from_utf8_lossy(&wrong.stderr);
+    assert!(err.contains("counts instructions here (rdpmc)"), "{err}");
+}
+
+/// Where the stubs read instructions (`rdpmc`), native equals emulation up to the instructions
+/// glibc's CPU-dependent routines and the start-up take (README): on the fine-grained stencil,
+/// whose parallelism by time is only a lower bound, within 1%, and its work within 1%.
+#[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
+fn with_rdpmc_native_parallelism_equals_emulation() {
+    let Some(_alone) = native_beside_emulation() else {
+        return;
+    };
+    if native_unit() != "instructions" {
+        cilkview_fixtures::skip("instructions by rdpmc: unavailable here (no user-space rdpmc)");
+        return;
+    }
+    let exe = build("stencil_outer", &static_opts());
+    let args = ["256", "400"];
+    let e = analyze_with(&exe, &["--counter", "emulate"], &args);
+    let n = analyze_with(&exe, &["--counter", "native"], &args);
+    assert_eq!(n.stdout(), e.stdout());
+    for measure in ["parallelism", "work"] {
+        let v = |a: &common::Analysis| a.region("stencil")[measure].as_f64().unwrap();
+        let (native, emulated) = (v(&n), v(&e));
+        eprintln!("stencil {measure}: native {native}, emulate {emulated}");
+        assert!(
+            (native / emulated - 1.0).abs() < 0.01,
+            "{measure}: {native} vs {emulated}"
+        );
+    }
+}
+
+/// Where the stubs read time: nanoseconds, a time as the burden, instructions refused.
 #[test]
 #[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn native_reports_nanoseconds_and_takes_a_time_burden() {
     let _alone = one_at_a_time();
     if !native() {
+        return;
+    }
+    if native_unit() != "nanoseconds" {
+        cilkview_fixtures::skip("the native counter reads instructions here (rdpmc)");
         return;
     }
     let exe = build("known_spawn", &static_opts());
@@ -219,7 +303,7 @@ fn attach_native_measures_every_spawn_and_detaches_unharmed() {
     assert!(out.status.success(), "{err}");
     let r: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(r["counter"]["mode"], "native");
-    assert_eq!(r["unit"], "nanoseconds");
+    assert_eq!(r["unit"].as_str(), Some(native_unit().as_str()));
     assert_eq!(r["attach"]["ended"], "duration");
     // Rounds of 20000 spawns every ~50 ms: a 0.6 s window sees several whole rounds, every
     // spawn of them (single-stepping saw a handful).
@@ -370,5 +454,5 @@ int main(int argc, char **argv) {
         "child done\nparent done, child 3, vfork child 4\n"
     );
     assert_eq!((a.u("spawns"), a.u("syncs")), (24, 2), "{}", a.json);
-    assert_eq!(a.json["unit"], "nanoseconds");
+    assert_eq!(a.json["unit"].as_str(), Some(native_unit().as_str()));
 }

@@ -1,7 +1,8 @@
 //! `--counter native`: the program at native speed, its marks patched into jumps to stubs that
-//! record the time-stamp counter. Real programs, real clocks: strand times proportional to the
-//! work, every hit delivered (threads, signals arriving inside stubs), the program's output
-//! unchanged (a leaf function's red zone included).
+//! record the time-stamp counter (or, where user space can read it with `rdpmc`, the thread's
+//! instructions). Real programs, real clocks: strand times proportional to the work, every hit
+//! delivered (threads, signals arriving inside stubs), the program's output unchanged (a leaf
+//! function's red zone included); instructions equal to single-stepping's where `rdpmc` works.
 
 mod common;
 
@@ -40,11 +41,11 @@ fn in_exe<'a>(
     }
 }
 
-fn opts(exe: &Path, args: &[&str]) -> TraceOptions {
+fn opts_with(exe: &Path, args: &[&str], counter: CounterMode) -> TraceOptions {
     TraceOptions {
         program: exe.to_path_buf(),
         args: args.iter().map(Into::into).collect(),
-        counter: CounterMode::Native,
+        counter,
         bind_cpu: false,
         env: Vec::new(),
     }
@@ -53,11 +54,22 @@ fn opts(exe: &Path, args: &[&str]) -> TraceOptions {
 /// Runs `exe` with `--counter native`, `probes` in the executable only; returns the outcome,
 /// the events and the program's stdout (captured through a file).
 fn trace(exe: &Path, args: &[&str], probes: Vec<Probe>) -> (Outcome, Vec<TraceEvent>) {
+    trace_with(CounterMode::Native, exe, args, probes)
+}
+
+fn trace_with(
+    counter: CounterMode,
+    exe: &Path,
+    args: &[&str],
+    probes: Vec<Probe>,
+) -> (Outcome, Vec<TraceEvent>) {
     let mut events = vec![];
     let exe_name = std::fs::canonicalize(exe).unwrap();
-    let out = run(&opts(exe, args), in_exe(&exe_name, &probes), |e| {
-        events.push(e)
-    })
+    let out = run(
+        &opts_with(exe, args, counter),
+        in_exe(&exe_name, &probes),
+        |e| events.push(e),
+    )
     .unwrap();
     assert_costs_add_up(out.total_instructions, &events);
     (out, events)
@@ -385,12 +397,11 @@ int main(void) {
 }
 
 /// Instructions at native speed (`rdpmc` in the stubs) need a CPU PMU whose counter user space
-/// may read: the counter's reason says whether this machine has one, and why not. The stubs
-/// read time either way (reading the counter is not implemented): where it is readable, this
-/// says so as a skip too.
+/// may read: where the check passes the counter counts instructions, else time, and its reason
+/// says which and why. Where it measures time, the instructions path is said to be skipped.
 #[test]
 #[ignore = "slow: traces compiled programs"]
-fn the_reason_says_whether_rdpmc_could_count_instructions_here() {
+fn the_counter_reads_instructions_where_rdpmc_is_readable_else_time() {
     if !available() {
         return;
     }
@@ -403,12 +414,75 @@ fn the_reason_says_whether_rdpmc_could_count_instructions_here() {
         .find(|p| p.contains("rdpmc"))
         .unwrap_or_else(|| panic!("no word on rdpmc: {}", info.reason))
         .to_string();
+    if info.unit == cilkview_tracer::INSTRUCTIONS {
+        assert!(
+            said.starts_with("native: instructions by rdpmc: each thread's own"),
+            "{said}"
+        );
+        return;
+    }
+    assert_eq!(info.unit, cilkview_tracer::NANOSECONDS);
+    assert!(
+        info.reason.starts_with("native: time on the CPU"),
+        "{}",
+        info.reason
+    );
+    assert!(
+        said.starts_with("instructions by rdpmc: unavailable ("),
+        "{said}"
+    );
     if !pmu {
         assert!(said.contains("no CPU PMU"), "{said}");
     }
     cilkview_fixtures::skip(format!(
-        "instructions by rdpmc in the native counter: {said}"
+        "the native counter measures time here, not instructions: {said}"
     ));
+}
+
+/// Where the stubs read instructions (`rdpmc`): every strand of the burn program equals
+/// single-stepping's count of it, to within 2 instructions (a hit's own instructions are taken
+/// off exactly; a retry of the counter page's seqlock, when the thread was switched out inside
+/// its read, adds ~15) — and the runs' parallelism-relevant totals agree.
+#[test]
+#[ignore = "slow: traces compiled programs"]
+fn with_rdpmc_strands_equal_single_stepping() {
+    if !available() {
+        return;
+    }
+    let info = Native.check().unwrap();
+    if info.unit != cilkview_tracer::INSTRUCTIONS {
+        cilkview_fixtures::skip(format!(
+            "instructions by rdpmc in the native counter not run here: {}",
+            info.reason
+        ));
+        return;
+    }
+    let p = compile_with(BURN, &["-O2", "-static"]);
+    let syms = [("p0", None), ("p1", None), ("p2", None), ("p3", None)];
+    let probes = probes(&p.exe, &syms);
+    let (native, n_events) = trace(&p.exe, &["1000"], probes.clone());
+    let (step, s_events) = trace_with(CounterMode::Step, &p.exe, &["1000"], probes);
+    assert_eq!((native.hits, step.hits), (80, 80));
+    assert_eq!(native.counter.unit, cilkview_tracer::INSTRUCTIONS);
+    let (n, s) = (costs(&n_events), costs(&s_events));
+    for probe in 0..4 {
+        // p0's first hit ends the start-up strand (the loader's and libc's start-up): counted
+        // by both from the exec, but the native counter from its set-up after it.
+        for (round, (a, b)) in n[&probe]
+            .iter()
+            .zip(&s[&probe])
+            .enumerate()
+            .skip(usize::from(probe == 0))
+        {
+            assert!(
+                a.abs_diff(*b) <= 2,
+                "p{probe} round {round}: native {a}, step {b}"
+            );
+        }
+    }
+    // burn(n) is 2n instructions (dec, jnz): the strands differ by exactly that.
+    let m = |probe: usize| n[&probe][5];
+    assert!((m(2) - m(1)).abs_diff(2000) <= 2 && (m(3) - m(2)).abs_diff(4000) <= 2);
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! Whether user space may read an instructions counter with `rdpmc` here (what the native
-//! counter would need to record instructions instead of time): a CPU PMU that perf exposes,
+//! counter needs to record instructions instead of time): a CPU PMU that perf exposes,
 //! user-space `rdpmc` allowed by it, and a counting event whose mapped page says
-//! `cap_user_rdpmc` with a counter index.
+//! `cap_user_rdpmc` with a counter index (and `pidfd_getfd`, which the native counter uses to
+//! read a thread's count where no stub does).
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -31,6 +32,8 @@ pub enum RdpmcUnavailable {
     NoCapability,
     #[error("the counter has no index to read (not scheduled on a counter)")]
     NoIndex,
+    #[error("the tool cannot take a copy of a process's counter (pidfd_getfd, Linux 5.6): {0}")]
+    NoFdCopy(io::Error),
 }
 
 /// A counting event of the user-space instructions of one thread (the kernel and hypervisor
@@ -137,6 +140,8 @@ pub fn user_instructions_counter() -> Result<(), RdpmcUnavailable> {
     if index == 0 {
         return Err(RdpmcUnavailable::NoIndex);
     }
+    // The tool reads each thread's count at its exit from a copy of the program's descriptor.
+    fd_of(std::process::id() as i32, fd.as_raw_fd()).map_err(RdpmcUnavailable::NoFdCopy)?;
     Ok(())
 }
 
@@ -163,6 +168,22 @@ mod tests {
             open_args(0x1234),
             [0x1234, 0, u64::MAX, u64::MAX, 8, 0],
             "perf_event_open(attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC)"
+        );
+    }
+
+    #[test]
+    fn the_tool_takes_a_copy_of_a_processs_descriptor() {
+        use std::io::{Read, Seek, Write};
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(b"counted").unwrap();
+        file.rewind().unwrap();
+        let mut copy = fd_of(std::process::id() as i32, file.as_raw_fd()).unwrap();
+        let mut read = String::new();
+        copy.read_to_string(&mut read).unwrap();
+        assert_eq!(read, "counted", "the same open file");
+        assert!(
+            fd_of(std::process::id() as i32, 1 << 20).is_err(),
+            "no such descriptor"
         );
     }
 
