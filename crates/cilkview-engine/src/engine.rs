@@ -13,7 +13,7 @@ use crate::profile::CallSite;
 
 /// Cilkview's default burden: the cost of a steal, in instructions, put on every continuation edge.
 pub const DEFAULT_BURDEN: u64 = 15_000;
-/// The default burden when costs are nanoseconds (`--counter native`): 5 µs, what the default
+/// The default burden when costs are nanoseconds (`--counter native` measuring time): 5 µs, what the default
 /// 15,000 instructions take at one instruction per cycle at 3 GHz, and the order of a measured
 /// steal in a work-stealing runtime (docs/engine.md, "The burden").
 pub const DEFAULT_BURDEN_NS: u64 = 5_000;

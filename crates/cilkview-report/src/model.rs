@@ -162,7 +162,7 @@ pub struct RunReport {
     #[serde(default)]
     pub counter: CounterReport,
     /// What work, span and the burden count: `"instructions"`, or `"nanoseconds"` (the native
-    /// counter).
+    /// counter measuring time).
     #[serde(default = "default_unit")]
     pub unit: String,
     #[serde(default = "default_burden")]
