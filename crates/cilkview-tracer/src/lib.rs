@@ -45,7 +45,9 @@ pub use emulate::{
     CPU_MODEL,
 };
 #[cfg(feature = "testing")]
-pub use testing::{attach_breakpoints_only, run_breakpoints_only, BreakpointsOnly};
+pub use testing::{
+    attach_breakpoints_only, native_software_stand_in, run_breakpoints_only, BreakpointsOnly,
+};
 
 pub use backend::{
     choose, choose_for_attach, choose_for_run, native_unit, use_instead, Backend, Emulate,

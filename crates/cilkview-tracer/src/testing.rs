@@ -87,3 +87,13 @@ where
         },
     )
 }
+
+/// Make the native counter run its instructions path (as where user space can read the
+/// counter with `rdpmc`) with a software event, each thread's task clock, standing in for the
+/// instructions counter: the injected `perf_event_open`, `mmap`, `close` and `munmap`, the
+/// counter pages, `READ` in the stubs and the tool's copies of the events run for real; the
+/// page has no counter index, so every read gives the page's `offset` and no `rdpmc` runs. The
+/// costs are not instructions. Call before the native counter's first use in the process.
+pub fn native_software_stand_in() {
+    crate::ptrace::counting::use_software_stand_in();
+}

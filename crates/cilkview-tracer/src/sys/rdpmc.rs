@@ -47,15 +47,26 @@ pub fn instructions() -> perf_event_attr {
     super::user_only(attr)
 }
 
-/// [`instructions`] as the 64-bit words of its bytes, to write into the program's memory (its
-/// size is a multiple of 8).
-pub fn instructions_words() -> Vec<u64> {
-    let attr = instructions();
+/// A software event (the thread's task clock, user-space only) standing in for [`instructions`]
+/// in the tests of the native counter's mechanics on machines without a PMU: its page is real
+/// but has no counter index.
+#[cfg(feature = "testing")]
+pub fn software_stand_in() -> perf_event_attr {
+    // SAFETY: a plain-old-data struct, all zeros is its documented default.
+    let mut attr: perf_event_attr = unsafe { std::mem::zeroed() };
+    attr.type_ = perf_event_open_sys::bindings::PERF_TYPE_SOFTWARE;
+    attr.config = perf_event_open_sys::bindings::PERF_COUNT_SW_TASK_CLOCK as u64;
+    super::user_only(attr)
+}
+
+/// `attr` as the 64-bit words of its bytes, to write into the program's memory (its size is a
+/// multiple of 8).
+pub fn words(attr: &perf_event_attr) -> Vec<u64> {
     const N: usize = std::mem::size_of::<perf_event_attr>() / 8;
     const _: () = assert!(std::mem::size_of::<perf_event_attr>() % 8 == 0);
     // SAFETY: perf_event_attr is plain old data of N * 8 bytes (checked above), with no padding
     // bytes left uninitialized (zeroed, then fields set), read as u64s without alignment needs.
-    let words: [u64; N] = unsafe { std::mem::transmute_copy(&attr) };
+    let words: [u64; N] = unsafe { std::mem::transmute_copy(attr) };
     words.to_vec()
 }
 
@@ -158,7 +169,7 @@ mod tests {
         assert_eq!((attr.exclude_kernel(), attr.exclude_hv()), (1, 1));
         assert_eq!((attr.disabled(), attr.inherit(), attr.pinned()), (0, 0, 0));
         // The words written into the program are the struct's bytes.
-        let words = instructions_words();
+        let words = words(&attr);
         assert_eq!(words.len() * 8, std::mem::size_of::<perf_event_attr>());
         assert_eq!(words[0], attr.type_ as u64 | (attr.size as u64) << 32);
         assert_eq!(words[1], attr.config);

@@ -21,6 +21,8 @@ mod stepping;
 pub(crate) use breakpoints::Breakpoints;
 #[cfg(feature = "testing")]
 pub(crate) use breakpoints::NullCounter;
+#[cfg(feature = "testing")]
+pub(crate) use native::use_software_stand_in;
 pub use native::ClockUnavailable;
 pub(crate) use native::{calibrated as native_clock, Native};
 pub(crate) use stepping::Stepping;

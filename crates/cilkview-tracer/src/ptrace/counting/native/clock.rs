@@ -3,6 +3,7 @@
 //! consecutive `rdtsc` reads), measured once per process by running the stubs themselves.
 
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -83,6 +84,11 @@ impl Clock {
 
     /// The counter's reason words: what was measured.
     pub(crate) fn describe(&self) -> String {
+        if software_stand_in() {
+            return "testing: the stubs read counter pages as with rdpmc, a software event (task \
+                    clock) standing in for each thread's instructions counter"
+                .into();
+        }
         if self.reading == Reading::Rdpmc {
             return format!(
                 "instructions by rdpmc: each thread's own user-space instructions event, read by \
@@ -113,6 +119,21 @@ impl Clock {
     }
 }
 
+/// Set (testing only, before the clock's first use in the process): the stubs read counter
+/// pages as where `rdpmc` works, a software event standing in for the instructions counter.
+static STAND_IN: AtomicBool = AtomicBool::new(false);
+
+/// Whether the testing stand-in is on.
+pub(crate) fn software_stand_in() -> bool {
+    cfg!(feature = "testing") && STAND_IN.load(Ordering::Relaxed)
+}
+
+/// Turn the testing stand-in on (see [`crate::testing::native_software_stand_in`]).
+#[cfg(feature = "testing")]
+pub(crate) fn use_software_stand_in() {
+    STAND_IN.store(true, Ordering::Relaxed);
+}
+
 /// The clock, calibrated once per process, or why the native backend cannot run here.
 pub(crate) fn calibrated() -> Result<Clock, ClockUnavailable> {
     static CLOCK: OnceLock<Result<Clock, ClockUnavailable>> = OnceLock::new();
@@ -140,7 +161,11 @@ fn calibrate() -> Result<Clock, ClockUnavailable> {
         mono0: 0,
         tsc0: 0,
         switches,
-        reading: reading_for(&rdpmc),
+        reading: if software_stand_in() {
+            Reading::Rdpmc
+        } else {
+            reading_for(&rdpmc)
+        },
         rdpmc,
     };
     clock.anchor();

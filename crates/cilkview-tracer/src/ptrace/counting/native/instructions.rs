@@ -76,6 +76,16 @@ pub(super) fn open(
     copy
 }
 
+/// The words of the event each thread opens: its user-space instructions, or under the testing
+/// stand-in ([`super::clock::software_stand_in`]) its task clock.
+pub(super) fn attr_words() -> Vec<u64> {
+    #[cfg(feature = "testing")]
+    if super::clock::software_stand_in() {
+        return rdpmc::words(&rdpmc::software_stand_in());
+    }
+    rdpmc::words(&rdpmc::instructions())
+}
+
 /// The count of the event `counter` (the thread's user-space instructions so far), if readable.
 pub(super) fn read(mut counter: &File) -> Option<u64> {
     let mut b = [0u8; 8];

@@ -20,6 +20,8 @@ mod strands;
 pub(crate) mod stub;
 
 pub(crate) use clock::calibrated;
+#[cfg(feature = "testing")]
+pub(crate) use clock::use_software_stand_in;
 pub use clock::ClockUnavailable;
 
 use std::collections::HashMap;

@@ -146,7 +146,7 @@ impl Region {
         let idle = self.base + (at as u64) + IDLE_PAGE;
         self.map.store64(at + COUNTER_PAGE as usize, idle);
         if self.reading == Reading::Rdpmc {
-            let attr = crate::sys::rdpmc::instructions_words();
+            let attr = super::instructions::attr_words();
             for (i, w) in attr.into_iter().enumerate() {
                 self.map.store64(at + ATTR as usize + 8 * i, w);
             }
