@@ -446,6 +446,46 @@ mod tests {
         }
     }
 
+    /// The rdpmc slow path: the slot full, the stub waits; meanwhile the count moves on by 1000
+    /// (the stand-in page's `offset`, under its lock) and then the analyzer makes room: the
+    /// record holds the count at the mark and the exact 1000 it waited (no ÷ 64).
+    #[test]
+    fn an_rdpmc_stub_that_waited_records_the_instructions_it_waited_exactly() {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        let (page, entry) = one_mark_reading(Reading::Rdpmc, StubOperand::None);
+        let mut slot = vec![0u64; (SLOT_BYTES / 8) as usize];
+        let fake = (stub::IDLE_PAGE / 8) as usize;
+        slot[fake + 2] = 5000; // offset
+        slot[(stub::TOOL_PID / 8) as usize] = std::process::id() as u64;
+        let ptr = slot.as_mut_ptr();
+        slot[(COUNTER_PAGE / 8) as usize] = ptr as u64 + stub::IDLE_PAGE;
+        // head 0 = limit 0: full.
+        let at = ptr as usize;
+        let analyzer = std::thread::spawn(move || {
+            // SAFETY: `slot` outlives the join below; these words are shared with the stub,
+            // which only reads them, through atomics on both sides of the seqlock.
+            let word = |i: usize| unsafe { AtomicU64::from_ptr((at as *mut u64).add(i)) };
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            word(fake + 1).store(1, Ordering::SeqCst); // lock 1: being written
+            word(fake + 2).store(6000, Ordering::SeqCst);
+            word(fake + 1).store(2, Ordering::SeqCst);
+            word((LIMIT / 8) as usize).store(RING_RECORDS, Ordering::SeqCst);
+        });
+        // SAFETY: the stub records into `slot` through %gs, reads the stand-in page, waits in
+        // its slow path until `limit` moves, and returns to the `ret`.
+        let ok = unsafe { with_gs(ptr, || page.call_checked(entry, 0x8c3 | 0x202)) };
+        analyzer.join().unwrap();
+        assert!(ok, "a register, the flags or the red zone changed");
+        assert_eq!(slot[0], 1, "one record");
+        let rec = &slot[(RING / 8) as usize..(RING / 8) as usize + 3];
+        assert_eq!(rec[0], 5000, "the count at the mark");
+        assert_eq!(
+            (rec[2] as u32, rec[2] >> 32),
+            (42, 1000),
+            "probe 42, waited 1000"
+        );
+    }
+
     /// Where user space can read the instructions counter: a hit adds exactly the instructions
     /// the decoder counts (`stub_decoding.rs`).
     #[test]
