@@ -42,7 +42,7 @@ impl Default for Model {
 const LONG_EMULATED_RUN: Duration = Duration::from_secs(10);
 
 impl Model {
-    /// The burden in `unit` (a [`CounterInfo::unit`]): [`Model::burden_ns`] for a time.
+    /// The burden in `unit` (a [`crate::CounterInfo::unit`]): [`Model::burden_ns`] for a time.
     pub fn burden_in(&self, unit: &str) -> u64 {
         match unit {
             cilkview_tracer::NANOSECONDS => self.burden_ns,
