@@ -79,6 +79,7 @@ fn info() -> RunInfo {
         counter: CounterReport {
             mode: CounterMode::Step,
             reason: "test".into(),
+            runs: 1,
         },
         burden: 15_000,
         span_coefficient: 0.85,
