@@ -217,9 +217,13 @@ fn run_repeatedly(
         let later = backend.run(options, counter.clone(), &mut folder)?;
         let divergence = folder.finish();
         if later.status != outcome.status {
+            let unused = if run == runs {
+                format!("run {run} was")
+            } else {
+                format!("runs {run} to {runs} were")
+            };
             warnings.push(format!(
-                "--repeat: run {run} ended with {} where run 1 ended with {}: runs {run} to {runs} \
-                 were not used",
+                "--repeat: run {run} ended with {} where run 1 ended with {}: {unused} not used",
                 status_words(later.status),
                 status_words(outcome.status)
             ));
@@ -238,10 +242,12 @@ fn run_repeatedly(
         .replay(session)
         .map_err(|(image, message)| TraceError::Probes { image, message })?;
     outcome.total_instructions = recorded.total();
-    outcome.counter.reason = format!(
-        "{}; each strand the minimum of its {done} runs (--repeat)",
-        outcome.counter.reason
-    );
+    if done > 1 {
+        outcome.counter.reason = format!(
+            "{}; each strand the minimum of its {done} runs (--repeat)",
+            outcome.counter.reason
+        );
+    }
     Ok((
         outcome,
         Repeated {
