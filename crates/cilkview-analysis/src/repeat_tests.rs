@@ -205,3 +205,91 @@ fn a_thread_the_first_run_did_not_have_is_a_divergence() {
     assert_eq!(divergence.thread, 3);
     assert_eq!(run.total(), 7);
 }
+
+/// A step of a synthetic run: a packed hit of a thread, an event with an operand, a thread
+/// start, a thread exit (each thread `0..3`; thread 0 is there from the start).
+#[derive(Clone, Copy, Debug)]
+enum Step {
+    Packed(u8, usize),
+    Operand(u8, usize, u64),
+    Exit(u8),
+}
+
+/// Feeds the steps with `costs` (one per strand, in order) as a backend would: thread `t` is
+/// `tid0 + t`, started (ThreadStart) at its first step, nothing after its exit.
+fn feed_steps(sink: &mut dyn EventSink, steps: &[Step], costs: &[u64], tid0: i32) -> usize {
+    sink.probes_for(Path::new("/bin/app")).unwrap();
+    let mut started = [true, false, false];
+    let mut exited = [false; 3];
+    let mut costs = costs.iter().copied();
+    let mut fed = 0;
+    for &step in steps {
+        let t = match step {
+            Step::Packed(t, _) | Step::Operand(t, ..) | Step::Exit(t) => t as usize,
+        };
+        if exited[t] {
+            continue;
+        }
+        let tid = tid0 + t as i32;
+        if !started[t] {
+            started[t] = true;
+            sink.event(TraceEvent::ThreadStart { tid });
+        }
+        let cost = costs.next().unwrap();
+        fed += 1;
+        match step {
+            Step::Packed(_, probe) => {
+                sink.hits(tid, &packed(&[(probe, cost)]));
+            }
+            Step::Operand(_, probe, operand) => sink.event(TraceEvent::Hit {
+                probe,
+                tid,
+                cost,
+                operand: Some(operand),
+            }),
+            Step::Exit(_) => {
+                exited[t] = true;
+                sink.event(TraceEvent::ThreadExit { tid, cost });
+            }
+        }
+    }
+    fed
+}
+
+fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+    use proptest::prelude::*;
+    prop_oneof![
+        6 => (0u8..3, 0usize..2).prop_map(|(t, p)| Step::Packed(t, p)),
+        2 => (0u8..3, 0usize..2, any::<u64>()).prop_map(|(t, p, o)| Step::Operand(t, p, o)),
+        1 => (0u8..3).prop_map(Step::Exit),
+    ]
+}
+
+proptest::proptest! {
+    /// Recorded, folded with runs of the same strands (other thread ids, other costs) and
+    /// replayed: the first run's stream, each cost the minimum of its strand's.
+    #[test]
+    fn the_replay_is_the_first_run_with_each_strands_minimum(
+        steps in proptest::collection::vec(step(), 0..60),
+        runs in proptest::collection::vec(proptest::collection::vec(0u64..1000, 60), 1..4),
+    ) {
+        let mut answerer = Kept::default();
+        let mut recorder = Recorder::new(&mut answerer);
+        let strands = feed_steps(&mut recorder, &steps, &runs[0], 100);
+        let mut run = recorder.finish();
+        for (k, costs) in runs.iter().enumerate().skip(1) {
+            let mut folder = Folder::new(&mut run);
+            feed_steps(&mut folder, &steps, costs, 100 * (k as i32 + 1));
+            proptest::prop_assert_eq!(folder.finish(), None);
+        }
+        let minima: Vec<u64> = (0..strands)
+            .map(|i| runs.iter().map(|c| c[i]).min().unwrap())
+            .collect();
+        let mut expected = Kept::default();
+        feed_steps(&mut expected, &steps, &minima, 100);
+        let kept = replayed(&run);
+        proptest::prop_assert_eq!(kept.images, expected.images);
+        proptest::prop_assert_eq!(kept.events, expected.events);
+        proptest::prop_assert_eq!(run.total(), minima.iter().sum::<u64>());
+    }
+}
