@@ -8,7 +8,8 @@
 #     real-time priority, the kernel's RT throttling: 50 ms of every second a real-time task
 #     spins);
 #   - a markdown table: each fixture's parallelism by emulation, then ROUNDS native runs at the
-#     normal policy and ROUNDS under chrt -f 10 (min-max), with the load average.
+#     normal policy, ROUNDS under chrt -f 10, and ROUNDS with each --repeat of REPEATS (default
+#     "5 9 15": each strand's minimum over that many runs) (min-max), with the load average.
 # The tool is target/release/cilkview-rs (built here) unless CILKVIEW_BIN names another.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +18,7 @@ if [ -z "${CILKVIEW_BIN:-}" ]; then
 fi
 bin=${CILKVIEW_BIN:-target/release/cilkview-rs}
 rounds=${ROUNDS:-4}
+read -r -a repeats <<<"${REPEATS:-5 9 15}"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 inc="-I crates/cilkview-marks/include -I fixtures"
@@ -90,8 +92,8 @@ echo
 for f in stencil_outer matmul coarse_tree coarse_matmul; do
     cc -O2 -static $inc "fixtures/$f.c" -o "$work/$f"
 done
-# parallelism LABEL PREFIX... -- COUNTER EXE ARGS: the region LABEL's (or the whole program's,
-# LABEL "-") parallelism of one run.
+# parallelism LABEL COUNTER PREFIX... -- EXE ARGS: the region LABEL's (or the whole program's,
+# LABEL "-") parallelism of one run (COUNTER may carry options: "native --repeat 5").
 parallelism() {
     local label=$1 counter=$2
     shift 2
@@ -101,7 +103,8 @@ parallelism() {
         shift
     done
     shift
-    "${pre[@]}" "$bin" run --counter "$counter" --json "$work/r.json" "$@" >/dev/null 2>&1
+    # shellcheck disable=SC2086
+    "${pre[@]}" "$bin" run --counter $counter --json "$work/r.json" "$@" >/dev/null 2>&1
     python3 - "$work/r.json" "$label" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
@@ -112,8 +115,14 @@ PY
 }
 range() { python3 -c "import sys; v=sorted(map(float, sys.argv[1:])); print(f'{v[0]:.2f}–{v[-1]:.2f}')" "$@"; }
 
-echo "| fixture (args, measured part) | emulate | native ($rounds runs) | native under chrt -f 10 ($rounds runs) | load |"
-echo "|---|---:|---:|---:|---:|"
+head="| fixture (args, measured part) | emulate | native ($rounds runs) | native under chrt -f 10 ($rounds runs) |"
+rule="|---|---:|---:|---:|"
+for n in "${repeats[@]}"; do
+    head+=" --repeat $n ($rounds runs) |"
+    rule+="---:|"
+done
+echo "$head load |"
+echo "$rule---:|"
 while IFS='|' read -r name label args; do
     # shellcheck disable=SC2086
     e=$(parallelism "$label" emulate -- "$work/$name" $args)
@@ -128,7 +137,16 @@ while IFS='|' read -r name label args; do
     done
     f=-
     [ ${#fifo[@]} -gt 0 ] && f=$(range "${fifo[@]}")
-    echo "| $name $args ($label) | $e | $(range "${plain[@]}") | $f | $(cut -d' ' -f1 /proc/loadavg) |"
+    row="| $name $args ($label) | $e | $(range "${plain[@]}") | $f |"
+    for n in "${repeats[@]}"; do
+        min=()
+        for _ in $(seq "$rounds"); do
+            # shellcheck disable=SC2086
+            min+=("$(parallelism "$label" "native --repeat $n" env -- "$work/$name" $args)")
+        done
+        row+=" $(range "${min[@]}") |"
+    done
+    echo "$row $(cut -d' ' -f1 /proc/loadavg) |"
 done <<'EOF'
 stencil_outer|stencil|256 400
 matmul|-|64

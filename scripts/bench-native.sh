@@ -8,6 +8,8 @@
 #   - a fine-grained fib with a mark hit every few instructions: the cost per mark hit end to end,
 #     (traced - native) / hits, and on the program's thread: the same less the tool's fixed cost
 #     (a traced /bin/true) and the time the program waited for the analysis (the reason says it).
+#   - attach: the same programs started natively and attached to (--counter native) until they
+#     exit, their wall time against unattached runs.
 # Also the counter's reason (TSC frequency, the per-hit cost taken off each strand).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -77,4 +79,47 @@ stencil 256^2 x 2000 steps (FP)|$work/stencil_outer 256 2000
 gzip -6, 8 MB (no marks)|$(command -v gzip) -6 -c $work/gzip.in
 fib 30 (fully marked, fine-grained)|$work/fib 30
 fib 32 (fully marked, fine-grained)|$work/fib 32
+EOF2
+
+# attach at the same speed: each program started natively, `cilkview-rs attach --counter native`
+# 20 ms after its start (the stencil runs 4x longer than above, the attach missing less of it) and
+# until it exits; its own wall time (start to exit) against unattached
+# runs and `run --counter native`, the fastest of ROUNDS each, interleaved. (A program of a few
+# ms, fib 32, ends before an attach; the stencil is the fine-grained one here.)
+echo
+echo "| attach, until the program exits | marks hit while attached | native s | run --counter native s | attached s | ratio, attached / native |"
+echo "|---|---:|---:|---:|---:|---:|"
+while IFS='|' read -r label cmd; do
+    rm -f "$work/a.json"
+    # shellcheck disable=SC2086
+    python3 - "$label" "$rounds" "$bin" "$work/a.json" $cmd <<'PY'
+import json, subprocess, sys, time
+label, rounds, tool, js, cmd = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5:]
+quiet = dict(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def run(how):
+    t0 = time.perf_counter()
+    if how == "run":
+        subprocess.run([tool, "run", "--counter", "native"] + cmd, **quiet)
+        return time.perf_counter() - t0
+    p = subprocess.Popen(cmd, **quiet)
+    if how == "attach":
+        time.sleep(0.02)
+        a = subprocess.Popen([tool, "attach", "--counter", "native", "--duration", "600",
+                              "--json", js, str(p.pid)], **quiet)
+    p.wait()
+    t = time.perf_counter() - t0
+    if how == "attach":
+        a.wait()
+    return t
+best = {how: float("inf") for how in ("native", "run", "attach")}
+for _ in range(rounds):
+    for how in best:
+        best[how] = min(best[how], run(how))
+hits = json.load(open(js))["events"]
+n, r, a = best["native"], best["run"], best["attach"]
+print(f"| {label} | {hits:,} | {n:.3f} | {r:.3f} | {a:.3f} | {a / n:.2f}x |")
+PY
+done <<EOF2
+coarse double matmul, 8 chunks of 160^2 x 48 rounds|$work/coarse_matmul 48
+stencil 256^2 x 8000 steps (FP)|$work/stencil_outer 256 8000
 EOF2

@@ -12,6 +12,7 @@ use cilkview_marks::{read_marks, MarksError};
 use cilkview_report::{AttachReport, RunInfo, RunReport};
 use cilkview_tracer::{AttachOptions, StopFlag, TraceError, TraceOptions};
 
+use crate::repeat::{Folder, Recorder};
 use crate::{Progress, Session};
 
 /// The parameters of the performance model.
@@ -81,6 +82,9 @@ pub struct RunRequest {
     /// Variables set for the program only (not for the tool, nor for the emulator's own
     /// process): `TraceOptions::env`.
     pub env: Vec<(OsString, OsString)>,
+    /// Run the program this many times and take each strand's minimum (a counter of time:
+    /// `native`; 1 otherwise). See `repeat.rs`.
+    pub runs: u32,
 }
 
 /// A running process to measure until `stop`, `duration` or its exit.
@@ -131,7 +135,17 @@ pub fn run(request: &RunRequest, progress: &mut dyn Progress) -> Result<Analysis
     let mut session = Session::new(burden, progress)
         .with_profiling(request.profile, request.profile_region.as_deref());
     let began = std::time::Instant::now();
-    let outcome = backend.run(&options, counter, &mut session)?;
+    let runs = if counter.kind == CounterMode::Native {
+        request.runs.max(1)
+    } else {
+        1
+    };
+    let (outcome, repeated) = if runs == 1 {
+        (backend.run(&options, counter, &mut session)?, None)
+    } else {
+        let repeated = run_repeatedly(request, &options, &*backend, counter, runs, &mut session)?;
+        (repeated.0, Some(repeated.1))
+    };
     let emulated_long = request.counter == CounterMode::Auto
         && outcome.counter.kind == CounterMode::Emulate
         && began.elapsed() > LONG_EMULATED_RUN;
@@ -152,6 +166,16 @@ pub fn run(request: &RunRequest, progress: &mut dyn Progress) -> Result<Analysis
     };
     let subject = request.program.display().to_string();
     let mut report = session.finish(info, &subject, false);
+    match repeated {
+        Some(Repeated { runs, warnings }) => {
+            report.counter.runs = runs;
+            report.warnings.extend(warnings);
+        }
+        None if outcome.counter.kind == CounterMode::Native => report.warnings.extend(
+            short_strands_warning(outcome.hits, outcome.total_instructions),
+        ),
+        None => {}
+    }
     if emulated_long {
         report.warnings.push(format!(
             "this run was emulated for {:.0} s (exact instruction counts, 2-170x slower than \
@@ -160,6 +184,107 @@ pub fn run(request: &RunRequest, progress: &mut dyn Progress) -> Result<Analysis
         ));
     }
     Ok(Analysis { report, ending })
+}
+
+/// What repeated runs add to the report: how many were folded in, and what departed.
+struct Repeated {
+    runs: u32,
+    warnings: Vec<String>,
+}
+
+/// `--repeat`: runs the program `runs` times, each strand's cost the minimum over the runs,
+/// replayed into `session`. A run that ends otherwise than the first (a signal, another exit
+/// status) ends the repetitions; one whose marks depart from the first's is used up to there.
+fn run_repeatedly(
+    request: &RunRequest,
+    options: &TraceOptions,
+    backend: &dyn cilkview_tracer::Backend,
+    counter: cilkview_events::CounterInfo,
+    runs: u32,
+    session: &mut Session,
+) -> Result<(cilkview_events::Outcome, Repeated), TraceError> {
+    // The probes of each image are asked of a session of the same settings, so that `session`
+    // numbers them at the replay, in the stream's order.
+    let mut unused = ();
+    let mut answerer = Session::new(0, &mut unused)
+        .with_profiling(request.profile, request.profile_region.as_deref());
+    let mut recorder = Recorder::new(&mut answerer);
+    let mut outcome = backend.run(options, counter.clone(), &mut recorder)?;
+    let mut recorded = recorder.finish();
+    let mut done = 1;
+    let mut warnings = Vec::new();
+    for run in 2..=runs {
+        let mut folder = Folder::new(&mut recorded);
+        let later = backend.run(options, counter.clone(), &mut folder)?;
+        let divergence = folder.finish();
+        if later.status != outcome.status {
+            let unused = if run == runs {
+                format!("run {run} was")
+            } else {
+                format!("runs {run} to {runs} were")
+            };
+            warnings.push(format!(
+                "--repeat: run {run} ended with {} where run 1 ended with {}: {unused} not used",
+                status_words(later.status),
+                status_words(outcome.status)
+            ));
+            break;
+        }
+        done = run;
+        if let Some(divergence) = divergence {
+            warnings.push(format!(
+                "--repeat: run {run} did not hit the marks of run 1 in the same order ({divergence}): \
+                 its strands from there on were not used; a program whose marks vary between runs \
+                 is measured by one run"
+            ));
+        }
+    }
+    recorded
+        .replay(session)
+        .map_err(|(image, message)| TraceError::Probes { image, message })?;
+    outcome.total_instructions = recorded.total();
+    if done > 1 {
+        outcome.counter.reason = format!(
+            "{}; each strand the minimum of its {done} runs (--repeat)",
+            outcome.counter.reason
+        );
+    }
+    Ok((
+        outcome,
+        Repeated {
+            runs: done,
+            warnings,
+        },
+    ))
+}
+
+fn status_words(status: cilkview_events::ExitStatus) -> String {
+    match status {
+        cilkview_events::ExitStatus::Exited(code) => format!("status {code}"),
+        cilkview_events::ExitStatus::Signaled(signal) => format!("signal {signal}"),
+    }
+}
+
+/// Strands shorter on average than this (ns) say that `--repeat` would help.
+const SHORT_STRANDS_NS: u64 = 500_000;
+
+/// With the native counter, one run of short strands: the machine's interruptions lengthen the
+/// strands they land in, and the span, a longest path, collects them.
+fn short_strands_warning(hits: u64, total_ns: u64) -> Option<String> {
+    let mean = total_ns / hits.max(1);
+    (hits > 0 && mean < SHORT_STRANDS_NS).then(|| {
+        let mean = if mean < 1000 {
+            format!("{mean} ns")
+        } else {
+            format!("{:.1} µs", mean as f64 / 1000.0)
+        };
+        format!(
+            "strands are short (mean {mean} between marks): each interruption of the machine (a \
+             timer tick, the hypervisor; 15–40 µs on a VM) lengthens the strand it lands in and \
+             the span collects them, so the parallelism by time reads low; --repeat 5 takes each \
+             strand's minimum over 5 runs"
+        )
+    })
 }
 
 /// The command line of process `pid` from /proc (argv\[0\] and the rest), or `process PID`.

@@ -23,6 +23,7 @@ mod labels;
 mod nesting;
 mod progress;
 mod region_profile;
+mod repeat;
 mod session;
 mod sites;
 

@@ -244,6 +244,12 @@ pub struct RunArgs {
     /// stepping ~3x faster, but the program then sees a one-CPU affinity mask).
     #[arg(long, help_heading = "Counting")]
     pub no_cpu_binding: bool,
+    /// With --counter native: run the program N times and take each strand's minimum time (an
+    /// interruption of the machine lengthens a strand in one run, rarely the same one again).
+    /// The program's output appears N times; its marks must be hit in the same order each run.
+    #[arg(long, value_name = "N", default_value_t = 1, help_heading = "Counting",
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub repeat: u32,
     #[command(flatten)]
     pub model: ModelOptions,
     #[command(flatten)]

@@ -5,7 +5,8 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use cilkview_analysis::{
-    check_program, forward_signals, ignore_terminal_interrupts, RunRequest, FORWARDED_SIGNALS,
+    check_program, forward_signals, ignore_terminal_interrupts, CounterMode, RunRequest,
+    FORWARDED_SIGNALS,
 };
 use cilkview_report::ExportManager;
 
@@ -13,6 +14,13 @@ use crate::cli::RunArgs;
 
 pub fn run(args: RunArgs) -> Result<ExitCode> {
     args.model.check_unit(args.counter)?;
+    if args.repeat > 1 && args.counter != CounterMode::Native {
+        anyhow::bail!(
+            "--repeat {} takes each strand's minimum time over runs: it needs --counter native \
+             (the exact counters count the same every run)",
+            args.repeat
+        );
+    }
     let program = crate::program::resolve(args.program())?;
     // Not ELF, wrong architecture, truncated, corrupt marks: say so before running anything.
     check_program(&program).with_context(|| format!("cannot analyze {}", program.display()))?;
@@ -59,6 +67,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         profile: args.output.profile.enabled(),
         profile_region: args.output.profile.profile_region.clone(),
         env,
+        runs: args.repeat,
     };
     // Ctrl-C at the terminal goes to the program (same process group); the tool lives on to
     // report what it measured.

@@ -16,6 +16,19 @@ pub struct CounterReport {
     pub mode: CounterMode,
     /// Why this counter was used (e.g. why the hardware counter was not).
     pub reason: String,
+    /// How many runs of the program the costs come from: each strand's minimum over them
+    /// (`run --repeat`, the native counter). Written only when more than 1.
+    #[serde(default = "one_run", skip_serializing_if = "is_one_run")]
+    #[schemars(default = "one_run")]
+    pub runs: u32,
+}
+
+fn one_run() -> u32 {
+    1
+}
+
+fn is_one_run(runs: &u32) -> bool {
+    *runs == 1
 }
 
 impl Default for CounterReport {
@@ -24,6 +37,7 @@ impl Default for CounterReport {
         CounterReport {
             mode: CounterMode::Auto,
             reason: "not recorded in the report".into(),
+            runs: 1,
         }
     }
 }
@@ -70,6 +84,7 @@ impl From<&CounterInfo> for CounterReport {
         CounterReport {
             mode: info.kind,
             reason: info.reason.clone(),
+            runs: 1,
         }
     }
 }

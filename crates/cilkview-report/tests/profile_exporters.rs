@@ -79,6 +79,7 @@ fn info() -> RunInfo {
         counter: CounterReport {
             mode: CounterMode::Step,
             reason: "test".into(),
+            runs: 1,
         },
         unit: "instructions",
         burden: 15_000,

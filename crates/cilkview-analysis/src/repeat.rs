@@ -1,0 +1,414 @@
+//! `run --repeat N` (the native counter): each strand's **minimum time over N runs** of the
+//! program. A time-based strand is its instructions' time plus whatever interrupted it (a timer
+//! tick, the hypervisor: 15–40 µs each on a VM, hundreds a second), and the span, a longest
+//! path, collects those interruptions; the same strand of another run is rarely interrupted
+//! again, so the minimum over a few runs leaves its own time (docs/tracer.md, "How exact").
+//!
+//! The first run is recorded ([`Recorder`]): the backend's calls and events in order, and for
+//! each thread the sequence of what ended its strands (a probe, an exec, the thread's exit) with
+//! their costs. Each further run is folded into it ([`Folder`]): its threads (matched by order of
+//! appearance) must end their strands the same way in the same order, each cost becomes the
+//! smaller of the two; where a thread's sequence departs from the first run's ([`Divergence`]),
+//! the rest of that thread's run is not used. The result is replayed into the analysis
+//! ([`RecordedRun::replay`]) as if one run had measured it. Memory: 12 bytes per hit.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use cilkview_events::{EventSink, HitsTotal, PackedHit, Probe, ProbesError, TraceEvent};
+
+/// What ended a strand, besides a probe's number.
+const EXEC: u32 = u32::MAX;
+const THREAD_EXIT: u32 = u32::MAX - 1;
+
+/// One step of the recorded run, in the backend's order.
+enum Item {
+    /// `probes_for` of this image (the analysis numbers its probes again at the replay).
+    Probes(PathBuf),
+    ImageBase(u64),
+    /// An event as it came (its cost, if it carries one, is the thread's next strand's).
+    Event {
+        thread: u32,
+        event: TraceEvent,
+    },
+    /// The thread's next `count` strands, ended by hits without operands.
+    Hits {
+        thread: u32,
+        count: usize,
+    },
+}
+
+/// One thread's strands: what ended each (a probe's number, [`EXEC`] or [`THREAD_EXIT`]) and
+/// its cost, the minimum over the runs folded in.
+struct Strands {
+    tid: i32,
+    ends: Vec<u32>,
+    costs: Vec<u64>,
+}
+
+/// The first run's stream, with each strand's cost the minimum over the runs folded into it.
+pub struct RecordedRun {
+    items: Vec<Item>,
+    threads: Vec<Strands>,
+    /// The answers of the first run's `probes_for` calls, given again to the later runs.
+    answers: Vec<(PathBuf, Vec<Probe>)>,
+}
+
+/// Where a later run departed from the first: its strands from there on were not used.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Divergence {
+    /// The thread, numbered from 1 in order of appearance.
+    pub thread: usize,
+    /// How many of the thread's strands matched before it departed.
+    pub strand: usize,
+    pub what: String,
+}
+
+impl fmt::Display for Divergence {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "thread {} after {} strands: {}",
+            self.thread, self.strand, self.what
+        )
+    }
+}
+
+/// The cost-carrying end of an event, if it has one: (what ended the strand, cost).
+fn strand_end(event: &TraceEvent) -> Option<(u32, u64)> {
+    match *event {
+        TraceEvent::Exec { cost, .. } => Some((EXEC, cost)),
+        TraceEvent::Hit { probe, cost, .. } => Some((probe_end(probe), cost)),
+        TraceEvent::ThreadExit { cost, .. } => Some((THREAD_EXIT, cost)),
+        TraceEvent::ThreadStart { .. } => None,
+    }
+}
+
+fn probe_end(probe: usize) -> u32 {
+    u32::try_from(probe)
+        .unwrap_or(THREAD_EXIT - 1)
+        .min(THREAD_EXIT - 1)
+}
+
+fn event_tid(event: &TraceEvent) -> i32 {
+    match *event {
+        TraceEvent::Exec { tid, .. }
+        | TraceEvent::Hit { tid, .. }
+        | TraceEvent::ThreadExit { tid, .. }
+        | TraceEvent::ThreadStart { tid } => tid,
+    }
+}
+
+fn with_tid_and_cost(event: TraceEvent, new_tid: i32, new_cost: u64) -> TraceEvent {
+    match event {
+        TraceEvent::Exec { image, probes, .. } => TraceEvent::Exec {
+            image,
+            tid: new_tid,
+            cost: new_cost,
+            probes,
+        },
+        TraceEvent::Hit { probe, operand, .. } => TraceEvent::Hit {
+            probe,
+            tid: new_tid,
+            cost: new_cost,
+            operand,
+        },
+        TraceEvent::ThreadExit { .. } => TraceEvent::ThreadExit {
+            tid: new_tid,
+            cost: new_cost,
+        },
+        TraceEvent::ThreadStart { .. } => TraceEvent::ThreadStart { tid: new_tid },
+    }
+}
+
+/// Threads by order of appearance: a run's thread ids are its own.
+#[derive(Default)]
+struct ThreadOrder {
+    ordinal: HashMap<i32, u32>,
+}
+
+impl ThreadOrder {
+    /// The thread's number and whether it is new.
+    fn of(&mut self, tid: i32) -> (u32, bool) {
+        let next = self.ordinal.len() as u32;
+        let mut new = false;
+        let n = *self.ordinal.entry(tid).or_insert_with(|| {
+            new = true;
+            next
+        });
+        (n, new)
+    }
+}
+
+/// The first run's sink: records everything, asks `answerer` (an analysis session of the same
+/// settings) for the probes of each image.
+pub struct Recorder<'a> {
+    run: RecordedRun,
+    answerer: &'a mut dyn EventSink,
+    order: ThreadOrder,
+}
+
+impl<'a> Recorder<'a> {
+    pub fn new(answerer: &'a mut dyn EventSink) -> Recorder<'a> {
+        Recorder {
+            run: RecordedRun {
+                items: Vec::new(),
+                threads: Vec::new(),
+                answers: Vec::new(),
+            },
+            answerer,
+            order: ThreadOrder::default(),
+        }
+    }
+
+    fn thread(&mut self, tid: i32) -> u32 {
+        let (n, new) = self.order.of(tid);
+        if new {
+            self.run.threads.push(Strands {
+                tid,
+                ends: Vec::new(),
+                costs: Vec::new(),
+            });
+        }
+        n
+    }
+
+    pub fn finish(self) -> RecordedRun {
+        self.run
+    }
+}
+
+impl EventSink for Recorder<'_> {
+    fn probes_for(&mut self, image: &Path) -> Result<Vec<Probe>, ProbesError> {
+        let probes = self.answerer.probes_for(image)?;
+        self.run.answers.push((image.to_path_buf(), probes.clone()));
+        self.run.items.push(Item::Probes(image.to_path_buf()));
+        Ok(probes)
+    }
+
+    fn image_base(&mut self, base: u64) {
+        self.run.items.push(Item::ImageBase(base));
+    }
+
+    fn event(&mut self, event: TraceEvent) {
+        let thread = self.thread(event_tid(&event));
+        if let Some((end, cost)) = strand_end(&event) {
+            let strands = &mut self.run.threads[thread as usize];
+            strands.ends.push(end);
+            strands.costs.push(cost);
+        }
+        self.run.items.push(Item::Event { thread, event });
+    }
+
+    fn hits(&mut self, tid: i32, hits: &[u64]) -> HitsTotal {
+        let thread = self.thread(tid);
+        let strands = &mut self.run.threads[thread as usize];
+        let before = strands.ends.len();
+        let total = PackedHit::for_each_in(hits, |probe, cost| {
+            strands.ends.push(probe_end(probe));
+            strands.costs.push(cost);
+        });
+        let count = strands.ends.len() - before;
+        match self.run.items.last_mut() {
+            Some(Item::Hits {
+                thread: t,
+                count: c,
+            }) if *t == thread => *c += count,
+            _ => self.run.items.push(Item::Hits { thread, count }),
+        }
+        total
+    }
+}
+
+/// A later run's sink: folds its costs into the recorded run (each strand's minimum).
+pub struct Folder<'r> {
+    run: &'r mut RecordedRun,
+    calls: usize,
+    order: ThreadOrder,
+    /// Per recorded thread: the next strand, or `None` once the thread departed.
+    next: Vec<Option<usize>>,
+    divergence: Option<Divergence>,
+}
+
+impl<'r> Folder<'r> {
+    pub fn new(run: &'r mut RecordedRun) -> Folder<'r> {
+        let next = vec![Some(0); run.threads.len()];
+        Folder {
+            run,
+            calls: 0,
+            order: ThreadOrder::default(),
+            next,
+            divergence: None,
+        }
+    }
+
+    /// Thread `thread` departs at its strand `strand`: the rest of its run is not used.
+    fn depart(&mut self, thread: usize, strand: usize, what: String) {
+        if let Some(next) = self.next.get_mut(thread) {
+            *next = None;
+        }
+        self.divergence.get_or_insert(Divergence {
+            thread: thread + 1,
+            strand,
+            what,
+        });
+    }
+
+    /// Every thread departs (the run maps other images).
+    fn depart_all(&mut self, what: String) {
+        for thread in 0..self.next.len() {
+            let strand = self.next[thread].unwrap_or(0);
+            self.depart(thread, strand, what.clone());
+        }
+        self.next.fill(None);
+    }
+
+    fn fold(&mut self, tid: i32, end: u32, cost: u64) {
+        let (thread, _) = self.order.of(tid);
+        let thread = thread as usize;
+        let Some(Some(i)) = self.next.get(thread).copied() else {
+            if thread >= self.run.threads.len() && self.divergence.is_none() {
+                self.divergence = Some(Divergence {
+                    thread: thread + 1,
+                    strand: 0,
+                    what: "a thread the first run did not have".into(),
+                });
+            }
+            return;
+        };
+        let strands = &mut self.run.threads[thread];
+        match strands.ends.get(i) {
+            Some(&e) if e == end => {
+                strands.costs[i] = strands.costs[i].min(cost);
+                self.next[thread] = Some(i + 1);
+            }
+            recorded => {
+                let what = format!(
+                    "{} where the first run had {}",
+                    name(end),
+                    name_of(recorded)
+                );
+                self.depart(thread, i, what);
+            }
+        }
+    }
+
+    /// How the run departed from the first one, if it did (a thread that ended early too).
+    pub fn finish(mut self) -> Option<Divergence> {
+        for thread in 0..self.next.len() {
+            if let Some(i) = self.next[thread] {
+                let len = self.run.threads[thread].ends.len();
+                if i < len {
+                    self.depart(thread, i, format!("it ended where the first run had {len}"));
+                }
+            }
+        }
+        self.divergence
+    }
+}
+
+/// What ended a strand, for a message.
+fn name(end: u32) -> String {
+    match end {
+        EXEC => "an exec".into(),
+        THREAD_EXIT => "the thread's exit".into(),
+        probe => format!("probe {probe}"),
+    }
+}
+
+fn name_of(end: Option<&u32>) -> String {
+    end.map_or_else(|| "no more strands".into(), |&e| name(e))
+}
+
+impl EventSink for Folder<'_> {
+    fn probes_for(&mut self, image: &Path) -> Result<Vec<Probe>, ProbesError> {
+        let call = self.calls;
+        self.calls += 1;
+        match self.run.answers.get(call) {
+            Some((path, probes)) if path == image => Ok(probes.clone()),
+            _ => {
+                // Another image than the first run's: nothing of this run is used any more (its
+                // probes are left unwatched).
+                self.depart_all(format!("it mapped {} as its image {call}", image.display()));
+                Ok(Vec::new())
+            }
+        }
+    }
+
+    fn event(&mut self, event: TraceEvent) {
+        let tid = event_tid(&event);
+        match strand_end(&event) {
+            Some((end, cost)) => self.fold(tid, end, cost),
+            None => {
+                self.order.of(tid);
+            }
+        }
+    }
+
+    fn hits(&mut self, tid: i32, hits: &[u64]) -> HitsTotal {
+        PackedHit::for_each_in(hits, |probe, cost| self.fold(tid, probe_end(probe), cost))
+    }
+}
+
+impl RecordedRun {
+    /// The sum of its strands' costs (the minima).
+    pub fn total(&self) -> u64 {
+        self.threads.iter().flat_map(|t| &t.costs).sum()
+    }
+
+    /// Feeds `sink` the first run's stream with each strand's minimum cost. An error is the
+    /// sink's, for the image named.
+    pub fn replay(&self, sink: &mut dyn EventSink) -> Result<(), (PathBuf, ProbesError)> {
+        let mut next = vec![0usize; self.threads.len()];
+        let mut words = Vec::new();
+        for item in &self.items {
+            match item {
+                Item::Probes(image) => {
+                    sink.probes_for(image).map_err(|e| (image.clone(), e))?;
+                }
+                Item::ImageBase(base) => sink.image_base(*base),
+                Item::Event { thread, event } => {
+                    let strands = &self.threads[*thread as usize];
+                    let i = &mut next[*thread as usize];
+                    let cost = if strand_end(event).is_some() {
+                        *i += 1;
+                        strands.costs[*i - 1]
+                    } else {
+                        0
+                    };
+                    sink.event(with_tid_and_cost(*event, strands.tid, cost));
+                }
+                Item::Hits { thread, count } => {
+                    let strands = &self.threads[*thread as usize];
+                    let i = &mut next[*thread as usize];
+                    words.clear();
+                    for k in *i..*i + count {
+                        let (probe, cost) = (strands.ends[k] as usize, strands.costs[k]);
+                        // (Never unpackable: a minimum is at most the packed cost it came from.)
+                        match PackedHit::new(probe, cost) {
+                            Some(word) => words.push(word.0),
+                            None => {
+                                sink.hits(strands.tid, &words);
+                                words.clear();
+                                sink.event(TraceEvent::Hit {
+                                    probe,
+                                    tid: strands.tid,
+                                    cost,
+                                    operand: None,
+                                });
+                            }
+                        }
+                    }
+                    sink.hits(strands.tid, &words);
+                    *i += count;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+#[path = "repeat_tests.rs"]
+mod tests;

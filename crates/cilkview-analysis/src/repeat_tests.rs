@@ -1,0 +1,295 @@
+use std::path::Path;
+
+use cilkview_events::{EventSink, PackedHit, Probe, ProbesError, TraceEvent};
+
+use super::{Divergence, Folder, RecordedRun, Recorder};
+
+/// A sink that answers two probes per image and keeps what it is fed, hits unpacked.
+#[derive(Default)]
+struct Kept {
+    images: Vec<String>,
+    bases: Vec<u64>,
+    events: Vec<TraceEvent>,
+}
+
+impl EventSink for Kept {
+    fn probes_for(&mut self, image: &Path) -> Result<Vec<Probe>, ProbesError> {
+        self.images.push(image.display().to_string());
+        Ok(vec![Probe::new(0x10, None), Probe::new(0x20, Some(0))])
+    }
+    fn image_base(&mut self, base: u64) {
+        self.bases.push(base);
+    }
+    fn event(&mut self, event: TraceEvent) {
+        self.events.push(event);
+    }
+}
+
+fn hit(probe: usize, tid: i32, cost: u64) -> TraceEvent {
+    TraceEvent::Hit {
+        probe,
+        tid,
+        cost,
+        operand: None,
+    }
+}
+
+fn packed(hits: &[(usize, u64)]) -> Vec<u64> {
+    hits.iter()
+        .map(|&(p, c)| PackedHit::new(p, c).unwrap().0)
+        .collect()
+}
+
+/// One run of a two-thread program as a backend feeds it: thread `main` with hits packed and
+/// one with an operand, thread `worker` started by it; `costs` are its seven strands' costs in
+/// the order below.
+fn feed(sink: &mut dyn EventSink, main: i32, worker: i32, costs: [u64; 7]) {
+    let probes = sink.probes_for(Path::new("/bin/app")).unwrap();
+    assert_eq!(probes.len(), 2);
+    sink.image_base(0x40_0000);
+    sink.event(TraceEvent::Exec {
+        image: 0,
+        tid: main,
+        cost: costs[0],
+        probes: 2,
+    });
+    sink.hits(main, &packed(&[(0, costs[1]), (1, costs[2])]));
+    sink.event(TraceEvent::ThreadStart { tid: worker });
+    sink.event(TraceEvent::Hit {
+        probe: 1,
+        tid: main,
+        cost: costs[3],
+        operand: Some(7),
+    });
+    sink.hits(worker, &packed(&[(0, costs[4])]));
+    sink.event(TraceEvent::ThreadExit {
+        tid: worker,
+        cost: costs[5],
+    });
+    sink.event(TraceEvent::ThreadExit {
+        tid: main,
+        cost: costs[6],
+    });
+}
+
+fn record(costs: [u64; 7]) -> RecordedRun {
+    let mut answerer = Kept::default();
+    let mut recorder = Recorder::new(&mut answerer);
+    feed(&mut recorder, 100, 101, costs);
+    let run = recorder.finish();
+    assert_eq!(answerer.images, ["/bin/app"]);
+    run
+}
+
+fn replayed(run: &RecordedRun) -> Kept {
+    let mut kept = Kept::default();
+    run.replay(&mut kept).unwrap();
+    kept
+}
+
+#[test]
+fn each_strand_is_the_minimum_of_the_runs_in_the_first_runs_order() {
+    let mut run = record([50, 10, 20, 30, 40, 5, 6]);
+    // Other thread ids: threads are matched by order of appearance.
+    let mut folder = Folder::new(&mut run);
+    feed(&mut folder, 200, 201, [60, 4, 25, 3, 41, 5, 1]);
+    assert_eq!(folder.finish(), None);
+    let mut folder = Folder::new(&mut run);
+    feed(&mut folder, 300, 301, [45, 12, 19, 90, 39, 9, 9]);
+    assert_eq!(folder.finish(), None);
+    assert_eq!(run.total(), 45 + 4 + 19 + 3 + 39 + 5 + 1);
+
+    let kept = replayed(&run);
+    assert_eq!(kept.images, ["/bin/app"]);
+    assert_eq!(kept.bases, [0x40_0000]);
+    assert_eq!(
+        kept.events,
+        [
+            TraceEvent::Exec {
+                image: 0,
+                tid: 100,
+                cost: 45,
+                probes: 2
+            },
+            hit(0, 100, 4),
+            hit(1, 100, 19),
+            TraceEvent::ThreadStart { tid: 101 },
+            TraceEvent::Hit {
+                probe: 1,
+                tid: 100,
+                cost: 3,
+                operand: Some(7)
+            },
+            hit(0, 101, 39),
+            TraceEvent::ThreadExit { tid: 101, cost: 5 },
+            TraceEvent::ThreadExit { tid: 100, cost: 1 },
+        ]
+    );
+}
+
+#[test]
+fn a_run_that_departs_is_used_up_to_where_it_departs() {
+    let mut run = record([50, 10, 20, 30, 40, 5, 6]);
+    let mut folder = Folder::new(&mut run);
+    folder.probes_for(Path::new("/bin/app")).unwrap();
+    folder.event(TraceEvent::Exec {
+        image: 0,
+        tid: 7,
+        cost: 1,
+        probes: 2,
+    });
+    // Probe 1 where the first run had probe 0: the main thread's rest is not used.
+    folder.hits(7, &packed(&[(1, 1), (1, 1)]));
+    assert_eq!(
+        folder.finish(),
+        Some(Divergence {
+            thread: 1,
+            strand: 1,
+            what: "probe 1 where the first run had probe 0".into()
+        })
+    );
+    assert_eq!(run.total(), 1 + 10 + 20 + 30 + 40 + 5 + 6);
+}
+
+#[test]
+fn a_run_that_ends_early_says_so_and_keeps_what_it_matched() {
+    let mut run = record([50, 10, 20, 30, 40, 5, 6]);
+    let mut folder = Folder::new(&mut run);
+    folder.probes_for(Path::new("/bin/app")).unwrap();
+    folder.event(TraceEvent::Exec {
+        image: 0,
+        tid: 7,
+        cost: 2,
+        probes: 2,
+    });
+    folder.hits(7, &packed(&[(0, 3)]));
+    let divergence = folder.finish().unwrap();
+    assert_eq!(divergence.thread, 1);
+    assert_eq!(divergence.strand, 2);
+    assert_eq!(
+        divergence.to_string(),
+        "thread 1 after 2 strands: it ended where the first run had 5"
+    );
+    assert_eq!(run.total(), 2 + 3 + 20 + 30 + 40 + 5 + 6);
+}
+
+#[test]
+fn a_run_mapping_another_image_is_not_used_from_there() {
+    let mut run = record([50, 10, 20, 30, 40, 5, 6]);
+    let mut folder = Folder::new(&mut run);
+    assert_eq!(folder.probes_for(Path::new("/bin/other")).unwrap(), []);
+    feed_rest_of_main(&mut folder);
+    let divergence = folder.finish().unwrap();
+    assert_eq!(divergence.what, "it mapped /bin/other as its image 0");
+    assert_eq!(run.total(), 50 + 10 + 20 + 30 + 40 + 5 + 6);
+}
+
+fn feed_rest_of_main(sink: &mut dyn EventSink) {
+    sink.event(TraceEvent::Exec {
+        image: 0,
+        tid: 1,
+        cost: 1,
+        probes: 2,
+    });
+    sink.hits(1, &packed(&[(0, 1), (1, 1)]));
+}
+
+#[test]
+fn a_thread_the_first_run_did_not_have_is_a_divergence() {
+    let mut run = record([50, 10, 20, 30, 40, 5, 6]);
+    let mut folder = Folder::new(&mut run);
+    feed(&mut folder, 1, 2, [1; 7]);
+    folder.event(TraceEvent::ThreadStart { tid: 3 });
+    folder.hits(3, &packed(&[(0, 1)]));
+    let divergence = folder.finish().unwrap();
+    assert_eq!(divergence.thread, 3);
+    assert_eq!(run.total(), 7);
+}
+
+/// A step of a synthetic run: a packed hit of a thread, an event with an operand, a thread
+/// start, a thread exit (each thread `0..3`; thread 0 is there from the start).
+#[derive(Clone, Copy, Debug)]
+enum Step {
+    Packed(u8, usize),
+    Operand(u8, usize, u64),
+    Exit(u8),
+}
+
+/// Feeds the steps with `costs` (one per strand, in order) as a backend would: thread `t` is
+/// `tid0 + t`, started (ThreadStart) at its first step, nothing after its exit.
+fn feed_steps(sink: &mut dyn EventSink, steps: &[Step], costs: &[u64], tid0: i32) -> usize {
+    sink.probes_for(Path::new("/bin/app")).unwrap();
+    let mut started = [true, false, false];
+    let mut exited = [false; 3];
+    let mut costs = costs.iter().copied();
+    let mut fed = 0;
+    for &step in steps {
+        let t = match step {
+            Step::Packed(t, _) | Step::Operand(t, ..) | Step::Exit(t) => t as usize,
+        };
+        if exited[t] {
+            continue;
+        }
+        let tid = tid0 + t as i32;
+        if !started[t] {
+            started[t] = true;
+            sink.event(TraceEvent::ThreadStart { tid });
+        }
+        let cost = costs.next().unwrap();
+        fed += 1;
+        match step {
+            Step::Packed(_, probe) => {
+                sink.hits(tid, &packed(&[(probe, cost)]));
+            }
+            Step::Operand(_, probe, operand) => sink.event(TraceEvent::Hit {
+                probe,
+                tid,
+                cost,
+                operand: Some(operand),
+            }),
+            Step::Exit(_) => {
+                exited[t] = true;
+                sink.event(TraceEvent::ThreadExit { tid, cost });
+            }
+        }
+    }
+    fed
+}
+
+fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+    use proptest::prelude::*;
+    prop_oneof![
+        6 => (0u8..3, 0usize..2).prop_map(|(t, p)| Step::Packed(t, p)),
+        2 => (0u8..3, 0usize..2, any::<u64>()).prop_map(|(t, p, o)| Step::Operand(t, p, o)),
+        1 => (0u8..3).prop_map(Step::Exit),
+    ]
+}
+
+proptest::proptest! {
+    /// Recorded, folded with runs of the same strands (other thread ids, other costs) and
+    /// replayed: the first run's stream, each cost the minimum of its strand's.
+    #[test]
+    fn the_replay_is_the_first_run_with_each_strands_minimum(
+        steps in proptest::collection::vec(step(), 0..60),
+        runs in proptest::collection::vec(proptest::collection::vec(0u64..1000, 60), 1..4),
+    ) {
+        let mut answerer = Kept::default();
+        let mut recorder = Recorder::new(&mut answerer);
+        let strands = feed_steps(&mut recorder, &steps, &runs[0], 100);
+        let mut run = recorder.finish();
+        for (k, costs) in runs.iter().enumerate().skip(1) {
+            let mut folder = Folder::new(&mut run);
+            feed_steps(&mut folder, &steps, costs, 100 * (k as i32 + 1));
+            proptest::prop_assert_eq!(folder.finish(), None);
+        }
+        let minima: Vec<u64> = (0..strands)
+            .map(|i| runs.iter().map(|c| c[i]).min().unwrap())
+            .collect();
+        let mut expected = Kept::default();
+        feed_steps(&mut expected, &steps, &minima, 100);
+        let kept = replayed(&run);
+        proptest::prop_assert_eq!(kept.images, expected.images);
+        proptest::prop_assert_eq!(kept.events, expected.events);
+        proptest::prop_assert_eq!(run.total(), minima.iter().sum::<u64>());
+    }
+}

@@ -1,0 +1,170 @@
+//! `run --counter native --repeat N` through the real `cilkview-rs`: the program runs N times
+//! (its output each time, its exit status the first run's), each strand's cost is its minimum
+//! over the runs; runs whose marks depart from the first's are used up to there, a run that ends
+//! otherwise ends the repetitions; `--repeat` without the native counter is refused. (Its
+//! accuracy against the instruction counters: tests/native.rs.)
+
+mod common;
+
+use cilkview_fixtures::build;
+use common::{analyze_with, bin, static_opts};
+
+/// Whether the native counter can run here (else said aloud).
+fn native() -> bool {
+    let out = bin()
+        .args(["run", "--counter", "native", "true"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    if err.contains("time-stamp counter is not invariant") {
+        cilkview_fixtures::skip(err.trim());
+        return false;
+    }
+    true
+}
+
+#[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
+fn repeat_runs_the_program_n_times_and_says_so() {
+    if !native() {
+        return;
+    }
+    let exe = build("stencil_outer", &static_opts());
+    let one = analyze_with(&exe, &["--counter", "native"], &["64", "20"]);
+    assert_eq!(one.code(), Some(0), "{}", one.stderr());
+    let output = one.stdout();
+    assert_eq!(output.lines().count(), 1, "{output}");
+    // One run of ~40 ns rows: the report says why --repeat would help.
+    assert!(
+        one.stderr().contains("strands are short (mean "),
+        "{}",
+        one.stderr()
+    );
+    assert!(one.json["counter"].get("runs").is_none(), "{}", one.json);
+
+    let five = analyze_with(
+        &exe,
+        &["--counter", "native", "--repeat", "5"],
+        &["64", "20"],
+    );
+    assert_eq!(five.code(), Some(0), "{}", five.stderr());
+    assert_eq!(five.stdout(), output.repeat(5));
+    assert_eq!(five.json["counter"]["runs"], 5);
+    let reason = five.json["counter"]["reason"].as_str().unwrap();
+    assert!(
+        reason.ends_with("each strand the minimum of its 5 runs (--repeat)"),
+        "{reason}"
+    );
+    assert!(
+        !five.stderr().contains("strands are short"),
+        "{}",
+        five.stderr()
+    );
+    assert!(!five.stderr().contains("--repeat:"), "{}", five.stderr());
+    // The same dag: the counts are one run's.
+    for key in ["spawns", "syncs"] {
+        assert_eq!(five.u(key), one.u(key), "{key}");
+    }
+    let region = |a: &common::Analysis, key: &str| a.region("stencil")[key].as_u64().unwrap();
+    // 20 sweeps of a loop of 62 rows, each spawning all its iterations but the last.
+    assert_eq!(region(&five, "spawns"), 61 * 20);
+    assert_eq!(region(&one, "spawns"), 61 * 20);
+    // Each strand is at most its first run's: the minimum's work is below one run's typical
+    // work (not compared with `one`, another process whose caches and ticks differ).
+    assert!(five.u("work") > 0 && five.u("span") <= five.u("work"));
+}
+
+#[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
+fn runs_whose_marks_depart_are_used_up_to_there() {
+    if !native() {
+        return;
+    }
+    let exe = build("varies_per_run", &static_opts());
+    let dir = tempfile::tempdir().unwrap();
+    let count = dir.path().join("count");
+    let count = count.to_str().unwrap();
+    // Run k spawns k children: runs 2 and 3 depart at the second spawn.
+    let a = analyze_with(
+        &exe,
+        &["--counter", "native", "--repeat", "3"],
+        &[count, "spawns"],
+    );
+    assert_eq!(a.code(), Some(0), "{}", a.stderr());
+    assert_eq!(a.stdout(), "run 1\nrun 2\nrun 3\n");
+    assert_eq!(a.json["counter"]["runs"], 3);
+    // The report is run 1's dag: one spawn.
+    assert_eq!(a.u("spawns"), 1);
+    let warnings = a.stderr();
+    for run in [2, 3] {
+        assert!(
+            warnings.contains(&format!(
+                "--repeat: run {run} did not hit the marks of run 1 in the same order (thread 1 \
+                 after "
+            )),
+            "{warnings}"
+        );
+    }
+    assert!(
+        warnings.contains("its strands from there on were not used"),
+        "{warnings}"
+    );
+}
+
+#[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
+fn a_run_that_ends_otherwise_ends_the_repetitions() {
+    if !native() {
+        return;
+    }
+    let exe = build("varies_per_run", &static_opts());
+    let dir = tempfile::tempdir().unwrap();
+    let count = dir.path().join("count");
+    let count = count.to_str().unwrap();
+    // Run k exits with status k - 1: run 2 ends otherwise than run 1, run 3 is not made.
+    let a = analyze_with(
+        &exe,
+        &["--counter", "native", "--repeat", "3"],
+        &[count, "status"],
+    );
+    assert_eq!(a.stdout(), "run 1\nrun 2\n");
+    // The report and the exit status are run 1's.
+    assert_eq!(a.code(), Some(0), "{}", a.stderr());
+    assert_eq!(a.u("spawns"), 2);
+    assert!(a.json["counter"].get("runs").is_none(), "{}", a.json);
+    let reason = a.json["counter"]["reason"].as_str().unwrap();
+    assert!(!reason.contains("minimum"), "{reason}");
+    assert!(
+        a.stderr().contains(
+            "--repeat: run 2 ended with status 1 where run 1 ended with status 0: runs 2 to 3 \
+             were not used"
+        ),
+        "{}",
+        a.stderr()
+    );
+}
+
+#[test]
+#[ignore = "slow: runs cilkview-rs"]
+fn repeat_needs_the_native_counter() {
+    for counter in ["auto", "emulate", "step"] {
+        let out = bin()
+            .args(["run", "--counter", counter, "--repeat", "3", "true"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(common::TOOL_FAILED));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            err,
+            "error: --repeat 3 takes each strand's minimum time over runs: it needs --counter \
+             native (the exact counters count the same every run)\n"
+        );
+    }
+    let zero = bin()
+        .args(["run", "--counter", "native", "--repeat", "0", "true"])
+        .output()
+        .unwrap();
+    assert!(!zero.status.success());
+    let err = String::from_utf8_lossy(&zero.stderr);
+    assert!(err.contains("--repeat"), "{err}");
+}
