@@ -171,7 +171,8 @@ pub fn run(request: &RunRequest, progress: &mut dyn Progress) -> Result<Analysis
             report.counter.runs = runs;
             report.warnings.extend(warnings);
         }
-        None if outcome.counter.kind == CounterMode::Native => report.warnings.extend(
+        // Time only: counted by `rdpmc`, strands have no noise to warn of.
+        None if outcome.counter.unit == cilkview_tracer::NANOSECONDS => report.warnings.extend(
             short_strands_warning(outcome.hits, outcome.total_instructions),
         ),
         None => {}

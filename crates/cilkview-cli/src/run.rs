@@ -21,6 +21,14 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             args.repeat
         );
     }
+    if args.repeat > 1 && cilkview_analysis::native_unit() == Some(cilkview_analysis::INSTRUCTIONS)
+    {
+        anyhow::bail!(
+            "--repeat {} takes each strand's minimum time over runs, but --counter native counts \
+             instructions here (rdpmc): the same every run",
+            args.repeat
+        );
+    }
     let program = crate::program::resolve(args.program())?;
     // Not ELF, wrong architecture, truncated, corrupt marks: say so before running anything.
     check_program(&program).with_context(|| format!("cannot analyze {}", program.display()))?;

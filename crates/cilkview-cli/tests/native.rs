@@ -101,6 +101,15 @@ fn with_rdpmc_native_reports_instructions_and_takes_an_instructions_burden() {
     assert_eq!(wrong.status.code(), Some(common::TOOL_FAILED));
     let err = String::from_utf8_lossy(&wrong.stderr);
     assert!(err.contains("counts instructions here (rdpmc)"), "{err}");
+    // Minimums over runs are for time: instructions are the same every run.
+    let repeat = bin()
+        .args(["run", "--counter", "native", "--repeat", "3"])
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert_eq!(repeat.status.code(), Some(common::TOOL_FAILED));
+    let err = String::from_utf8_lossy(&repeat.stderr);
+    assert!(err.contains("counts instructions here (rdpmc)"), "{err}");
 }
 
 /// Where the stubs read instructions (`rdpmc`), native equals emulation up to the instructions
