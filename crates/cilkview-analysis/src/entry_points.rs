@@ -44,9 +44,9 @@ const LONG_EMULATED_RUN: Duration = Duration::from_secs(10);
 
 impl Model {
     /// The burden in `unit` (a [`crate::CounterInfo::unit`]): [`Model::burden_ns`] for a time.
-    pub fn burden_in(&self, unit: &str) -> u64 {
+    pub fn burden_in(&self, unit: cilkview_tracer::CostUnit) -> u64 {
         match unit {
-            cilkview_tracer::NANOSECONDS => self.burden_ns,
+            cilkview_tracer::CostUnit::Nanoseconds => self.burden_ns,
             _ => self.burden,
         }
     }
@@ -172,9 +172,12 @@ pub fn run(request: &RunRequest, progress: &mut dyn Progress) -> Result<Analysis
             report.warnings.extend(warnings);
         }
         // Time only: counted by `rdpmc`, strands have no noise to warn of.
-        None if outcome.counter.unit == cilkview_tracer::NANOSECONDS => report.warnings.extend(
-            short_strands_warning(outcome.hits, outcome.total_instructions),
-        ),
+        None if outcome.counter.unit == cilkview_tracer::CostUnit::Nanoseconds => {
+            report.warnings.extend(short_strands_warning(
+                outcome.hits,
+                outcome.total_instructions,
+            ))
+        }
         None => {}
     }
     if emulated_long {

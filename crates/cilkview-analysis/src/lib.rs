@@ -36,8 +36,7 @@ pub use session::{MarksReader, Session};
 
 pub use cilkview_engine::{DEFAULT_BURDEN, DEFAULT_BURDEN_NS, DEFAULT_SPAN_COEFFICIENT};
 pub use cilkview_events::{
-    CounterInfo, CounterMode, Ending, EventSink, ExitStatus, Probe, TraceEvent, INSTRUCTIONS,
-    NANOSECONDS,
+    CostUnit, CounterInfo, CounterMode, Ending, EventSink, ExitStatus, Probe, TraceEvent,
 };
 pub use cilkview_marks::{has_rayon_marks, MarksError, HEADER};
 pub use cilkview_tracer::{

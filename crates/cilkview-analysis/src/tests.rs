@@ -55,10 +55,10 @@ fn info() -> RunInfo {
             kind: CounterMode::Step,
             reason: "synthetic".into(),
             bias: 0,
-            unit: cilkview_events::INSTRUCTIONS,
+            unit: cilkview_events::CostUnit::Instructions,
         })
             .into(),
-        unit: cilkview_events::INSTRUCTIONS,
+        unit: cilkview_events::CostUnit::Instructions,
         burden: BURDEN,
         span_coefficient: 0.85,
         max_cores: 4,

@@ -4,8 +4,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use cilkview_analysis::{
-    CounterMode, Model, DEFAULT_BURDEN, DEFAULT_BURDEN_NS, DEFAULT_SPAN_COEFFICIENT, INSTRUCTIONS,
-    NANOSECONDS,
+    CostUnit, CounterMode, Model, DEFAULT_BURDEN, DEFAULT_BURDEN_NS, DEFAULT_SPAN_COEFFICIENT,
 };
 use cilkview_bench::parse_cores;
 use cilkview_report::{ExportOptions, Gate, PlotFormat};
@@ -60,12 +59,12 @@ pub enum Burden {
 }
 
 impl Burden {
-    /// The value in the unit of a report's costs (`"instructions"` or `"nanoseconds"`), if it
+    /// The value in the unit of a report's costs, if it
     /// is in that unit.
-    pub fn in_unit(self, unit: &str) -> Option<u64> {
+    pub fn in_unit(self, unit: CostUnit) -> Option<u64> {
         match (self, unit) {
-            (Burden::Nanoseconds(ns), NANOSECONDS) => Some(ns),
-            (Burden::Instructions(n), u) if u != NANOSECONDS => Some(n),
+            (Burden::Nanoseconds(ns), CostUnit::Nanoseconds) => Some(ns),
+            (Burden::Instructions(n), u) if u != CostUnit::Nanoseconds => Some(n),
             _ => None,
         }
     }
@@ -144,13 +143,13 @@ impl ModelOptions {
             CounterMode::Auto => None,
             // Unavailable: the run says why.
             CounterMode::Native => cilkview_analysis::native_unit(),
-            _ => Some(INSTRUCTIONS),
+            _ => Some(CostUnit::Instructions),
         };
         self.check_unit_in(counter, unit)
     }
 
     /// [`ModelOptions::check_unit`] for `counter` counting in `unit` (`None`: not known yet).
-    fn check_unit_in(&self, counter: CounterMode, unit: Option<&str>) -> anyhow::Result<()> {
+    fn check_unit_in(&self, counter: CounterMode, unit: Option<CostUnit>) -> anyhow::Result<()> {
         let (Some(b), Some(unit)) = (self.burden, unit) else {
             return Ok(());
         };
@@ -158,7 +157,7 @@ impl ModelOptions {
             return Ok(());
         }
         let here = if counter == CounterMode::Native {
-            if unit == NANOSECONDS {
+            if unit == CostUnit::Nanoseconds {
                 " here (no user-space rdpmc)"
             } else {
                 " here (rdpmc)"
@@ -484,16 +483,22 @@ mod tests {
         );
         let native = CounterMode::Native;
         // Time (no rdpmc): a time only.
-        assert!(t.check_unit_in(native, Some(NANOSECONDS)).is_ok());
-        let e = n.check_unit_in(native, Some(NANOSECONDS)).unwrap_err();
+        assert!(t.check_unit_in(native, Some(CostUnit::Nanoseconds)).is_ok());
+        let e = n
+            .check_unit_in(native, Some(CostUnit::Nanoseconds))
+            .unwrap_err();
         assert!(
             e.to_string()
                 .contains("measures time here (no user-space rdpmc)"),
             "{e}"
         );
         // Instructions by rdpmc: instructions only.
-        assert!(n.check_unit_in(native, Some(INSTRUCTIONS)).is_ok());
-        let e = t.check_unit_in(native, Some(INSTRUCTIONS)).unwrap_err();
+        assert!(n
+            .check_unit_in(native, Some(CostUnit::Instructions))
+            .is_ok());
+        let e = t
+            .check_unit_in(native, Some(CostUnit::Instructions))
+            .unwrap_err();
         assert!(
             e.to_string().contains("counts instructions here (rdpmc)"),
             "{e}"
@@ -501,7 +506,7 @@ mod tests {
         // Not known (auto, or native unavailable): both, each used where it applies.
         assert!(n.check_unit_in(native, None).is_ok() && t.check_unit_in(native, None).is_ok());
         let e = t
-            .check_unit_in(CounterMode::Step, Some(INSTRUCTIONS))
+            .check_unit_in(CounterMode::Step, Some(CostUnit::Instructions))
             .unwrap_err();
         assert!(
             e.to_string()

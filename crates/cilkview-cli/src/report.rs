@@ -12,7 +12,7 @@ pub fn report(args: ReportArgs) -> Result<ExitCode> {
     let mut report = read_json(&args.file)?;
     if let Some(burden) = args
         .burden
-        .filter(|b| b.in_unit(&report.unit) != Some(report.burden))
+        .filter(|b| b.in_unit(report.unit) != Some(report.burden))
     {
         bail!(
             "--burden {burden} cannot be applied to a saved report: its burdened span was \

@@ -21,7 +21,8 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             args.repeat
         );
     }
-    if args.repeat > 1 && cilkview_analysis::native_unit() == Some(cilkview_analysis::INSTRUCTIONS)
+    if args.repeat > 1
+        && cilkview_analysis::native_unit() == Some(cilkview_analysis::CostUnit::Instructions)
     {
         anyhow::bail!(
             "--repeat {} takes each strand's minimum time over runs, but --counter native counts \

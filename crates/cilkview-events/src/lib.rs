@@ -66,10 +66,34 @@ impl fmt::Display for CounterMode {
     }
 }
 
-/// The unit of costs counted in instructions.
-pub const INSTRUCTIONS: &str = "instructions";
-/// The unit of costs measured in time.
-pub const NANOSECONDS: &str = "nanoseconds";
+/// What costs count: user-space instructions (every exact counter, and the native counter where
+/// its stubs read them with `rdpmc`), or nanoseconds of time (the native counter otherwise). In
+/// reports and JSON: `"instructions"`, `"nanoseconds"`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
+pub enum CostUnit {
+    #[default]
+    Instructions,
+    Nanoseconds,
+}
+
+impl CostUnit {
+    /// `"instructions"` or `"nanoseconds"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            CostUnit::Instructions => "instructions",
+            CostUnit::Nanoseconds => "nanoseconds",
+        }
+    }
+}
+
+impl fmt::Display for CostUnit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 /// Which counter a run used, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -78,9 +102,9 @@ pub struct CounterInfo {
     pub kind: CounterMode,
     /// Human-readable reason, e.g. "hardware counter unavailable: perf_event_open: ...".
     pub reason: String,
-    /// What its costs count: [`INSTRUCTIONS`], or [`NANOSECONDS`] (the native counter where it
-    /// cannot read instructions).
-    pub unit: &'static str,
+    /// What its costs count: nanoseconds only for the native counter where it cannot read
+    /// instructions.
+    pub unit: CostUnit,
     /// Hardware only: instructions the counter sees per probe stop beyond the
     /// native program (learned by the self-test, subtracted from each hit). 0 otherwise.
     pub bias: u64,

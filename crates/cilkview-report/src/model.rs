@@ -2,7 +2,7 @@
 //! the JSON schema documented in docs/json-schema.md (stable: add keys only with a version note).
 
 use cilkview_engine::{core_counts, speedup_with_task_cost, Measures, Report, Speedup};
-use cilkview_events::{CounterInfo, CounterMode, Ending, ExitStatus};
+use cilkview_events::{CostUnit, CounterInfo, CounterMode, Ending, ExitStatus};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -65,10 +65,6 @@ fn json_version() -> u32 {
 
 fn unrecorded() -> String {
     "(program not recorded)".into()
-}
-
-fn default_unit() -> String {
-    "instructions".into()
 }
 
 fn default_burden() -> u64 {
@@ -178,8 +174,8 @@ pub struct RunReport {
     pub counter: CounterReport,
     /// What work, span and the burden count: `"instructions"`, or `"nanoseconds"` (the native
     /// counter measuring time).
-    #[serde(default = "default_unit")]
-    pub unit: String,
+    #[serde(default)]
+    pub unit: CostUnit,
     #[serde(default = "default_burden")]
     pub burden: u64,
     #[serde(default = "default_span_coefficient")]
@@ -259,7 +255,7 @@ pub struct RunInfo {
     pub ending: Ending,
     pub counter: CounterReport,
     /// What the costs count (the counter's [`CounterInfo::unit`]).
-    pub unit: &'static str,
+    pub unit: CostUnit,
     pub burden: u64,
     pub span_coefficient: f64,
     pub max_cores: u32,
@@ -289,7 +285,7 @@ impl RunReport {
             args: info.args,
             exit_status,
             signal,
-            unit: info.unit.into(),
+            unit: info.unit,
             counter: info.counter,
             burden: info.burden,
             span_coefficient: info.span_coefficient,

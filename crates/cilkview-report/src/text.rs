@@ -3,6 +3,7 @@
 use std::fmt::Write;
 
 use cilkview_engine::Measures;
+use cilkview_events::CostUnit;
 use num_format::{Locale, ToFormattedString};
 
 use crate::{Artifact, Destination, ExportError, Exporter, RunReport, Speedup};
@@ -14,7 +15,7 @@ fn n(v: u64) -> String {
     v.to_formatted_string(&Locale::en)
 }
 
-fn profile(out: &mut String, m: &Measures, unit: &str) {
+fn profile(out: &mut String, m: &Measures, unit: CostUnit) {
     let _ = writeln!(out, "Work: {} {unit}", n(m.work));
     let _ = writeln!(out, "Span: {} {unit}", n(m.span));
     let _ = writeln!(out, "Burdened span: {} {unit}", n(m.burdened_span));
@@ -137,7 +138,7 @@ impl TextExporter {
         let _ = writeln!(out);
         let _ = writeln!(out, "1) Parallelism Profile");
         let m = report.measures.measured();
-        profile(&mut out, &m, &report.unit);
+        profile(&mut out, &m, report.unit);
         let _ = writeln!(
             out,
             "Average maximal strand: {:.0}",
@@ -153,7 +154,7 @@ impl TextExporter {
         for (i, r) in report.regions.iter().enumerate() {
             let _ = writeln!(out);
             let _ = writeln!(out, "{}) Region \"{}\"", i + 3, printable(&r.label));
-            profile(&mut out, &r.measures.measured(), &report.unit);
+            profile(&mut out, &r.measures.measured(), report.unit);
             let _ = writeln!(out, "Speedup Estimate");
             table(
                 &mut out,

@@ -81,7 +81,7 @@ fn info() -> RunInfo {
             reason: "test".into(),
             runs: 1,
         },
-        unit: "instructions",
+        unit: cilkview_events::CostUnit::Instructions,
         burden: 15_000,
         span_coefficient: 0.85,
         max_cores: 8,

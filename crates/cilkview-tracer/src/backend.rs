@@ -17,8 +17,8 @@ use crate::emulate::{EmulatorError, Refusal};
 use crate::ptrace::counting::ClockUnavailable;
 use crate::ptrace::counting::{native_clock, Breakpoints, Native as NativeCounting, Stepping};
 use crate::{
-    counter, ptrace, AttachOptions, AttachOutcome, CounterInfo, CounterMode, EventSink, Outcome,
-    Probe, ProbesError, TraceError, TraceEvent, TraceOptions,
+    counter, ptrace, AttachOptions, AttachOutcome, CostUnit, CounterInfo, CounterMode, EventSink,
+    Outcome, Probe, ProbesError, TraceError, TraceEvent, TraceOptions,
 };
 
 /// Why a backend cannot count here ([`Backend::check`]) or cannot run a program
@@ -103,7 +103,7 @@ impl Backend for Hardware {
             kind: CounterMode::Hardware,
             reason: format!("hardware counter passed the self-test (per-hit bias {bias})"),
             bias,
-            unit: cilkview_events::INSTRUCTIONS,
+            unit: cilkview_events::CostUnit::Instructions,
         })
     }
     fn run(
@@ -135,7 +135,7 @@ impl Backend for Step {
             kind: CounterMode::Step,
             reason: "single-step requested".into(),
             bias: 0,
-            unit: cilkview_events::INSTRUCTIONS,
+            unit: cilkview_events::CostUnit::Instructions,
         })
     }
     fn run(
@@ -167,7 +167,7 @@ impl Backend for Emulate {
             kind: CounterMode::Emulate,
             reason: "emulation requested".into(),
             bias: 0,
-            unit: cilkview_events::INSTRUCTIONS,
+            unit: cilkview_events::CostUnit::Instructions,
         })
     }
     fn supports(&self, opts: &TraceOptions) -> Result<(), Unavailable> {
@@ -205,9 +205,9 @@ fn native_counting() -> Result<NativeCounting, TraceError> {
     Ok(NativeCounting::new(clock))
 }
 
-/// What the native counter's costs would count here ([`crate::INSTRUCTIONS`] where its stubs
-/// read instructions with `rdpmc`, else [`crate::NANOSECONDS`]), or `None` if it cannot run.
-pub fn native_unit() -> Option<&'static str> {
+/// What the native counter's costs would count here (instructions where its stubs
+/// read them with `rdpmc`, else nanoseconds), or `None` if it cannot run.
+pub fn native_unit() -> Option<CostUnit> {
     native_clock().ok().map(|clock| clock.unit())
 }
 

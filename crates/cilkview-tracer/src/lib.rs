@@ -54,8 +54,8 @@ pub use backend::{
     Hardware, Native, Step, Unavailable,
 };
 pub use cilkview_events::{
-    CounterInfo, CounterMode, Ending, EventSink, ExitStatus, Outcome, Probe, ProbesError,
-    TraceEvent, INSTRUCTIONS, NANOSECONDS,
+    CostUnit, CounterInfo, CounterMode, Ending, EventSink, ExitStatus, Outcome, Probe, ProbesError,
+    TraceEvent,
 };
 pub use ptrace::counting::ClockUnavailable;
 pub use signals::{

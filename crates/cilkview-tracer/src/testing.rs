@@ -23,7 +23,7 @@ impl Backend for BreakpointsOnly {
             kind: CounterMode::Hardware,
             reason: "breakpoints only (testing)".into(),
             bias: 0,
-            unit: cilkview_events::INSTRUCTIONS,
+            unit: cilkview_events::CostUnit::Instructions,
         })
     }
     fn run(

@@ -414,14 +414,14 @@ fn the_counter_reads_instructions_where_rdpmc_is_readable_else_time() {
         .find(|p| p.contains("rdpmc"))
         .unwrap_or_else(|| panic!("no word on rdpmc: {}", info.reason))
         .to_string();
-    if info.unit == cilkview_tracer::INSTRUCTIONS {
+    if info.unit == cilkview_tracer::CostUnit::Instructions {
         assert!(
             said.starts_with("native: instructions by rdpmc: each thread's own"),
             "{said}"
         );
         return;
     }
-    assert_eq!(info.unit, cilkview_tracer::NANOSECONDS);
+    assert_eq!(info.unit, cilkview_tracer::CostUnit::Nanoseconds);
     assert!(
         info.reason.starts_with("native: time on the CPU"),
         "{}",
@@ -450,7 +450,7 @@ fn with_rdpmc_strands_equal_single_stepping() {
         return;
     }
     let info = Native.check().unwrap();
-    if info.unit != cilkview_tracer::INSTRUCTIONS {
+    if info.unit != cilkview_tracer::CostUnit::Instructions {
         cilkview_fixtures::skip(format!(
             "instructions by rdpmc in the native counter not run here: {}",
             info.reason
@@ -463,7 +463,7 @@ fn with_rdpmc_strands_equal_single_stepping() {
     let (native, n_events) = trace(&p.exe, &["1000"], probes.clone());
     let (step, s_events) = trace_with(CounterMode::Step, &p.exe, &["1000"], probes);
     assert_eq!((native.hits, step.hits), (80, 80));
-    assert_eq!(native.counter.unit, cilkview_tracer::INSTRUCTIONS);
+    assert_eq!(native.counter.unit, cilkview_tracer::CostUnit::Instructions);
     let (n, s) = (costs(&n_events), costs(&s_events));
     for probe in 0..4 {
         // p0's first hit ends the start-up strand (the loader's and libc's start-up): counted

@@ -16,8 +16,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use cilkview_tracer::{
-    attach, native_software_stand_in, run, AttachOptions, Backend, CounterMode, Ending, ExitStatus,
-    Native, Probe, ProbesError, StopFlag, TraceEvent, TraceOptions, INSTRUCTIONS,
+    attach, native_software_stand_in, run, AttachOptions, Backend, CostUnit, CounterMode, Ending,
+    ExitStatus, Native, Probe, ProbesError, StopFlag, TraceEvent, TraceOptions,
 };
 use common::*;
 
@@ -26,7 +26,7 @@ fn stand_in() -> bool {
     native_software_stand_in();
     match Native.check() {
         Ok(info) => {
-            assert_eq!(info.unit, INSTRUCTIONS, "{}", info.reason);
+            assert_eq!(info.unit, CostUnit::Instructions, "{}", info.reason);
             assert!(info
                 .reason
                 .contains("a software event (task clock) standing in"));
@@ -113,7 +113,7 @@ fn threads_a_reused_slot_and_an_exec_deliver_every_hit_in_order() {
         ExitStatus::Exited(5),
         "counter pages mapped at the end"
     );
-    assert_eq!(out.counter.unit, INSTRUCTIONS);
+    assert_eq!(out.counter.unit, CostUnit::Instructions);
     assert_eq!(out.hits, 2 * (10 * 20000 + 1), "every hit of both images");
     assert_costs_add_up(out.total_instructions, &events);
     // Each thread's operands in order: its id, then 0, 1, 2, ...
@@ -192,7 +192,7 @@ fn attach_and_detach_leave_the_programs_descriptors_and_output_unchanged() {
     let mut events = vec![];
     let out = attach(&opts, in_exe(&p.exe, &probes), |e| events.push(e)).unwrap();
     assert_eq!(out.ending, Ending::TimeUp);
-    assert_eq!(out.counter.unit, INSTRUCTIONS);
+    assert_eq!(out.counter.unit, CostUnit::Instructions);
     assert!(out.hits >= 1000, "hits {}", out.hits);
     assert_costs_add_up(out.total_instructions, &events);
     assert!(matches!(events.last(), Some(TraceEvent::ThreadExit { tid, .. }) if *tid == pid));

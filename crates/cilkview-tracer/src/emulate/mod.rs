@@ -100,7 +100,7 @@ pub fn run_emulated(
             kind: CounterMode::Emulate,
             reason,
             bias: 0,
-            unit: cilkview_events::INSTRUCTIONS,
+            unit: cilkview_events::CostUnit::Instructions,
         },
         hits: s.hits,
         tail_cost: s.tail,

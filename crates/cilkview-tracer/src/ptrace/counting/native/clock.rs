@@ -7,6 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use cilkview_events::CostUnit;
+
 use super::stub::{Reading, RDPMC_HIT_INSTRUCTIONS};
 use crate::sys::native::{rdtsc, stub_hit_ticks as per_hit_ticks};
 use crate::sys::rdpmc::RdpmcUnavailable;
@@ -62,11 +64,11 @@ impl Clock {
         }
     }
 
-    /// The unit of the costs: `"nanoseconds"` or `"instructions"`.
-    pub(crate) fn unit(&self) -> &'static str {
+    /// The unit of the costs.
+    pub(crate) fn unit(&self) -> CostUnit {
         match self.reading {
-            Reading::Tsc => "nanoseconds",
-            Reading::Rdpmc => "instructions",
+            Reading::Tsc => CostUnit::Nanoseconds,
+            Reading::Rdpmc => CostUnit::Instructions,
         }
     }
 
@@ -222,14 +224,17 @@ mod tests {
         let mut rdpmc = clock.clone();
         rdpmc.rdpmc = Ok(());
         rdpmc.reading = Reading::Rdpmc;
-        assert_eq!((rdpmc.unit(), rdpmc.ns_per_tick()), ("instructions", 1.0));
+        assert_eq!(
+            (rdpmc.unit(), rdpmc.ns_per_tick()),
+            (CostUnit::Instructions, 1.0)
+        );
         assert!(rdpmc
             .describe()
             .starts_with("instructions by rdpmc: each thread's own"));
         let mut time = clock;
         time.rdpmc = Err(Arc::new(RdpmcUnavailable::NoPmu));
         time.reading = Reading::Tsc;
-        assert_eq!(time.unit(), "nanoseconds");
+        assert_eq!(time.unit(), CostUnit::Nanoseconds);
         assert!(time.ns_per_tick() < 10.0, "{time:?}");
         assert!(time.describe().starts_with("time on the CPU"));
         assert!(time.describe().ends_with("instructions by rdpmc: unavailable (no CPU PMU: /sys/bus/event_source/devices/cpu is absent)"));
