@@ -307,7 +307,8 @@ fn a_sigtrap_sent_while_a_thread_is_stepped_out_of_a_stub_is_delivered() {
     // signals keep coming: else the sender waits (seen lost at the 32nd-157th). And the
     // program's SIGTRAP handler must survive the calls injected in its new thread, which
     // starts with every signal blocked (a step's trap found blocked resets the handler: the
-    // program was killed by the first SIGTRAP).
+    // program was killed by the first SIGTRAP). Each SIGTRAP reaches the handler with its own
+    // siginfo (`SI_TKILL`), not the trap of the tracer's last step.
     let p = compile_with(
         r#"
 #include <pthread.h>
@@ -316,9 +317,13 @@ fn a_sigtrap_sent_while_a_thread_is_stepped_out_of_a_stub_is_delivered() {
 #include <stdlib.h>
 #include <sys/time.h>
 #include <time.h>
-static volatile long trapped, alarms, done;
+static volatile long trapped, tkill, alarms, done;
 static pthread_t marker;
-static void on_trap(int s) { (void)s; trapped++; }
+static void on_trap(int s, siginfo_t *si, void *uc) {
+    (void)s; (void)uc;
+    tkill += si->si_code == SI_TKILL;
+    trapped++;
+}
 static void on_alarm(int s) { (void)s; PROBE(h_mark); alarms++; }
 static void *send(void *arg) {
     (void)arg;
@@ -336,7 +341,10 @@ static void *send(void *arg) {
 }
 int main(void) {
     marker = pthread_self();
-    signal(SIGTRAP, on_trap);
+    struct sigaction sa = {0};
+    sa.sa_sigaction = on_trap;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigaction(SIGTRAP, &sa, 0);
     signal(SIGALRM, on_alarm);
     struct itimerval it = {{0, 50}, {0, 50}};
     setitimer(ITIMER_REAL, &it, 0);
@@ -347,7 +355,7 @@ int main(void) {
     struct itimerval off = {{0, 0}, {0, 0}};
     setitimer(ITIMER_REAL, &off, 0);
     pthread_join(s, 0);
-    printf("%ld %ld\n", trapped, alarms);
+    printf("%ld %ld %ld\n", trapped, alarms, tkill);
     return 0;
 }"#,
         &["-O1", "-pthread"],
@@ -382,6 +390,11 @@ int main(void) {
     );
     let alarms: u64 = words.next().unwrap().parse().unwrap();
     assert!(alarms > 10, "the timer fired meanwhile: {alarms}");
+    assert_eq!(
+        words.next(),
+        Some("500"),
+        "each with its siginfo: {printed}"
+    );
 }
 
 #[test]
@@ -395,7 +408,8 @@ fn a_thread_stepped_out_of_a_stubs_wait_for_room_runs_on_without_the_trap_flag()
     // the ring between two signals) stops the thread; the tracer steps it out, through the
     // slow path's `popf`. A trap flag left set after that made the program trap after every
     // instruction: SIGTRAPs it was never sent (its handler counts them, and clears the flag so
-    // that the run goes on; 26-35 per run here).
+    // that the run goes on; 26-35 per run here). Each of the timer's signals reaches the
+    // handler with its own siginfo (`SI_KERNEL`), not the trap of the tracer's last step.
     let p = compile_with(
         r#"
 #define _GNU_SOURCE
@@ -403,25 +417,31 @@ fn a_thread_stepped_out_of_a_stubs_wait_for_room_runs_on_without_the_trap_flag()
 #include <stdio.h>
 #include <sys/time.h>
 #include <ucontext.h>
-static volatile long trapped, handled;
+static volatile long trapped, handled, from_kernel;
 static void on_trap(int s, siginfo_t *si, void *uc) {
     (void)s; (void)si;
     ((ucontext_t *)uc)->uc_mcontext.gregs[REG_EFL] &= ~0x100L;
     trapped++;
 }
-static void on_alarm(int s) { (void)s; PROBE(h_mark); handled++; }
+static void on_alarm(int s, siginfo_t *si, void *uc) {
+    (void)s; (void)uc;
+    PROBE(h_mark);
+    from_kernel += si->si_code == SI_KERNEL;
+    handled++;
+}
 int main(void) {
     struct sigaction sa = {0};
     sa.sa_sigaction = on_trap;
     sa.sa_flags = SA_SIGINFO;
     sigaction(SIGTRAP, &sa, 0);
-    signal(SIGALRM, on_alarm);
+    sa.sa_sigaction = on_alarm;
+    sigaction(SIGALRM, &sa, 0);
     struct itimerval it = {{0, 2000}, {0, 2000}};
     setitimer(ITIMER_REAL, &it, 0);
     for (long i = 0; i < 3000000; i++) PROBE_RDI(l_mark, i);
     struct itimerval off = {{0, 0}, {0, 0}};
     setitimer(ITIMER_REAL, &off, 0);
-    printf("%ld %ld\n", trapped, handled);
+    printf("%ld %ld %ld\n", trapped, handled, from_kernel);
     return 0;
 }"#,
         &["-O1"],
@@ -474,6 +494,11 @@ int main(void) {
     assert_eq!(words.next(), Some("0"), "SIGTRAPs never sent: {printed}");
     let handled: u64 = words.next().unwrap().parse().unwrap();
     assert!(handled > 10, "the timer fired during the loop: {handled}");
+    let from_kernel: u64 = words.next().unwrap().parse().unwrap();
+    assert_eq!(
+        from_kernel, handled,
+        "each signal with its siginfo (the timer's)"
+    );
     let h = hits(&events);
     let loop_hits: Vec<u64> = h
         .iter()

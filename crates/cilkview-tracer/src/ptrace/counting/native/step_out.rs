@@ -18,7 +18,8 @@ impl Native {
     /// (`PTRACE_SETSIGMASK`, the program's mask put back after): signals arriving during the
     /// steps stay pending for the program instead of stopping it before each step, which,
     /// with signals coming faster than a step's round trip (a fast timer, a loaded machine),
-    /// kept the thread from ever leaving the stub.
+    /// kept the thread from ever leaving the stub. The signal's siginfo is put back after the
+    /// steps (each step's trap replaced it: the handler would get the last one's).
     pub(super) fn leave_stubs(&mut self, tid: Tid) -> Result<(), TraceError> {
         let Some(region) = self.region.as_ref() else {
             return Ok(());
@@ -34,6 +35,8 @@ impl Native {
             Err(Errno::ESRCH) => return Ok(()),
             Err(e) => return Err(ptrace_err("GETSIGMASK", tid)(e)),
         };
+        // None at a stop that is not a signal-delivery stop: nothing to put back.
+        let info = sys::getsiginfo(tid).ok();
         match sys::setsigmask(tid, STEPPING_MASK) {
             Ok(()) => {}
             Err(Errno::ESRCH) => return Ok(()),
@@ -41,6 +44,13 @@ impl Native {
         }
         if !self.step_out_of_stubs(tid)? {
             return Ok(()); // the thread is gone
+        }
+        if let Some(info) = info {
+            match sys::setsiginfo(tid, &info) {
+                Ok(()) => {}
+                Err(Errno::ESRCH) => return Ok(()),
+                Err(e) => return Err(ptrace_err("SETSIGINFO", tid)(e)),
+            }
         }
         match sys::setsigmask(tid, mask) {
             Ok(()) | Err(Errno::ESRCH) => Ok(()),
