@@ -46,11 +46,8 @@ impl Native {
             return Ok(()); // the thread is gone
         }
         if let Some(info) = info {
-            match sys::setsiginfo(tid, &info) {
-                Ok(()) => {}
-                Err(Errno::ESRCH) => return Ok(()),
-                Err(e) => return Err(ptrace_err("SETSIGINFO", tid)(e)),
-            }
+            // Best effort: if refused, the signal goes with the last stop's siginfo.
+            let _ = sys::setsiginfo(tid, &info);
         }
         match sys::setsigmask(tid, mask) {
             Ok(()) | Err(Errno::ESRCH) => Ok(()),
