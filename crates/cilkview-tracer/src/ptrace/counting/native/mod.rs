@@ -4,7 +4,8 @@
 //! program runs (it polls instead of blocking in `waitpid`). Everything is put in place through
 //! ptrace by injected system calls (`inject.rs`): at each exec, at attach, and at each library
 //! load (the loader hook). Costs are nanoseconds (`clock.rs`), or instructions where the stubs
-//! can read each thread's own instructions counter with `rdpmc` (`instructions.rs`).
+//! can read each thread's own instructions counter with `rdpmc` (`instructions.rs`). A thread
+//! inside a stub when a signal is to be delivered is stepped out of it first (`step_out.rs`).
 //!
 //! Time the program spends stopped by the tracer (set-up, library loads, signals) and time a
 //! stub waited for room is charged to no strand; the measured cost of one hit is taken off each
@@ -16,6 +17,7 @@ mod instructions;
 mod polling;
 mod region;
 mod slots;
+mod step_out;
 mod strands;
 pub(crate) mod stub;
 
@@ -31,9 +33,10 @@ use nix::errno::Errno;
 use nix::libc;
 
 use self::clock::Clock;
-use self::inject::{sent, setup_err, STEPPING_MASK};
+use self::inject::setup_err;
 use self::polling::{next_sleep, IDLE_MIN};
 use self::region::{Record, Region};
+use self::step_out::step_out_of;
 use self::strands::{Item, Strands};
 use self::stub::{Reading, StubOperand, FIRST_STUB, STUB_BYTES};
 use super::Counting;
@@ -277,99 +280,11 @@ impl Native {
         }
         Ok(())
     }
-
-    /// Signal `sig` is about to be delivered to `tid`: if the thread is inside a stub, run it
-    /// out first (a handler hitting a mark would share the stub's record), draining its slot
-    /// so that a stub waiting for room goes on. Every signal but SIGTRAP is blocked meanwhile
-    /// (`PTRACE_SETSIGMASK`, the program's mask put back after): signals arriving during the
-    /// steps stay pending for the program instead of stopping it before each step, which,
-    /// with signals coming faster than a step's round trip (a fast timer, a loaded machine),
-    /// kept the thread from ever leaving the stub.
-    fn leave_stubs(&mut self, tid: Tid) -> Result<(), TraceError> {
-        let Some(region) = self.region.as_ref() else {
-            return Ok(());
-        };
-        let Some(regs) = regs_unless_gone(tid)? else {
-            return Ok(());
-        };
-        if !region.in_stubs(regs.rip) {
-            return Ok(());
-        }
-        let mask = match sys::getsigmask(tid) {
-            Ok(m) => m,
-            Err(Errno::ESRCH) => return Ok(()),
-            Err(e) => return Err(ptrace_err("GETSIGMASK", tid)(e)),
-        };
-        match sys::setsigmask(tid, STEPPING_MASK) {
-            Ok(()) => {}
-            Err(Errno::ESRCH) => return Ok(()),
-            Err(e) => return Err(ptrace_err("SETSIGMASK", tid)(e)),
-        }
-        if !self.step_out_of_stubs(tid)? {
-            return Ok(()); // the thread is gone
-        }
-        match sys::setsigmask(tid, mask) {
-            Ok(()) | Err(Errno::ESRCH) => Ok(()),
-            Err(e) => Err(ptrace_err("SETSIGMASK", tid)(e)),
-        }
-    }
-
-    /// Single-step `tid` until its `%rip` is out of the stub pages (a stub and its slow path
-    /// are a few hundred instructions once the slot is drained; the bound only guards against
-    /// a hang). Returns false if it died.
-    fn step_out_of_stubs(&mut self, tid: Tid) -> Result<bool, TraceError> {
-        for _ in 0..1_000_000 {
-            let Some(region) = self.region.as_ref() else {
-                return Ok(true);
-            };
-            let Some(regs) = regs_unless_gone(tid)? else {
-                return Ok(false);
-            };
-            if !region.in_stubs(regs.rip) {
-                return Ok(true);
-            }
-            self.collect(tid);
-            match sys::step(tid, 0) {
-                Ok(()) => {}
-                Err(Errno::ESRCH) => return Ok(false),
-                Err(e) => return Err(ptrace_err("SINGLESTEP", tid)(e)),
-            }
-            match sys::wait_for(tid).map_err(TraceError::Wait)? {
-                // Only what cannot be blocked stops it here (SIGSTOP, a SIGTRAP that is not
-                // the step's): delivered at its next resume.
-                Wait::Stopped { sig, event: 0, .. } if sent(tid, sig) => {
-                    self.deferred.entry(tid).or_default().push(sig)
-                }
-                Wait::Stopped { .. } => {}
-                Wait::Exited(..) | Wait::Signaled(..) => return Ok(false),
-            }
-        }
-        Ok(true)
-    }
 }
 
 /// The index of `addr` in its group.
 fn code_index(group: &[u64], addr: u64) -> usize {
     group.binary_search(&addr).expect("in the group")
-}
-
-/// Thread `tid` is stopped inside the NOP at `mark`: step it past the NOP.
-fn step_out_of(tid: Tid, mark: u64, deferred: &mut Vec<i32>) -> Result<(), TraceError> {
-    for _ in 0..8 {
-        let Some(regs) = regs_unless_gone(tid)? else {
-            return Ok(());
-        };
-        if regs.rip <= mark || regs.rip >= mark + 5 {
-            return Ok(());
-        }
-        sys::step(tid, 0).map_err(ptrace_err("SINGLESTEP", tid))?;
-        match sys::wait_for(tid).map_err(TraceError::Wait)? {
-            Wait::Stopped { sig, event: 0, .. } if sent(tid, sig) => deferred.push(sig),
-            Wait::Exited(..) | Wait::Signaled(..) => return Ok(()),
-            _ => {}
-        }
-    }
-    Ok(())
 }
 
 impl Counting for Native {

@@ -1,0 +1,139 @@
+//! Single-stepping a thread out of the way: out of the stub pages before a signal is delivered
+//! to it, or past a mark's NOP about to be replaced; leaving the program's signals and flags as
+//! they were.
+
+use nix::errno::Errno;
+use nix::libc;
+
+use super::inject::{sent, STEPPING_MASK};
+use super::Native;
+use crate::ptrace::{ptrace_err, regs_unless_gone};
+use crate::sys::{self, Tid, Wait};
+use crate::TraceError;
+
+impl Native {
+    /// Signal `sig` is about to be delivered to `tid`: if the thread is inside a stub, run it
+    /// out first (a handler hitting a mark would share the stub's record), draining its slot
+    /// so that a stub waiting for room goes on. Every signal but SIGTRAP is blocked meanwhile
+    /// (`PTRACE_SETSIGMASK`, the program's mask put back after): signals arriving during the
+    /// steps stay pending for the program instead of stopping it before each step, which,
+    /// with signals coming faster than a step's round trip (a fast timer, a loaded machine),
+    /// kept the thread from ever leaving the stub. The signal's siginfo is put back after the
+    /// steps (each step's trap replaced it: the handler would get the last one's).
+    pub(super) fn leave_stubs(&mut self, tid: Tid) -> Result<(), TraceError> {
+        let Some(region) = self.region.as_ref() else {
+            return Ok(());
+        };
+        let Some(regs) = regs_unless_gone(tid)? else {
+            return Ok(());
+        };
+        if !region.in_stubs(regs.rip) {
+            return Ok(());
+        }
+        let mask = match sys::getsigmask(tid) {
+            Ok(m) => m,
+            Err(Errno::ESRCH) => return Ok(()),
+            Err(e) => return Err(ptrace_err("GETSIGMASK", tid)(e)),
+        };
+        // None at a stop that is not a signal-delivery stop: nothing to put back.
+        let info = sys::getsiginfo(tid).ok();
+        match sys::setsigmask(tid, STEPPING_MASK) {
+            Ok(()) => {}
+            Err(Errno::ESRCH) => return Ok(()),
+            Err(e) => return Err(ptrace_err("SETSIGMASK", tid)(e)),
+        }
+        if !self.step_out_of_stubs(tid)? {
+            return Ok(()); // the thread is gone
+        }
+        if let Some(info) = info {
+            // Best effort: if refused, the signal goes with the last stop's siginfo.
+            let _ = sys::setsiginfo(tid, &info);
+        }
+        match sys::setsigmask(tid, mask) {
+            Ok(()) | Err(Errno::ESRCH) => Ok(()),
+            Err(e) => Err(ptrace_err("SETSIGMASK", tid)(e)),
+        }
+    }
+
+    /// Single-step `tid` until its `%rip` is out of the stub pages (a stub and its slow path
+    /// are a few hundred instructions once the slot is drained; the bound only guards against
+    /// a hang), then give it back the trap flag it stopped with. Returns false if it died.
+    fn step_out_of_stubs(&mut self, tid: Tid) -> Result<bool, TraceError> {
+        // The program's trap flag, as the thread stopped in the stub (which keeps the flags).
+        let mut tf = None;
+        for _ in 0..1_000_000 {
+            let Some(region) = self.region.as_ref() else {
+                return Ok(true);
+            };
+            let Some(regs) = regs_unless_gone(tid)? else {
+                return Ok(false);
+            };
+            let tf = *tf.get_or_insert(regs.eflags & TRAP_FLAG);
+            if !region.in_stubs(regs.rip) {
+                return restore_trap_flag(tid, regs, tf);
+            }
+            self.collect(tid);
+            match sys::step(tid, 0) {
+                Ok(()) => {}
+                Err(Errno::ESRCH) => return Ok(false),
+                Err(e) => return Err(ptrace_err("SINGLESTEP", tid)(e)),
+            }
+            match sys::wait_for(tid).map_err(TraceError::Wait)? {
+                // Only what cannot be blocked stops it here (SIGSTOP, a SIGTRAP that is not
+                // the step's): delivered at its next resume.
+                Wait::Stopped { sig, event: 0, .. } if sent(tid, sig) => {
+                    self.deferred.entry(tid).or_default().push(sig)
+                }
+                Wait::Stopped { .. } => {}
+                Wait::Exited(..) | Wait::Signaled(..) => return Ok(false),
+            }
+        }
+        match (tf, regs_unless_gone(tid)?) {
+            (Some(tf), Some(regs)) => restore_trap_flag(tid, regs, tf),
+            (_, regs) => Ok(regs.is_some()),
+        }
+    }
+}
+
+/// The trap flag (`TF`) in `eflags`.
+const TRAP_FLAG: u64 = 1 << 8;
+
+/// Thread `tid`, single-stepped (its registers now `regs`), had the trap flag `tf` before the
+/// steps: put it back if they changed it. A stepped `popf` (the slow path's, restoring the
+/// flags it saved) makes the x86 kernel take the flag as the program's own: it stays set after
+/// the next `PTRACE_CONT` and the thread then traps after every instruction, each trap a
+/// SIGTRAP for the program. Returns false if the thread is gone.
+fn restore_trap_flag(
+    tid: Tid,
+    mut regs: libc::user_regs_struct,
+    tf: u64,
+) -> Result<bool, TraceError> {
+    if regs.eflags & TRAP_FLAG == tf {
+        return Ok(true);
+    }
+    regs.eflags = (regs.eflags & !TRAP_FLAG) | tf;
+    match sys::setregs(tid, regs) {
+        Ok(()) => Ok(true),
+        Err(Errno::ESRCH) => Ok(false),
+        Err(e) => Err(ptrace_err("SETREGS", tid)(e)),
+    }
+}
+
+/// Thread `tid` is stopped inside the NOP at `mark`: step it past the NOP.
+pub(super) fn step_out_of(tid: Tid, mark: u64, deferred: &mut Vec<i32>) -> Result<(), TraceError> {
+    for _ in 0..8 {
+        let Some(regs) = regs_unless_gone(tid)? else {
+            return Ok(());
+        };
+        if regs.rip <= mark || regs.rip >= mark + 5 {
+            return Ok(());
+        }
+        sys::step(tid, 0).map_err(ptrace_err("SINGLESTEP", tid))?;
+        match sys::wait_for(tid).map_err(TraceError::Wait)? {
+            Wait::Stopped { sig, event: 0, .. } if sent(tid, sig) => deferred.push(sig),
+            Wait::Exited(..) | Wait::Signaled(..) => return Ok(()),
+            _ => {}
+        }
+    }
+    Ok(())
+}
