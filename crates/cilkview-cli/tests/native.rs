@@ -11,7 +11,10 @@ use std::thread::sleep;
 use std::time::Duration;
 
 use cilkview_fixtures::build;
-use common::{analyze_with, assert_success, bin, finish, kill, start, static_opts, std_bin};
+use common::{
+    analyze_with, assert_success, bin, finish, kill, native, native_unit, start, static_opts,
+    std_bin,
+};
 use serde_json::Value;
 
 /// Held by each test of this file while it runs: the comparison of times with instruction
@@ -38,36 +41,6 @@ fn native_beside_emulation() -> Option<std::sync::MutexGuard<'static, ()>> {
         return None;
     }
     Some(alone)
-}
-
-/// What the native counter's costs count here: `"instructions"` where its stubs read them with
-/// `rdpmc`, else `"nanoseconds"` (what a run of a program without marks reports).
-fn native_unit() -> String {
-    let out = bin()
-        .args(["run", "--counter", "native", "--json", "-", "true"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
-    r["unit"].as_str().unwrap().to_string()
-}
-
-/// Whether the native counter can run here (else said aloud).
-fn native() -> bool {
-    let out = bin()
-        .args(["run", "--counter", "native", "true"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    if err.contains("time-stamp counter is not invariant") {
-        cilkview_fixtures::skip(err.trim());
-        return false;
-    }
-    true
 }
 
 /// Where the stubs read instructions (`rdpmc`): the report's unit, the default burden in

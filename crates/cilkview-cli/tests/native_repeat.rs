@@ -7,26 +7,12 @@
 mod common;
 
 use cilkview_fixtures::build;
-use common::{analyze_with, bin, static_opts};
-
-/// Whether the native counter can run here (else said aloud).
-fn native() -> bool {
-    let out = bin()
-        .args(["run", "--counter", "native", "true"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    if err.contains("time-stamp counter is not invariant") {
-        cilkview_fixtures::skip(err.trim());
-        return false;
-    }
-    true
-}
+use common::{analyze_with, bin, native_measures_time, static_opts};
 
 #[test]
 #[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn repeat_runs_the_program_n_times_and_says_so() {
-    if !native() {
+    if !native_measures_time() {
         return;
     }
     let exe = build("stencil_outer", &static_opts());
@@ -74,22 +60,23 @@ fn repeat_runs_the_program_n_times_and_says_so() {
     assert!(five.u("work") > 0 && five.u("span") <= five.u("work"));
 }
 
-#[test]
-#[ignore = "slow: runs cilkview-rs on compiled programs"]
-fn runs_whose_marks_depart_are_used_up_to_there() {
-    if !native() {
-        return;
-    }
+/// `run --counter native --repeat 3 varies_per_run COUNT HOW` with a new run counter.
+fn three_runs_of_varies_per_run(how: &str) -> common::Analysis {
     let exe = build("varies_per_run", &static_opts());
     let dir = tempfile::tempdir().unwrap();
     let count = dir.path().join("count");
-    let count = count.to_str().unwrap();
+    let flags = ["--counter", "native", "--repeat", "3"];
+    analyze_with(&exe, &flags, &[count.to_str().unwrap(), how])
+}
+
+#[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
+fn runs_whose_marks_depart_are_used_up_to_there() {
+    if !native_measures_time() {
+        return;
+    }
     // Run k spawns k children: runs 2 and 3 depart at the second spawn.
-    let a = analyze_with(
-        &exe,
-        &["--counter", "native", "--repeat", "3"],
-        &[count, "spawns"],
-    );
+    let a = three_runs_of_varies_per_run("spawns");
     assert_eq!(a.code(), Some(0), "{}", a.stderr());
     assert_eq!(a.stdout(), "run 1\nrun 2\nrun 3\n");
     assert_eq!(a.json["counter"]["runs"], 3);
@@ -114,19 +101,11 @@ fn runs_whose_marks_depart_are_used_up_to_there() {
 #[test]
 #[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn a_run_that_ends_otherwise_ends_the_repetitions() {
-    if !native() {
+    if !native_measures_time() {
         return;
     }
-    let exe = build("varies_per_run", &static_opts());
-    let dir = tempfile::tempdir().unwrap();
-    let count = dir.path().join("count");
-    let count = count.to_str().unwrap();
     // Run k exits with status k - 1: run 2 ends otherwise than run 1, run 3 is not made.
-    let a = analyze_with(
-        &exe,
-        &["--counter", "native", "--repeat", "3"],
-        &[count, "status"],
-    );
+    let a = three_runs_of_varies_per_run("status");
     assert_eq!(a.stdout(), "run 1\nrun 2\n");
     // The report and the exit status are run 1's.
     assert_eq!(a.code(), Some(0), "{}", a.stderr());

@@ -288,22 +288,7 @@ int main(void) {
     assert_eq!(sum, 3000000 * 2999999 / 2, "the program's result");
     eprintln!("{handled} signals handled");
     assert!(handled > 10, "the timer fired during the loop: {handled}");
-    let h = hits(&events);
-    let loop_hits: Vec<u64> = h
-        .iter()
-        .filter(|x| x.0 == 0)
-        .map(|x| x.3.unwrap())
-        .collect();
-    assert_eq!(loop_hits.len(), 3000000, "every loop hit");
-    assert!(
-        loop_hits.iter().enumerate().all(|(i, &v)| v == i as u64),
-        "in order, operands right"
-    );
-    assert_eq!(
-        h.iter().filter(|x| x.0 == 1).count() as u64,
-        handled,
-        "every handler hit"
-    );
+    every_loop_and_handler_hit(&events, handled);
 }
 
 #[test]
@@ -511,22 +496,7 @@ int main(void) {
         from_kernel, handled,
         "each signal with its siginfo (the timer's)"
     );
-    let h = hits(&events);
-    let loop_hits: Vec<u64> = h
-        .iter()
-        .filter(|x| x.0 == 0)
-        .map(|x| x.3.unwrap())
-        .collect();
-    assert_eq!(loop_hits.len(), 3000000, "every loop hit");
-    assert!(
-        loop_hits.iter().enumerate().all(|(i, &v)| v == i as u64),
-        "in order, operands right"
-    );
-    assert_eq!(
-        h.iter().filter(|x| x.0 == 1).count() as u64,
-        handled,
-        "every handler hit"
-    );
+    every_loop_and_handler_hit(&events, handled);
 }
 
 /// Instructions at native speed (`rdpmc` in the stubs) need a CPU PMU whose counter user space
@@ -670,4 +640,25 @@ fn a_leaf_functions_red_zone_is_untouched() {
             "{cc}: the checksum of the red-zone data is the native run's"
         );
     }
+}
+
+/// The signal fixtures' hits: probe 0 the loop's 3,000,000 in order (its index as operand),
+/// probe 1 one per signal `handled`.
+fn every_loop_and_handler_hit(events: &[TraceEvent], handled: u64) {
+    let h = hits(events);
+    let loop_hits: Vec<u64> = h
+        .iter()
+        .filter(|x| x.0 == 0)
+        .map(|x| x.3.unwrap())
+        .collect();
+    assert_eq!(loop_hits.len(), 3000000, "every loop hit");
+    assert!(
+        loop_hits.iter().enumerate().all(|(i, &v)| v == i as u64),
+        "in order, operands right"
+    );
+    assert_eq!(
+        h.iter().filter(|x| x.0 == 1).count() as u64,
+        handled,
+        "every handler hit"
+    );
 }

@@ -51,6 +51,52 @@ pub fn profiled(
     Some((json, stderr))
 }
 
+/// What the native counter's costs count here: `"instructions"` where its stubs read them with
+/// `rdpmc`, else `"nanoseconds"` (what a run of a program without marks reports).
+pub fn native_unit() -> String {
+    let out = bin()
+        .args(["run", "--counter", "native", "--json", "-", "true"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    r["unit"].as_str().unwrap().to_string()
+}
+
+/// Whether the native counter can run here (else said aloud).
+pub fn native() -> bool {
+    let out = bin()
+        .args(["run", "--counter", "native", "true"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    if err.contains("time-stamp counter is not invariant") {
+        cilkview_fixtures::skip(err.trim());
+        return false;
+    }
+    true
+}
+
+/// Whether the native counter runs here and measures time, as `--repeat` needs (else said
+/// aloud: where its stubs read instructions with `rdpmc`, every run counts the same).
+pub fn native_measures_time() -> bool {
+    if !native() {
+        return false;
+    }
+    let unit = native_unit();
+    if unit != "nanoseconds" {
+        cilkview_fixtures::skip(format!(
+            "the native counter counts {unit} here (rdpmc): --repeat is for time"
+        ));
+        return false;
+    }
+    true
+}
+
 /// cilkview-rs with `args` (killed after 60 s): its exit status, stdout and stderr.
 pub fn run_tool(args: &[&std::ffi::OsStr]) -> Output {
     bin()
