@@ -205,7 +205,7 @@ fn native_parallelism_within(exe: &Path, args: &[&str], label: &str, runs: u32, 
 
 /// Coarse strands (a spawn tree of 16 leaves of ~0.7 ms; rounds of 8 double-precision matrix
 /// multiplies of ~0.6 ms), each strand its minimum over 5 runs: parallelism by time within 5%
-/// of the exact one (measured: the tree 15.4–16.0 against 16.000, the rounds 7.86–7.99 against
+/// of the exact one (measured: the tree 15.4–16.0 against 16.000, the rounds 7.84–7.99 against
 /// 8.000, also beside three busy loops on 2 CPUs).
 #[test]
 #[ignore = "slow: runs cilkview-rs on compiled programs"]
