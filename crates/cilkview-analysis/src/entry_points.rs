@@ -166,19 +166,17 @@ pub fn run(request: &RunRequest, progress: &mut dyn Progress) -> Result<Analysis
     };
     let subject = request.program.display().to_string();
     let mut report = session.finish(info, &subject, false);
-    match repeated {
-        Some(Repeated { runs, warnings }) => {
-            report.counter.runs = runs;
-            report.warnings.extend(warnings);
-        }
-        // Time only: counted by `rdpmc`, strands have no noise to warn of.
-        None if outcome.counter.unit == cilkview_tracer::CostUnit::Nanoseconds => {
-            report.warnings.extend(short_strands_warning(
-                outcome.hits,
-                outcome.total_instructions,
-            ))
-        }
-        None => {}
+    let mut can_repeat = true;
+    if let Some(Repeated { runs, warnings }) = repeated {
+        report.counter.runs = runs;
+        report.warnings.extend(warnings);
+        can_repeat = false;
+    }
+    if outcome.counter.unit == cilkview_tracer::CostUnit::Nanoseconds {
+        let work = report.measures.work;
+        report
+            .warnings
+            .extend(strand_time_warning(outcome.hits, work, can_repeat));
     }
     if emulated_long {
         report.warnings.push(format!(
@@ -271,19 +269,33 @@ fn status_words(status: cilkview_events::ExitStatus) -> String {
 
 /// Strands shorter on average than this (ns) say that `--repeat` would help.
 const SHORT_STRANDS_NS: u64 = 500_000;
+/// Strands shorter on average than this (ns) are of the order of the stub's own cost taken off
+/// each (~10 ns, its spread a few ns): time cannot resolve them.
+const TOO_FINE_NS: u64 = 25;
 
-/// With the native counter, one run of short strands: the machine's interruptions lengthen the
-/// strands they land in, and the span, a longest path, collects them.
-fn short_strands_warning(hits: u64, total_ns: u64) -> Option<String> {
-    let mean = total_ns / hits.max(1);
-    (hits > 0 && mean < SHORT_STRANDS_NS).then(|| {
-        let mean = if mean < 1000 {
-            format!("{mean} ns")
-        } else {
-            format!("{:.1} µs", mean as f64 / 1000.0)
-        };
+/// What a time-based measure of `hits` strands of `work_ns` in all cannot see: strands too fine
+/// for time at all, or (when `--repeat` could help) short ones, which the machine's
+/// interruptions lengthen — and the span, a longest path, collects them.
+fn strand_time_warning(hits: u64, work_ns: u64, can_repeat: bool) -> Option<String> {
+    if hits == 0 {
+        return None;
+    }
+    let mean = work_ns / hits;
+    let shown = if mean < 1000 {
+        format!("{mean} ns")
+    } else {
+        format!("{:.1} µs", mean as f64 / 1000.0)
+    };
+    if mean < TOO_FINE_NS {
+        return Some(format!(
+            "strands are too fine for time (mean {shown} between marks, the order of the mark's \
+             own cost taken off each: the counter's reason says it): work and span by time say \
+             little here; count instructions (--counter emulate) or mark coarser strands"
+        ));
+    }
+    (can_repeat && mean < SHORT_STRANDS_NS).then(|| {
         format!(
-            "strands are short (mean {mean} between marks): each interruption of the machine (a \
+            "strands are short (mean {shown} between marks): each interruption of the machine (a \
              timer tick, the hypervisor; 15–40 µs on a VM) lengthens the strand it lands in and \
              the span collects them, so the parallelism by time reads low; --repeat 5 takes each \
              strand's minimum over 5 runs"
@@ -334,6 +346,12 @@ pub fn attach(
     };
     let subject = format!("process {} ({program})", request.pid);
     let mut report = session.finish(info, &subject, true);
+    if outcome.counter.unit == cilkview_tracer::CostUnit::Nanoseconds {
+        let work = report.measures.work;
+        report
+            .warnings
+            .extend(strand_time_warning(outcome.hits, work, false));
+    }
     report.attach = Some(AttachReport::new(
         request.pid,
         humantime::format_rfc3339_seconds(started).to_string(),

@@ -147,3 +147,29 @@ fn repeat_needs_the_native_counter() {
     let err = String::from_utf8_lossy(&zero.stderr);
     assert!(err.contains("--repeat"), "{err}");
 }
+
+/// A fib with a mark every few instructions: strands of a few ns, of the order of the stub's own
+/// cost taken off each — the report says time cannot resolve them (and, under --repeat, that the
+/// minimum of such strands says no more).
+#[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
+fn strands_too_fine_for_time_are_said_so() {
+    if !native_measures_time() {
+        return;
+    }
+    let exe = build("fib", &static_opts());
+    for flags in [
+        &["--counter", "native"][..],
+        &["--counter", "native", "--repeat", "2"],
+    ] {
+        let a = analyze_with(&exe, flags, &["20"]);
+        assert_eq!(a.code(), Some(0), "{}", a.stderr());
+        assert!(
+            a.stderr()
+                .contains("warning: strands are too fine for time (mean "),
+            "{flags:?}: {}",
+            a.stderr()
+        );
+        assert!(!a.stderr().contains("strands are short"), "{}", a.stderr());
+    }
+}
