@@ -263,3 +263,52 @@ fn attach_profiles_the_call_sites_of_the_window() {
         assert!(dir.path().join(format!("p.{ext}")).is_file(), "p.{ext}");
     }
 }
+
+/// fixtures/popf_rounds.c: rounds of strands that run `pushfq; popfq`; with "1" as the third
+/// argument each round also forks a child that prints and exits with 7, and reports how it ended.
+fn popf_rounds() -> std::path::PathBuf {
+    build("popf_rounds", &static_opts())
+}
+
+/// A single-stepped `popf` of the program's (`--counter step` steps every instruction of the
+/// window) made the kernel take the trap flag set for the step as the program's own: after the
+/// detach the process trapped at its next instruction and died of SIGTRAP (after round 9 of 40),
+/// and children it forked in the window, detached at once, did the same. Each counter that can
+/// run here leaves the program its own output and exit status.
+#[test]
+#[ignore = "slow: attaches cilkview-rs to compiled programs"]
+fn a_stepped_popf_leaves_the_program_and_its_children_running_after_the_detach() {
+    let exe = popf_rounds();
+    let args = ["40", "5", "1"];
+    let expected = unattached(&exe, &args);
+    assert_eq!(expected.1, Some(5));
+    assert!(expected.0.contains("child 39 exited 7\n"), "{}", expected.0);
+    for counter in ["step", "native", "hw"] {
+        let running = start(&exe, &args);
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("r.json");
+        let flags = ["--counter", counter, "--duration", "0.5"];
+        let tool = cilkview_attach(running.child.id(), &flags, &json);
+        let out = tool.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        if counter == "hw" && out.status.code() == Some(common::TOOL_FAILED) {
+            // The attach was refused (no PMU): the program runs on all the same.
+            assert_eq!(finish(running), expected, "after a refused attach: {err}");
+            cilkview_fixtures::skip(format!("--counter hw cannot run here: {err}"));
+            continue;
+        }
+        assert_eq!(out.status.code(), Some(0), "--counter {counter}: {err}");
+        let r: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        assert_eq!(r["attach"]["ended"], "duration", "--counter {counter}: {r}");
+        // The window ran strands of `popfq` (two spawns a round).
+        assert!(
+            r["spawns"].as_u64().unwrap() >= 2,
+            "--counter {counter}: {r}"
+        );
+        assert_eq!(
+            finish(running),
+            expected,
+            "after attach --counter {counter}: {err}"
+        );
+    }
+}

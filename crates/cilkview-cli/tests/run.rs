@@ -521,3 +521,32 @@ fn regions_side_by_side_and_plot_region() {
     );
     assert!(!dir.path().join("q.svg").exists());
 }
+
+/// `run --counter step` single-steps the program's own `pushfq; popfq` (fixtures/popf_rounds.c):
+/// the kernel then took the trap flag set for the step as the program's, and a child forked
+/// after it, detached at once, trapped at its first instruction and died of SIGTRAP ("child 0
+/// killed by Trace/breakpoint trap"). Each child now exits with its own status.
+#[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
+fn children_forked_after_a_stepped_popf_run_as_without_the_tool() {
+    let exe = fixture("popf_rounds");
+    let args = ["3", "5", "1"];
+    let native = cilkview_fixtures::command(&exe)
+        .args(args)
+        .output()
+        .unwrap();
+    let expected = String::from_utf8_lossy(&native.stdout);
+    assert_eq!(native.status.code(), Some(5));
+    assert!(expected.contains("child 2 exited 7\n"), "{expected}");
+    let out = bin()
+        .args(["run", "--counter", "step"])
+        .arg(&exe)
+        .args(args)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), expected, "{err}");
+    assert_eq!(out.status.code(), Some(5), "{err}");
+    // The strands of `popfq` were measured: two spawns a round.
+    assert!(err.contains("Spawns: 6"), "{err}");
+}

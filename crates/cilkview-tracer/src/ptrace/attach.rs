@@ -8,7 +8,7 @@ use nix::errno::Errno;
 use nix::libc;
 
 use super::counting::Counting;
-use super::{gone_ok, Thread, Tracer};
+use super::{gone_ok, regs_unless_gone, trap_flag, Thread, Tracer};
 use crate::procfs::{self, Mem};
 use crate::sys::{self, Tid, Wait};
 use crate::{
@@ -168,10 +168,16 @@ impl<C: Counting> Tracer<'_, C> {
         if !self.core.threads.contains_key(&pid) {
             return Err(TraceError::ExitedDuringAttach { pid });
         }
-        // Everything is stopped: arm, open counters, start measuring.
+        // Everything is stopped: note each thread's trap flag as the program has it (given back
+        // at detach: see `trap_flag`), arm, open counters, start measuring.
         let mut tids: Vec<Tid> = self.core.threads.keys().copied().collect();
         tids.sort_unstable();
         for &tid in &tids {
+            if let (Some(regs), Some(th)) =
+                (regs_unless_gone(tid)?, self.core.threads.get_mut(&tid))
+            {
+                th.trap_flag = trap_flag::of(&regs);
+            }
             self.counting.add_thread(tid, false)?;
         }
         self.arm(pid)?;
@@ -351,7 +357,8 @@ impl<C: Counting> Tracer<'_, C> {
                     // The process exec'd: the old image and its patches are gone,
                     // the other threads too. Only the exec'ing thread remains.
                     let former = sys::geteventmsg(tid).map(|m| m as Tid).unwrap_or(tid);
-                    let th = self.core.threads.remove(&former).unwrap_or_default();
+                    let mut th = self.core.threads.remove(&former).unwrap_or_default();
+                    th.trap_flag = 0; // an exec starts the new image with it clear
                     let others: Vec<Tid> = self.core.threads.keys().copied().collect();
                     for o in others {
                         self.reap(o);
@@ -449,6 +456,11 @@ impl<C: Counting> Tracer<'_, C> {
             self.counting.remove_thread(tid);
         }
         for &tid in &tids {
+            // Single-steps may have left the trap flag set: the program's own back.
+            let tf = self.core.threads.get(&tid).map_or(0, |th| th.trap_flag);
+            if let Err(e) = trap_flag::put_back(tid, tf) {
+                first_err.get_or_insert(e);
+            }
             let sig = stopped[&tid];
             match sys::detach_sig(tid, if sig == LISTEN { 0 } else { sig }) {
                 Ok(()) | Err(Errno::ESRCH) => {}

@@ -7,7 +7,8 @@
 //! - `threads.rs`: new threads, forked children, execs;
 //! - `probes.rs`: the mapped files and their probes, patched bytes;
 //! - `loader_hook.rs`: the dynamic loader's hook (breakpoints mode);
-//! - `attach.rs`: attaching to a running process and detaching from it.
+//! - `attach.rs`: attaching to a running process and detaching from it;
+//! - `trap_flag.rs`: the program's trap flag, given back after single-steps.
 
 mod attach;
 pub(crate) mod counting;
@@ -15,6 +16,7 @@ mod launch;
 mod loader_hook;
 mod probes;
 mod threads;
+mod trap_flag;
 
 pub(crate) use attach::attach;
 pub(crate) use launch::run;
@@ -34,6 +36,10 @@ use crate::{EventSink, ExitStatus, TraceError, TraceEvent};
 struct Thread {
     /// Its `ThreadExit` was reported (it is exiting, or no longer measured).
     exit_reported: bool,
+    /// The trap flag as the program has it (`trap_flag::TRAP_FLAG` or 0: as the tool first
+    /// stopped the thread at attach, as its creator had it, clear after an exec), given back
+    /// when it is detached.
+    trap_flag: u64,
 }
 
 /// The state of a session that does not depend on how instructions are counted.
@@ -53,6 +59,9 @@ pub(crate) struct Core<'s> {
     expected: HashSet<Tid>,
     /// New tasks seen (first stop or death) before their parent's event.
     seen_new: HashSet<Tid>,
+    /// The program's trap flag of the creators of expected tasks that have it set (see
+    /// `Thread::trap_flag`).
+    inherited_trap_flag: HashMap<Tid, u64>,
 }
 
 impl<'s> Core<'s> {
@@ -70,6 +79,7 @@ impl<'s> Core<'s> {
             nthreads: 0,
             expected: HashSet::new(),
             seen_new: HashSet::new(),
+            inherited_trap_flag: HashMap::new(),
         }
     }
 

@@ -4,7 +4,7 @@
 use nix::libc;
 
 use super::counting::Counting;
-use super::{gone_ok, Core, Thread, Tracer};
+use super::{gone_ok, trap_flag, Core, Thread, Tracer};
 use crate::procfs::{self, Mem};
 use crate::sys::{self, Tid};
 use crate::{TraceError, TraceEvent};
@@ -16,12 +16,17 @@ impl Core<'_> {
             let new = new as Tid;
             if !self.threads.contains_key(&new) && !self.seen_new.remove(&new) {
                 self.expected.insert(new);
+                let tf = self.threads.get(&parent).map_or(0, |th| th.trap_flag);
+                if tf != 0 {
+                    self.inherited_trap_flag.insert(new, tf);
+                }
             }
         }
     }
 
     /// A task not in `threads` stopped for the first time or died.
     pub(crate) fn note_seen(&mut self, tid: Tid) {
+        self.inherited_trap_flag.remove(&tid);
         if !self.expected.remove(&tid) {
             self.seen_new.insert(tid);
         }
@@ -48,6 +53,8 @@ impl<C: Counting> Tracer<'_, C> {
         event: i32,
     ) -> Result<Option<i32>, TraceError> {
         let core = &mut self.core;
+        // The program's trap flag is its creator's (a task seen before its creator's event: clear).
+        let tf = core.inherited_trap_flag.get(&tid).copied().unwrap_or(0);
         core.note_seen(tid);
         let tgid = match procfs::tgid(tid) {
             Ok(t) => t,
@@ -67,10 +74,21 @@ impl<C: Counting> Tracer<'_, C> {
                         .map_err(|source| TraceError::Proc { pid: tid, source })?;
                 }
             }
+            // Created by a single-stepped thread, it may carry the trap flag a stepped `popf`
+            // left set (see `trap_flag`).
+            if !trap_flag::put_back(tid, tf)? {
+                return Ok(None); // gone
+            }
             gone_ok("DETACH", tid, sys::detach(tid))?;
             return Ok(None);
         }
-        core.threads.insert(tid, Thread::default());
+        core.threads.insert(
+            tid,
+            Thread {
+                trap_flag: tf,
+                ..Thread::default()
+            },
+        );
         if !core.execed {
             // Attaching, not measuring yet: counting starts and starts are
             // reported for all threads at once when measuring begins.
@@ -94,7 +112,8 @@ impl<C: Counting> Tracer<'_, C> {
             // A non-leader thread exec'd and took over the leader's tid.
             self.reap(tid);
         }
-        let th = self.core.threads.remove(&former).unwrap_or_default();
+        let mut th = self.core.threads.remove(&former).unwrap_or_default();
+        th.trap_flag = 0; // an exec starts the new image with it clear
         self.core.threads.insert(tid, th);
         if self.core.execed {
             self.counting.flush(&mut self.core, former)?;

@@ -3,11 +3,10 @@
 //! they were.
 
 use nix::errno::Errno;
-use nix::libc;
 
 use super::inject::{sent, STEPPING_MASK};
 use super::Native;
-use crate::ptrace::{ptrace_err, regs_unless_gone};
+use crate::ptrace::{ptrace_err, regs_unless_gone, trap_flag};
 use crate::sys::{self, Tid, Wait};
 use crate::TraceError;
 
@@ -57,7 +56,8 @@ impl Native {
 
     /// Single-step `tid` until its `%rip` is out of the stub pages (a stub and its slow path
     /// are a few hundred instructions once the slot is drained; the bound only guards against
-    /// a hang), then give it back the trap flag it stopped with. Returns false if it died.
+    /// a hang), then give it back the trap flag it stopped with (see `trap_flag`). Returns false if it
+    /// died.
     fn step_out_of_stubs(&mut self, tid: Tid) -> Result<bool, TraceError> {
         // The program's trap flag, as the thread stopped in the stub (which keeps the flags).
         let mut tf = None;
@@ -68,9 +68,9 @@ impl Native {
             let Some(regs) = regs_unless_gone(tid)? else {
                 return Ok(false);
             };
-            let tf = *tf.get_or_insert(regs.eflags & TRAP_FLAG);
+            let tf = *tf.get_or_insert(trap_flag::of(&regs));
             if !region.in_stubs(regs.rip) {
-                return restore_trap_flag(tid, regs, tf);
+                return trap_flag::put_back_in(tid, regs, tf);
             }
             self.collect(tid);
             match sys::step(tid, 0) {
@@ -89,33 +89,9 @@ impl Native {
             }
         }
         match (tf, regs_unless_gone(tid)?) {
-            (Some(tf), Some(regs)) => restore_trap_flag(tid, regs, tf),
+            (Some(tf), Some(regs)) => trap_flag::put_back_in(tid, regs, tf),
             (_, regs) => Ok(regs.is_some()),
         }
-    }
-}
-
-/// The trap flag (`TF`) in `eflags`.
-const TRAP_FLAG: u64 = 1 << 8;
-
-/// Thread `tid`, single-stepped (its registers now `regs`), had the trap flag `tf` before the
-/// steps: put it back if they changed it. A stepped `popf` (the slow path's, restoring the
-/// flags it saved) makes the x86 kernel take the flag as the program's own: it stays set after
-/// the next `PTRACE_CONT` and the thread then traps after every instruction, each trap a
-/// SIGTRAP for the program. Returns false if the thread is gone.
-fn restore_trap_flag(
-    tid: Tid,
-    mut regs: libc::user_regs_struct,
-    tf: u64,
-) -> Result<bool, TraceError> {
-    if regs.eflags & TRAP_FLAG == tf {
-        return Ok(true);
-    }
-    regs.eflags = (regs.eflags & !TRAP_FLAG) | tf;
-    match sys::setregs(tid, regs) {
-        Ok(()) => Ok(true),
-        Err(Errno::ESRCH) => Ok(false),
-        Err(e) => Err(ptrace_err("SETREGS", tid)(e)),
     }
 }
 
