@@ -7,11 +7,9 @@
 #     timer tick of CONFIG_HZ=250; pauses of a millisecond and more are preemptions, or, at
 #     real-time priority, the kernel's RT throttling: 50 ms of every second a real-time task
 #     spins);
-#   - the stencil's rows timed by the program itself, each its minimum over 9 runs: which rows are
-#     the longest of their sweep once the machine's pauses are gone, and by how much;
 #   - a markdown table: each fixture's parallelism by emulation, then ROUNDS native runs at the
 #     normal policy, ROUNDS under chrt -f 10, and ROUNDS with each --repeat of REPEATS (default
-#     "5 9 15": each strand's minimum over that many runs) (min-max), with the load average.
+#     "5 15 100": each strand's minimum over that many runs) (min-max), with the load average.
 # The tool is target/release/cilkview-rs (built here) unless CILKVIEW_BIN names another.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,7 +18,7 @@ if [ -z "${CILKVIEW_BIN:-}" ]; then
 fi
 bin=${CILKVIEW_BIN:-target/release/cilkview-rs}
 rounds=${ROUNDS:-4}
-read -r -a repeats <<<"${REPEATS:-5 9 15}"
+read -r -a repeats <<<"${REPEATS:-5 15 100}"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 inc="-I crates/cilkview-marks/include -I fixtures"
@@ -89,54 +87,6 @@ echo "pauses, normal policy: $("$work/pauses")"
 if [ ${#rt[@]} -gt 0 ]; then
     echo "pauses, chrt -f 10:    $("${rt[@]}" "$work/pauses")"
 fi
-echo
-
-# The stencil's rows timed by the program itself (no tool: rdtsc around each row of
-# fixtures/stencil_outer.c's loop, 256^2, 400 sweeps), each row's minimum over 9 runs: which row
-# is the longest of its sweep, and by how much, once the machine's pauses are gone.
-cat >"$work/rows.c" <<'EOF'
-#include <stdio.h>
-#include <x86intrin.h>
-#define N 256
-#define T 400
-static double grid[2][N][N];
-static unsigned long long d[T][N];
-int main(void) {
-    for (int i = 0; i < N; i++)
-        for (int j = 0; j < N; j++) grid[0][i][j] = (double)((i * 7 + j * 3) % 10);
-    for (int s = 0; s < T; s++) {
-        double(*src)[N] = grid[s % 2], (*dst)[N] = grid[(s + 1) % 2];
-        for (int i = 1; i < N - 1; i++) {
-            unsigned long long a = __rdtsc();
-            for (int j = 1; j < N - 1; j++)
-                dst[i][j] = 0.2 * (src[i][j] + src[i - 1][j] + src[i + 1][j] + src[i][j - 1] +
-                                   src[i][j + 1]);
-            d[s][i] = __rdtsc() - a;
-        }
-    }
-    fwrite(d, sizeof d, 1, stdout);
-    return grid[T % 2][N / 2][N / 2] < 0;
-}
-EOF
-cc -O2 "$work/rows.c" -o "$work/rows"
-for k in $(seq 9); do "$work/rows" >"$work/rows.$k"; done
-python3 - "$work" <<'PY'
-import collections, struct, sys
-runs = [struct.unpack("%dQ" % (400 * 256), open(f"{sys.argv[1]}/rows.{k}", "rb").read())
-        for k in range(1, 10)]
-longest, over = collections.Counter(), []
-for s in range(400):
-    row = [min(r[s * 256 + i] for r in runs) for i in range(1, 255)]
-    m = max(row)
-    longest[row.index(m) + 1] += 1
-    over.append(m / (sum(row) / len(row)) - 1)
-top = ", ".join(f"row {r} in {n}" for r, n in longest.most_common(3))
-over.sort()
-print(f"stencil rows timed by the program (no tool), each its minimum over 9 runs: the longest of "
-      f"a sweep is {top} of 400 sweeps, {100 * over[len(over) // 2]:.0f}% above the sweep's mean "
-      f"row (median; 10th-90th percentile {100 * over[len(over) // 10]:.0f}-"
-      f"{100 * over[len(over) * 9 // 10]:.0f}%)")
-PY
 echo
 
 for f in stencil_outer matmul coarse_tree coarse_matmul; do
