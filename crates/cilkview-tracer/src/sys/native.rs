@@ -191,41 +191,6 @@ impl CodePage {
     }
 }
 
-/// A perf event's first page (`perf_event_mmap_page`) mapped read-only, unmapped on drop.
-struct CounterPage(*mut libc::c_void);
-
-impl CounterPage {
-    fn map(fd: &std::os::fd::OwnedFd) -> io::Result<CounterPage> {
-        use std::os::fd::AsRawFd;
-        // SAFETY: maps the event's first page read-only; unmapped in Drop.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                4096,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(CounterPage(p))
-    }
-
-    fn addr(&self) -> u64 {
-        self.0 as u64
-    }
-}
-
-impl Drop for CounterPage {
-    fn drop(&mut self) {
-        // SAFETY: our own mapping; the stubs reading it have returned.
-        unsafe { libc::munmap(self.0, 4096) };
-    }
-}
-
 // SAFETY: the mapping is owned; it is written only through &mut and executed after sealing.
 unsafe impl Send for CodePage {}
 unsafe impl Sync for CodePage {}
@@ -313,7 +278,7 @@ fn median_hit(reading: Reading) -> io::Result<u64> {
                 Reading::Tsc => None,
                 Reading::Rdpmc => {
                     let fd = super::open_user_perf_event(super::rdpmc::instructions(), 0)?;
-                    let page = CounterPage::map(&fd)?;
+                    let page = super::rdpmc::CounterPage::map(&fd)?;
                     // SAFETY: `slot` is not read or written by anyone else before the join.
                     unsafe { *(ptr as *mut u64).add((COUNTER_PAGE / 8) as usize) = page.addr() };
                     Some((fd, page))

@@ -123,28 +123,10 @@ pub fn user_instructions_counter() -> Result<(), RdpmcUnavailable> {
         return Err(RdpmcUnavailable::Disabled { dir });
     }
     let fd = super::open_user_perf_event(instructions(), 0).map_err(RdpmcUnavailable::Open)?;
-    // SAFETY: maps the event's first page read-only; unmapped below.
-    let page = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            4096,
-            libc::PROT_READ,
-            libc::MAP_SHARED,
-            fd.as_raw_fd(),
-            0,
-        )
-    };
-    if page == libc::MAP_FAILED {
-        return Err(RdpmcUnavailable::Map(io::Error::last_os_error()));
-    }
-    let word = |at: usize| -> u64 {
-        // SAFETY: inside the mapped page, aligned; the kernel updates it (a volatile read).
-        unsafe { std::ptr::read_volatile(page.cast::<u8>().add(at).cast::<u64>()) }
-    };
-    let caps = word(std::mem::offset_of!(perf_event_mmap_page, __bindgen_anon_1));
-    let index = word(std::mem::offset_of!(perf_event_mmap_page, index)) as u32;
-    // SAFETY: our own mapping, no reference to it outlives this call.
-    unsafe { libc::munmap(page, 4096) };
+    let page = CounterPage::map(&fd).map_err(RdpmcUnavailable::Map)?;
+    let caps = page.word(std::mem::offset_of!(perf_event_mmap_page, __bindgen_anon_1));
+    let index = page.word(std::mem::offset_of!(perf_event_mmap_page, index)) as u32;
+    drop(page);
     if caps & CAP_USER_RDPMC == 0 {
         return Err(RdpmcUnavailable::NoCapability);
     }
@@ -154,6 +136,48 @@ pub fn user_instructions_counter() -> Result<(), RdpmcUnavailable> {
     // The tool reads each thread's count at its exit from a copy of the program's descriptor.
     fd_of(std::process::id() as i32, fd.as_raw_fd()).map_err(RdpmcUnavailable::NoFdCopy)?;
     Ok(())
+}
+
+/// A perf event's first page (`perf_event_mmap_page`) mapped read-only, unmapped on drop.
+pub(crate) struct CounterPage(*mut libc::c_void);
+
+impl CounterPage {
+    pub(crate) fn map(fd: &std::os::fd::OwnedFd) -> io::Result<CounterPage> {
+        // SAFETY: maps the event's first page read-only; unmapped in Drop.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                4096,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(CounterPage(p))
+    }
+
+    /// The 8 bytes at byte `at` of the page, as the kernel last wrote them.
+    pub(crate) fn word(&self, at: usize) -> u64 {
+        assert!(at + 8 <= 4096 && at % 8 == 0);
+        // SAFETY: inside the mapped page, aligned; the kernel updates it (a volatile read).
+        unsafe { std::ptr::read_volatile(self.0.cast::<u8>().add(at).cast::<u64>()) }
+    }
+
+    /// Where it is mapped.
+    pub(crate) fn addr(&self) -> u64 {
+        self.0 as u64
+    }
+}
+
+impl Drop for CounterPage {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping; the stubs reading it have returned.
+        unsafe { libc::munmap(self.0, 4096) };
+    }
 }
 
 #[cfg(test)]
