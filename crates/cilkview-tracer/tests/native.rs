@@ -362,16 +362,7 @@ int main(void) {
     let exe = p.exe.to_str().unwrap().to_string();
     let exe_name = std::fs::canonicalize(&p.exe).unwrap();
     let out = run(
-        &TraceOptions {
-            program: "/bin/sh".into(),
-            args: vec![
-                "-c".into(),
-                format!("exec {exe} > {}", out_file.display()).into(),
-            ],
-            counter: CounterMode::Native,
-            bind_cpu: false,
-            env: Vec::new(),
-        },
+        &native_with_stdout(&exe, &[], &out_file),
         in_exe(&exe_name, &probes),
         |_| {},
     )
@@ -450,16 +441,7 @@ int main(void) {
     let mut events = vec![];
     let mut seen = 0u64;
     let out = run(
-        &TraceOptions {
-            program: "/bin/sh".into(),
-            args: vec![
-                "-c".into(),
-                format!("exec {exe} > {}", out_file.display()).into(),
-            ],
-            counter: CounterMode::Native,
-            bind_cpu: false,
-            env: Vec::new(),
-        },
+        &native_with_stdout(&exe, &[], &out_file),
         in_exe(&exe_name, &probes),
         |e| {
             if matches!(e, TraceEvent::Hit { .. }) {
@@ -618,16 +600,7 @@ fn a_leaf_functions_red_zone_is_untouched() {
         let exe_name = std::fs::canonicalize(&exe).unwrap();
         let mut n = 0u64;
         let o = run(
-            &TraceOptions {
-                program: "/bin/sh".into(),
-                args: vec![
-                    "-c".into(),
-                    format!("exec {} 200000 > {}", exe.display(), out_file.display()).into(),
-                ],
-                counter: CounterMode::Native,
-                bind_cpu: false,
-                env: Vec::new(),
-            },
+            &native_with_stdout(&exe.display().to_string(), &["200000"], &out_file),
             in_exe(&exe_name, &probes),
             |e| n += matches!(e, TraceEvent::Hit { .. }) as u64,
         )
@@ -661,4 +634,19 @@ fn every_loop_and_handler_hit(events: &[TraceEvent], handled: u64) {
         handled,
         "every handler hit"
     );
+}
+
+/// `EXE ARGS` measured natively through `sh -c 'exec EXE ARGS > OUT'` (its standard output in
+/// the file `out`, read after the run).
+fn native_with_stdout(exe: &str, args: &[&str], out: &Path) -> TraceOptions {
+    TraceOptions {
+        program: "/bin/sh".into(),
+        args: vec![
+            "-c".into(),
+            format!("exec {exe} {} > {}", args.join(" "), out.display()).into(),
+        ],
+        counter: CounterMode::Native,
+        bind_cpu: false,
+        env: Vec::new(),
+    }
 }
