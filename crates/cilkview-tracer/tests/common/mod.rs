@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod emulated;
+pub mod native;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
