@@ -245,7 +245,8 @@ pub struct RunArgs {
     pub no_cpu_binding: bool,
     /// With --counter native: run the program N times and take each strand's minimum time (an
     /// interruption of the machine lengthens a strand in one run, rarely the same one again).
-    /// The program's output appears N times; its marks must be hit in the same order each run.
+    /// The program's output appears N times; its marks must be hit in the same order each run
+    /// (standard input reaches the first run only).
     #[arg(long, value_name = "N", default_value_t = 1, help_heading = "Counting",
           value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub repeat: u32,
