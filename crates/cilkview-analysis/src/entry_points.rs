@@ -195,8 +195,8 @@ struct Repeated {
 }
 
 /// `--repeat`: runs the program `runs` times, each strand's cost the minimum over the runs,
-/// replayed into `session`. A run that ends otherwise than the first (a signal, another exit
-/// status) ends the repetitions; one whose marks depart from the first's is used up to there.
+/// replayed into `session`. A run is used up to where its marks depart from the first's (if
+/// they do); one that ends otherwise than the first (a signal, another exit status) is the last.
 fn run_repeatedly(
     request: &RunRequest,
     options: &TraceOptions,
@@ -219,20 +219,21 @@ fn run_repeatedly(
         let mut folder = Folder::new(&mut recorded);
         let later = backend.run(options, counter.clone(), &mut folder)?;
         let divergence = folder.finish();
+        done = run;
         if later.status != outcome.status {
-            let unused = if run == runs {
-                format!("run {run} was")
-            } else {
-                format!("runs {run} to {runs} were")
+            let rest = match runs - run {
+                0 => String::new(),
+                1 => format!("; run {runs} was not made"),
+                _ => format!("; runs {} to {runs} were not made", run + 1),
             };
             warnings.push(format!(
-                "--repeat: run {run} ended with {} where run 1 ended with {}: {unused} not used",
+                "--repeat: run {run} ended with {} where run 1 ended with {}: its strands were used \
+                 where its marks matched run 1's{rest}",
                 status_words(later.status),
                 status_words(outcome.status)
             ));
             break;
         }
-        done = run;
         if let Some(divergence) = divergence {
             warnings.push(format!(
                 "--repeat: run {run} did not hit the marks of run 1 in the same order ({divergence}): \
