@@ -34,6 +34,16 @@ fn hit(probe: usize, tid: i32, cost: u64) -> TraceEvent {
     }
 }
 
+/// The exec of image 0 (two probes) by thread `tid`, after `cost`.
+fn exec(tid: i32, cost: u64) -> TraceEvent {
+    TraceEvent::Exec {
+        image: 0,
+        tid,
+        cost,
+        probes: 2,
+    }
+}
+
 fn packed(hits: &[(usize, u64)]) -> Vec<u64> {
     hits.iter()
         .map(|&(p, c)| PackedHit::new(p, c).unwrap().0)
@@ -47,12 +57,7 @@ fn feed(sink: &mut dyn EventSink, main: i32, worker: i32, costs: [u64; 7]) {
     let probes = sink.probes_for(Path::new("/bin/app")).unwrap();
     assert_eq!(probes.len(), 2);
     sink.image_base(0x40_0000);
-    sink.event(TraceEvent::Exec {
-        image: 0,
-        tid: main,
-        cost: costs[0],
-        probes: 2,
-    });
+    sink.event(exec(main, costs[0]));
     sink.hits(main, &packed(&[(0, costs[1]), (1, costs[2])]));
     sink.event(TraceEvent::ThreadStart { tid: worker });
     sink.event(TraceEvent::Hit {
@@ -72,6 +77,9 @@ fn feed(sink: &mut dyn EventSink, main: i32, worker: i32, costs: [u64; 7]) {
     });
 }
 
+/// The first run's seven strand costs in most tests.
+const FIRST: [u64; 7] = [50, 10, 20, 30, 40, 5, 6];
+
 fn record(costs: [u64; 7]) -> RecordedRun {
     let mut answerer = Kept::default();
     let mut recorder = Recorder::new(&mut answerer);
@@ -89,7 +97,7 @@ fn replayed(run: &RecordedRun) -> Kept {
 
 #[test]
 fn each_strand_is_the_minimum_of_the_runs_in_the_first_runs_order() {
-    let mut run = record([50, 10, 20, 30, 40, 5, 6]);
+    let mut run = record(FIRST);
     // Other thread ids: threads are matched by order of appearance.
     let mut folder = Folder::new(&mut run);
     feed(&mut folder, 200, 201, [60, 4, 25, 3, 41, 5, 1]);
@@ -105,12 +113,7 @@ fn each_strand_is_the_minimum_of_the_runs_in_the_first_runs_order() {
     assert_eq!(
         kept.events,
         [
-            TraceEvent::Exec {
-                image: 0,
-                tid: 100,
-                cost: 45,
-                probes: 2
-            },
+            exec(100, 45),
             hit(0, 100, 4),
             hit(1, 100, 19),
             TraceEvent::ThreadStart { tid: 101 },
@@ -129,15 +132,10 @@ fn each_strand_is_the_minimum_of_the_runs_in_the_first_runs_order() {
 
 #[test]
 fn a_run_that_departs_is_used_up_to_where_it_departs() {
-    let mut run = record([50, 10, 20, 30, 40, 5, 6]);
+    let mut run = record(FIRST);
     let mut folder = Folder::new(&mut run);
     folder.probes_for(Path::new("/bin/app")).unwrap();
-    folder.event(TraceEvent::Exec {
-        image: 0,
-        tid: 7,
-        cost: 1,
-        probes: 2,
-    });
+    folder.event(exec(7, 1));
     // Probe 1 where the first run had probe 0: the main thread's rest is not used.
     folder.hits(7, &packed(&[(1, 1), (1, 1)]));
     assert_eq!(
@@ -153,15 +151,10 @@ fn a_run_that_departs_is_used_up_to_where_it_departs() {
 
 #[test]
 fn a_run_that_ends_early_says_so_and_keeps_what_it_matched() {
-    let mut run = record([50, 10, 20, 30, 40, 5, 6]);
+    let mut run = record(FIRST);
     let mut folder = Folder::new(&mut run);
     folder.probes_for(Path::new("/bin/app")).unwrap();
-    folder.event(TraceEvent::Exec {
-        image: 0,
-        tid: 7,
-        cost: 2,
-        probes: 2,
-    });
+    folder.event(exec(7, 2));
     folder.hits(7, &packed(&[(0, 3)]));
     let divergence = folder.finish().unwrap();
     assert_eq!(divergence.thread, 1);
@@ -175,28 +168,19 @@ fn a_run_that_ends_early_says_so_and_keeps_what_it_matched() {
 
 #[test]
 fn a_run_mapping_another_image_is_not_used_from_there() {
-    let mut run = record([50, 10, 20, 30, 40, 5, 6]);
+    let mut run = record(FIRST);
     let mut folder = Folder::new(&mut run);
     assert_eq!(folder.probes_for(Path::new("/bin/other")).unwrap(), []);
-    feed_rest_of_main(&mut folder);
+    folder.event(exec(1, 1));
+    folder.hits(1, &packed(&[(0, 1), (1, 1)]));
     let divergence = folder.finish().unwrap();
     assert_eq!(divergence.what, "it mapped /bin/other as its image 0");
     assert_eq!(run.total(), 50 + 10 + 20 + 30 + 40 + 5 + 6);
 }
 
-fn feed_rest_of_main(sink: &mut dyn EventSink) {
-    sink.event(TraceEvent::Exec {
-        image: 0,
-        tid: 1,
-        cost: 1,
-        probes: 2,
-    });
-    sink.hits(1, &packed(&[(0, 1), (1, 1)]));
-}
-
 #[test]
 fn a_thread_the_first_run_did_not_have_is_a_divergence() {
-    let mut run = record([50, 10, 20, 30, 40, 5, 6]);
+    let mut run = record(FIRST);
     let mut folder = Folder::new(&mut run);
     feed(&mut folder, 1, 2, [1; 7]);
     folder.event(TraceEvent::ThreadStart { tid: 3 });
