@@ -100,28 +100,6 @@ fn event_tid(event: &TraceEvent) -> i32 {
     }
 }
 
-fn with_tid_and_cost(event: TraceEvent, new_tid: i32, new_cost: u64) -> TraceEvent {
-    match event {
-        TraceEvent::Exec { image, probes, .. } => TraceEvent::Exec {
-            image,
-            tid: new_tid,
-            cost: new_cost,
-            probes,
-        },
-        TraceEvent::Hit { probe, operand, .. } => TraceEvent::Hit {
-            probe,
-            tid: new_tid,
-            cost: new_cost,
-            operand,
-        },
-        TraceEvent::ThreadExit { .. } => TraceEvent::ThreadExit {
-            tid: new_tid,
-            cost: new_cost,
-        },
-        TraceEvent::ThreadStart { .. } => TraceEvent::ThreadStart { tid: new_tid },
-    }
-}
-
 /// Threads by order of appearance: a run's thread ids are its own.
 #[derive(Default)]
 struct ThreadOrder {
@@ -369,15 +347,17 @@ impl RecordedRun {
                 }
                 Item::ImageBase(base) => sink.image_base(*base),
                 Item::Event { thread, event } => {
-                    let strands = &self.threads[*thread as usize];
-                    let i = &mut next[*thread as usize];
-                    let cost = if strand_end(event).is_some() {
+                    // The event as it came, with its strand's minimum as its cost.
+                    let mut event = *event;
+                    if let TraceEvent::Exec { cost, .. }
+                    | TraceEvent::Hit { cost, .. }
+                    | TraceEvent::ThreadExit { cost, .. } = &mut event
+                    {
+                        let i = &mut next[*thread as usize];
+                        *cost = self.threads[*thread as usize].costs[*i];
                         *i += 1;
-                        strands.costs[*i - 1]
-                    } else {
-                        0
-                    };
-                    sink.event(with_tid_and_cost(*event, strands.tid, cost));
+                    }
+                    sink.event(event);
                 }
                 Item::Hits { thread, count } => {
                     let strands = &self.threads[*thread as usize];
