@@ -50,31 +50,31 @@ fn parse_span_coefficient(s: &str) -> Result<f64, String> {
     }
 }
 
-/// A `--burden`: a number of instructions, or a time (for `--counter native`, whose costs are
-/// nanoseconds).
+/// A cost given on the command line (`--burden`, `--task-cost`): a number of instructions, or
+/// a time (for `--counter native` measuring time, whose costs are nanoseconds).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Burden {
+pub enum Cost {
     Instructions(u64),
     Nanoseconds(u64),
 }
 
-impl Burden {
+impl Cost {
     /// The value in the unit of a report's costs, if it
     /// is in that unit.
     pub fn in_unit(self, unit: CostUnit) -> Option<u64> {
         match (self, unit) {
-            (Burden::Nanoseconds(ns), CostUnit::Nanoseconds) => Some(ns),
-            (Burden::Instructions(n), u) if u != CostUnit::Nanoseconds => Some(n),
+            (Cost::Nanoseconds(ns), CostUnit::Nanoseconds) => Some(ns),
+            (Cost::Instructions(n), u) if u != CostUnit::Nanoseconds => Some(n),
             _ => None,
         }
     }
 }
 
-impl std::fmt::Display for Burden {
+impl std::fmt::Display for Cost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Burden::Instructions(n) => write!(f, "{n}"),
-            Burden::Nanoseconds(ns) => write!(f, "{ns}ns"),
+            Cost::Instructions(n) => write!(f, "{n}"),
+            Cost::Nanoseconds(ns) => write!(f, "{ns}ns"),
         }
     }
 }
@@ -83,35 +83,48 @@ impl std::fmt::Display for Burden {
 /// small enough that the burdened sums of any run of fewer than ~10^10 spawns fit in 64 bits.
 pub const MAX_BURDEN: u64 = 1_000_000_000;
 
-fn parse_burden(s: &str) -> Result<Burden, String> {
-    const HELP: &str = "expected a whole number of instructions ≥ 0 (Cilkview uses 15000), or a \
-                        time for --counter native such as 5us, 2500ns, 0.01ms";
+fn parse_burden(s: &str) -> Result<Cost, String> {
+    parse_cost(s, "Cilkview uses 15000", "5us, 2500ns, 0.01ms")
+}
+
+/// `--task-cost`: as [`parse_burden`], bounded alike.
+pub fn parse_task_cost(s: &str) -> Result<Cost, String> {
+    parse_cost(s, "the default is 10000", "2.5us, 2500ns")
+}
+
+/// A number of instructions (at most [`MAX_BURDEN`]), or a time with its unit (ns, us, µs, ms,
+/// s; at most 1 s); `usual` and `times` complete the messages.
+fn parse_cost(s: &str, usual: &str, times: &str) -> Result<Cost, String> {
+    let help = || {
+        format!(
+            "expected a whole number of instructions ≥ 0 ({usual}), or a time for --counter \
+             native such as {times}"
+        )
+    };
     if let Ok(n) = s.parse::<u64>() {
         return if n <= MAX_BURDEN {
-            Ok(Burden::Instructions(n))
+            Ok(Cost::Instructions(n))
         } else {
-            Err(format!(
-                "at most {MAX_BURDEN} instructions (Cilkview uses 15000)"
-            ))
+            Err(format!("at most {MAX_BURDEN} instructions ({usual})"))
         };
     }
     let split = s
         .find(|c: char| c.is_alphabetic() || c == 'µ')
-        .ok_or(HELP)?;
+        .ok_or_else(help)?;
     let (value, unit) = s.split_at(split);
     let scale = match unit {
         "ns" => 1.0,
         "us" | "µs" => 1e3,
         "ms" => 1e6,
         "s" => 1e9,
-        _ => return Err(HELP.into()),
+        _ => return Err(help()),
     };
     match value.parse::<f64>() {
         Ok(v) if v.is_finite() && v >= 0.0 && v * scale <= MAX_BURDEN as f64 => {
-            Ok(Burden::Nanoseconds((v * scale).round() as u64))
+            Ok(Cost::Nanoseconds((v * scale).round() as u64))
         }
         Ok(v) if v.is_finite() && v >= 0.0 => Err(format!("at most {MAX_BURDEN}ns (1s)")),
-        _ => Err(HELP.into()),
+        _ => Err(help()),
     }
 }
 
@@ -123,7 +136,7 @@ pub struct ModelOptions {
     /// instructions; 5us for a time]
     #[arg(long, value_name = "INSTRUCTIONS|TIME", value_parser = parse_burden,
           allow_negative_numbers = true)]
-    pub burden: Option<Burden>,
+    pub burden: Option<Cost>,
     /// Span coefficient δ of the speedup lower bound T1 / (T1/P + 2δ(1−1/P)·burdened span).
     #[arg(long, value_name = "D", default_value_t = DEFAULT_SPAN_COEFFICIENT,
           value_parser = parse_span_coefficient, allow_negative_numbers = true)]
@@ -139,42 +152,69 @@ impl ModelOptions {
     /// each unit applies when the chosen counter counts in it). The native counter's unit is
     /// this machine's: instructions where its stubs can read them with `rdpmc`, else time.
     pub fn check_unit(&self, counter: CounterMode) -> anyhow::Result<()> {
-        let unit = match counter {
-            CounterMode::Auto => None,
-            // Unavailable: the run says why.
-            CounterMode::Native => cilkview_analysis::native_unit(),
-            _ => Some(CostUnit::Instructions),
-        };
-        self.check_unit_in(counter, unit)
+        check_cost_unit(self.burden.map(|b| ("--burden", b)), counter)
     }
 
     /// [`ModelOptions::check_unit`] for `counter` counting in `unit` (`None`: not known yet).
+    #[cfg(test)]
     fn check_unit_in(&self, counter: CounterMode, unit: Option<CostUnit>) -> anyhow::Result<()> {
-        let (Some(b), Some(unit)) = (self.burden, unit) else {
-            return Ok(());
-        };
-        if b.in_unit(unit).is_some() {
-            return Ok(());
-        }
-        let here = if counter == CounterMode::Native {
-            if unit == CostUnit::Nanoseconds {
-                " here (no user-space rdpmc)"
-            } else {
-                " here (rdpmc)"
-            }
+        check_cost_unit_in(self.burden.map(|b| ("--burden", b)), counter, unit)
+    }
+}
+
+/// What `counter`'s costs count here, if known before the run (`auto`: not yet).
+fn counter_unit(counter: CounterMode) -> Option<CostUnit> {
+    match counter {
+        CounterMode::Auto => None,
+        // Unavailable: the run says why.
+        CounterMode::Native => cilkview_analysis::native_unit(),
+        _ => Some(CostUnit::Instructions),
+    }
+}
+
+/// A cost option (`--burden`, `--task-cost`: its flag and value) in the wrong unit for an
+/// explicit `--counter` is an error (under `auto` each unit applies when the chosen counter
+/// counts in it). The native counter's unit is this machine's: instructions where its stubs can
+/// read them with `rdpmc`, else time.
+pub fn check_cost_unit(cost: Option<(&str, Cost)>, counter: CounterMode) -> anyhow::Result<()> {
+    check_cost_unit_in(cost, counter, counter_unit(counter))
+}
+
+/// [`check_cost_unit`] for `counter` counting in `unit` (`None`: not known yet).
+fn check_cost_unit_in(
+    cost: Option<(&str, Cost)>,
+    counter: CounterMode,
+    unit: Option<CostUnit>,
+) -> anyhow::Result<()> {
+    let (Some((flag, b)), Some(unit)) = (cost, unit) else {
+        return Ok(());
+    };
+    if b.in_unit(unit).is_some() {
+        return Ok(());
+    }
+    let here = if counter == CounterMode::Native {
+        if unit == CostUnit::Nanoseconds {
+            " here (no user-space rdpmc)"
         } else {
-            ""
-        };
-        match b {
-            Burden::Instructions(_) => anyhow::bail!(
-                "--burden {b} is a number of instructions, but --counter {counter} measures \
-                 time{here}: give a time, e.g. --burden 5us"
-            ),
-            Burden::Nanoseconds(_) => anyhow::bail!(
-                "--burden {b} is a time, but --counter {counter} counts instructions{here}: give \
-                 a number of instructions, e.g. --burden 15000"
-            ),
+            " here (rdpmc)"
         }
+    } else {
+        ""
+    };
+    // Examples in the flag's own usual range.
+    let (time, count) = match flag {
+        "--task-cost" => ("2.5us", "10000"),
+        _ => ("5us", "15000"),
+    };
+    match b {
+        Cost::Instructions(_) => anyhow::bail!(
+            "{flag} {b} is a number of instructions, but --counter {counter} measures \
+                 time{here}: give a time, e.g. {flag} {time}"
+        ),
+        Cost::Nanoseconds(_) => anyhow::bail!(
+            "{flag} {b} is a time, but --counter {counter} counts instructions{here}: give \
+                 a number of instructions, e.g. {flag} {count}"
+        ),
     }
 }
 
@@ -182,11 +222,11 @@ impl From<&ModelOptions> for Model {
     fn from(m: &ModelOptions) -> Model {
         Model {
             burden: match m.burden {
-                Some(Burden::Instructions(n)) => n,
+                Some(Cost::Instructions(n)) => n,
                 _ => DEFAULT_BURDEN,
             },
             burden_ns: match m.burden {
-                Some(Burden::Nanoseconds(ns)) => ns,
+                Some(Cost::Nanoseconds(ns)) => ns,
                 _ => DEFAULT_BURDEN_NS,
             },
             span_coefficient: m.span_coefficient,
@@ -380,7 +420,7 @@ pub struct ReportArgs {
     /// cannot be recomputed without running the program again.
     #[arg(long, value_name = "INSTRUCTIONS|TIME", value_parser = parse_burden,
           allow_negative_numbers = true, help_heading = "Model")]
-    pub burden: Option<Burden>,
+    pub burden: Option<Cost>,
     #[command(flatten)]
     pub output: OutputOptions,
 }
@@ -472,6 +512,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_task_cost_is_instructions_or_a_time_as_a_burden() {
+        assert_eq!(parse_task_cost("10000"), Ok(Cost::Instructions(10000)));
+        assert_eq!(parse_task_cost("2.5us"), Ok(Cost::Nanoseconds(2500)));
+        assert_eq!(parse_burden("5us"), Ok(Cost::Nanoseconds(5000)));
+        let e = parse_task_cost("lots").unwrap_err();
+        assert!(
+            e.contains("(the default is 10000)") && e.contains("such as 2.5us"),
+            "{e}"
+        );
+        let e = parse_burden("lots").unwrap_err();
+        assert!(
+            e.contains("(Cilkview uses 15000)") && e.contains("such as 5us"),
+            "{e}"
+        );
+        assert!(parse_task_cost("2s").is_err() && parse_task_cost("1000000001").is_err());
+    }
+
+    #[test]
     fn a_burden_must_be_in_the_unit_the_native_counter_counts_in_here() {
         let with = |b| ModelOptions {
             burden: Some(b),
@@ -479,8 +537,8 @@ mod tests {
             max_cores: 32,
         };
         let (n, t) = (
-            with(Burden::Instructions(15000)),
-            with(Burden::Nanoseconds(5000)),
+            with(Cost::Instructions(15000)),
+            with(Cost::Nanoseconds(5000)),
         );
         let native = CounterMode::Native;
         // Time (no rdpmc): a time only.

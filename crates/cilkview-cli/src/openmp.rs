@@ -6,9 +6,12 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
-use cilkview_openmp::{Libgomp, Preload, DEFAULT_TASK_COST};
+use cilkview_analysis::{CostUnit, CounterMode};
+use cilkview_openmp::{Libgomp, Preload, DEFAULT_TASK_COST, DEFAULT_TASK_COST_NS};
 use cilkview_report::{OpenMpCount, OpenMpReport, RunReport, ThreadIdSite};
 use clap::Args;
+
+use crate::cli::Cost;
 
 #[derive(Args, Debug, Clone)]
 #[command(next_help_heading = "OpenMP")]
@@ -18,12 +21,13 @@ pub struct OpenMpOptions {
     /// parallel regions are the region "parallel".
     #[arg(long)]
     pub openmp: bool,
-    /// With --openmp: libgomp's cost per task (its locked task queue), in instructions, charged
-    /// per spawn to the work of the predicted lower bound on 2 cores or more (calibrated at 2
-    /// threads on BOTS).
-    #[arg(long, value_name = "INSTRUCTIONS", default_value_t = DEFAULT_TASK_COST,
+    /// With --openmp: libgomp's cost per task (its locked task queue), charged per spawn to the
+    /// work of the predicted lower bound on 2 cores or more: instructions, or a time such as
+    /// `2.5us` with --counter native measuring time (calibrated at 2 threads) [default: 10000
+    /// instructions; 2.5us for a time]
+    #[arg(long, value_name = "INSTRUCTIONS|TIME", value_parser = crate::cli::parse_task_cost,
           requires = "openmp")]
-    pub task_cost: u64,
+    pub task_cost: Option<Cost>,
     /// With --openmp: run each active parallel region as K virtual threads on one OS thread,
     /// switched at barriers, so that schedule(static) loops and thread-id code are split in K
     /// (1: one thread, the serial elision).
@@ -36,8 +40,15 @@ pub struct OpenMpOptions {
 pub struct OpenMpRun {
     preload: Preload,
     libgomp: Option<Libgomp>,
-    task_cost: u64,
+    task_cost: Option<Cost>,
     team: u32,
+}
+
+impl OpenMpOptions {
+    /// A `--task-cost` in the wrong unit for an explicit `--counter` is an error, as `--burden`.
+    pub fn check_unit(&self, counter: CounterMode) -> Result<()> {
+        crate::cli::check_cost_unit(self.task_cost.map(|c| ("--task-cost", c)), counter)
+    }
 }
 
 /// Checks the program and writes the library, before anything runs; `None` without --openmp.
@@ -82,10 +93,18 @@ impl OpenMpRun {
             Some(l) => (l.path.display().to_string(), l.abi.clone()),
             None => ("libgomp (not checked: a script)".into(), "?".into()),
         };
+        // In the run's unit: the given cost if it is in it (under `auto`), else the default.
+        let task_cost = self
+            .task_cost
+            .and_then(|c| c.in_unit(report.unit))
+            .unwrap_or(match report.unit {
+                CostUnit::Nanoseconds => DEFAULT_TASK_COST_NS,
+                CostUnit::Instructions => DEFAULT_TASK_COST,
+            });
         let openmp = OpenMpReport {
             libgomp,
             abi,
-            task_cost: self.task_cost,
+            task_cost,
             team: self.team,
             counts: counts
                 .iter()
@@ -146,10 +165,11 @@ fn warnings(openmp: &OpenMpReport, report: &RunReport) -> Vec<String> {
         let per_spawn = report.measures.work / report.measures.spawns;
         if per_spawn < openmp.task_cost {
             out.push(format!(
-                "--openmp: {} instructions of work per spawn, below libgomp's cost per task \
-                 (~{} instructions at 2 threads): the program may run slower in parallel than \
+                "--openmp: {per_spawn} {unit} of work per spawn, below libgomp's cost per task \
+                 (~{} {unit} at 2 threads): the program may run slower in parallel than \
                  serially; coarser tasks (a cutoff, a grainsize) would pay for it",
-                per_spawn, openmp.task_cost
+                openmp.task_cost,
+                unit = report.unit
             ));
         }
     }

@@ -14,6 +14,7 @@ use crate::cli::RunArgs;
 
 pub fn run(args: RunArgs) -> Result<ExitCode> {
     args.model.check_unit(args.counter)?;
+    args.openmp.check_unit(args.counter)?;
     if args.repeat > 1 && args.counter != CounterMode::Native {
         anyhow::bail!(
             "--repeat {} takes each strand's minimum time over runs: it needs --counter native \

@@ -438,3 +438,53 @@ int main(int argc, char **argv) {
     assert_eq!((a.u("spawns"), a.u("syncs")), (24, 2), "{}", a.json);
     assert_eq!(a.json["unit"].as_str(), Some(native_unit().as_str()));
 }
+
+/// `run --openmp --counter native` measuring time: libgomp's cost per task is a time too (default
+/// 2.5 µs, or `--task-cost` as a time), in the report, its text and the per-spawn warning; a cost
+/// in the other unit for an explicit counter is refused before the run.
+#[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
+fn openmp_task_cost_is_a_time_with_native_time() {
+    let _alone = one_at_a_time();
+    if !native() || native_unit() != "nanoseconds" {
+        return;
+    }
+    let exe = common::openmp("omp_fine");
+    let a = analyze_with(
+        &exe,
+        &["--openmp", "--counter", "native"],
+        &["2000", "20", "2"],
+    );
+    assert_eq!(a.code(), Some(0), "{}", a.stderr());
+    assert_eq!(a.json["unit"], "nanoseconds");
+    assert_eq!(a.json["openmp"]["task_cost"], 2500);
+    let err = a.stderr();
+    assert!(
+        err.contains("a task costs 2500 nanoseconds of work in the lower bound"),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "nanoseconds of work per spawn, below libgomp's cost per task (~2500 nanoseconds"
+        ),
+        "{err}"
+    );
+    let given = analyze_with(
+        &exe,
+        &["--openmp", "--counter", "native", "--task-cost", "1.5us"],
+        &["2000", "20", "2"],
+    );
+    assert_eq!(given.json["openmp"]["task_cost"], 1500);
+    for (counter, cost, wrong) in [
+        ("native", "10000", "--task-cost 10000 is a number of instructions, but --counter native measures time here (no user-space rdpmc): give a time, e.g. --task-cost 2.5us"),
+        ("emulate", "2us", "--task-cost 2000ns is a time, but --counter emulate counts instructions: give a number of instructions, e.g. --task-cost 10000"),
+    ] {
+        let out = bin()
+            .args(["run", "--openmp", "--counter", counter, "--task-cost", cost])
+            .arg(&exe)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(common::TOOL_FAILED));
+        assert_eq!(String::from_utf8_lossy(&out.stderr), format!("error: {wrong}\n"));
+    }
+}

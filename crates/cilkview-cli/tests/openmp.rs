@@ -7,20 +7,8 @@ mod common;
 use std::path::PathBuf;
 
 use cilkview_fixtures::{build, compile_source, has_compiler, skip, BuildOptions, Lang};
-use common::{analyze_with, bin, Analysis};
+use common::{analyze_with, bin, openmp, Analysis};
 use serde_json::Value;
-
-/// The unmodified OpenMP build of a fixture (dynamically linked: libgomp is preloaded over).
-fn openmp(name: &str) -> PathBuf {
-    build(
-        name,
-        &BuildOptions::default()
-            .compiler("gcc")
-            .opt(2)
-            .flag("-fopenmp")
-            .disabled(),
-    )
-}
 
 /// The hand-marked twin: the same source, its cilkview.h marks, no -fopenmp.
 fn twin(name: &str) -> PathBuf {

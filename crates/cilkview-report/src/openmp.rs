@@ -2,6 +2,7 @@
 
 use std::fmt::Write;
 
+use cilkview_events::CostUnit;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -11,7 +12,8 @@ pub struct OpenMpReport {
     /// The libgomp the program loaded, and its newest ABI version.
     pub libgomp: String,
     pub abi: String,
-    /// Instructions charged per spawn to the work of the predicted lower bound on ≥ 2 cores.
+    /// Charged per spawn to the work of the predicted lower bound on ≥ 2 cores, in the report's
+    /// unit (instructions, or nanoseconds with the native counter measuring time).
     pub task_cost: u64,
     /// `--omp-team K`: the outermost parallel region ran as K virtual threads (1: one thread).
     #[serde(default = "one")]
@@ -50,12 +52,12 @@ impl OpenMpReport {
             .map_or(0, |c| c.value)
     }
 
-    /// The text report's OpenMP section.
-    pub fn to_text(&self, out: &mut String) {
+    /// The text report's OpenMP section (costs in `unit`, the report's).
+    pub fn to_text(&self, unit: CostUnit, out: &mut String) {
         let _ = writeln!(
             out,
-            "OpenMP (--openmp): {} ({}); a task costs {} instructions of work in the lower bound \
-             on 2 cores or more",
+            "OpenMP (--openmp): {} ({}); a task costs {} {unit} of work in the lower bound on 2 \
+             cores or more",
             self.libgomp, self.abi, self.task_cost
         );
         if self.team > 1 {

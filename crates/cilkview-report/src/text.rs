@@ -133,7 +133,7 @@ impl TextExporter {
             report.span_coefficient
         );
         if let Some(openmp) = &report.openmp {
-            openmp.to_text(&mut out);
+            openmp.to_text(report.unit, &mut out);
         }
         let _ = writeln!(out);
         let _ = writeln!(out, "1) Parallelism Profile");

@@ -97,6 +97,18 @@ pub fn native_measures_time() -> bool {
     true
 }
 
+/// The unmodified OpenMP build of a fixture (dynamically linked: libgomp is preloaded over).
+pub fn openmp(name: &str) -> PathBuf {
+    build(
+        name,
+        &BuildOptions::default()
+            .compiler("gcc")
+            .opt(2)
+            .flag("-fopenmp")
+            .disabled(),
+    )
+}
+
 /// cilkview-rs with `args` (killed after 60 s): its exit status, stdout and stderr.
 pub fn run_tool(args: &[&std::ffi::OsStr]) -> Output {
     bin()
