@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
 # The Barcelona OpenMP Tasks Suite (BOTS), unmodified, under `cilkview-rs run --openmp`: each
 # program built with gcc -fopenmp -O3 from BOTS's own sources, run under the tool with BOTS's own
 # check (-c), its "parallel" region's measures read from the JSON report, and (TIMING=1) its
@@ -17,50 +18,21 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
-BOTS_COMMIT=2607a695128727a3f6c98754367705443663136d
 counter=${COUNTER:-emulate}
 rounds=${ROUNDS:-7}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-
-if [ $# -ge 1 ]; then
-    bots=$(cd "$1" && pwd)
-else
-    git clone -q https://github.com/bsc-pm/bots "$work/bots"
-    git -C "$work/bots" checkout -q "$BOTS_COMMIT" 2>/dev/null || true
-    bots=$work/bots
-fi
-[ -f "$bots/common/bots_main.c" ] || { echo "error: $bots is not a BOTS checkout" >&2; exit 2; }
+# shellcheck source=bench/bots.sh
+source scripts/bench/bots.sh
+bots_locate "${1:-}" "$work"
 
 if [ -z "${TOOL:-}" ]; then
     cargo build --release --quiet -p cilkview-cli
     TOOL=$repo/target/release/cilkview-rs
 fi
 tool=$TOOL
-in=$bots/inputs
-
-# name | folder under omp-tasks | sources | defines | libraries | arguments (besides -c)
-programs=$(cat <<EOF
-fib|fib|fib.c|||-n 30
-fib-manual|fib|fib.c|-DMANUAL_CUTOFF||-n 32 -x 12
-nqueens|nqueens|nqueens.c|||-n 10
-nqueens-manual|nqueens|nqueens.c|-DMANUAL_CUTOFF||-n 12
-nqueens-final|nqueens|nqueens.c|-DFINAL_CUTOFF||-n 12
-nqueens-if|nqueens|nqueens.c|-DIF_CUTOFF||-n 12
-sort|sort|sort.c|||-n 4194304
-fft|fft|fft.c||-lm|-n 1048576
-health|health|health.c||-lm|-f $in/health/test.input
-health-manual|health|health.c|-DMANUAL_CUTOFF|-lm|-f $in/health/small.input
-sparselu-single|sparselu/sparselu_single|sparselu.c|||-n 50 -m 50
-sparselu-for|sparselu/sparselu_for|sparselu.c|||-n 50 -m 50
-strassen-manual|strassen|strassen.c|-DMANUAL_CUTOFF||-n 1024
-alignment-single|alignment/alignment_single|alignment.c sequence.c||-lm|-f $in/alignment/prot.20.aa
-alignment-for|alignment/alignment_for|alignment.c sequence.c||-lm|-f $in/alignment/prot.20.aa
-uts|uts|uts.c brg_sha1.c||-lm|-f $in/uts/test.input
-floorplan-manual|floorplan|floorplan.c|-DMANUAL_CUTOFF||-f $in/floorplan/input.15
-knapsack-manual|knapsack|knapsack.c|-DMANUAL_CUTOFF||-f $in/knapsack/knapsack-024.input
-EOF
-)
+in=$bots_inputs
+programs=$(bots_programs)
 
 echo "machine: $(uname -m), $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(date -u +%F), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "BOTS: $(git -C "$bots" rev-parse --short HEAD 2>/dev/null || echo "$bots"); $(gcc --version | head -1); counter $counter"
@@ -79,20 +51,9 @@ while IFS='|' read -r name dir sources defines libs args; do
     if [ -n "${ONLY:-}" ] && [[ ",$ONLY," != *",$name,"* ]]; then
         continue
     fi
-    src=$bots/omp-tasks/$dir
     exe=$work/$name
-    info=(-DCDATE='""' -DCC='"gcc -fopenmp"' -DLD='"gcc -fopenmp"' -DCMESSAGE='""'
-        -DCFLAGS='"-O3"' -DLDFLAGS='""')
-    objs=()
-    for s in "$bots/common/bots_main.c" "$bots/common/bots_common.c" $sources; do
-        [ "${s#/}" = "$s" ] && s=$src/$s
-        o=$work/$name.$(basename "$s" .c).o
-        # shellcheck disable=SC2086
-        gcc -O3 -fopenmp -w -c -I"$bots/common" -I"$src" $defines "${info[@]}" "$s" -o "$o"
-        objs+=("$o")
-    done
-    # shellcheck disable=SC2086
-    gcc -O3 -fopenmp "${objs[@]}" -o "$exe" $libs
+    bots_build "$name" "$dir" "$sources" "$defines" "$libs" "$exe"
+    args=$(bots_args "$args")
     # shellcheck disable=SC2086
     if ! "$tool" run --openmp --counter "$counter" --json "$work/$name.json" "$exe" $args -c \
         >"$work/$name.out" 2>"$work/$name.err"; then
