@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
+# The time counter against the exact one on real programs nobody here wrote: cilkbench's Cilk-5
+# suite (https://github.com/neboat/cilkbench, cilk5/), ported to cilkview.h's marks at run time
+# by scripts/bench/port_cilk5.py (never committed: the suite is not ours), built with gcc -O3.
+# For each program, the kernel it times itself (region "kernel") measured by `--counter emulate`
+# (exact), by `--counter native` in one run and with `--repeat 5`; and native's kernel work
+# against the kernel's own time, as the program prints it (wall seconds of a serial run: its CPU
+# time on an idle machine).
+#
+#   scripts/bench-cilk5.sh CILKBENCH_DIR        (a checkout of cilkbench: its cilk5/ folder)
+#
+# Environment: ONLY=name,... (a subset), SIZE=full (the issue's inputs; default small: each
+# kernel ~0.05-0.3 s natively), TOOL (a cilkview-rs built already; default: cargo build
+# --release). Prints a markdown table for docs/benchmarks.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$PWD
+[ -f "${1:-}/cilk5/fib.c" ] || { echo "usage: $0 CILKBENCH_DIR (a cilkbench checkout)" >&2; exit 2; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+if [ -z "${TOOL:-}" ]; then
+    cargo build --release --quiet -p cilkview-cli
+    TOOL=$repo/target/release/cilkview-rs
+fi
+
+# name | arguments (small) | arguments (full)
+programs=$(cat <<'TABLE'
+fib|27|35
+nqueens|10|12
+cilksort|-n 500000|-n 5000000
+fft|-n 1048576|-n 8388608
+heat|-nx 512 -ny 512 -nt 20|
+lu|-n 256|-n 1024
+matmul|-n 256|-n 1024
+rectmul|-x 256 -y 256 -z 256|-x 1024 -y 1024 -z 1024
+strassen|-n 512|-n 2048
+cholesky|-n 500 -z 2000|-n 2000 -z 20000
+TABLE
+)
+
+python3 scripts/bench/port_cilk5.py "$1/cilk5" "$work/src" >/dev/null
+echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(date -u +%F), load $(cut -d' ' -f1-3 /proc/loadavg); cilkbench $(git -C "$1" rev-parse --short HEAD 2>/dev/null || echo "$1"); $(gcc --version | head -1)"
+echo
+echo "| program | arguments | exact | native, 1 run | native \`--repeat 5\` | native work / the kernel's own time (1 run; repeat 5) |"
+echo "|---|---|---:|---:|---:|---|"
+while IFS='|' read -r name small full; do
+    if [ -n "${ONLY:-}" ] && [[ ",$ONLY," != *",$name,"* ]]; then
+        continue
+    fi
+    args=$small
+    [ "${SIZE:-small}" = full ] && args=${full:-$small}
+    gcc -O3 -g -w -I crates/cilkview-marks/include -I "$work/src" "$work/src/$name.c" \
+        "$work/src/getoptions.c" -o "$work/$name" -lm
+    row=()
+    for how in "emulate" "native" "native --repeat 5"; do
+        json=$work/$name.json
+        # shellcheck disable=SC2086
+        "$TOOL" run --counter $how --json "$json" "$work/$name" $args >"$work/out" 2>"$work/err" ||
+            { echo "| $name | \`$args\` | tool failed ($how): $(grep -m1 error "$work/err") |"; continue 2; }
+        # The program prints its kernel's seconds on a line of its own (each run's, with --repeat).
+        row+=("$(python3 - "$json" "$work/out" "$how" <<'PY'
+import json, re, sys
+path, out, how = sys.argv[1:4]
+r = json.load(open(path))
+k = next(g for g in r["regions"] if g["label"] == "kernel")
+par = k["parallelism"]
+if how == "emulate":
+    print(f"{par:,.1f}")
+else:
+    times = [float(l) for l in open(out) if re.fullmatch(r"\d+\.\d+\n", l)]
+    own = min(times) * 1e9  # ns, the fastest of the runs (the minimum is what --repeat keeps)
+    print(f"{par:,.1f};{k['work'] / own:.2f}" if own else f"{par:,.1f};-")
+PY
+)")
+    done
+    one=${row[1]%;*} one_ratio=${row[1]#*;} rep=${row[2]%;*} rep_ratio=${row[2]#*;}
+    echo "| $name | \`$args\` | ${row[0]} | $one | $rep | $one_ratio; $rep_ratio |"
+done <<<"$programs"
