@@ -61,6 +61,7 @@ prepare() {
     fi
     mkdir -p "$bundle/bin" "$bundle/lib" "$bundle/programs" "$bundle/analysis"
     cp "$TOOL" "$bundle/bin/cilkview-rs"
+    strip "$bundle/bin/cilkview-rs" 2>/dev/null || true
     cp "$(gcc -print-file-name=libgomp.so.1)" "$bundle/lib/"
     cp -r "$bots_inputs" "$bundle/inputs"
     cp "$0" "$bundle/validate-speedup.sh"
