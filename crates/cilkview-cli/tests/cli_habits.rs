@@ -253,6 +253,58 @@ fn json_outputs_validate_against_the_printed_schema() {
     assert!(!bench.is_valid(&measured));
 }
 
+/// What bash's own completion offers for `cilkview-rs WORDS…` (the last word the one being
+/// completed), driving the generated script's completion function as `complete -F` would.
+fn bash_completes(script: &std::path::Path, words: &[&str]) -> Vec<String> {
+    let words_quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
+    let program = format!(
+        "source '{}'\n\
+         f=$(complete -p cilkview-rs | sed -E 's/.*-F ([^ ]+) .*/\\1/')\n\
+         COMP_WORDS=(cilkview-rs {})\n\
+         COMP_CWORD={}\n\
+         \"$f\" cilkview-rs \"${{COMP_WORDS[COMP_CWORD]}}\" \"${{COMP_WORDS[COMP_CWORD-1]}}\"\n\
+         printf '%s\\n' \"${{COMPREPLY[@]}}\"\n",
+        script.display(),
+        words_quoted.join(" "),
+        words.len()
+    );
+    let out = cilkview_fixtures::command("bash")
+        .arg("-c")
+        .arg(program)
+        .output()
+        .unwrap();
+    assert_success(&out);
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Bash completes a subcommand's options after the subcommand (clap-rs/clap#6421: the script's
+/// case arms never matched a hyphenated binary's subcommands) and a value's choices after its
+/// option, as well as the subcommands themselves.
+#[test]
+#[ignore = "slow: runs cilkview-rs and bash"]
+fn bash_completes_after_the_subcommand() {
+    let out = bin().args(["completions", "bash"]).output().unwrap();
+    assert_success(&out);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cilkview-rs.bash");
+    std::fs::write(&path, &out.stdout).unwrap();
+    assert_eq!(bash_completes(&path, &["ru"]), ["run"]);
+    assert_eq!(
+        bash_completes(&path, &["run", "--pro"]),
+        ["--profile", "--profile-region"]
+    );
+    assert_eq!(
+        bash_completes(&path, &["run", "--counter", "em"]),
+        ["emulate"]
+    );
+    assert_eq!(bash_completes(&path, &["bench", "--band"]), ["--bandwidth"]);
+}
+
 /// `completions bash` is a script bash parses and that completes the subcommands and options;
 /// `man` is roff that man renders, with the options and the exit statuses.
 #[test]
