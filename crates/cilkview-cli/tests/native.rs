@@ -139,8 +139,22 @@ fn native_reports_nanoseconds_and_takes_a_time_burden() {
         "{}",
         a.json
     );
+    // The text says times in human units (JSON keeps nanoseconds): `Work: 14.95 ms`.
+    let work_line = a
+        .stderr()
+        .lines()
+        .find(|l| l.starts_with("Work: "))
+        .map(str::to_string);
     assert!(
-        a.stderr().contains("Work: ") && a.stderr().contains(" nanoseconds"),
+        work_line
+            .as_deref()
+            .is_some_and(|l| l.ends_with(" µs") || l.ends_with(" ms")),
+        "{}",
+        a.stderr()
+    );
+    assert!(
+        a.stderr()
+            .contains("Model: burden 2.50 µs per continuation"),
         "{}",
         a.stderr()
     );

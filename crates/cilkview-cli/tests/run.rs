@@ -304,7 +304,7 @@ fn report_of_the_figure_6_json_reads_as_figure_6() {
         "Burdened span: 262,078,779 instructions",
         "Parallelism: 21.31",
         "Burdened parallelism: 21.26",
-        "Average maximal strand: 218",
+        "Average maximal strand: 218 instructions (work per strand between marks)",
         "2 processors: 1.85 – 2.00",
         "32 processors: 9.20 – 21.31",
     ] {

@@ -23,7 +23,7 @@ Parallelism: 21.31
 Burdened parallelism: 21.26
 Spawns: 8,518,398
 Syncs: 8,518,398
-Average maximal strand: 218
+Average maximal strand: 218 instructions (work per strand between marks)
 
 2) Speedup Estimate
 2 processors: 1.85 – 2.00
