@@ -316,13 +316,14 @@ pub struct RunArgs {
 }
 
 /// The options of `run` that tune `--bench`: an error without it (not silently ignored).
-const BENCH_TUNING: [&str; 6] = [
+const BENCH_TUNING: [&str; 7] = [
     "cores",
     "trials",
     "warmup",
     "workers_env",
     "show_output",
     "oversubscribe",
+    "bandwidth",
 ];
 
 /// The clap command: the derived one, with what derive cannot say (`run`'s benchmark options
@@ -467,16 +468,16 @@ pub struct BenchTuning {
     /// Allow more workers than CPUs available (they then share the CPUs).
     #[arg(long)]
     pub oversubscribe: bool,
+    /// Also run the memory-bandwidth test: P copies of the serial program at once vs one alone
+    /// (P = the largest core count).
+    #[arg(long)]
+    pub bandwidth: bool,
 }
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
     #[command(flatten)]
     pub tuning: BenchTuning,
-    /// Also run the memory-bandwidth test: P copies of the serial program at once vs one alone
-    /// (P = the largest core count).
-    #[arg(long, help_heading = "Benchmark")]
-    pub bandwidth: bool,
     /// A report saved by `cilkview-rs run --json`: show the predicted range beside each
     /// measured speedup.
     #[arg(long, value_name = "FILE.json", help_heading = "Prediction")]
