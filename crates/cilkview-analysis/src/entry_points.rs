@@ -180,9 +180,10 @@ pub fn run(request: &RunRequest, progress: &mut dyn Progress) -> Result<Analysis
     }
     if emulated_long {
         report.warnings.push(format!(
-            "this run was emulated for {:.0} s (exact instruction counts, 2-170x slower than \
-             native, most on floating point); --counter native measures time at native speed",
-            began.elapsed().as_secs_f64()
+            "this run was emulated for {:.0} s (exact instruction counts, {}); --counter \
+             native measures time at native speed",
+            began.elapsed().as_secs_f64(),
+            cilkview_events::EMULATION_SLOWDOWN
         ));
     }
     Ok(Analysis { report, ending })

@@ -384,10 +384,26 @@ fn parse_duration(s: &str) -> Result<f64, String> {
     }
 }
 
+/// `attach --counter`: `emulate`, which can only launch a program, is hidden from the help and
+/// the completions, but still parsed, so that attach refuses it with its reason.
+fn attach_counter() -> impl clap::builder::TypedValueParser<Value = CounterMode> {
+    use clap::{builder::TypedValueParser, ValueEnum};
+    let values = CounterMode::value_variants()
+        .iter()
+        .filter_map(ValueEnum::to_possible_value)
+        .map(|v| {
+            let launches = v.get_name() == CounterMode::Emulate.name();
+            v.hide(launches)
+        });
+    clap::builder::PossibleValuesParser::new(values)
+        .map(|name: String| CounterMode::from_str(&name, true).expect("one of the listed values"))
+}
+
 #[derive(Args, Debug)]
 pub struct AttachArgs {
     /// How to measure strands: instructions, or time with `native`.
-    #[arg(long, value_enum, default_value_t = CounterMode::Auto, help_heading = "Counting")]
+    #[arg(long, value_parser = attach_counter(), default_value_t = CounterMode::Auto,
+          help_heading = "Counting")]
     pub counter: CounterMode,
     /// Stop measuring and detach after this many seconds.
     #[arg(long, value_name = "SECS", value_parser = parse_duration, allow_negative_numbers = true,

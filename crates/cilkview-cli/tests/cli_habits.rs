@@ -253,6 +253,36 @@ fn json_outputs_validate_against_the_printed_schema() {
     assert!(!bench.is_valid(&measured));
 }
 
+/// `attach --help` lists only the counters that can attach (emulation launches the program), and
+/// `attach --counter emulate` is still refused with its reason rather than as an unknown value;
+/// `run --help` says emulation's slowdown as the warning of a long emulated run does.
+#[test]
+#[ignore = "slow: runs cilkview-rs"]
+fn attach_lists_only_the_counters_that_attach() {
+    let help = bin().args(["attach", "--help"]).output().unwrap();
+    assert_success(&help);
+    let help = String::from_utf8_lossy(&help.stdout).into_owned();
+    assert!(
+        help.contains("- native:") && help.contains("- step:"),
+        "{help}"
+    );
+    assert!(!help.contains("emulate"), "{help}");
+    let run_help = bin().args(["run", "--help"]).output().unwrap();
+    let run_help = String::from_utf8_lossy(&run_help.stdout)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(run_help.contains("- emulate:"), "{run_help}");
+    assert!(run_help.contains("3-40x slower than native"), "{run_help}");
+    let refused = bin()
+        .args(["attach", "--counter", "emulate", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(TOOL_FAILED));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("needs a ptrace counter"), "{err}");
+}
+
 /// What bash's own completion offers for `cilkview-rs WORDS…` (the last word the one being
 /// completed), driving the generated script's completion function as `complete -F` would.
 fn bash_completes(script: &std::path::Path, words: &[&str]) -> Vec<String> {

@@ -32,7 +32,15 @@ pub enum CounterMode {
     #[cfg_attr(feature = "clap", value(name = "hw", alias = "hardware"))]
     #[cfg_attr(feature = "serde", serde(rename = "hw", alias = "hardware"))]
     Hardware,
-    /// Run under qemu-x86_64 with the cilkview plugin: exact, ~10x native, no PMU needed.
+    // Run under qemu-x86_64 with the cilkview plugin (its help says how much slower, from
+    // `EMULATION_SLOWDOWN`).
+    #[cfg_attr(
+        feature = "clap",
+        value(help = format!(
+            "Run under qemu-x86_64 with the cilkview plugin: exact, no PMU needed, \
+             {EMULATION_SLOWDOWN}"
+        ))
+    )]
     #[cfg_attr(feature = "serde", serde(rename = "emulate"))]
     Emulate,
     /// Single-step every instruction under ptrace: exact everywhere, but ~20 µs per instruction.
@@ -45,6 +53,13 @@ pub enum CounterMode {
     #[cfg_attr(feature = "serde", serde(rename = "native"))]
     Native,
 }
+
+/// How much slower than native a program runs under `--counter emulate`, said once (the
+/// `--counter` help, the long-run warning), from docs/benchmarks.md's measurements: ~3× on
+/// coarse integer code (gzip), 11–38× with a mark every few instructions (fib_cutoff, fib),
+/// 21–170× on floating point, which QEMU 7.2 emulates in software.
+pub const EMULATION_SLOWDOWN: &str =
+    "3-40x slower than native (up to 170x on floating point: docs/benchmarks.md)";
 
 impl CounterMode {
     /// The name used by `--counter`, in reports and in JSON: `auto`, `hw`, `emulate`, `step`,

@@ -3,7 +3,7 @@
 //! backend in turn whether it can run here and keeps the reasons (shown in the report).
 //!
 //! Backends: [`Hardware`] (ptrace, breakpoints on the marks + the hardware counter), [`Emulate`]
-//! (the program under `qemu-x86_64` with the cilkview plugin: exact, ~10x native, any machine;
+//! (the program under `qemu-x86_64` with the cilkview plugin: exact, `EMULATION_SLOWDOWN`, any machine;
 //! `src/emulate/`, docs/emulation.md), [`Step`] (ptrace single-stepping: exact, slow) and
 //! [`Native`] (patched jumps to stubs reading the time-stamp counter). [`CANDIDATES`] is their
 //! order, the one table `auto`, `choose_for_attach` and [`use_instead`] read. With the
