@@ -392,6 +392,10 @@ fn completions_and_man_pages() {
         let text = text.replace(['\u{2010}', '\u{2212}'], "-");
         assert!(text.contains(says), "{page:?}: {text}");
         assert!(text.contains("127"), "{page:?}: exit statuses in {text}");
+        for section in ["\nEXIT STATUS\n", "\nEXAMPLES\n"] {
+            assert!(text.contains(section), "{page:?}: {section} in {text}");
+        }
+        assert!(!text.contains("\nEXTRA\n"), "{page:?}: {text}");
     }
     let out = bin().args(["man", "nope"]).output().unwrap();
     assert_eq!(out.status.code(), Some(TOOL_FAILED));
