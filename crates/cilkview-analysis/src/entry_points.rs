@@ -248,10 +248,10 @@ fn run_repeatedly(
         .map_err(|(image, message)| TraceError::Probes { image, message })?;
     outcome.total_instructions = recorded.total();
     if done > 1 {
-        outcome.counter.reason = format!(
-            "{}; each strand the minimum of its {done} runs (--repeat)",
-            outcome.counter.reason
-        );
+        outcome.counter.notes.push(cilkview_events::Note::new(
+            "repeat",
+            format!("each strand the minimum of its {done} runs (--repeat)"),
+        ));
     }
     Ok((
         outcome,

@@ -258,6 +258,9 @@ pub struct OutputOptions {
     pub fail_below: Vec<Gate>,
     #[command(flatten)]
     pub profile: crate::profile::ProfileOptions,
+    /// Show the long form of each `note:` line under the report's Counter line.
+    #[arg(short, long)]
+    pub verbose: bool,
 }
 
 impl From<&OutputOptions> for ExportOptions {
@@ -270,6 +273,7 @@ impl From<&OutputOptions> for ExportOptions {
             gates: o.fail_below.clone(),
             profile: o.profile.profile.clone(),
             top: o.profile.top(),
+            verbose: o.verbose,
         }
     }
 }

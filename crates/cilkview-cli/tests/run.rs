@@ -406,7 +406,7 @@ fn cpu_binding_is_visible_in_the_report_and_can_be_turned_off() {
     let unbound = analyze_with(&exe, &["--counter", "step", "--no-cpu-binding"], &[]);
     assert_eq!(unbound.out.stdout, native.stdout);
     let bound = analyze_with(&exe, &["--counter", "step"], &[]);
-    let reason = bound.json["counter"]["reason"].as_str().unwrap();
+    let reason = &common::counter_says(&bound.json);
     assert!(reason.contains("bound to CPU"), "{reason}");
     assert_eq!(bound.stdout(), "cpus 1\n");
     assert_eq!(bound.parallel_part(), unbound.parallel_part());

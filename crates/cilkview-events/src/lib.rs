@@ -110,19 +110,71 @@ impl fmt::Display for CostUnit {
     }
 }
 
+/// One thing a report says about how its run was measured: why a counter was passed over, the
+/// emulator that ran, what emulation changed in the program's world, what ran uncounted. `id`
+/// names the kind of note (stable: JSON readers match on it; one id may occur more than once),
+/// `text` is one line, `detail` its long form (`-v`), if any. A new note is one
+/// [`Note::new`] where it is known, pushed on [`CounterInfo::notes`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
+pub struct Note {
+    /// What kind of note, e.g. `passed-over`, `emulator`, `emulation-changed`, `uncounted`.
+    pub id: String,
+    /// One line.
+    pub text: String,
+    /// The long form, shown with `-v`.
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
+    pub detail: Option<String>,
+}
+
+impl Note {
+    pub fn new(id: &str, text: impl Into<String>) -> Note {
+        Note {
+            id: id.to_string(),
+            text: text.into(),
+            detail: None,
+        }
+    }
+
+    /// The note with its long form.
+    pub fn with_detail(mut self, detail: impl Into<String>) -> Note {
+        self.detail = Some(detail.into());
+        self
+    }
+}
+
 /// Which counter a run used, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CounterInfo {
     /// Never [`CounterMode::Auto`].
     pub kind: CounterMode,
-    /// Human-readable reason, e.g. "hardware counter unavailable: perf_event_open: ...".
+    /// Why this counter, in a few words, e.g. "chosen by auto (hw unavailable here)".
     pub reason: String,
+    /// Everything else the report says about the measurement, one [`Note`] each.
+    pub notes: Vec<Note>,
     /// What its costs count: nanoseconds only for the native counter where it cannot read
     /// instructions.
     pub unit: CostUnit,
     /// Hardware only: instructions the counter sees per probe stop beyond the
     /// native program (learned by the self-test, subtracted from each hit). 0 otherwise.
     pub bias: u64,
+}
+
+impl CounterInfo {
+    /// The reason and every note (text and long form) in one string, `; ` between them: what
+    /// the report says about the counter, for a message or a search.
+    pub fn says(&self) -> String {
+        let mut parts = vec![self.reason.clone()];
+        for note in &self.notes {
+            parts.push(note.text.clone());
+            parts.extend(note.detail.clone());
+        }
+        parts.join("; ")
+    }
 }
 
 /// A probe: a 5-byte NOP `0f 1f 44 00 00` in an executable image.

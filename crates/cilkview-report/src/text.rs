@@ -8,8 +8,11 @@ use num_format::{Locale, ToFormattedString};
 
 use crate::{Artifact, Destination, ExportError, Exporter, RunReport, Speedup};
 
-/// Renders to standard error.
-pub struct TextExporter;
+/// Renders to standard error; `verbose` (`-v`) adds each note's long form.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TextExporter {
+    pub verbose: bool,
+}
 
 fn n(v: u64) -> String {
     v.to_formatted_string(&Locale::en)
@@ -117,8 +120,13 @@ pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
 }
 
 impl TextExporter {
-    /// The report as text.
+    /// The report as text (the notes in one line each).
     pub fn to_text(report: &RunReport) -> String {
+        TextExporter::default().text(report)
+    }
+
+    /// The report as text, the notes' long forms too if `self.verbose`.
+    pub fn text(&self, report: &RunReport) -> String {
         let mut out = String::new();
         let mut command = printable(&report.program).into_owned();
         for a in &report.args {
@@ -151,6 +159,12 @@ impl TextExporter {
             report.counter.mode,
             printable(&report.counter.reason)
         );
+        for note in &report.counter.notes {
+            let _ = writeln!(out, "note: {}", printable(&note.text));
+            if let (true, Some(detail)) = (self.verbose, &note.detail) {
+                let _ = writeln!(out, "      {}", printable(detail));
+            }
+        }
         let _ = writeln!(
             out,
             "Model: burden {} per continuation, span coefficient {}",
@@ -203,7 +217,7 @@ impl Exporter for TextExporter {
     fn render(&self, report: &RunReport) -> Result<Vec<Artifact>, ExportError> {
         Ok(vec![Artifact {
             destination: Destination::Stderr,
-            bytes: Self::to_text(report).into_bytes(),
+            bytes: self.text(report).into_bytes(),
         }])
     }
 }

@@ -79,6 +79,7 @@ fn info() -> RunInfo {
         counter: CounterReport {
             mode: CounterMode::Step,
             reason: "test".into(),
+            notes: Vec::new(),
             runs: 1,
         },
         unit: cilkview_events::CostUnit::Instructions,
