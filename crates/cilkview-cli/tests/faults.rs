@@ -328,6 +328,37 @@ fn ctrl_c_reaches_the_program_and_the_report_is_still_written() {
     assert_eq!(report["signal"], 2);
 }
 
+/// Ctrl-C while the program is inside a marked function: the report says the run was
+/// interrupted there, not that the marks did not nest (a missing exit or sync).
+#[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
+fn ctrl_c_inside_a_marked_function_is_said_to_interrupt_it() {
+    let exe = program(
+        "ctrl_c_inside",
+        &format!(
+            "{SPAWN_THEN} static void g(void) {{ cv_function(); cv_spawn(f()); puts(\"ready\"); \
+             fflush(stdout); for (;;) pause(); }} int main(void) {{ g(); return 0; }}"
+        ),
+    );
+    let job = Job::start(&exe);
+    assert_eq!(job.first_line, "ready\n");
+    let group = format!("-{}", job.child.id());
+    cilkview_fixtures::command("kill")
+        .args(["-INT", "--", &group])
+        .status()
+        .unwrap();
+    let (code, err, _) = job.finish();
+    assert_eq!(code, Some(128 + 2), "{err}");
+    assert!(!err.contains("did not nest"), "{err}");
+    assert!(
+        err.contains(
+            "warning: the run ended (killed by signal 2 (SIGINT)) inside an open function, \
+             spawn, loop or region"
+        ),
+        "{err}"
+    );
+}
+
 /// A fork-join depth of 100,000 (fixtures/deep.c): measured right, in bounded memory. This is the
 /// slowest test (~1.5 million instructions single-stepped where there is no hardware counter).
 #[test]
