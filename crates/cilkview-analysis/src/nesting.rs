@@ -139,8 +139,8 @@ impl Nesting {
             .any(|&(p, s)| p.is_region() && explained(p, s));
         if cut.start && cut_regions {
             out.push(
-                "attached inside a region: the region's measures cover only what ran after the \
-                 attach"
+                "a region was open when the attach began or ended: its measures cover only the \
+                 window"
                     .to_string(),
             );
         }
@@ -275,8 +275,8 @@ mod tests {
         assert_eq!(
             w,
             [
-                "attached inside a region: the region's measures cover only what ran after the \
-              attach"
+                "a region was open when the attach began or ended: its measures cover only the \
+              window"
             ]
         );
     }
