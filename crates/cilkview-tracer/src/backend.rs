@@ -206,6 +206,15 @@ impl Backend for Emulate {
     }
 }
 
+/// The native counter's note: what it reads, in one line; the rest (off-CPU time, why not
+/// `rdpmc`) its long form.
+fn native_note(described: &str) -> Note {
+    match described.split_once("; ") {
+        Some((first, rest)) => Note::new("counter", format!("native: {first}")).with_detail(rest),
+        None => Note::new("counter", format!("native: {described}")),
+    }
+}
+
 /// The native counter with its calibrated clock, or the error a run or attach reports without one.
 fn native_counting() -> Result<NativeCounting, TraceError> {
     let clock = native_clock().map_err(|reason| TraceError::CounterUnavailable {
@@ -230,10 +239,7 @@ impl Backend for Native {
         Ok(CounterInfo {
             kind: CounterMode::Native,
             reason: "native counter requested".into(),
-            notes: vec![Note::new(
-                "counter",
-                format!("native: {}", clock.describe()),
-            )],
+            notes: vec![native_note(&clock.describe())],
             bias: 0,
             unit: clock.unit(),
         })
