@@ -58,8 +58,7 @@ pub enum CounterMode {
 /// `--counter` help, the long-run warning), from docs/benchmarks.md's measurements: ~3× on
 /// coarse integer code (gzip), 11–38× with a mark every few instructions (fib_cutoff, fib),
 /// 21–170× on floating point, which QEMU 7.2 emulates in software.
-pub const EMULATION_SLOWDOWN: &str =
-    "3-40x slower than native (up to 170x on floating point)";
+pub const EMULATION_SLOWDOWN: &str = "3-40x slower than native (up to 170x on floating point)";
 
 impl CounterMode {
     /// The name used by `--counter`, in reports and in JSON: `auto`, `hw`, `emulate`, `step`,
