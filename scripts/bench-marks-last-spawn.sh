@@ -6,7 +6,7 @@
 # program for both forms), static, with gcc and clang at -O2 and -O3; instructions executed
 # (valgrind --tool=callgrind, "Collected") are exact and repeatable. The Cilk-5 forms are made
 # from the fixtures by the sed expressions below. Prints a markdown table for docs/benchmarks.md
-# (the README's table "Cost of the marks" quotes it).
+# (docs/marks.md's table "Cost of the marks" quotes it).
 #
 # Usage: scripts/bench-marks-last-spawn.sh
 # Environment: COMPILERS (default "gcc clang"), OPTS (default "2 3").

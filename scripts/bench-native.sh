@@ -51,8 +51,9 @@ def run(c):
     subprocess.run(c, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
     return time.perf_counter() - t0
 import re
-def waited_of(r):  # seconds the program waited for the analysis (the counter's reason)
-    m = re.search(r"waited for the analysis at \d+ mark hits, ([0-9.]+) ms", r["counter"]["reason"])
+def waited_of(r):  # seconds the program waited for the analysis (the counter's notes)
+    says = " ".join([r["counter"]["reason"]] + [n["text"] for n in r["counter"].get("notes", [])])
+    m = re.search(r"waited for the analysis at \d+ mark hits, ([0-9.]+) ms", says)
     return float(m.group(1)) / 1e3 if m else 0.0
 native = traced = float("inf")
 waited = 0.0

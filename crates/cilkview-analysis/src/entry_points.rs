@@ -180,9 +180,10 @@ pub fn run(request: &RunRequest, progress: &mut dyn Progress) -> Result<Analysis
     }
     if emulated_long {
         report.warnings.push(format!(
-            "this run was emulated for {:.0} s (exact instruction counts, 2-170x slower than \
-             native, most on floating point); --counter native measures time at native speed",
-            began.elapsed().as_secs_f64()
+            "this run was emulated for {:.0} s (exact instruction counts, {}); --counter \
+             native measures time at native speed",
+            began.elapsed().as_secs_f64(),
+            cilkview_events::EMULATION_SLOWDOWN
         ));
     }
     Ok(Analysis { report, ending })
@@ -247,10 +248,10 @@ fn run_repeatedly(
         .map_err(|(image, message)| TraceError::Probes { image, message })?;
     outcome.total_instructions = recorded.total();
     if done > 1 {
-        outcome.counter.reason = format!(
-            "{}; each strand the minimum of its {done} runs (--repeat)",
-            outcome.counter.reason
-        );
+        outcome.counter.notes.push(cilkview_events::Note::new(
+            "repeat",
+            format!("each strand the minimum of its {done} runs (--repeat)"),
+        ));
     }
     Ok((
         outcome,

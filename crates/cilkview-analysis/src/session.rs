@@ -6,11 +6,13 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use cilkview_engine::{Anomalies, Config, Engine, Event, EventKind, RegionId, Report};
-use cilkview_events::{EventSink, HitsTotal, PackedHit, Probe, ProbesError, TraceEvent};
+use cilkview_events::{
+    Ending, EventSink, ExitStatus, HitsTotal, PackedHit, Probe, ProbesError, TraceEvent,
+};
 use cilkview_marks::{has_marks_section, read_marks, MarkKind, MarkedImage};
 use cilkview_report::{RunInfo, RunReport};
 
-use crate::nesting::{MarkPlace, Nesting};
+use crate::nesting::{Cut, MarkPlace, Nesting};
 use crate::region_profile::RegionProfiler;
 use crate::sites::{ProbeSite, Sites};
 use crate::{Progress, HITS_STEP};
@@ -257,6 +259,7 @@ impl<'a> Session<'a> {
             .reduce(Report::beside)
             .unwrap_or_default();
         let names = &self.labels.names;
+        let ending = info.ending;
         let mut report = RunReport::new(info, &measured, |id| {
             names.get(id as usize).cloned().unwrap_or_default()
         });
@@ -273,9 +276,15 @@ impl<'a> Session<'a> {
                  Mark its parallel structure with cilkview.h (`cilkview-rs header > cilkview.h`)."
             ));
         }
-        if let Some(warning) = nesting.warning(&self.images, partial) {
-            report.warnings.push(warning);
-        }
+        let cut = Cut {
+            start: partial,
+            end: match ending {
+                Ending::Exited(ExitStatus::Signaled(_)) => Some(report.ending()),
+                Ending::Exited(_) => None,
+                Ending::Stopped | Ending::TimeUp => Some("detached".to_string()),
+            },
+        };
+        report.warnings.extend(nesting.warnings(&self.images, &cut));
         if !Engine::sums_fit(self.cost_total, measured.total.spawns, self.burden) {
             report.warnings.push(format!(
                 "the measures are not exact: {} instructions plus a burden of {} per spawn \

@@ -54,6 +54,7 @@ fn info() -> RunInfo {
         counter: (&CounterInfo {
             kind: CounterMode::Step,
             reason: "synthetic".into(),
+            notes: Vec::new(),
             bias: 0,
             unit: cilkview_events::CostUnit::Instructions,
         })

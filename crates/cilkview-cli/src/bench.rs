@@ -29,7 +29,7 @@ pub fn bench(args: BenchArgs) -> Result<ExitCode> {
         analysis: analysis.clone(),
         region: args.region,
     })?;
-    let mut report = match measure(&opts, args.bandwidth) {
+    let mut report = match measure(&opts, args.tuning.bandwidth) {
         Ok(r) => r,
         Err(e) => return failed(e),
     };
@@ -49,7 +49,7 @@ pub fn after_analysis(
     analysis: &RunReport,
 ) -> Result<std::result::Result<BenchReport, ExitCode>> {
     let opts = options(tuning, program, args)?;
-    match measure(&opts, false) {
+    match measure(&opts, tuning.bandwidth) {
         Ok(mut report) => {
             cilkview_report::compare(&mut report, analysis);
             Ok(Ok(report))

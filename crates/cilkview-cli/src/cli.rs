@@ -258,6 +258,9 @@ pub struct OutputOptions {
     pub fail_below: Vec<Gate>,
     #[command(flatten)]
     pub profile: crate::profile::ProfileOptions,
+    /// Show the long form of each `note:` line under the report's Counter line.
+    #[arg(short, long)]
+    pub verbose: bool,
 }
 
 impl From<&OutputOptions> for ExportOptions {
@@ -270,6 +273,7 @@ impl From<&OutputOptions> for ExportOptions {
             gates: o.fail_below.clone(),
             profile: o.profile.profile.clone(),
             top: o.profile.top(),
+            verbose: o.verbose,
         }
     }
 }
@@ -316,13 +320,14 @@ pub struct RunArgs {
 }
 
 /// The options of `run` that tune `--bench`: an error without it (not silently ignored).
-const BENCH_TUNING: [&str; 6] = [
+const BENCH_TUNING: [&str; 7] = [
     "cores",
     "trials",
     "warmup",
     "workers_env",
     "show_output",
     "oversubscribe",
+    "bandwidth",
 ];
 
 /// The clap command: the derived one, with what derive cannot say (`run`'s benchmark options
@@ -383,10 +388,26 @@ fn parse_duration(s: &str) -> Result<f64, String> {
     }
 }
 
+/// `attach --counter`: `emulate`, which can only launch a program, is hidden from the help and
+/// the completions, but still parsed, so that attach refuses it with its reason.
+fn attach_counter() -> impl clap::builder::TypedValueParser<Value = CounterMode> {
+    use clap::{builder::TypedValueParser, ValueEnum};
+    let values = CounterMode::value_variants()
+        .iter()
+        .filter_map(ValueEnum::to_possible_value)
+        .map(|v| {
+            let launches = v.get_name() == CounterMode::Emulate.name();
+            v.hide(launches)
+        });
+    clap::builder::PossibleValuesParser::new(values)
+        .map(|name: String| CounterMode::from_str(&name, true).expect("one of the listed values"))
+}
+
 #[derive(Args, Debug)]
 pub struct AttachArgs {
     /// How to measure strands: instructions, or time with `native`.
-    #[arg(long, value_enum, default_value_t = CounterMode::Auto, help_heading = "Counting")]
+    #[arg(long, value_parser = attach_counter(), default_value_t = CounterMode::Auto,
+          help_heading = "Counting")]
     pub counter: CounterMode,
     /// Stop measuring and detach after this many seconds.
     #[arg(long, value_name = "SECS", value_parser = parse_duration, allow_negative_numbers = true,
@@ -467,16 +488,16 @@ pub struct BenchTuning {
     /// Allow more workers than CPUs available (they then share the CPUs).
     #[arg(long)]
     pub oversubscribe: bool,
+    /// Also run the memory-bandwidth test: P copies of the serial program at once vs one alone
+    /// (P = the largest core count).
+    #[arg(long)]
+    pub bandwidth: bool,
 }
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
     #[command(flatten)]
     pub tuning: BenchTuning,
-    /// Also run the memory-bandwidth test: P copies of the serial program at once vs one alone
-    /// (P = the largest core count).
-    #[arg(long, help_heading = "Benchmark")]
-    pub bandwidth: bool,
     /// A report saved by `cilkview-rs run --json`: show the predicted range beside each
     /// measured speedup.
     #[arg(long, value_name = "FILE.json", help_heading = "Prediction")]

@@ -12,6 +12,8 @@ mod completions;
 mod exit;
 mod man;
 mod openmp;
+#[cfg(test)]
+mod options_reference;
 mod profile;
 mod program;
 mod progress;

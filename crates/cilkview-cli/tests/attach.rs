@@ -9,7 +9,7 @@ use std::thread::sleep;
 use std::time::Duration;
 
 use cilkview_fixtures::build;
-use common::{finish, kill, start, static_opts, std_bin};
+use common::{finish, kill, program, start, static_opts, std_bin};
 use serde_json::Value;
 
 fn long_running() -> std::path::PathBuf {
@@ -311,4 +311,50 @@ fn a_stepped_popf_leaves_the_program_and_its_children_running_after_the_detach()
             "after attach --counter {counter}: {err}"
         );
     }
+}
+
+/// Attached while the program is inside a region that ends in the window: the report says the
+/// window began inside the region, not that the marks did not nest.
+#[test]
+#[ignore = "slow: attaches cilkview-rs to compiled programs"]
+fn attaching_inside_a_region_says_so() {
+    let exe = program(
+        "attach_mid_region",
+        r#"
+#include <stdio.h>
+#include <time.h>
+#include "cilkview.h"
+#include "work.h"
+static void child(void) { CV_WORK(1000); }
+static void step(void) { cv_function(); cv_spawn(child()); CV_WORK(500); cv_sync(); }
+static void rounds(int n) {
+    struct timespec pause = {0, 100 * 1000 * 1000};
+    for (int i = 0; i < n; i++) { step(); nanosleep(&pause, NULL); }
+}
+int main(void) {
+    cv_region_begin("phase");
+    puts("ready");
+    fflush(stdout);
+    rounds(10);
+    cv_region_end("phase");
+    rounds(15);
+    puts("done");
+    return 0;
+}
+"#,
+    );
+    let running = start(&exe, &[]);
+    assert_eq!(running.seen, "ready\n");
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let tool = cilkview_attach(running.child.id(), &["--duration", "2"], &json);
+    let (r, err, code) = report(tool, &json);
+    assert_eq!(code, Some(0), "{err}");
+    let _ = finish(running);
+    assert_eq!(r["attach"]["ended"], "duration", "{err}");
+    assert!(!err.contains("did not nest"), "{err}");
+    assert!(
+        err.contains("warning: a region was open when the attach began or ended"),
+        "{err}"
+    );
 }

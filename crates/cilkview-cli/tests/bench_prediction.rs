@@ -152,6 +152,58 @@ fn run_then_bench() {
     assert!(svg_text.contains("Measured speedup") && svg_text.contains("Burdened speedup"));
 }
 
+/// `run --bench --bandwidth` runs the memory-bandwidth test as `bench --bandwidth` does (the
+/// table's "Try --bandwidth." names an option `run --bench` takes); without `--bench` it is
+/// refused.
+#[test]
+#[ignore = "slow: runs cilkview-rs bench on compiled programs"]
+fn run_bench_takes_bandwidth() {
+    let _timing = timing();
+    let refused = bin()
+        .args(["run", "--bandwidth", "/bin/true"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        refused.status.code(),
+        Some(common::TOOL_FAILED),
+        "{}",
+        stderr(&refused)
+    );
+    assert!(stderr(&refused).contains("--bench"), "{}", stderr(&refused));
+    if cpus() < 2 {
+        cilkview_fixtures::skip("fewer than 2 CPUs available: no bandwidth test");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let out = bin()
+        .args([
+            "run",
+            "--bench",
+            "--cores",
+            "1,2",
+            "--trials",
+            "1",
+            "--warmup",
+            "0",
+            "--bandwidth",
+        ])
+        .arg(probe())
+        .arg(&log)
+        .arg("50")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("Memory bandwidth: 2 copies at once"))
+        .unwrap_or_else(|| panic!("no bandwidth line in {err}"));
+    assert!(line.contains("one alone"), "{line}");
+    // The analysis run, 2 benchmark runs (P = 1, 2), then 1 alone + 2 copies.
+    assert_eq!(log_lines(&log).len(), 6, "{:?}", log_lines(&log));
+}
+
 /// `report --plot`: the prediction alone, from a saved report, as a PNG and an SVG.
 #[test]
 #[ignore = "slow: runs cilkview-rs bench on compiled programs"]

@@ -253,6 +253,88 @@ fn json_outputs_validate_against_the_printed_schema() {
     assert!(!bench.is_valid(&measured));
 }
 
+/// `attach --help` lists only the counters that can attach (emulation launches the program), and
+/// `attach --counter emulate` is still refused with its reason rather than as an unknown value;
+/// `run --help` says emulation's slowdown as the warning of a long emulated run does.
+#[test]
+#[ignore = "slow: runs cilkview-rs"]
+fn attach_lists_only_the_counters_that_attach() {
+    let help = bin().args(["attach", "--help"]).output().unwrap();
+    assert_success(&help);
+    let help = String::from_utf8_lossy(&help.stdout).into_owned();
+    assert!(
+        help.contains("- native:") && help.contains("- step:"),
+        "{help}"
+    );
+    assert!(!help.contains("emulate"), "{help}");
+    let run_help = bin().args(["run", "--help"]).output().unwrap();
+    let run_help = String::from_utf8_lossy(&run_help.stdout)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(run_help.contains("- emulate:"), "{run_help}");
+    assert!(run_help.contains("3-40x slower than native"), "{run_help}");
+    let refused = bin()
+        .args(["attach", "--counter", "emulate", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(TOOL_FAILED));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("needs a ptrace counter"), "{err}");
+}
+
+/// What bash's own completion offers for `cilkview-rs WORDS…` (the last word the one being
+/// completed), driving the generated script's completion function as `complete -F` would.
+fn bash_completes(script: &std::path::Path, words: &[&str]) -> Vec<String> {
+    let words_quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
+    let program = format!(
+        "source '{}'\n\
+         f=$(complete -p cilkview-rs | sed -E 's/.*-F ([^ ]+) .*/\\1/')\n\
+         COMP_WORDS=(cilkview-rs {})\n\
+         COMP_CWORD={}\n\
+         \"$f\" cilkview-rs \"${{COMP_WORDS[COMP_CWORD]}}\" \"${{COMP_WORDS[COMP_CWORD-1]}}\"\n\
+         printf '%s\\n' \"${{COMPREPLY[@]}}\"\n",
+        script.display(),
+        words_quoted.join(" "),
+        words.len()
+    );
+    let out = cilkview_fixtures::command("bash")
+        .arg("-c")
+        .arg(program)
+        .output()
+        .unwrap();
+    assert_success(&out);
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Bash completes a subcommand's options after the subcommand (clap-rs/clap#6421: the script's
+/// case arms never matched a hyphenated binary's subcommands) and a value's choices after its
+/// option, as well as the subcommands themselves.
+#[test]
+#[ignore = "slow: runs cilkview-rs and bash"]
+fn bash_completes_after_the_subcommand() {
+    let out = bin().args(["completions", "bash"]).output().unwrap();
+    assert_success(&out);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cilkview-rs.bash");
+    std::fs::write(&path, &out.stdout).unwrap();
+    assert_eq!(bash_completes(&path, &["ru"]), ["run"]);
+    assert_eq!(
+        bash_completes(&path, &["run", "--pro"]),
+        ["--profile", "--profile-region"]
+    );
+    assert_eq!(
+        bash_completes(&path, &["run", "--counter", "em"]),
+        ["emulate"]
+    );
+    assert_eq!(bash_completes(&path, &["bench", "--band"]), ["--bandwidth"]);
+}
+
 /// `completions bash` is a script bash parses and that completes the subcommands and options;
 /// `man` is roff that man renders, with the options and the exit statuses.
 #[test]
@@ -310,6 +392,10 @@ fn completions_and_man_pages() {
         let text = text.replace(['\u{2010}', '\u{2212}'], "-");
         assert!(text.contains(says), "{page:?}: {text}");
         assert!(text.contains("127"), "{page:?}: exit statuses in {text}");
+        for section in ["\nEXIT STATUS\n", "\nEXAMPLES\n"] {
+            assert!(text.contains(section), "{page:?}: {section} in {text}");
+        }
+        assert!(!text.contains("\nEXTRA\n"), "{page:?}: {text}");
     }
     let out = bin().args(["man", "nope"]).output().unwrap();
     assert_eq!(out.status.code(), Some(TOOL_FAILED));

@@ -83,10 +83,7 @@ fn closing_every_descriptor_keeps_the_status_and_the_counts() {
         assert_eq!(t.u("spawns"), spawns_of_fib(n), "{}", t.json);
         assert_eq!(t.json["exit_status"], 7, "{}", t.json);
         assert!(
-            t.json["counter"]["reason"]
-                .as_str()
-                .unwrap()
-                .contains("closed the emulator's descriptors"),
+            common::counter_says(&t.json).contains("closed the emulator's descriptors"),
             "{}",
             t.json
         );
@@ -203,7 +200,7 @@ fn set_id_programs_are_not_emulated_silently() {
         let auto = analyze_with(&copy, &[], &[]);
         assert_eq!(auto.code(), Some(0), "{}", auto.stderr());
         assert_eq!(auto.json["counter"]["mode"], "step", "{}", auto.json);
-        let reason = auto.json["counter"]["reason"].as_str().unwrap();
+        let reason = &common::counter_says(&auto.json);
         assert!(
             reason.contains(what) && reason.contains("your ids"),
             "{reason}"
@@ -218,7 +215,7 @@ fn set_id_programs_are_not_emulated_silently() {
             "0 0\n",
             "QEMU runs it with the caller's ids"
         );
-        let reason = emulated.json["counter"]["reason"].as_str().unwrap();
+        let reason = &common::counter_says(&emulated.json);
         assert!(
             reason.contains(what) && reason.contains("the caller's user and group ids (euid 0)"),
             "{reason}"
@@ -371,7 +368,7 @@ int main(int argc, char **argv) {
         assert_eq!(t.json["signal"], 34 + k, "{}", t.json);
     }
     let t = analyze_with(&exe, &["--counter", "emulate"], &["handle", "0"]);
-    let reason = t.json["counter"]["reason"].as_str().unwrap();
+    let reason = &common::counter_says(&t.json);
     assert!(
         reason.contains("installed a handler for signal 64 (SIGRTMAX)")
             && reason.contains("sent itself signal 64 (SIGRTMAX)"),
@@ -411,7 +408,7 @@ int main(void) {
     );
     let t = analyze_with(&exe, &["--counter", "emulate"], &[]);
     assert_eq!(t.code(), Some(0), "{}", t.stderr());
-    let reason = t.json["counter"]["reason"].as_str().unwrap();
+    let reason = &common::counter_says(&t.json);
     for what in [
         "refused the program's seccomp filter",
         "seccomp returned ENOSYS",
@@ -524,7 +521,7 @@ int main(void) {
     assert_eq!(t.code(), Some(0), "{}", t.stderr());
     assert_eq!(t.stdout(), String::from_utf8_lossy(&native.stdout));
     assert_eq!(t.stdout(), "close: -1 9\ndlopen: ok\n");
-    let reason = t.json["counter"]["reason"].as_str().unwrap();
+    let reason = &common::counter_says(&t.json);
     assert!(
         reason.contains("were not instrumented") && reason.contains("libm.so.6"),
         "{reason}"

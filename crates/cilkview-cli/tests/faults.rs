@@ -328,6 +328,37 @@ fn ctrl_c_reaches_the_program_and_the_report_is_still_written() {
     assert_eq!(report["signal"], 2);
 }
 
+/// Ctrl-C while the program is inside a marked function: the report says the run was
+/// interrupted there, not that the marks did not nest (a missing exit or sync).
+#[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
+fn ctrl_c_inside_a_marked_function_is_said_to_interrupt_it() {
+    let exe = program(
+        "ctrl_c_inside",
+        &format!(
+            "{SPAWN_THEN} static void g(void) {{ cv_function(); cv_spawn(f()); puts(\"ready\"); \
+             fflush(stdout); for (;;) pause(); }} int main(void) {{ g(); return 0; }}"
+        ),
+    );
+    let job = Job::start(&exe);
+    assert_eq!(job.first_line, "ready\n");
+    let group = format!("-{}", job.child.id());
+    cilkview_fixtures::command("kill")
+        .args(["-INT", "--", &group])
+        .status()
+        .unwrap();
+    let (code, err, _) = job.finish();
+    assert_eq!(code, Some(128 + 2), "{err}");
+    assert!(!err.contains("did not nest"), "{err}");
+    assert!(
+        err.contains(
+            "warning: the run ended (killed by signal 2 (SIGINT)) inside an open function, \
+             spawn, loop or region"
+        ),
+        "{err}"
+    );
+}
+
 /// A fork-join depth of 100,000 (fixtures/deep.c): measured right, in bounded memory. This is the
 /// slowest test (~1.5 million instructions single-stepped where there is no hardware counter).
 #[test]
@@ -420,8 +451,24 @@ fn emulation_says_what_it_missed() {
     assert_eq!(t.code(), Some(128 + 11));
     assert_eq!(t.stdout(), "before\n");
     assert_eq!(t.json["signal"], 11);
-    let reason = t.json["counter"]["reason"].as_str().unwrap();
-    assert!(reason.contains("killed by signal 11"), "{reason}");
+    let reason = &common::counter_says(&t.json);
+    // The program's own fault: nothing says it came from outside its code (QEMU ends the same
+    // way for both, so the note says only what is known).
+    assert!(reason.contains("signal 11 ended the program"), "{reason}");
+    assert!(!reason.contains("outside its own code"), "{reason}");
+    let note = t.json["counter"]["notes"]
+        .as_array()
+        .and_then(|n| n.iter().find(|n| n["id"] == "ended-without-exit"))
+        .unwrap_or_else(|| panic!("an ended-without-exit note: {}", t.json));
+    assert!(note["detail"]
+        .as_str()
+        .unwrap()
+        .contains("QEMU ran no exit path"));
+    assert!(
+        t.stderr().contains("\nnote: signal 11 ended the program"),
+        "{}",
+        t.stderr()
+    );
     // QEMU ran no exit path, but the marks the program hit were in the plugin's shared buffers.
     assert_eq!(t.json["spawns"], 1, "{}", t.json);
 
@@ -432,7 +479,7 @@ fn emulation_says_what_it_missed() {
         &[exe.to_str().unwrap()],
     );
     assert_eq!(t.code(), Some(0));
-    let reason = t.json["counter"]["reason"].as_str().unwrap();
+    let reason = &common::counter_says(&t.json);
     assert!(
         reason.contains(&format!("exec'd `{}`, counted", exe.display())),
         "{reason}"
@@ -468,7 +515,7 @@ fn auto_emulates_a_script_and_single_steps_a_script_interpreter() {
         let direct = analyze_with(&exe, &["--counter", "emulate"], &[]);
         assert_eq!(t.parallel_part(), direct.parallel_part());
         assert_eq!(n.json["counter"]["mode"], "step", "{}", n.json);
-        let reason = n.json["counter"]["reason"].as_str().unwrap();
+        let reason = &common::counter_says(&n.json);
         assert!(reason.contains("interpreter is not an x86-64"), "{reason}");
         // What to do instead, not "use --counter step", which is what happened.
         assert!(reason.contains("run that program itself"), "{reason}");

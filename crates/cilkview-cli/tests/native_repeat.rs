@@ -36,7 +36,7 @@ fn repeat_runs_the_program_n_times_and_says_so() {
     assert_eq!(five.code(), Some(0), "{}", five.stderr());
     assert_eq!(five.stdout(), output.repeat(5));
     assert_eq!(five.json["counter"]["runs"], 5);
-    let reason = five.json["counter"]["reason"].as_str().unwrap();
+    let reason = &common::counter_says(&five.json);
     assert!(
         reason.ends_with("each strand the minimum of its 5 runs (--repeat)"),
         "{reason}"
@@ -112,7 +112,7 @@ fn a_run_that_ends_otherwise_ends_the_repetitions() {
     assert_eq!(a.code(), Some(0), "{}", a.stderr());
     assert_eq!(a.u("spawns"), 2);
     assert_eq!(a.json["counter"]["runs"], 2);
-    let reason = a.json["counter"]["reason"].as_str().unwrap();
+    let reason = &common::counter_says(&a.json);
     assert!(
         reason.ends_with("each strand the minimum of its 2 runs (--repeat)"),
         "{reason}"

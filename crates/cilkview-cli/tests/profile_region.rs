@@ -117,8 +117,14 @@ fn the_profile_of_a_region_is_the_regions_work_and_span_and_adds_up() {
             .sum();
         assert_eq!(sum, span, "{folded}");
         assert!(
-            folded.contains(" [region kernel];(outside every call site) "),
+            folded
+                .lines()
+                .any(|l| l.starts_with("(outside every call site) ")),
             "{folded}"
+        );
+        assert!(
+            read("svg").contains("[region kernel]"),
+            "the title names the region"
         );
         assert!(
             read("callgrind").contains(&format!("\ntotals: {work} {span}\n")),

@@ -304,7 +304,7 @@ fn report_of_the_figure_6_json_reads_as_figure_6() {
         "Burdened span: 262,078,779 instructions",
         "Parallelism: 21.31",
         "Burdened parallelism: 21.26",
-        "Average maximal strand: 218",
+        "Average maximal strand: 218 instructions (work per strand between marks)",
         "2 processors: 1.85 – 2.00",
         "32 processors: 9.20 – 21.31",
     ] {
@@ -406,7 +406,7 @@ fn cpu_binding_is_visible_in_the_report_and_can_be_turned_off() {
     let unbound = analyze_with(&exe, &["--counter", "step", "--no-cpu-binding"], &[]);
     assert_eq!(unbound.out.stdout, native.stdout);
     let bound = analyze_with(&exe, &["--counter", "step"], &[]);
-    let reason = bound.json["counter"]["reason"].as_str().unwrap();
+    let reason = &common::counter_says(&bound.json);
     assert!(reason.contains("bound to CPU"), "{reason}");
     assert_eq!(bound.stdout(), "cpus 1\n");
     assert_eq!(bound.parallel_part(), unbound.parallel_part());

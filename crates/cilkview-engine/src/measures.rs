@@ -163,7 +163,8 @@ impl Report {
 #[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct Speedup {
     pub cores: u32,
-    /// Burdened lower bound T1 / (T1/P + 2δ(1 − 1/P)·burdened span).
+    /// Burdened lower bound T1 / (T1/P + 2δ(1 − 1/P)·burdened span); 1 (at most the upper
+    /// bound) with no spawns.
     #[cfg_attr(feature = "serde", serde(deserialize_with = "nullable"))]
     pub lower: f64,
     /// min(P, parallelism): the work law and the span law.
@@ -197,6 +198,9 @@ pub fn speedup_with_task_cost(m: &Measures, cores: u32, delta: f64, task_cost: u
     let upper = p.min(m.parallelism());
     let lower = if m.work == 0 {
         1.0
+    } else if m.spawns == 0 {
+        // Nothing spawned, nothing stolen: no burden is paid, and the serial run is the run.
+        upper.min(1.0)
     } else {
         let runtime = if cores > 1 {
             m.spawns as f64 * task_cost as f64
@@ -297,6 +301,28 @@ mod tests {
             let s = m.speedup(p, 0.0);
             assert!(s.lower <= s.upper && s.upper == 1.0, "{s:?}");
         }
+    }
+
+    /// An unmarked program (no spawns) runs as its serial run on any core count: its range is
+    /// 1 – 1, not a lower bound below 1 from a burden no steal ever pays.
+    #[test]
+    fn no_spawns_is_exactly_serial() {
+        let m = Measures {
+            work: 108_507,
+            span: 108_507,
+            burdened_span: 108_507,
+            ..Measures::default()
+        };
+        for p in [2, 4, 32] {
+            let s = m.speedup(p, 0.85);
+            assert_eq!((s.lower, s.upper), (1.0, 1.0), "P = {p}");
+        }
+        let one_spawn = Measures {
+            spawns: 1,
+            syncs: 1,
+            ..m
+        };
+        assert!(one_spawn.speedup(2, 0.85).lower < 1.0);
     }
 
     #[test]

@@ -32,7 +32,15 @@ pub enum CounterMode {
     #[cfg_attr(feature = "clap", value(name = "hw", alias = "hardware"))]
     #[cfg_attr(feature = "serde", serde(rename = "hw", alias = "hardware"))]
     Hardware,
-    /// Run under qemu-x86_64 with the cilkview plugin: exact, ~10x native, no PMU needed.
+    // Run under qemu-x86_64 with the cilkview plugin (its help says how much slower, from
+    // `EMULATION_SLOWDOWN`).
+    #[cfg_attr(
+        feature = "clap",
+        value(help = format!(
+            "Run under qemu-x86_64 with the cilkview plugin: exact, no PMU needed, \
+             {EMULATION_SLOWDOWN}"
+        ))
+    )]
     #[cfg_attr(feature = "serde", serde(rename = "emulate"))]
     Emulate,
     /// Single-step every instruction under ptrace: exact everywhere, but ~20 µs per instruction.
@@ -45,6 +53,12 @@ pub enum CounterMode {
     #[cfg_attr(feature = "serde", serde(rename = "native"))]
     Native,
 }
+
+/// How much slower than native a program runs under `--counter emulate`, said once (the
+/// `--counter` help, the long-run warning), from docs/benchmarks.md's measurements: ~3× on
+/// coarse integer code (gzip), 11–38× with a mark every few instructions (fib_cutoff, fib),
+/// 21–170× on floating point, which QEMU 7.2 emulates in software.
+pub const EMULATION_SLOWDOWN: &str = "3-40x slower than native (up to 170x on floating point)";
 
 impl CounterMode {
     /// The name used by `--counter`, in reports and in JSON: `auto`, `hw`, `emulate`, `step`,
@@ -95,19 +109,71 @@ impl fmt::Display for CostUnit {
     }
 }
 
+/// One thing a report says about how its run was measured: why a counter was passed over, the
+/// emulator that ran, what emulation changed in the program's world, what ran uncounted. `id`
+/// names the kind of note (stable: JSON readers match on it; one id may occur more than once),
+/// `text` is one line, `detail` its long form (`-v`), if any. A new note is one
+/// [`Note::new`] where it is known, pushed on [`CounterInfo::notes`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
+pub struct Note {
+    /// What kind of note, e.g. `passed-over`, `emulator`, `emulation-changed`, `uncounted`.
+    pub id: String,
+    /// One line.
+    pub text: String,
+    /// The long form, shown with `-v`.
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
+    pub detail: Option<String>,
+}
+
+impl Note {
+    pub fn new(id: &str, text: impl Into<String>) -> Note {
+        Note {
+            id: id.to_string(),
+            text: text.into(),
+            detail: None,
+        }
+    }
+
+    /// The note with its long form.
+    pub fn with_detail(mut self, detail: impl Into<String>) -> Note {
+        self.detail = Some(detail.into());
+        self
+    }
+}
+
 /// Which counter a run used, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CounterInfo {
     /// Never [`CounterMode::Auto`].
     pub kind: CounterMode,
-    /// Human-readable reason, e.g. "hardware counter unavailable: perf_event_open: ...".
+    /// Why this counter, in a few words, e.g. "chosen by auto (hw unavailable here)".
     pub reason: String,
+    /// Everything else the report says about the measurement, one [`Note`] each.
+    pub notes: Vec<Note>,
     /// What its costs count: nanoseconds only for the native counter where it cannot read
     /// instructions.
     pub unit: CostUnit,
     /// Hardware only: instructions the counter sees per probe stop beyond the
     /// native program (learned by the self-test, subtracted from each hit). 0 otherwise.
     pub bias: u64,
+}
+
+impl CounterInfo {
+    /// The reason and every note (text and long form) in one string, `; ` between them: what
+    /// the report says about the counter, for a message or a search.
+    pub fn says(&self) -> String {
+        let mut parts = vec![self.reason.clone()];
+        for note in &self.notes {
+            parts.push(note.text.clone());
+            parts.extend(note.detail.clone());
+        }
+        parts.join("; ")
+    }
 }
 
 /// A probe: a 5-byte NOP `0f 1f 44 00 00` in an executable image.

@@ -3,7 +3,8 @@
 //! with its call graph.
 //!
 //! Each call site is a "function" (named `function location`, at the site's file and line), plus
-//! one for the code under no call site (the program). Two events: `Work` and `Span`.
+//! one for the code under no call site (named after the program, in file `???`: no source). Two
+//! events: `Work` and `Span`.
 //! - self cost: `Work` = the site's local work (all invocations, nested call sites excluded),
 //!   `Span` = its local span on span (the critical path's instructions that ran there);
 //! - a call from site A to site B (B invoked directly under A): `calls` = B's invocations there,
@@ -14,6 +15,9 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::PathBuf;
+
+/// callgrind's name for code of no known source file (valgrind's own spelling).
+const UNKNOWN_FILE: &str = "???";
 
 use crate::{prefixed, Artifact, Destination, ExportError, Exporter, RunReport};
 
@@ -71,9 +75,11 @@ impl CallgrindExporter {
         let subject = report.profiled_subject();
         let name = |n: usize| -> (String, String, u64) {
             if n == 0 {
+                // No source file: `???`, as valgrind writes it (the program's own path made
+                // callgrind_annotate read the binary as source).
                 (
                     format!("{subject} (outside call sites)"),
-                    report.program.clone(),
+                    UNKNOWN_FILE.to_string(),
                     0,
                 )
             } else {

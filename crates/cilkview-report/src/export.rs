@@ -32,6 +32,8 @@ pub struct ExportOptions {
     pub profile: Option<PathBuf>,
     /// `--top N`: rows of that table (`None`: 10).
     pub top: Option<usize>,
+    /// `-v`: the counter's notes in their long form in the text report.
+    pub verbose: bool,
 }
 
 impl ExportOptions {
@@ -174,7 +176,12 @@ pub struct ExportManager<R: ?Sized = RunReport> {
 /// The exporters of an analysis, in the order they write: warnings, the text report, the
 /// profile and the JSON asked for, then the plots.
 fn exporters(options: &ExportOptions) -> Vec<Box<dyn Exporter>> {
-    let mut out: Vec<Box<dyn Exporter>> = vec![Box::new(WarningsExporter), Box::new(TextExporter)];
+    let mut out: Vec<Box<dyn Exporter>> = vec![
+        Box::new(WarningsExporter),
+        Box::new(TextExporter {
+            verbose: options.verbose,
+        }),
+    ];
     if let Some(prefix) = &options.profile {
         let top = options.top.unwrap_or(TopSitesExporter::default().top);
         out.push(Box::new(TopSitesExporter { top }));

@@ -3,8 +3,9 @@
 //! span; the lines add up to the span) and the flame graph of it, drawn by `inferno`; and
 //! `PREFIX.work.folded`, `PREFIX.work.svg`: the same of the work (each context's local work, all
 //! its invocations), where the whole call structure shows even when the critical path is mostly
-//! serial code. The code under no call site is its own bar, `(outside every call site)`, on the
-//! root (the program, or `program [region LABEL]` with `--profile-region`).
+//! serial code. The code under no call site is its own bar, `(outside every call site)`. The
+//! stacks start at the outermost call site: the graph's one root is inferno's `all`, and its
+//! title names the program (and `[region LABEL]` with `--profile-region`).
 
 use std::path::PathBuf;
 
@@ -28,13 +29,13 @@ pub struct FlameGraphExporter {
 }
 
 impl FlameGraphExporter {
-    /// Collapsed stacks of the critical path: `root;site;site value`. Empty without a profile.
+    /// Collapsed stacks of the critical path: `site;site value`. Empty without a profile.
     pub fn to_folded(report: &RunReport) -> String {
         Self::folded(report, Measure::Span)
     }
 
-    /// Collapsed stacks of `measure`: `root;site;site value`, the code under no call site as
-    /// `root;(outside every call site) value`. Empty without a profile.
+    /// Collapsed stacks of `measure`: `site;site value` from the outermost call site, the code
+    /// under no call site as `(outside every call site) value`. Empty without a profile.
     pub fn folded(report: &RunReport, measure: Measure) -> String {
         let (Some(sites), Some(contexts)) = (
             report.call_sites.as_deref(),
@@ -42,13 +43,6 @@ impl FlameGraphExporter {
         ) else {
             return String::new();
         };
-        let mut root = std::path::Path::new(&report.program)
-            .file_name()
-            .map(|f| f.to_string_lossy().replace([';', ' '], "_"))
-            .unwrap_or_else(|| "program".into());
-        if let Some(label) = &report.profile_region {
-            root.push_str(&format!(" [region {}]", label.replace(';', ":")));
-        }
         let mut out = String::new();
         for (i, c) in contexts.iter().enumerate() {
             let value = match measure {
@@ -58,16 +52,13 @@ impl FlameGraphExporter {
             if value == 0 {
                 continue;
             }
-            let mut line = root.clone();
             let stack = report.context_stack(i);
-            if stack.is_empty() {
-                line.push(';');
-                line.push_str(OUTSIDE_FRAME);
-            }
-            for s in stack {
-                line.push(';');
-                line.push_str(&sites[s].label());
-            }
+            let line = if stack.is_empty() {
+                OUTSIDE_FRAME.to_string()
+            } else {
+                let frames: Vec<String> = stack.into_iter().map(|s| sites[s].label()).collect();
+                frames.join(";")
+            };
             out.push_str(&format!("{line} {value}\n"));
         }
         out

@@ -9,6 +9,28 @@ pub enum GateMeasure {
 }
 
 impl GateMeasure {
+    const ALL: [GateMeasure; 2] = [GateMeasure::Parallelism, GateMeasure::BurdenedParallelism];
+
+    /// The measure named `name`, or the line that says what was meant (the measure most like
+    /// it, as clap suggests a misspelt option: Jaro-Winkler similarity above 0.7).
+    fn parse(name: &str) -> Result<GateMeasure, String> {
+        if let Some(m) = Self::ALL.into_iter().find(|m| m.name() == name) {
+            return Ok(m);
+        }
+        let closest = Self::ALL
+            .into_iter()
+            .map(|m| (strsim::jaro_winkler(name, m.name()), m))
+            .filter(|(score, _)| *score > 0.7)
+            .max_by(|a, b| a.0.total_cmp(&b.0));
+        Err(match closest {
+            Some((_, m)) => format!(
+                "unknown measure `{name}`: did you mean `{}`? ({FORM})",
+                m.name()
+            ),
+            None => FORM.to_string(),
+        })
+    }
+
     fn name(self) -> &'static str {
         match self {
             GateMeasure::Parallelism => "parallelism",
@@ -42,11 +64,7 @@ impl Gate {
             }
             None => (None, lhs),
         };
-        let measure = match measure {
-            "parallelism" => GateMeasure::Parallelism,
-            "burdened_parallelism" => GateMeasure::BurdenedParallelism,
-            _ => return Err(FORM.into()),
-        };
+        let measure = GateMeasure::parse(measure)?;
         Ok(Gate {
             region,
             measure,
@@ -118,5 +136,20 @@ mod tests {
         ] {
             assert!(Gate::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_misspelt_measure_gets_a_did_you_mean() {
+        let err = Gate::parse("paralelism=1").unwrap_err();
+        assert!(
+            err.starts_with("unknown measure `paralelism`: did you mean `parallelism`?"),
+            "{err}"
+        );
+        let err = Gate::parse("region:r:burdend_parallelism=1").unwrap_err();
+        assert!(
+            err.contains("did you mean `burdened_parallelism`?"),
+            "{err}"
+        );
+        assert_eq!(Gate::parse("span=3").unwrap_err(), FORM);
     }
 }

@@ -2,7 +2,7 @@
 //! the JSON schema documented in docs/json-schema.md (stable: add keys only with a version note).
 
 use cilkview_engine::{core_counts, speedup_with_task_cost, Measures, Report, Speedup};
-use cilkview_events::{CostUnit, CounterInfo, CounterMode, Ending, ExitStatus};
+use cilkview_events::{CostUnit, CounterInfo, CounterMode, Ending, ExitStatus, Note};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -14,8 +14,13 @@ pub struct CounterReport {
     /// `"hw"`, `"emulate"`, `"step"` or `"native"` in JSON (`"hardware"` and `"single-step"` read
     /// as aliases).
     pub mode: CounterMode,
-    /// Why this counter was used (e.g. why the hardware counter was not).
+    /// Why this counter was used, in a few words (e.g. "chosen by auto (hw unavailable here)").
     pub reason: String,
+    /// Everything else said about the measurement, one note each (`id`, one-line `text`, long
+    /// `detail`): why other counters were passed over, the emulator, what emulation changed,
+    /// what ran uncounted. Absent in older reports (their reason held it all).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<Note>,
     /// How many runs of the program the costs come from: each strand's minimum over them
     /// (`run --repeat`, the native counter). Written only when more than 1.
     #[serde(default = "one_run", skip_serializing_if = "is_one_run")]
@@ -37,6 +42,7 @@ impl Default for CounterReport {
         CounterReport {
             mode: CounterMode::Auto,
             reason: "not recorded in the report".into(),
+            notes: Vec::new(),
             runs: 1,
         }
     }
@@ -80,6 +86,7 @@ impl From<&CounterInfo> for CounterReport {
         CounterReport {
             mode: info.kind,
             reason: info.reason.clone(),
+            notes: info.notes.clone(),
             runs: 1,
         }
     }

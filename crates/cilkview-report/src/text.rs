@@ -8,17 +8,37 @@ use num_format::{Locale, ToFormattedString};
 
 use crate::{Artifact, Destination, ExportError, Exporter, RunReport, Speedup};
 
-/// Renders to standard error.
-pub struct TextExporter;
+/// Renders to standard error; `verbose` (`-v`) adds each note's long form.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TextExporter {
+    pub verbose: bool,
+}
 
 fn n(v: u64) -> String {
     v.to_formatted_string(&Locale::en)
 }
 
+/// A cost as a reader takes it in: instructions counted with separators, a time in the unit that
+/// keeps it between 1 and 1000 (14,950,322 ns reads `14.95 ms`). JSON keeps the raw number.
+pub(crate) fn cost(v: u64, unit: CostUnit) -> String {
+    match unit {
+        CostUnit::Instructions => format!("{} {unit}", n(v)),
+        CostUnit::Nanoseconds => {
+            let ns = v as f64;
+            match v {
+                0..=999 => format!("{v} ns"),
+                1_000..=999_999 => format!("{:.2} µs", ns / 1e3),
+                1_000_000..=999_999_999 => format!("{:.2} ms", ns / 1e6),
+                _ => format!("{:.2} s", ns / 1e9),
+            }
+        }
+    }
+}
+
 fn profile(out: &mut String, m: &Measures, unit: CostUnit) {
-    let _ = writeln!(out, "Work: {} {unit}", n(m.work));
-    let _ = writeln!(out, "Span: {} {unit}", n(m.span));
-    let _ = writeln!(out, "Burdened span: {} {unit}", n(m.burdened_span));
+    let _ = writeln!(out, "Work: {}", cost(m.work, unit));
+    let _ = writeln!(out, "Span: {}", cost(m.span, unit));
+    let _ = writeln!(out, "Burdened span: {}", cost(m.burdened_span, unit));
     let _ = writeln!(out, "Parallelism: {:.2}", m.parallelism());
     let _ = writeln!(out, "Burdened parallelism: {:.2}", m.burdened_parallelism());
     let _ = writeln!(out, "Spawns: {}", n(m.spawns));
@@ -32,6 +52,15 @@ fn table(out: &mut String, rows: &[Speedup]) {
             "{} processors: {:.2} – {:.2}",
             r.cores, r.lower, r.upper
         );
+    }
+}
+
+/// A cost in the side-by-side table's cells: instructions as counted (the header says so), a time
+/// in human units.
+fn short_cost(v: u64, unit: CostUnit) -> String {
+    match unit {
+        CostUnit::Instructions => n(v),
+        CostUnit::Nanoseconds => cost(v, unit),
     }
 }
 
@@ -62,8 +91,8 @@ fn side_by_side(out: &mut String, report: &RunReport) {
         let _ = writeln!(
             out,
             "{name:width$}  {:>15}  {:>15}  {:>11.2}  {:>20.2}  {:>9.1}%",
-            n(m.work),
-            n(m.span),
+            short_cost(m.work, report.unit),
+            short_cost(m.span, report.unit),
             m.parallelism(),
             m.burdened_parallelism(),
             100.0 * m.work as f64 / report.measures.work.max(1) as f64
@@ -91,8 +120,13 @@ pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
 }
 
 impl TextExporter {
-    /// The report as text.
+    /// The report as text (the notes in one line each).
     pub fn to_text(report: &RunReport) -> String {
+        TextExporter::default().text(report)
+    }
+
+    /// The report as text, the notes' long forms too if `self.verbose`.
+    pub fn text(&self, report: &RunReport) -> String {
         let mut out = String::new();
         let mut command = printable(&report.program).into_owned();
         for a in &report.args {
@@ -125,11 +159,16 @@ impl TextExporter {
             report.counter.mode,
             printable(&report.counter.reason)
         );
+        for note in &report.counter.notes {
+            let _ = writeln!(out, "note: {}", printable(&note.text));
+            if let (true, Some(detail)) = (self.verbose, &note.detail) {
+                let _ = writeln!(out, "      {}", printable(detail));
+            }
+        }
         let _ = writeln!(
             out,
-            "Model: burden {} {} per continuation, span coefficient {}",
-            n(report.burden),
-            report.unit,
+            "Model: burden {} per continuation, span coefficient {}",
+            cost(report.burden, report.unit),
             report.span_coefficient
         );
         if let Some(openmp) = &report.openmp {
@@ -141,8 +180,8 @@ impl TextExporter {
         profile(&mut out, &m, report.unit);
         let _ = writeln!(
             out,
-            "Average maximal strand: {:.0}",
-            m.average_maximal_strand()
+            "Average maximal strand: {} (work per strand between marks)",
+            cost(m.average_maximal_strand().round() as u64, report.unit)
         );
         let _ = writeln!(out);
         let _ = writeln!(out, "2) Speedup Estimate");
@@ -178,7 +217,7 @@ impl Exporter for TextExporter {
     fn render(&self, report: &RunReport) -> Result<Vec<Artifact>, ExportError> {
         Ok(vec![Artifact {
             destination: Destination::Stderr,
-            bytes: Self::to_text(report).into_bytes(),
+            bytes: self.text(report).into_bytes(),
         }])
     }
 }
@@ -201,5 +240,23 @@ impl Exporter for WarningsExporter {
             destination: Destination::Stderr,
             bytes: text.into_bytes(),
         }])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_read_in_human_units_and_instructions_as_counted() {
+        let ns = CostUnit::Nanoseconds;
+        assert_eq!(cost(14_950_322, ns), "14.95 ms");
+        assert_eq!(cost(5_000, ns), "5.00 µs");
+        assert_eq!(cost(850, ns), "850 ns");
+        assert_eq!(cost(2_345_000_000, ns), "2.35 s");
+        assert_eq!(
+            cost(14_950_322, CostUnit::Instructions),
+            "14,950,322 instructions"
+        );
     }
 }

@@ -54,6 +54,19 @@ fn benchmark() -> BenchReport {
     }
 }
 
+/// Runs under 5 ms (hyperfine's threshold) get a warning under the table; longer ones none.
+#[test]
+fn very_short_runs_are_warned_about() {
+    let mut bench = benchmark();
+    assert!(!BenchTableExporter::to_text(&bench).contains("warning:"));
+    bench.results[1].time.min = 0.0028;
+    let text = BenchTableExporter::to_text(&bench);
+    assert!(
+        text.contains("\nwarning: the fastest run took 2.8 ms: under 5 ms, starting the process"),
+        "{text}"
+    );
+}
+
 #[test]
 fn table_shows_each_worker_count_and_where_it_lies() {
     let mut bench = benchmark();

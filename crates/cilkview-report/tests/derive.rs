@@ -32,7 +32,7 @@ fn a_report_of_measures_only_renders_in_full() {
     for line in [
         "Parallelism: 100.00\n",
         "Burdened parallelism: 25.00\n",
-        "Average maximal strand: 3984\n",
+        "Average maximal strand: 3,984 instructions (work per strand between marks)\n",
         "2 processors: 1.87 – 2.00\n",
         "32 processors: 10.30 – 32.00\n",
         "3) Region \"inner\"\n",

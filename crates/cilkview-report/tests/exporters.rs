@@ -23,7 +23,7 @@ Parallelism: 21.31
 Burdened parallelism: 21.26
 Spawns: 8,518,398
 Syncs: 8,518,398
-Average maximal strand: 218
+Average maximal strand: 218 instructions (work per strand between marks)
 
 2) Speedup Estimate
 2 processors: 1.85 – 2.00
@@ -170,4 +170,40 @@ fn gnuplot_and_plotters_pictures_have_one_look() {
         );
     }
     assert!(plt.contains("set xrange [0.8:32.2]"), "{plt}");
+}
+
+/// The Counter line is one short line; each note follows as one `note:` line, its long form
+/// under it only with `-v`; JSON keeps the notes as a list with their ids and reads them back.
+#[test]
+fn counter_notes_are_lines_of_their_own() {
+    let mut report = figure6();
+    report.counter.reason = "chosen by auto (hw unavailable here)".into();
+    report.counter.notes = vec![
+        cilkview_events::Note::new("passed-over", "hw: no PMU"),
+        cilkview_events::Note::new("emulator", "qemu-x86_64 version 7.2.22")
+            .with_detail("emulated CPU: -cpu Haswell-v4"),
+    ];
+    let text = TextExporter::to_text(&report);
+    assert!(
+        text.contains(
+            "\nCounter: hw — chosen by auto (hw unavailable here)\nnote: hw: no PMU\n\
+             note: qemu-x86_64 version 7.2.22\nModel: "
+        ),
+        "{text}"
+    );
+    let verbose = TextExporter { verbose: true }.text(&report);
+    assert!(
+        verbose.contains("note: qemu-x86_64 version 7.2.22\n      emulated CPU: -cpu Haswell-v4\n"),
+        "{verbose}"
+    );
+    let json = JsonExporter {
+        path: "r.json".into(),
+    }
+    .render(&report)
+    .unwrap();
+    let value: serde_json::Value = serde_json::from_slice(&json[0].bytes).unwrap();
+    assert_eq!(value["counter"]["notes"][1]["id"], "emulator");
+    assert_eq!(value["counter"]["notes"][0].get("detail"), None);
+    let back: cilkview_report::RunReport = serde_json::from_slice(&json[0].bytes).unwrap();
+    assert_eq!(back.counter.notes, report.counter.notes);
 }

@@ -79,6 +79,7 @@ fn info() -> RunInfo {
         counter: CounterReport {
             mode: CounterMode::Step,
             reason: "test".into(),
+            notes: Vec::new(),
             runs: 1,
         },
         unit: cilkview_events::CostUnit::Instructions,
@@ -408,21 +409,28 @@ fn folded_stacks_add_up_to_the_span_and_draw_a_flame_graph() {
         .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
         .sum();
     assert_eq!(total, report.measures.span);
-    // The code under no call site is its own bar on the program's.
+    // The code under no call site is its own bar; the stacks start at the outermost call site
+    // (inferno's `all` is the one root: no second root named after the program).
     assert!(
-        folded.contains("qsort;(outside every call site) 12\n"),
+        folded.lines().any(|l| l == "(outside every call site) 12"),
         "{folded}"
     );
     assert!(
-        folded.contains("qsort;main qsort.c:31;pqsort qsort.c:20 "),
+        folded
+            .lines()
+            .any(|l| l.starts_with("main qsort.c:31;pqsort qsort.c:20 ")),
         "{folded}"
     );
+    assert!(!folded.contains("qsort;"), "{folded}");
     let a = FlameGraphExporter { prefix: "p".into() }
         .render(&report)
         .unwrap();
     assert_eq!(a[1].destination, Destination::File("p.svg".into()));
     let svg = String::from_utf8(a[1].bytes.clone()).unwrap();
     assert!(svg.contains("<svg") && svg.contains("pqsort qsort.c:20"));
+    // One root frame, `all`; the program is named in the title.
+    assert_eq!(svg.matches("<title>all (").count(), 1, "{svg}");
+    assert!(!svg.contains("<title>qsort ("), "{svg}");
     // The work's flame graph: every context's local work, adding up to the work.
     assert_eq!(a[2].destination, Destination::File("p.work.folded".into()));
     assert_eq!(a[3].destination, Destination::File("p.work.svg".into()));
@@ -455,6 +463,14 @@ fn callgrind_self_costs_add_up_and_callgrind_annotate_reads_it() {
     }
     assert_eq!((work, span), (report.measures.work, report.measures.span));
     assert!(text.contains("cfn=pqsort qsort.c:20\ncalls="), "{text}");
+    // The code under no call site has no source file: not the program, which
+    // callgrind_annotate would read as source.
+    assert!(
+        text.contains("\nfl=???\nfn=./qsort 100000000 (outside call sites)\n")
+            || text.contains("\nfl=???\nfn=./qsort (outside call sites)\n"),
+        "{text}"
+    );
+    assert!(!text.contains("fl=./qsort"), "{text}");
 
     // callgrind_annotate --version exits 255: look for it by running it.
     if cilkview_fixtures::command("callgrind_annotate")

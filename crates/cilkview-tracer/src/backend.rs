@@ -3,7 +3,7 @@
 //! backend in turn whether it can run here and keeps the reasons (shown in the report).
 //!
 //! Backends: [`Hardware`] (ptrace, breakpoints on the marks + the hardware counter), [`Emulate`]
-//! (the program under `qemu-x86_64` with the cilkview plugin: exact, ~10x native, any machine;
+//! (the program under `qemu-x86_64` with the cilkview plugin: exact, `EMULATION_SLOWDOWN`, any machine;
 //! `src/emulate/`, docs/emulation.md), [`Step`] (ptrace single-stepping: exact, slow) and
 //! [`Native`] (patched jumps to stubs reading the time-stamp counter). [`CANDIDATES`] is their
 //! order, the one table `auto`, `choose_for_attach` and [`use_instead`] read. With the
@@ -20,6 +20,7 @@ use crate::{
     counter, ptrace, AttachOptions, AttachOutcome, CostUnit, CounterInfo, CounterMode, EventSink,
     Outcome, Probe, ProbesError, TraceError, TraceEvent, TraceOptions,
 };
+use cilkview_events::Note;
 
 /// Why a backend cannot count here ([`Backend::check`]) or cannot run a program
 /// ([`Backend::supports`]): under `auto`, the reason it was passed over.
@@ -101,7 +102,11 @@ impl Backend for Hardware {
             .map_err(Unavailable::HardwareCounter)?;
         Ok(CounterInfo {
             kind: CounterMode::Hardware,
-            reason: format!("hardware counter passed the self-test (per-hit bias {bias})"),
+            reason: "hardware counter requested".into(),
+            notes: vec![Note::new(
+                "counter",
+                format!("hardware counter passed the self-test (per-hit bias {bias})"),
+            )],
             bias,
             unit: cilkview_events::CostUnit::Instructions,
         })
@@ -134,6 +139,7 @@ impl Backend for Step {
         Ok(CounterInfo {
             kind: CounterMode::Step,
             reason: "single-step requested".into(),
+            notes: Vec::new(),
             bias: 0,
             unit: cilkview_events::CostUnit::Instructions,
         })
@@ -166,6 +172,7 @@ impl Backend for Emulate {
         Ok(CounterInfo {
             kind: CounterMode::Emulate,
             reason: "emulation requested".into(),
+            notes: Vec::new(),
             bias: 0,
             unit: cilkview_events::CostUnit::Instructions,
         })
@@ -191,8 +198,20 @@ impl Backend for Emulate {
     ) -> Result<Outcome, TraceError> {
         let (mut outcome, _) = crate::run_emulated(opts, sink)?;
         // Why this backend (from `check`), then what the emulator ran: its version and CPU model.
-        outcome.counter.reason = format!("{}; {}", info.reason, outcome.counter.reason);
+        let ran = std::mem::take(&mut outcome.counter.notes);
+        outcome.counter.reason = info.reason;
+        outcome.counter.notes = info.notes;
+        outcome.counter.notes.extend(ran);
         Ok(outcome)
+    }
+}
+
+/// The native counter's note: what it reads, in one line; the rest (off-CPU time, why not
+/// `rdpmc`) its long form.
+fn native_note(described: &str) -> Note {
+    match described.split_once("; ") {
+        Some((first, rest)) => Note::new("counter", format!("native: {first}")).with_detail(rest),
+        None => Note::new("counter", format!("native: {described}")),
     }
 }
 
@@ -219,7 +238,8 @@ impl Backend for Native {
         let clock = native_clock().map_err(Unavailable::NativeClock)?;
         Ok(CounterInfo {
             kind: CounterMode::Native,
-            reason: format!("native: {}", clock.describe()),
+            reason: "native counter requested".into(),
+            notes: vec![native_note(&clock.describe())],
             bias: 0,
             unit: clock.unit(),
         })
@@ -352,7 +372,7 @@ fn first_available(
     candidates: Vec<Box<dyn Backend>>,
     accepts: impl Fn(&dyn Backend) -> Result<(), Unavailable>,
 ) -> Result<(Box<dyn Backend>, CounterInfo), TraceError> {
-    let mut refused: Vec<String> = Vec::new();
+    let mut refused: Vec<(CounterMode, String)> = Vec::new();
     for backend in candidates {
         match backend
             .check()
@@ -360,16 +380,22 @@ fn first_available(
         {
             Ok(mut info) => {
                 if !refused.is_empty() {
-                    info.reason = refused.join("; ");
+                    let names: Vec<&str> = refused.iter().map(|(m, _)| m.name()).collect();
+                    info.reason = format!("chosen by auto ({} unavailable here)", names.join(", "));
+                    let passed_over = refused
+                        .into_iter()
+                        .map(|(m, why)| Note::new("passed-over", format!("{m}: {why}")));
+                    info.notes.splice(0..0, passed_over);
                 }
                 return Ok((backend, info));
             }
-            Err(why) => refused.push(why.to_string()),
+            Err(why) => refused.push((backend.mode(), why.to_string())),
         }
     }
+    let why: Vec<String> = refused.into_iter().map(|(_, why)| why).collect();
     Err(TraceError::CounterUnavailable {
         mode,
-        reason: refused.join("; "),
+        reason: why.join("; "),
     })
 }
 

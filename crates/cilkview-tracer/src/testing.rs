@@ -22,6 +22,7 @@ impl Backend for BreakpointsOnly {
         Ok(CounterInfo {
             kind: CounterMode::Hardware,
             reason: "breakpoints only (testing)".into(),
+            notes: Vec::new(),
             bias: 0,
             unit: cilkview_events::CostUnit::Instructions,
         })

@@ -39,9 +39,9 @@ int main(void) {
     assert_eq!(out.hits, 2, "only the parent is counted: {ev:?}");
     assert_eq!(notes.forked_children.len(), 1);
     assert!(
-        out.counter.reason.contains("forked"),
+        out.counter.says().contains("forked"),
         "{}",
-        out.counter.reason
+        out.counter.says()
     );
 }
 
@@ -68,9 +68,9 @@ int main(void) {
     assert_eq!(notes.native_exec, None);
     assert_eq!(notes.followed_execs, [PathBuf::from("/bin/sh")]);
     assert!(
-        out.counter.reason.contains("counted"),
+        out.counter.says().contains("counted"),
         "{}",
-        out.counter.reason
+        out.counter.says()
     );
     // The shell's files were asked for after the program's.
     let sh = std::fs::canonicalize("/bin/sh").unwrap();
@@ -221,9 +221,9 @@ int main(void) {{
     assert_eq!(notes.native_exec.as_deref(), Some(setuid.as_path()));
     assert!(notes.followed_execs.is_empty());
     assert!(
-        out.counter.reason.contains("natively"),
+        out.counter.says().contains("natively"),
         "{}",
-        out.counter.reason
+        out.counter.says()
     );
     assert_costs_add_up(out.total_instructions, &ev);
 }

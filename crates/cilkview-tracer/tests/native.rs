@@ -177,10 +177,10 @@ fn the_counter_reads_instructions_where_rdpmc_is_readable_else_time() {
     let pmu = std::path::Path::new("/sys/bus/event_source/devices/cpu").exists()
         || std::path::Path::new("/sys/bus/event_source/devices/cpu_core").exists();
     let said = info
-        .reason
+        .says()
         .split("; ")
         .find(|p| p.contains("rdpmc"))
-        .unwrap_or_else(|| panic!("no word on rdpmc: {}", info.reason))
+        .unwrap_or_else(|| panic!("no word on rdpmc: {}", info.says()))
         .to_string();
     if info.unit == cilkview_tracer::CostUnit::Instructions {
         assert!(
@@ -191,9 +191,9 @@ fn the_counter_reads_instructions_where_rdpmc_is_readable_else_time() {
     }
     assert_eq!(info.unit, cilkview_tracer::CostUnit::Nanoseconds);
     assert!(
-        info.reason.starts_with("native: time on the CPU"),
+        info.says().contains("; native: time on the CPU"),
         "{}",
-        info.reason
+        info.says()
     );
     assert!(
         said.starts_with("instructions by rdpmc: unavailable ("),
@@ -221,7 +221,7 @@ fn with_rdpmc_strands_equal_single_stepping() {
     if info.unit != cilkview_tracer::CostUnit::Instructions {
         cilkview_fixtures::skip(format!(
             "instructions by rdpmc in the native counter not run here: {}",
-            info.reason
+            info.says()
         ));
         return;
     }

@@ -241,7 +241,7 @@ int main(void) {
     assert_eq!(out.status, ExitStatus::Exited(0), "{printed}");
     let waits: u64 = out
         .counter
-        .reason
+        .says()
         .split("waited for the analysis at ")
         .nth(1)
         .and_then(|r| r.split(' ').next())
@@ -250,7 +250,7 @@ int main(void) {
     assert!(
         waits > 0,
         "the stubs waited for room: {}",
-        out.counter.reason
+        out.counter.says()
     );
     let mut words = printed.split_whitespace();
     assert_eq!(words.next(), Some("0"), "SIGTRAPs never sent: {printed}");

@@ -26,9 +26,9 @@ fn stand_in() -> bool {
     native_software_stand_in();
     match Native.check() {
         Ok(info) => {
-            assert_eq!(info.unit, CostUnit::Instructions, "{}", info.reason);
+            assert_eq!(info.unit, CostUnit::Instructions, "{}", info.says());
             assert!(info
-                .reason
+                .says()
                 .contains("a software event (task clock) standing in"));
             true
         }

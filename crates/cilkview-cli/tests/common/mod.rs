@@ -304,3 +304,18 @@ pub fn finish(mut p: Running) -> (String, Option<i32>) {
     p.stdout.read_to_string(&mut p.seen).unwrap();
     (p.seen, p.child.wait().unwrap().code())
 }
+
+/// What a JSON report says about its counter: the reason and every note's text and long form,
+/// `; ` between them.
+pub fn counter_says(json: &serde_json::Value) -> String {
+    let counter = &json["counter"];
+    let mut parts = vec![counter["reason"].as_str().unwrap_or_default().to_string()];
+    for note in counter["notes"].as_array().into_iter().flatten() {
+        for key in ["text", "detail"] {
+            if let Some(t) = note[key].as_str() {
+                parts.push(t.to_string());
+            }
+        }
+    }
+    parts.join("; ")
+}

@@ -7,6 +7,10 @@ use cilkview_bench::{BenchReport, Placement};
 
 use crate::{Artifact, Destination, ExportError, Exporter};
 
+/// A run shorter than this (hyperfine's threshold) is mostly the cost of starting it: its
+/// speedups say little.
+const SHORT_RUN_SECONDS: f64 = 0.005;
+
 /// Renders to standard error.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct BenchTableExporter {
@@ -80,6 +84,23 @@ impl BenchTableExporter {
                 "Below the predicted range: something the instruction counts cannot see holds the \
                  program back (memory bandwidth, contention, false sharing, the runtime's own \
                  costs). Try --bandwidth."
+            );
+        }
+        if let Some(fastest) = report
+            .results
+            .iter()
+            .map(|r| r.time.min)
+            .filter(|t| t.is_finite())
+            .min_by(f64::total_cmp)
+            .filter(|&t| t < SHORT_RUN_SECONDS)
+        {
+            let _ = writeln!(
+                out,
+                "warning: the fastest run took {:.1} ms: under {:.0} ms, starting the process and \
+                 the clock's noise weigh on every speedup; give the program more work (a larger \
+                 input)",
+                fastest * 1e3,
+                SHORT_RUN_SECONDS * 1e3
             );
         }
         if let Some(b) = &report.bandwidth {

@@ -56,7 +56,7 @@ pub fn emulator_available() -> Result<String, EmulatorError> {
 /// mapped executable later, in mapping order; events arrive in order; their costs add up to
 /// [`Outcome::total_instructions`]. The counts are those of the emulated CPU [`CPU_MODEL`].
 /// `opts.counter` and `opts.bind_cpu` are ignored. Also returns what ran outside the count
-/// (forked children, an exec'd image); the counter's reason says it too.
+/// (forked children, an exec'd image); the counter's notes say it too.
 pub fn run_emulated(
     opts: &TraceOptions,
     sink: &mut dyn EventSink,
@@ -93,12 +93,12 @@ pub fn run_emulated(
         followed_execs: s.followed.clone(),
         forked_children: s.forks.clone(),
     };
-    let reason = s.reason(&emu, &program, &notes, status);
     let outcome = Outcome {
         status,
         counter: CounterInfo {
             kind: CounterMode::Emulate,
-            reason,
+            reason: "emulated".into(),
+            notes: s.notes(&emu, &program, &notes, status),
             bias: 0,
             unit: cilkview_events::CostUnit::Instructions,
         },

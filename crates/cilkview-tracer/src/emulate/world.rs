@@ -1,11 +1,12 @@
-//! What an emulated run's counter reason says beyond the emulator's version: where the
-//! program's world under QEMU differed from its native one (set-user-ID, signals QEMU cannot
-//! deliver, system calls it lacks, descriptors the program closed) and what ran uncounted.
+//! The notes of an emulated run: the emulator, where the program's world under QEMU differed
+//! from its native one (set-user-ID, signals QEMU cannot deliver, system calls it lacks,
+//! descriptors the program closed) and what ran uncounted.
 
 use std::path::Path;
 
 use super::{launch, EmulatedRun, EmulationNotes, CPU_MODEL};
 use crate::ExitStatus;
+use cilkview_events::Note;
 use cilkview_qemu_plugin::wire::{W_NOSYS, W_RT_HANDLER, W_RT_SELF, W_SECCOMP};
 
 /// QEMU 7.2 gives the guest's real-time signals the host's two above (guest SIGRTMIN, 34, is
@@ -103,100 +104,169 @@ fn world_note_text(what: u8, detail: u32) -> String {
 }
 
 impl EmulatedRun {
-    /// The counter reason of the run: the emulator, then everything the run did that the
-    /// report must say.
-    pub(super) fn reason(
+    /// The notes of the run: the emulator, then everything the run did that the report must
+    /// say, one [`Note`] each (`text` one line, `detail` the rest).
+    pub(super) fn notes(
         &self,
         emu: &launch::Emulator,
         program: &Path,
         notes: &EmulationNotes,
         status: ExitStatus,
-    ) -> String {
-        let s = self;
-        let mut reason = format!("{} -cpu {CPU_MODEL}", emu.version);
+    ) -> Vec<Note> {
+        let mut out = vec![Note::new("emulator", emu.version.clone())
+            .with_detail(format!("emulated CPU: -cpu {CPU_MODEL}"))];
+        out.extend(self.launch_notes(program));
+        out.extend(self.uncounted_notes(notes));
+        out.extend(
+            self.world
+                .iter()
+                .filter_map(|&(w, d)| world_note(w, d))
+                .map(|text| Note::new("emulation-changed", text)),
+        );
+        out.extend(self.ending_notes(status));
+        out
+    }
+
+    /// What the program was started without: its set-user-ID bits, variables QEMU cannot pass.
+    fn launch_notes(&self, program: &Path) -> Vec<Note> {
+        let mut out = Vec::new();
         if let Some(what) = launch::set_id(program) {
-            reason += &format!(
-                "; {what}: under emulation it ran with the caller's user and group ids (euid {}), \
-                 not the ones its mode bits give it natively (use --counter step)",
-                crate::sys::geteuid()
+            out.push(
+                Note::new(
+                    "emulation-changed",
+                    format!("{what}: it ran with the caller's ids (use --counter step)"),
+                )
+                .with_detail(format!(
+                    "under emulation it ran with the caller's user and group ids (euid {}), not \
+                     the ones its mode bits give it natively",
+                    crate::sys::geteuid()
+                )),
             );
         }
         let unpassable = launch::unpassable();
         if !unpassable.is_empty() {
-            reason += &format!(
-                "; {} kept from the program: QEMU would take it as its own option, and its value has \
-                 a comma, which QEMU's -E cannot pass",
-                unpassable.join(", ")
+            out.push(
+                Note::new(
+                    "emulation-changed",
+                    format!("{} kept from the program", unpassable.join(", ")),
+                )
+                .with_detail(
+                    "QEMU would take it as its own option, and its value has a comma, which \
+                     QEMU's -E cannot pass",
+                ),
             );
         }
+        out
+    }
+
+    /// What ran outside the count, or was counted elsewhere than the program itself.
+    fn uncounted_notes(&self, notes: &EmulationNotes) -> Vec<Note> {
+        let s = self;
+        let mut out = Vec::new();
         if !notes.forked_children.is_empty() {
-            reason += &format!(
-                "; {} forked child process(es) ran uncounted",
-                notes.forked_children.len()
-            );
+            out.push(Note::new(
+                "uncounted",
+                format!(
+                    "{} forked child process(es) ran uncounted",
+                    notes.forked_children.len()
+                ),
+            ));
         }
         if s.fds_lost != 0 {
-            reason += "; the program closed the emulator's descriptors (e.g. close_range(3, ~0), \
-                       closefrom): the records went on through the shared ring";
+            let mut note = Note::new(
+                "emulation-changed",
+                "the program closed the emulator's descriptors: the records went on through the \
+                 shared ring",
+            )
+            .with_detail("e.g. close_range(3, ~0), closefrom");
             if let Some(first) = s.unseen.first() {
-                reason += &format!(
+                note.text += &format!(
                     ", but {} file(s) it mapped for execution after that were not instrumented \
                      (their marks not counted; the first `{}`)",
                     s.unseen.len(),
                     first.display()
                 );
             }
-        }
-        if let Some(sig) = s.lost_at_death {
-            reason += &format!(
-                "; the program was killed by signal {sig} from outside its own code: QEMU ran no exit \
-                 path, so the threads' last marks and counts were read from the plugin's shared \
-                 buffers (each thread's last strand is exact to within its last translation block)"
-            );
+            out.push(note);
         }
         if let Some(last) = notes.followed_execs.last() {
-            reason += &format!(
-                "; the program exec'd {}, counted under the emulator",
-                match notes.followed_execs.len() {
-                    1 => format!("`{}`", last.display()),
-                    n => format!("{n} images (the last `{}`)", last.display()),
-                }
-            );
+            out.push(Note::new(
+                "exec-followed",
+                format!(
+                    "the program exec'd {}, counted under the emulator",
+                    match notes.followed_execs.len() {
+                        1 => format!("`{}`", last.display()),
+                        n => format!("{n} images (the last `{}`)", last.display()),
+                    }
+                ),
+            ));
         }
         if let Some(p) = &notes.native_exec {
-            reason += &format!(
-                "; the program exec'd `{}`, which ran natively, outside the emulator: not counted",
-                p.display()
-            );
+            out.push(Note::new(
+                "uncounted",
+                format!(
+                    "the program exec'd `{}`, which ran natively, outside the emulator: not counted",
+                    p.display()
+                ),
+            ));
         }
-        let changed: Vec<String> = self
-            .world
-            .iter()
-            .filter_map(|&(w, d)| world_note(w, d))
-            .collect();
-        if !changed.is_empty() {
-            reason += &format!("; what emulation changed: {}", changed.join("; "));
+        out
+    }
+
+    /// How the run's end was read, and what a death by a signal means under the emulator.
+    fn ending_notes(&self, status: ExitStatus) -> Vec<Note> {
+        let mut out = Vec::new();
+        if let Some(sig) = self.lost_at_death {
+            out.push(
+                Note::new(
+                    "ended-without-exit",
+                    format!(
+                        "signal {sig} ended the program: its threads' last counts were read from \
+                         the plugin's shared buffers"
+                    ),
+                )
+                .with_detail(
+                    "QEMU ran no exit path, so the threads' last marks and counts were read from \
+                     the plugin's shared buffers (each thread's last strand is exact to within \
+                     its last translation block)",
+                ),
+            );
         }
         if let ExitStatus::Signaled(sig) = status {
             if dumps_core(sig) && core_limit() != Some(0) {
-                reason += "; no core dump was written: QEMU's core limit is 0 under the plugin \
-                           (it would write the program's as qemu_*.core and its own beside it), \
-                           so a crash under emulation leaves none";
+                out.push(
+                    Note::new(
+                        "emulation-changed",
+                        "no core dump was written, whatever QEMU's own message says",
+                    )
+                    .with_detail(
+                        "QEMU's core limit is 0 under the plugin (it would write the program's as \
+                         qemu_*.core and its own beside it), so a crash under emulation leaves \
+                         none, though QEMU's line says \"core dumped\"",
+                    ),
+                );
             }
         }
         if let Some(sig) = self.unexplained {
-            reason += &match sig {
-                nix::libc::SIGILL => format!(
-                    "; SIGILL did not come from the program itself: if nothing else sent it, the \
-                     emulated CPU ({CPU_MODEL}) lacks one of its instructions (e.g. AVX-512): use \
-                     --counter step"
+            out.push(match sig {
+                nix::libc::SIGILL => Note::new(
+                    "emulator-signal",
+                    "SIGILL did not come from the program itself: the emulated CPU may lack one \
+                     of its instructions (use --counter step)",
+                )
+                .with_detail(format!(
+                    "if nothing else sent it, the emulated CPU ({CPU_MODEL}) lacks one of its \
+                     instructions (e.g. AVX-512)"
+                )),
+                _ => Note::new(
+                    "emulator-signal",
+                    format!(
+                        "signal {sig} did not come from the program itself: QEMU may have failed \
+                         (see its message above; use --counter step)"
+                    ),
                 ),
-                _ => format!(
-                    "; signal {sig} did not come from the program itself: if nothing else sent \
-                     it, QEMU failed (see its message above): use --counter step"
-                ),
-            };
+            });
         }
-        reason
+        out
     }
 }

@@ -60,8 +60,7 @@ pub(crate) fn attach<C: Counting>(
     alarm.cancel();
     let mut info = info;
     if let Some(note) = t.counting.summary() {
-        info.reason.push_str("; ");
-        info.reason.push_str(&note);
+        info.notes.push(cilkview_events::Note::new("counter", note));
     }
     match result {
         Ok((ending, elapsed)) => Ok(AttachOutcome {

@@ -47,16 +47,14 @@ pub(crate) fn run<C: Counting>(
     let mut t = Tracer::new(child.pid, counting, sink);
     t.core.nthreads = 1;
     if let Some(note) = t.counting.launched(child.pid) {
-        info.reason.push_str("; ");
-        info.reason.push_str(&note);
+        info.notes.push(cilkview_events::Note::new("counter", note));
     }
     let result = t
         .start(&mut child)
         .and_then(|()| t.event_loop(&child, opts));
     crate::signals::forward::ended();
     if let Some(note) = t.counting.summary() {
-        info.reason.push_str("; ");
-        info.reason.push_str(&note);
+        info.notes.push(cilkview_events::Note::new("counter", note));
     }
     match result {
         Ok(status) => Ok(Outcome {

@@ -36,8 +36,8 @@ use crate::sys::{self, Tid, Wait};
 use crate::TraceError;
 
 pub(crate) trait Counting {
-    /// The program `pid` was launched and has not exec'd yet. Returns words to add to the
-    /// counter's reason (e.g. a CPU binding), if any.
+    /// The program `pid` was launched and has not exec'd yet. Returns a note for the
+    /// counter's notes (e.g. a CPU binding), if any.
     fn launched(&mut self, _pid: Tid) -> Option<String> {
         None
     }
@@ -83,8 +83,8 @@ pub(crate) trait Counting {
     fn flush(&mut self, _core: &mut Core<'_>, _tid: Tid) -> Result<(), TraceError> {
         Ok(())
     }
-    /// Words to add to the counter's reason at the end of the run (e.g. how long the program
-    /// waited for the tool), if any.
+    /// A note for the counter's notes at the end of the run (e.g. how long the program waited
+    /// for the tool), if any.
     fn summary(&self) -> Option<String> {
         None
     }
