@@ -64,7 +64,8 @@ fn run_outputs(report: &RunReport) -> Vec<(String, Vec<u8>)> {
     let profile = PathBuf::from("profile");
     let mut exporters: Vec<(&str, Box<dyn Exporter>)> = vec![
         ("warnings", Box::new(WarningsExporter)),
-        ("text", Box::new(TextExporter)),
+        ("text", Box::new(TextExporter { verbose: false })),
+        ("text-verbose", Box::new(TextExporter { verbose: true })),
         (
             "json",
             Box::new(JsonExporter {
