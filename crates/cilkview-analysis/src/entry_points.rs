@@ -321,8 +321,32 @@ pub fn attach(
     request: &AttachRequest,
     progress: &mut dyn Progress,
 ) -> Result<Analysis, TraceError> {
-    let (program, args) = command_line(request.pid);
     let (backend, counter) = cilkview_tracer::choose_for_attach(request.counter)?;
+    match attach_with(request, progress, backend, counter) {
+        // `auto` picked the native counter, which would not set itself up in this process
+        // (stopped, under a seccomp filter of its own): single-stepping runs no code in it.
+        Err(TraceError::NativeRefused { reason, .. }) if request.counter == CounterMode::Auto => {
+            let (step, mut counter) = cilkview_tracer::choose_for_attach(CounterMode::Step)?;
+            counter.reason = format!("native refused: {reason}");
+            let mut analysis = attach_with(request, progress, step, counter)?;
+            analysis.report.warnings.push(format!(
+                "single-stepped instead of the native counter (exact, but ~20 µs per \
+                 instruction): {reason}"
+            ));
+            Ok(analysis)
+        }
+        other => other,
+    }
+}
+
+/// [`attach`] with the counter chosen.
+fn attach_with(
+    request: &AttachRequest,
+    progress: &mut dyn Progress,
+    backend: Box<dyn cilkview_tracer::Backend>,
+    counter: cilkview_tracer::CounterInfo,
+) -> Result<Analysis, TraceError> {
+    let (program, args) = command_line(request.pid);
     let burden = request.model.burden_in(counter.unit);
     let mut session = Session::new(burden, progress)
         .with_profiling(request.profile, request.profile_region.as_deref());

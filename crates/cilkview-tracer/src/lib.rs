@@ -174,6 +174,11 @@ pub enum TraceError {
     ExitedDuringAttach { pid: i32 },
     #[error("{message}")]
     Emulator { message: String },
+    #[error(
+        "the native counter refuses: {reason}; nothing was changed in it. \
+             `--counter step` measures it without running code in it"
+    )]
+    NativeRefused { pid: i32, reason: String },
 }
 
 fn exec_hint(e: &std::io::Error) -> &'static str {

@@ -15,6 +15,7 @@ mod clock;
 mod inject;
 mod instructions;
 mod polling;
+mod refusals;
 mod region;
 mod slots;
 mod step_out;
@@ -427,6 +428,10 @@ impl Counting for Native {
             self.hook = loader_hook::plant(core, pid)?;
         }
         self.patch(core, pid, addrs, new_image)
+    }
+
+    fn refuses(&self, pid: Tid, group_stopped: bool) -> Option<String> {
+        refusals::refusal(pid, group_stopped)
     }
 
     fn at_boundary(&mut self, _: &mut Core<'_>, _: Tid) -> Result<(), TraceError> {
