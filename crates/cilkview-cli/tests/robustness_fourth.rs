@@ -152,3 +152,45 @@ fn a_process_under_its_own_seccomp_filter_is_refused_by_native() {
     assert!(r["spawns"].as_u64().unwrap() >= 2, "{r}");
     assert_eq!(finish(running), expected);
 }
+
+/// Item 3: a program that sets its own `%gs` base, where the native counter keeps each thread's
+/// record slot. It used to spin at 100% CPU (its stubs writing through the program's %gs), the
+/// tool deaf to SIGTERM; now refused before it runs, in one line, and the exact counter measures
+/// it with its own output and status.
+#[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
+fn a_program_setting_its_own_gs_base_is_refused_by_native() {
+    let exe = build("own_gs", &static_opts());
+    let expected = unattached(&exe, &["4", "6"]);
+    assert_eq!(expected.1, Some(6));
+    let mut cmd = std_bin();
+    cmd.args(["run", "--counter", "native"])
+        .arg(&exe)
+        .args(["4", "6"]);
+    let native = within(cmd, Duration::from_secs(60));
+    assert_refused(&native, "sets its own %gs base (arch_prctl(ARCH_SET_GS)");
+    assert!(native.stdout.is_empty(), "the program ran");
+    let mut cmd = std_bin();
+    cmd.args(["run", "--counter", "step", "--json", "/dev/null"])
+        .arg(&exe)
+        .args(["4", "6"]);
+    let step = within(cmd, Duration::from_secs(120));
+    let out = String::from_utf8_lossy(&step.stdout);
+    assert_eq!((out.into_owned(), step.status.code()), expected);
+}
+
+/// The same fixture's plain mode is measured by the native counter on attach (the refusals
+/// above are not the counter failing everywhere).
+#[test]
+#[ignore = "slow: attaches cilkview-rs to compiled programs"]
+fn a_plain_process_is_measured_by_native() {
+    let exe = adversarial();
+    let args = ["plain", "40", "3"];
+    let expected = unattached(&exe, &args);
+    let running = start(&exe, &args);
+    let out = attach(running.child.id(), &["--counter", "native"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(r["spawns"].as_u64().unwrap() >= 2, "{r}");
+    assert_eq!(finish(running), expected);
+}

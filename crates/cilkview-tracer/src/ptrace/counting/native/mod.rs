@@ -410,6 +410,9 @@ impl Counting for Native {
         new_image: bool,
     ) -> Result<(), TraceError> {
         if new_image {
+            if let Some(reason) = refusals::gs_refusal(pid) {
+                return Err(TraceError::NativeRefused { pid, reason });
+            }
             let tid = self
                 .current
                 .filter(|t| self.threads.contains_key(t))
@@ -431,7 +434,7 @@ impl Counting for Native {
     }
 
     fn refuses(&self, pid: Tid, group_stopped: bool) -> Option<String> {
-        refusals::refusal(pid, group_stopped)
+        refusals::refusal(pid, group_stopped).or_else(|| refusals::gs_refusal(pid))
     }
 
     fn at_boundary(&mut self, _: &mut Core<'_>, _: Tid) -> Result<(), TraceError> {

@@ -53,3 +53,81 @@ fn filters(status: &str) -> u64 {
         .and_then(|v| v.parse().ok())
         .unwrap_or(0)
 }
+
+/// Whether process `pid`'s executable sets its own `%gs` base, where the native counter keeps
+/// each thread's record slot: `Some(reason)` naming where.
+pub(super) fn gs_refusal(pid: Tid) -> Option<String> {
+    let exe = procfs::exe(pid).ok()?;
+    let data = std::fs::read(format!("/proc/{pid}/exe")).ok()?;
+    let (name, at) = sets_gs_base(&data)?;
+    Some(format!(
+        "{} sets its own %gs base ({name} at file offset {at:#x}), and the native counter's \
+         stubs find each thread's record slot through %gs",
+        exe.display()
+    ))
+}
+
+/// The first instruction of `elf`'s code sections that sets the `%gs` base, as far as bytes
+/// tell ([`gs_setter`]), and its file offset.
+pub(super) fn sets_gs_base(elf: &[u8]) -> Option<(&'static str, usize)> {
+    use object::{Object, ObjectSection, SectionKind};
+    let file = object::File::parse(elf).ok()?;
+    file.sections()
+        .filter(|s| s.kind() == SectionKind::Text)
+        .filter_map(|s| Some((s.file_range()?.0 as usize, s.data().ok()?)))
+        .find_map(|(start, code)| gs_setter(code).map(|(what, i)| (what, start + i)))
+}
+
+/// The first `wrgsbase` in `code`, or the `ARCH_SET_GS` (0x1001) operand of `arch_prctl`
+/// loaded into its first argument (`mov $0x1001, %edi`) or into `syscall()`'s second (`%esi`):
+/// what it is and its offset.
+fn gs_setter(code: &[u8]) -> Option<(&'static str, usize)> {
+    code.windows(5).enumerate().find_map(|(i, w)| {
+        if (w[0] == 0xbf || w[0] == 0xbe) && w[1..] == [0x01, 0x10, 0x00, 0x00] {
+            return Some(("arch_prctl(ARCH_SET_GS)", i));
+        }
+        // wrgsbase r32/r64: f3 [REX] 0f ae /3 with mod 11.
+        let rex = (0x40..=0x4f).contains(&w[1]);
+        let (op, modrm) = if rex {
+            (&w[2..4], w[4])
+        } else {
+            (&w[1..3], w[3])
+        };
+        (w[0] == 0xf3 && op == [0x0f, 0xae] && modrm & 0xf8 == 0xd8).then_some(("wrgsbase", i))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::gs_setter;
+
+    #[test]
+    fn code_setting_the_gs_base_is_found() {
+        let nop = [0x90u8; 3];
+        let found = |code: &[u8]| gs_setter(&[&nop[..], code, &nop[..]].concat());
+        // mov $0x1001,%edi / %esi
+        assert_eq!(
+            found(&[0xbf, 1, 0x10, 0, 0]),
+            Some(("arch_prctl(ARCH_SET_GS)", 3))
+        );
+        assert_eq!(
+            found(&[0xbe, 1, 0x10, 0, 0]),
+            Some(("arch_prctl(ARCH_SET_GS)", 3))
+        );
+        // wrgsbase %rax, %r8, %eax
+        assert_eq!(
+            found(&[0xf3, 0x48, 0x0f, 0xae, 0xd8]),
+            Some(("wrgsbase", 3))
+        );
+        assert_eq!(
+            found(&[0xf3, 0x49, 0x0f, 0xae, 0xd8]),
+            Some(("wrgsbase", 3))
+        );
+        assert_eq!(found(&[0xf3, 0x0f, 0xae, 0xd8]), Some(("wrgsbase", 3)));
+        // ARCH_SET_FS (0x1002), wrfsbase (/2), rdgsbase (/1), a 0x1001 in another register
+        assert_eq!(found(&[0xbf, 2, 0x10, 0, 0]), None);
+        assert_eq!(found(&[0xf3, 0x48, 0x0f, 0xae, 0xd0]), None);
+        assert_eq!(found(&[0xf3, 0x48, 0x0f, 0xae, 0xc8]), None);
+        assert_eq!(found(&[0xba, 1, 0x10, 0, 0]), None);
+    }
+}
