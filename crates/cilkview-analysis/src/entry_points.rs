@@ -178,6 +178,14 @@ pub fn run(request: &RunRequest, progress: &mut dyn Progress) -> Result<Analysis
             .warnings
             .extend(strand_time_warning(outcome.hits, work, can_repeat));
     }
+    if request.counter == CounterMode::Auto && outcome.counter.kind == CounterMode::Step {
+        if let Some(what) = cilkview_tracer::emulated_cpu_lacks(&options) {
+            report.warnings.push(format!(
+                "not emulated: the program has instructions QEMU's CPU model lacks ({what}) and \
+                 would die of SIGILL; single-stepped instead (exact, ~20 µs per instruction)"
+            ));
+        }
+    }
     if emulated_long {
         report.warnings.push(format!(
             "this run was emulated for {:.0} s (exact instruction counts, 2-170x slower than \

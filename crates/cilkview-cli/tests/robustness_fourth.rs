@@ -194,3 +194,54 @@ fn a_plain_process_is_measured_by_native() {
     assert!(r["spawns"].as_u64().unwrap() >= 2, "{r}");
     assert_eq!(finish(running), expected);
 }
+
+/// `run` (auto) on `fixtures/avx512.c`, `args`: the report, stderr, program stdout and status.
+fn run_auto(exe: &Path, args: &[&str]) -> (Value, String, (String, Option<i32>)) {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let mut cmd = std_bin();
+    cmd.arg("run").arg("--json").arg(&json).arg(exe).args(args);
+    let out = within(cmd, Duration::from_secs(300));
+    let err = stderr(&out);
+    let r = serde_json::from_str(&std::fs::read_to_string(&json).unwrap_or_default())
+        .unwrap_or_else(|_| panic!("no report: {err}"));
+    let program = String::from_utf8_lossy(&out.stdout).into_owned();
+    (r, err, (program, out.status.code()))
+}
+
+/// Item 4: `auto` used to pick emulation for a program with AVX-512 instructions of its own
+/// (`-march=native` on an AVX-512 host), which then died of SIGILL under QEMU. Now the
+/// executable's code is decoded first: emulation is passed over, and a warning says why.
+#[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
+fn auto_passes_over_emulation_for_a_program_with_avx512() {
+    let exe = build("avx512", &static_opts());
+    let expected = unattached(&exe, &[]);
+    assert_eq!(expected, ("sum 1500\n".to_string(), Some(4)));
+    let (r, err, program) = run_auto(&exe, &[]);
+    assert_eq!(program, expected);
+    assert_ne!(r["counter"]["mode"], "emulate", "{r}");
+    if r["counter"]["mode"] == "step" {
+        // One plain line, naming the instruction and its function.
+        let warning = err
+            .lines()
+            .find(|l| l.starts_with("warning: not emulated: "))
+            .unwrap_or_else(|| panic!("{err}"));
+        assert!(
+            warning.contains("zmm") && warning.contains("add512"),
+            "{warning}"
+        );
+    }
+    assert_eq!(r["spawns"], 1, "{r}");
+    // Where the CPU has AVX-512, the path that runs it is measured too, with the program's own
+    // output (under QEMU it died of SIGILL).
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap();
+    if !cpuinfo.split_whitespace().any(|w| w == "avx512f") {
+        cilkview_fixtures::skip("this CPU has no AVX-512: the reached path is not run");
+        return;
+    }
+    let expected = unattached(&exe, &["reach"]);
+    let (r, _, program) = run_auto(&exe, &["reach"]);
+    assert_eq!(program, expected);
+    assert_ne!(r["counter"]["mode"], "emulate", "{r}");
+}

@@ -207,6 +207,15 @@ fn unavailable_hint(mode: CounterMode) -> String {
     }
 }
 
+/// The first instruction of the program `opts` runs that the emulated CPU lacks (AVX-512),
+/// described as a phrase (text, address, function), or `None`: why `auto` passes over
+/// emulation for it.
+pub fn emulated_cpu_lacks(opts: &TraceOptions) -> Option<String> {
+    let (path, runnable) = emulate::inspect_program(opts).ok()?;
+    runnable.ok()?;
+    emulate::isa::lacking_instruction(&path)
+}
+
 /// What [`CounterMode::Auto`] would pick on this machine, and why.
 /// Runs (once per process) the hardware counter self-test.
 pub fn self_test() -> Result<CounterInfo, TraceError> {
