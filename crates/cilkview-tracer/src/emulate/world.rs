@@ -130,8 +130,12 @@ impl EmulatedRun {
             );
         }
         if !notes.forked_children.is_empty() {
+            // A child's plugin has no channel to the tool (it must not write into the parent's
+            // records): what the emulator changed there is not seen, so it is said to be unseen.
             reason += &format!(
-                "; {} forked child process(es) ran uncounted",
+                "; {} forked child process(es) ran uncounted, and what the emulator changed in \
+                 them is not seen (a system call QEMU 7.2 lacks, such as ptrace, returns ENOSYS \
+                 there too)",
                 notes.forked_children.len()
             );
         }
