@@ -178,6 +178,14 @@ pub fn run(request: &RunRequest, progress: &mut dyn Progress) -> Result<Analysis
             .warnings
             .extend(strand_time_warning(outcome.hits, work, can_repeat));
     }
+    if request.counter == CounterMode::Auto && outcome.counter.kind == CounterMode::Step {
+        if let Some(what) = cilkview_tracer::emulated_cpu_lacks(&options) {
+            report.warnings.push(format!(
+                "not emulated: the program has instructions QEMU's CPU model lacks ({what}) and \
+                 would die of SIGILL; single-stepped instead (exact, ~20 µs per instruction)"
+            ));
+        }
+    }
     if emulated_long {
         report.warnings.push(format!(
             "this run was emulated for {:.0} s (exact instruction counts, {}); --counter \
@@ -322,8 +330,35 @@ pub fn attach(
     request: &AttachRequest,
     progress: &mut dyn Progress,
 ) -> Result<Analysis, TraceError> {
-    let (program, args) = command_line(request.pid);
     let (backend, counter) = cilkview_tracer::choose_for_attach(request.counter)?;
+    match attach_with(request, progress, backend, counter) {
+        // `auto` picked the native counter, which would not set itself up in this process
+        // (stopped, under a seccomp filter of its own): single-stepping runs no code in it.
+        Err(TraceError::NativeRefused { reason, .. }) if request.counter == CounterMode::Auto => {
+            let (step, mut counter) = cilkview_tracer::choose_for_attach(CounterMode::Step)?;
+            counter.notes.push(cilkview_events::Note::new(
+                "native-refused",
+                format!("native refused: {reason}"),
+            ));
+            let mut analysis = attach_with(request, progress, step, counter)?;
+            analysis.report.warnings.push(format!(
+                "single-stepped instead of the native counter (exact, but ~20 µs per \
+                 instruction): {reason}"
+            ));
+            Ok(analysis)
+        }
+        other => other,
+    }
+}
+
+/// [`attach`] with the counter chosen.
+fn attach_with(
+    request: &AttachRequest,
+    progress: &mut dyn Progress,
+    backend: Box<dyn cilkview_tracer::Backend>,
+    counter: cilkview_tracer::CounterInfo,
+) -> Result<Analysis, TraceError> {
+    let (program, args) = command_line(request.pid);
     let burden = request.model.burden_in(counter.unit);
     let mut session = Session::new(burden, progress)
         .with_profiling(request.profile, request.profile_region.as_deref());

@@ -46,6 +46,10 @@ pub enum Unavailable {
          mode bits give it"
     )]
     SetId { what: String },
+    /// The program's code has instructions the emulated CPU lacks (AVX-512): it would die of
+    /// SIGILL under the emulator.
+    #[error("emulation: the emulated CPU lacks instructions the program has ({what}): it would die of SIGILL")]
+    LacksInstructions { what: String },
 }
 
 /// One way of running a program and counting its instructions.
@@ -185,7 +189,10 @@ impl Backend for Emulate {
             // it with its own.
             Ok((path, Ok(_))) => match crate::emulate::set_id(&path) {
                 Some(what) => Err(Unavailable::SetId { what }),
-                None => Ok(()),
+                None => match crate::emulate::isa::lacking_instruction(&path) {
+                    Some(what) => Err(Unavailable::LacksInstructions { what }),
+                    None => Ok(()),
+                },
             },
             Err(_) => Ok(()), // an error every backend will report
         }

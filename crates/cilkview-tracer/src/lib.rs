@@ -174,6 +174,11 @@ pub enum TraceError {
     ExitedDuringAttach { pid: i32 },
     #[error("{message}")]
     Emulator { message: String },
+    #[error(
+        "the native counter refuses: {reason}; nothing was changed in it. \
+             `--counter step` measures it without running code in it"
+    )]
+    NativeRefused { pid: i32, reason: String },
 }
 
 fn exec_hint(e: &std::io::Error) -> &'static str {
@@ -200,6 +205,15 @@ fn unavailable_hint(mode: CounterMode) -> String {
         CounterMode::Step | CounterMode::Auto => String::new(),
         _ => backend::use_instead(mode),
     }
+}
+
+/// The first instruction of the program `opts` runs that the emulated CPU lacks (AVX-512),
+/// described as a phrase (text, address, function), or `None`: why `auto` passes over
+/// emulation for it.
+pub fn emulated_cpu_lacks(opts: &TraceOptions) -> Option<String> {
+    let (path, runnable) = emulate::inspect_program(opts).ok()?;
+    runnable.ok()?;
+    emulate::isa::lacking_instruction(&path)
 }
 
 /// What [`CounterMode::Auto`] would pick on this machine, and why.

@@ -74,6 +74,14 @@ pub fn thread_signal_pending(pid: Tid, tid: Tid, sig: i32) -> bool {
     hex_field(&path, "SigPnd") & bit != 0 && hex_field(&path, "SigBlk") & bit == 0
 }
 
+/// Is the task in a ptrace-stop (`t` in `/proc/TID/stat`)?
+pub fn in_trace_stop(tid: Tid) -> bool {
+    std::fs::read_to_string(format!("/proc/{tid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| rest.starts_with('t')))
+        .unwrap_or(false)
+}
+
 /// Does the task exist (also a zombie not yet reaped)?
 pub fn exists(tid: Tid) -> bool {
     Path::new(&format!("/proc/{tid}")).exists()

@@ -3,6 +3,7 @@
 //! each thread's instructions exactly and streams the marks' hits here through
 //! a ring in shared memory (`ring.rs`). Same events and invariant as [`crate::run`]. See `docs/emulation.md`.
 
+pub(crate) mod isa;
 mod launch;
 mod protocol;
 mod ring;

@@ -164,13 +164,21 @@ impl EmulatedRun {
         let s = self;
         let mut out = Vec::new();
         if !notes.forked_children.is_empty() {
-            out.push(Note::new(
-                "uncounted",
-                format!(
-                    "{} forked child process(es) ran uncounted",
-                    notes.forked_children.len()
+            // A child's plugin has no channel to the tool (it must not write into the parent's
+            // records): what the emulator changed there is not seen, so it is said to be unseen.
+            out.push(
+                Note::new(
+                    "uncounted",
+                    format!(
+                        "{} forked child process(es) ran uncounted, and what the emulator \
+                         changed in them is not seen",
+                        notes.forked_children.len()
+                    ),
+                )
+                .with_detail(
+                    "a system call QEMU 7.2 lacks, such as ptrace, returns ENOSYS there too",
                 ),
-            ));
+            );
         }
         if s.fds_lost != 0 {
             let mut note = Note::new(

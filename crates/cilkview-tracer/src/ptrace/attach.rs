@@ -153,7 +153,7 @@ impl<C: Counting> Tracer<'_, C> {
                     break;
                 }
             }
-            let resume = match self.stop_all()? {
+            let resume = match self.stop_all(&[])? {
                 Ok(r) => r,
                 Err(_) => return Err(TraceError::ExitedDuringAttach { pid }),
             };
@@ -167,8 +167,29 @@ impl<C: Counting> Tracer<'_, C> {
         if !self.core.threads.contains_key(&pid) {
             return Err(TraceError::ExitedDuringAttach { pid });
         }
-        // Everything is stopped: note each thread's trap flag as the program has it (given back
-        // at detach: see `trap_flag`), arm, open counters, start measuring.
+        let group_stopped = resume.values().any(|&sig| sig == LISTEN);
+        if let Some(reason) = self.counting.refuses(pid, group_stopped) {
+            // Nothing is changed yet: each thread goes back to what it was doing (a stopped
+            // one stays stopped).
+            self.release(&resume);
+            return Err(TraceError::NativeRefused { pid, reason });
+        }
+        // Everything is stopped: set up and start measuring; on an error, restore and detach
+        // right here (every thread is still in the stop `stop_all` saw: none would report again).
+        match self.start_measuring(&resume) {
+            Ok(started) => self.measure(opts, wake, alarm, started),
+            Err(e) => {
+                let _ = self.detach_all(&resume);
+                Err(e)
+            }
+        }
+    }
+
+    /// Every thread stopped by `stop_all` (`resume`: its signal): note each thread's trap flag as
+    /// the program has it (given back at detach: see `trap_flag`), arm, open counters, report the
+    /// start, resume. Returns when measuring started.
+    fn start_measuring(&mut self, resume: &HashMap<Tid, i32>) -> Result<Instant, TraceError> {
+        let pid = self.core.pid;
         let mut tids: Vec<Tid> = self.core.threads.keys().copied().collect();
         tids.sort_unstable();
         for &tid in &tids {
@@ -197,10 +218,22 @@ impl<C: Counting> Tracer<'_, C> {
         for &tid in &tids {
             self.counting.at_boundary(&mut self.core, tid)?;
         }
-        for (&tid, &sig) in &resume {
+        for (&tid, &sig) in resume {
             self.resume_from_stop(tid, sig)?;
         }
-        // Measure until a stop request, the deadline or the process's end.
+        Ok(started)
+    }
+
+    /// Measure until a stop request, the deadline or the process's end; then stop every thread
+    /// and detach.
+    fn measure(
+        &mut self,
+        opts: &AttachOptions,
+        wake: &std::os::fd::OwnedFd,
+        alarm: &mut Alarm,
+        started: Instant,
+    ) -> Result<(Ending, std::time::Duration), TraceError> {
+        let pid = self.core.pid;
         let deadline = opts.duration.map(|d| started + d);
         let ending = loop {
             if opts.stop.is_requested() {
@@ -229,7 +262,7 @@ impl<C: Counting> Tracer<'_, C> {
             }
         };
         alarm.cancel();
-        match self.stop_all()? {
+        match self.stop_all(&[])? {
             Err(status) => Ok((Ending::Exited(status), started.elapsed())),
             Ok(stopped) => {
                 let elapsed = started.elapsed();
@@ -254,9 +287,15 @@ impl<C: Counting> Tracer<'_, C> {
     /// exit status if it ended meanwhile. Stops met on the way are accounted
     /// as usual (hits, steps, thread exits) once measuring has started.
     #[allow(clippy::type_complexity)]
-    fn stop_all(&mut self) -> Result<Result<HashMap<Tid, i32>, ExitStatus>, TraceError> {
-        let mut stopped: HashMap<Tid, i32> = HashMap::new();
+    fn stop_all(
+        &mut self,
+        held: &[Tid],
+    ) -> Result<Result<HashMap<Tid, i32>, ExitStatus>, TraceError> {
+        // `held`: threads already in a ptrace-stop the tracer saw; an interrupt would not make
+        // them report again.
+        let mut stopped: HashMap<Tid, i32> = held.iter().map(|&t| (t, 0)).collect();
         let mut awaiting: HashSet<Tid> = self.core.threads.keys().copied().collect();
+        awaiting.retain(|t| !stopped.contains_key(t));
         for &tid in &awaiting {
             match sys::interrupt(tid) {
                 Ok(()) | Err(Errno::ESRCH) => {}
@@ -476,13 +515,26 @@ impl<C: Counting> Tracer<'_, C> {
         first_err.map_or(Ok(()), Err)
     }
 
+    /// Detach every thread stopped by `stop_all` before anything was changed in the process,
+    /// each with the signal it stopped with (a group-stopped one stays stopped).
+    fn release(&mut self, stopped: &HashMap<Tid, i32>) {
+        for (&tid, &sig) in stopped {
+            let _ = sys::detach_sig(tid, if sig == LISTEN { 0 } else { sig });
+        }
+        self.core.threads.clear();
+    }
+
     /// After an error while attached: stop, restore, detach (best effort);
     /// the process is left running.
     fn abandon(&mut self) {
         if self.core.threads.is_empty() {
             return;
         }
-        if let Ok(Ok(stopped)) = self.stop_all() {
+        // A thread the error left in a stop (`t` in /proc) would never report to an interrupt.
+        let held: Vec<Tid> = (self.core.threads.keys().copied())
+            .filter(|&t| procfs::in_trace_stop(t))
+            .collect();
+        if let Ok(Ok(stopped)) = self.stop_all(&held) {
             let _ = self.detach_all(&stopped);
         }
     }

@@ -74,6 +74,12 @@ pub(crate) trait Counting {
     fn unmeasured_sharer(&mut self, _tid: Tid) -> Result<(), TraceError> {
         Ok(())
     }
+    /// Why this counting would not set itself up in process `pid` as it is now (every thread
+    /// stopped by the tracer, nothing changed in it yet; `group_stopped`: some thread is in a
+    /// group-stop, as `kill -STOP` leaves it): `Some(reason)` refuses before anything is touched.
+    fn refuses(&self, _pid: Tid, _group_stopped: bool) -> Option<String> {
+        None
+    }
     /// A stop (interrupt, signal) came before the last resume took effect: nothing ran.
     fn interrupted(&mut self, _tid: Tid) {}
     /// Thread `tid` reported a stop; called before anything else looks at it.

@@ -15,6 +15,7 @@ mod clock;
 mod inject;
 mod instructions;
 mod polling;
+mod refusals;
 mod region;
 mod slots;
 mod step_out;
@@ -409,6 +410,9 @@ impl Counting for Native {
         new_image: bool,
     ) -> Result<(), TraceError> {
         if new_image {
+            if let Some(reason) = refusals::gs_refusal(pid) {
+                return Err(TraceError::NativeRefused { pid, reason });
+            }
             let tid = self
                 .current
                 .filter(|t| self.threads.contains_key(t))
@@ -427,6 +431,10 @@ impl Counting for Native {
             self.hook = loader_hook::plant(core, pid)?;
         }
         self.patch(core, pid, addrs, new_image)
+    }
+
+    fn refuses(&self, pid: Tid, group_stopped: bool) -> Option<String> {
+        refusals::refusal(pid, group_stopped).or_else(|| refusals::gs_refusal(pid))
     }
 
     fn at_boundary(&mut self, _: &mut Core<'_>, _: Tid) -> Result<(), TraceError> {
