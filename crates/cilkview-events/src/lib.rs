@@ -95,6 +95,73 @@ impl fmt::Display for CostUnit {
     }
 }
 
+/// A cost in its unit: a number of instructions or a time in nanoseconds (`--burden`,
+/// `--task-cost`). Shown as `15000` or `5000ns`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Cost {
+    pub amount: u64,
+    pub unit: CostUnit,
+}
+
+impl Cost {
+    /// `n` instructions.
+    pub const fn instructions(n: u64) -> Cost {
+        Cost {
+            amount: n,
+            unit: CostUnit::Instructions,
+        }
+    }
+
+    /// `ns` nanoseconds.
+    pub const fn nanoseconds(ns: u64) -> Cost {
+        Cost {
+            amount: ns,
+            unit: CostUnit::Nanoseconds,
+        }
+    }
+
+    /// The amount, if the cost is in `unit`.
+    pub fn in_unit(self, unit: CostUnit) -> Option<u64> {
+        (self.unit == unit).then_some(self.amount)
+    }
+}
+
+impl fmt::Display for Cost {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.unit {
+            CostUnit::Instructions => write!(f, "{}", self.amount),
+            CostUnit::Nanoseconds => write!(f, "{}ns", self.amount),
+        }
+    }
+}
+
+/// A default cost given in each unit (the burden: 15,000 instructions or 5 µs), the one that
+/// applies chosen by the unit the run counts in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CostDefault {
+    pub instructions: u64,
+    pub nanoseconds: u64,
+}
+
+impl CostDefault {
+    /// The default in `unit`.
+    pub const fn in_unit(self, unit: CostUnit) -> Cost {
+        match unit {
+            CostUnit::Instructions => Cost::instructions(self.instructions),
+            CostUnit::Nanoseconds => Cost::nanoseconds(self.nanoseconds),
+        }
+    }
+
+    /// `given` if there is one, else the default, in `unit`: `Err(given)` if `given` is in
+    /// another unit (an option that does not apply to what ran).
+    pub fn or_given(self, given: Option<Cost>, unit: CostUnit) -> Result<u64, Cost> {
+        match given {
+            Some(cost) => cost.in_unit(unit).ok_or(cost),
+            None => Ok(self.in_unit(unit).amount),
+        }
+    }
+}
+
 /// Which counter a run used, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CounterInfo {

@@ -50,12 +50,12 @@ pub use testing::{
 };
 
 pub use backend::{
-    choose, choose_for_attach, choose_for_run, native_unit, use_instead, Backend, Emulate,
-    Hardware, Native, Step, Unavailable,
+    backend, backends, choose, choose_for_attach, choose_for_run, native_unit, use_instead,
+    Backend, Description, Emulate, Hardware, Native, Step, Unavailable,
 };
 pub use cilkview_events::{
-    CostUnit, CounterInfo, CounterMode, Ending, EventSink, ExitStatus, Outcome, Probe, ProbesError,
-    TraceEvent,
+    Cost, CostDefault, CostUnit, CounterInfo, CounterMode, Ending, EventSink, ExitStatus, Outcome,
+    Probe, ProbesError, TraceEvent,
 };
 pub use ptrace::counting::ClockUnavailable;
 pub use signals::{
@@ -174,6 +174,15 @@ pub enum TraceError {
     ExitedDuringAttach { pid: i32 },
     #[error("{message}")]
     Emulator { message: String },
+    /// A cost option (`option`: its flag) in another unit than the counter's: the command line
+    /// refuses it before the run, in its users' words.
+    #[error("{option} {cost} is in {}, but --counter {counter} counts {unit}", cost.unit)]
+    CostInOtherUnit {
+        option: &'static str,
+        cost: Cost,
+        counter: CounterMode,
+        unit: CostUnit,
+    },
 }
 
 fn exec_hint(e: &std::io::Error) -> &'static str {
