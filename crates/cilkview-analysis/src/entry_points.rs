@@ -304,7 +304,7 @@ fn run_repeatedly(
     recorded
         .replay(session)
         .map_err(|(image, message)| TraceError::Probes { image, message })?;
-    outcome.total_instructions = recorded.total();
+    outcome.total_cost = recorded.total();
     if done > 1 {
         outcome.counter.reason = format!(
             "{}; each strand the minimum of its {done} runs (--repeat)",

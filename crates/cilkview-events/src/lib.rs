@@ -4,7 +4,7 @@
 //! ([`ExitStatus`]). Plain data, no I/O.
 //!
 //! Invariant of every backend: the costs of all events of one run ([`TraceEvent::Exec`],
-//! [`TraceEvent::Hit`], [`TraceEvent::ThreadExit`]) add up to [`Outcome::total_instructions`],
+//! [`TraceEvent::Hit`], [`TraceEvent::ThreadExit`]) add up to [`Outcome::total_cost`],
 //! the user-space instructions the program would retire natively, without the tool.
 
 #![forbid(unsafe_code)]
@@ -340,8 +340,9 @@ pub struct Outcome {
     pub hits: u64,
     /// Sum of the `ThreadExit` costs (work after each thread's last hit).
     pub tail_cost: u64,
-    /// Sum of all event costs: the program's user-space instructions.
-    pub total_instructions: u64,
+    /// Sum of all event costs, in [`CounterInfo::unit`]: the program's user-space instructions,
+    /// or its time in nanoseconds under a counter of time.
+    pub total_cost: u64,
     /// Threads seen, including the initial one.
     pub threads: u32,
 }

@@ -15,7 +15,7 @@
 //!
 //! Invariant: the costs of all events of one run ([`TraceEvent::Exec`],
 //! [`TraceEvent::Hit`], [`TraceEvent::ThreadExit`]) add up to
-//! [`Outcome::total_instructions`], the user-space instructions the program
+//! [`Outcome::total_cost`], the user-space instructions the program
 //! would retire natively, without the tool (x86-64 Linux only).
 
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
