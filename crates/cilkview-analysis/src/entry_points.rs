@@ -7,21 +7,27 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use cilkview_engine::{DEFAULT_BURDEN, DEFAULT_BURDEN_NS, DEFAULT_SPAN_COEFFICIENT};
-use cilkview_events::{CounterMode, Ending};
+use cilkview_events::{Cost, CostDefault, CostUnit, CounterInfo, CounterMode, Ending};
 use cilkview_marks::{read_marks, MarksError};
 use cilkview_report::{AttachReport, RunInfo, RunReport};
-use cilkview_tracer::{AttachOptions, StopFlag, TraceError, TraceOptions};
+use cilkview_tracer::{AttachOptions, Backend, StopFlag, TraceError, TraceOptions};
 
 use crate::repeat::{Folder, Recorder};
 use crate::{Progress, Session};
 
+/// The burden of a steal when none is given: 15,000 instructions (Cilkview's), or 5 µs for a
+/// counter of time.
+pub const BURDEN_DEFAULT: CostDefault = CostDefault {
+    instructions: DEFAULT_BURDEN,
+    nanoseconds: DEFAULT_BURDEN_NS,
+};
+
 /// The parameters of the performance model.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Model {
-    /// Burden of a steal, in instructions, put on every continuation edge.
-    pub burden: u64,
-    /// The same in nanoseconds, for a counter whose costs are times (`native`).
-    pub burden_ns: u64,
+    /// Burden of a steal put on every continuation edge, in the unit of the counter that runs
+    /// (`None`: [`BURDEN_DEFAULT`] in that unit).
+    pub burden: Option<Cost>,
     /// Span coefficient δ of the speedup lower bound.
     pub span_coefficient: f64,
     /// Largest core count of the speedup table.
@@ -31,8 +37,7 @@ pub struct Model {
 impl Default for Model {
     fn default() -> Model {
         Model {
-            burden: DEFAULT_BURDEN,
-            burden_ns: DEFAULT_BURDEN_NS,
+            burden: None,
             span_coefficient: DEFAULT_SPAN_COEFFICIENT,
             max_cores: 32,
         }
@@ -43,12 +48,60 @@ impl Default for Model {
 const LONG_EMULATED_RUN: Duration = Duration::from_secs(10);
 
 impl Model {
-    /// The burden in `unit` (a [`crate::CounterInfo::unit`]): [`Model::burden_ns`] for a time.
-    pub fn burden_in(&self, unit: cilkview_tracer::CostUnit) -> u64 {
-        match unit {
-            cilkview_tracer::CostUnit::Nanoseconds => self.burden_ns,
-            _ => self.burden,
-        }
+    /// The burden in the unit of `counter` (a counter that will run): the one given, else the
+    /// default; an error if the one given is in another unit.
+    pub fn burden_for(&self, counter: &CounterInfo) -> Result<u64, TraceError> {
+        BURDEN_DEFAULT
+            .or_given(self.burden, counter.unit)
+            .map_err(|cost| TraceError::CostInOtherUnit {
+                option: "--burden",
+                cost,
+                counter: counter.kind,
+                unit: counter.unit,
+            })
+    }
+}
+
+/// The counter a request resolves to on this machine (`auto` resolved), chosen before anything
+/// runs so that the options can be checked against it: its backend and what it counts.
+pub struct Chosen {
+    backend: Box<dyn Backend>,
+    info: CounterInfo,
+}
+
+impl Chosen {
+    /// The counter that will run, why, and in which unit.
+    pub fn info(&self) -> &CounterInfo {
+        &self.info
+    }
+
+    /// Its backend, which describes itself ([`Backend::describe`]).
+    pub fn backend(&self) -> &dyn Backend {
+        self.backend.as_ref()
+    }
+}
+
+/// The counter [`run`] would use for `request` (see [`cilkview_tracer::choose_for_run`]).
+pub fn choose_for_run(request: &RunRequest) -> Result<Chosen, TraceError> {
+    let (backend, info) = cilkview_tracer::choose_for_run(&trace_options(request))?;
+    Ok(Chosen { backend, info })
+}
+
+/// The counter [`attach`] would use for `counter` (see
+/// [`cilkview_tracer::choose_for_attach`]).
+pub fn choose_for_attach(counter: CounterMode) -> Result<Chosen, TraceError> {
+    let (backend, info) = cilkview_tracer::choose_for_attach(counter)?;
+    Ok(Chosen { backend, info })
+}
+
+/// What the tracer runs for `request`.
+fn trace_options(request: &RunRequest) -> TraceOptions {
+    TraceOptions {
+        program: request.program.clone(),
+        args: request.args.clone(),
+        counter: request.counter,
+        bind_cpu: request.bind_cpu,
+        env: request.env.clone(),
     }
 }
 
@@ -123,15 +176,21 @@ pub fn check_program(program: &Path) -> Result<(), MarksError> {
 /// Runs `request.program` to completion under the tracer and analyzes it. The program's
 /// stdin, stdout, stderr and exit status are its own.
 pub fn run(request: &RunRequest, progress: &mut dyn Progress) -> Result<Analysis, TraceError> {
-    let options = TraceOptions {
-        program: request.program.clone(),
-        args: request.args.clone(),
-        counter: request.counter,
-        bind_cpu: request.bind_cpu,
-        env: request.env.clone(),
-    };
-    let (backend, counter) = cilkview_tracer::choose_for_run(&options)?;
-    let burden = request.model.burden_in(counter.unit);
+    run_chosen(request, choose_for_run(request)?, progress)
+}
+
+/// [`run`] with the counter [`choose_for_run`] chose for `request`.
+pub fn run_chosen(
+    request: &RunRequest,
+    chosen: Chosen,
+    progress: &mut dyn Progress,
+) -> Result<Analysis, TraceError> {
+    let options = trace_options(request);
+    let Chosen {
+        backend,
+        info: counter,
+    } = chosen;
+    let burden = request.model.burden_for(&counter)?;
     let mut session = Session::new(burden, progress)
         .with_profiling(request.profile, request.profile_region.as_deref());
     let began = std::time::Instant::now();
@@ -172,7 +231,7 @@ pub fn run(request: &RunRequest, progress: &mut dyn Progress) -> Result<Analysis
         report.warnings.extend(warnings);
         can_repeat = false;
     }
-    if outcome.counter.unit == cilkview_tracer::CostUnit::Nanoseconds {
+    if outcome.counter.unit == CostUnit::Nanoseconds {
         let work = report.measures.work;
         report
             .warnings
@@ -254,7 +313,7 @@ fn run_repeatedly(
     recorded
         .replay(session)
         .map_err(|(image, message)| TraceError::Probes { image, message })?;
-    outcome.total_instructions = recorded.total();
+    outcome.total_cost = recorded.total();
     if done > 1 {
         outcome.counter.notes.push(cilkview_events::Note::new(
             "repeat",
@@ -330,17 +389,25 @@ pub fn attach(
     request: &AttachRequest,
     progress: &mut dyn Progress,
 ) -> Result<Analysis, TraceError> {
-    let (backend, counter) = cilkview_tracer::choose_for_attach(request.counter)?;
-    match attach_with(request, progress, backend, counter) {
-        // `auto` picked the native counter, which would not set itself up in this process
-        // (stopped, under a seccomp filter of its own): single-stepping runs no code in it.
+    attach_chosen(request, choose_for_attach(request.counter)?, progress)
+}
+
+/// [`attach`] with the counter [`choose_for_attach`] chose for `request`. Under `auto`, a
+/// process the native counter refuses (stopped, under a seccomp filter of its own: it would not
+/// set itself up there) is single-stepped instead, which runs no code in it.
+pub fn attach_chosen(
+    request: &AttachRequest,
+    chosen: Chosen,
+    progress: &mut dyn Progress,
+) -> Result<Analysis, TraceError> {
+    match attach_with(request, chosen, progress) {
         Err(TraceError::NativeRefused { reason, .. }) if request.counter == CounterMode::Auto => {
-            let (step, mut counter) = cilkview_tracer::choose_for_attach(CounterMode::Step)?;
-            counter.notes.push(cilkview_events::Note::new(
+            let mut step = choose_for_attach(CounterMode::Step)?;
+            step.info.notes.push(cilkview_events::Note::new(
                 "native-refused",
                 format!("native refused: {reason}"),
             ));
-            let mut analysis = attach_with(request, progress, step, counter)?;
+            let mut analysis = attach_with(request, step, progress)?;
             analysis.report.warnings.push(format!(
                 "single-stepped instead of the native counter (exact, but ~20 µs per \
                  instruction): {reason}"
@@ -351,15 +418,18 @@ pub fn attach(
     }
 }
 
-/// [`attach`] with the counter chosen.
+/// [`attach_chosen`] without the fallback.
 fn attach_with(
     request: &AttachRequest,
+    chosen: Chosen,
     progress: &mut dyn Progress,
-    backend: Box<dyn cilkview_tracer::Backend>,
-    counter: cilkview_tracer::CounterInfo,
 ) -> Result<Analysis, TraceError> {
     let (program, args) = command_line(request.pid);
-    let burden = request.model.burden_in(counter.unit);
+    let Chosen {
+        backend,
+        info: counter,
+    } = chosen;
+    let burden = request.model.burden_for(&counter)?;
     let mut session = Session::new(burden, progress)
         .with_profiling(request.profile, request.profile_region.as_deref());
     let options = AttachOptions {
@@ -383,7 +453,7 @@ fn attach_with(
     };
     let subject = format!("process {} ({program})", request.pid);
     let mut report = session.finish(info, &subject, true);
-    if outcome.counter.unit == cilkview_tracer::CostUnit::Nanoseconds {
+    if outcome.counter.unit == CostUnit::Nanoseconds {
         let work = report.measures.work;
         report
             .warnings

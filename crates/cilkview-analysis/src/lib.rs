@@ -28,7 +28,8 @@ mod session;
 mod sites;
 
 pub use entry_points::{
-    attach, check_program, command_line, run, Analysis, AttachRequest, Model, RunRequest,
+    attach, attach_chosen, check_program, choose_for_attach, choose_for_run, command_line, run,
+    run_chosen, Analysis, AttachRequest, Chosen, Model, RunRequest, BURDEN_DEFAULT,
 };
 pub use labels::region_labels;
 pub use progress::{Progress, HITS_STEP};
@@ -36,13 +37,14 @@ pub use session::{MarksReader, Session};
 
 pub use cilkview_engine::{DEFAULT_BURDEN, DEFAULT_BURDEN_NS, DEFAULT_SPAN_COEFFICIENT};
 pub use cilkview_events::{
-    CostUnit, CounterInfo, CounterMode, Ending, EventSink, ExitStatus, Probe, TraceEvent,
+    Cost, CostDefault, CostUnit, CounterInfo, CounterMode, Ending, EventSink, ExitStatus, Probe,
+    TraceEvent,
 };
 pub use cilkview_marks::{has_rayon_marks, MarksError, HEADER};
 pub use cilkview_tracer::{
-    forward_signals, ignore_terminal_interrupts, native_unit, read_shebang, survive_tool_death,
-    ForwardGuard, SignalGuard, StopFlag, TerminalInterruptGuard, TraceError, FORWARDED_SIGNALS,
-    STOP_SIGNALS,
+    backends, forward_signals, ignore_terminal_interrupts, native_unit, read_shebang,
+    survive_tool_death, Backend, Description, ForwardGuard, SignalGuard, StopFlag,
+    TerminalInterruptGuard, TraceError, FORWARDED_SIGNALS, STOP_SIGNALS,
 };
 
 #[cfg(test)]

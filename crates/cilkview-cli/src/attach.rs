@@ -9,10 +9,19 @@ use cilkview_analysis::{command_line, survive_tool_death, AttachRequest, StopFla
 use cilkview_report::ExportManager;
 
 use crate::cli::AttachArgs;
+use crate::counter_checks::{check_costs, Use};
 use crate::progress::Spinner;
 
 pub fn attach(args: AttachArgs) -> Result<ExitCode> {
-    args.model.check_unit(args.counter)?;
+    // The counter that will run (`auto` resolved), and the options checked against it.
+    let chosen = cilkview_analysis::choose_for_attach(args.counter)
+        .with_context(|| format!("cannot measure process {}", args.pid))?;
+    check_costs(
+        &[args.model.cost_option()],
+        args.counter,
+        &chosen,
+        Use::Attach,
+    )?;
     // A mistyped region label is found before attaching, from the process's executable.
     let exe = format!("/proc/{}/exe", args.pid);
     let name = format!("process {} ({})", args.pid, command_line(args.pid).0);
@@ -57,7 +66,7 @@ pub fn attach(args: AttachArgs) -> Result<ExitCode> {
         profile: args.output.profile.enabled(),
         profile_region: args.output.profile.profile_region.clone(),
     };
-    let analysis = cilkview_analysis::attach(&request, &mut progress)
+    let analysis = cilkview_analysis::attach_chosen(&request, chosen, &mut progress)
         .with_context(|| format!("cannot measure process {}", args.pid))?;
     let passed = outputs.write(&analysis.report, &mut std::io::stderr().lock())?;
     Ok(crate::gate_exit_code(passed))

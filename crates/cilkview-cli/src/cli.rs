@@ -3,9 +3,7 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use cilkview_analysis::{
-    CostUnit, CounterMode, Model, DEFAULT_BURDEN, DEFAULT_BURDEN_NS, DEFAULT_SPAN_COEFFICIENT,
-};
+use cilkview_analysis::{Cost, CounterMode, Model, DEFAULT_SPAN_COEFFICIENT};
 use cilkview_bench::parse_cores;
 use cilkview_report::{ExportOptions, Gate, PlotFormat};
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -50,35 +48,6 @@ fn parse_span_coefficient(s: &str) -> Result<f64, String> {
     }
 }
 
-/// A cost given on the command line (`--burden`, `--task-cost`): a number of instructions, or
-/// a time (for `--counter native` measuring time, whose costs are nanoseconds).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Cost {
-    Instructions(u64),
-    Nanoseconds(u64),
-}
-
-impl Cost {
-    /// The value in the unit of a report's costs, if it
-    /// is in that unit.
-    pub fn in_unit(self, unit: CostUnit) -> Option<u64> {
-        match (self, unit) {
-            (Cost::Nanoseconds(ns), CostUnit::Nanoseconds) => Some(ns),
-            (Cost::Instructions(n), u) if u != CostUnit::Nanoseconds => Some(n),
-            _ => None,
-        }
-    }
-}
-
-impl std::fmt::Display for Cost {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Cost::Instructions(n) => write!(f, "{n}"),
-            Cost::Nanoseconds(ns) => write!(f, "{ns}ns"),
-        }
-    }
-}
-
 /// The largest `--burden`: 10^9 instructions or nanoseconds, far above any steal's cost, and
 /// small enough that the burdened sums of any run of fewer than ~10^10 spawns fit in 64 bits.
 pub const MAX_BURDEN: u64 = 1_000_000_000;
@@ -103,7 +72,7 @@ fn parse_cost(s: &str, usual: &str, times: &str) -> Result<Cost, String> {
     };
     if let Ok(n) = s.parse::<u64>() {
         return if n <= MAX_BURDEN {
-            Ok(Cost::Instructions(n))
+            Ok(Cost::instructions(n))
         } else {
             Err(format!("at most {MAX_BURDEN} instructions ({usual})"))
         };
@@ -121,7 +90,7 @@ fn parse_cost(s: &str, usual: &str, times: &str) -> Result<Cost, String> {
     };
     match value.parse::<f64>() {
         Ok(v) if v.is_finite() && v >= 0.0 && v * scale <= MAX_BURDEN as f64 => {
-            Ok(Cost::Nanoseconds((v * scale).round() as u64))
+            Ok(Cost::nanoseconds((v * scale).round() as u64))
         }
         Ok(v) if v.is_finite() && v >= 0.0 => Err(format!("at most {MAX_BURDEN}ns (1s)")),
         _ => Err(help()),
@@ -148,87 +117,20 @@ pub struct ModelOptions {
 }
 
 impl ModelOptions {
-    /// A `--burden` in the wrong unit for an explicit `--counter` is an error (under `auto`
-    /// each unit applies when the chosen counter counts in it). The native counter's unit is
-    /// this machine's: instructions where its stubs can read them with `rdpmc`, else time.
-    pub fn check_unit(&self, counter: CounterMode) -> anyhow::Result<()> {
-        check_cost_unit(self.burden.map(|b| ("--burden", b)), counter)
-    }
-
-    /// [`ModelOptions::check_unit`] for `counter` counting in `unit` (`None`: not known yet).
-    #[cfg(test)]
-    fn check_unit_in(&self, counter: CounterMode, unit: Option<CostUnit>) -> anyhow::Result<()> {
-        check_cost_unit_in(self.burden.map(|b| ("--burden", b)), counter, unit)
-    }
-}
-
-/// What `counter`'s costs count here, if known before the run (`auto`: not yet).
-fn counter_unit(counter: CounterMode) -> Option<CostUnit> {
-    match counter {
-        CounterMode::Auto => None,
-        // Unavailable: the run says why.
-        CounterMode::Native => cilkview_analysis::native_unit(),
-        _ => Some(CostUnit::Instructions),
-    }
-}
-
-/// A cost option (`--burden`, `--task-cost`: its flag and value) in the wrong unit for an
-/// explicit `--counter` is an error (under `auto` each unit applies when the chosen counter
-/// counts in it). The native counter's unit is this machine's: instructions where its stubs can
-/// read them with `rdpmc`, else time.
-pub fn check_cost_unit(cost: Option<(&str, Cost)>, counter: CounterMode) -> anyhow::Result<()> {
-    check_cost_unit_in(cost, counter, counter_unit(counter))
-}
-
-/// [`check_cost_unit`] for `counter` counting in `unit` (`None`: not known yet).
-fn check_cost_unit_in(
-    cost: Option<(&str, Cost)>,
-    counter: CounterMode,
-    unit: Option<CostUnit>,
-) -> anyhow::Result<()> {
-    let (Some((flag, b)), Some(unit)) = (cost, unit) else {
-        return Ok(());
-    };
-    if b.in_unit(unit).is_some() {
-        return Ok(());
-    }
-    let here = if counter == CounterMode::Native {
-        if unit == CostUnit::Nanoseconds {
-            " here (no user-space rdpmc)"
-        } else {
-            " here (rdpmc)"
+    /// `--burden`, to be checked against the counter that will run.
+    pub fn cost_option(&self) -> crate::counter_checks::CostOption {
+        crate::counter_checks::CostOption {
+            flag: "--burden",
+            cost: self.burden,
+            examples: crate::counter_checks::BURDEN_EXAMPLES,
         }
-    } else {
-        ""
-    };
-    // Examples in the flag's own usual range.
-    let (time, count) = match flag {
-        "--task-cost" => ("2.5us", "10000"),
-        _ => ("5us", "15000"),
-    };
-    match b {
-        Cost::Instructions(_) => anyhow::bail!(
-            "{flag} {b} is a number of instructions, but --counter {counter} measures \
-                 time{here}: give a time, e.g. {flag} {time}"
-        ),
-        Cost::Nanoseconds(_) => anyhow::bail!(
-            "{flag} {b} is a time, but --counter {counter} counts instructions{here}: give \
-                 a number of instructions, e.g. {flag} {count}"
-        ),
     }
 }
 
 impl From<&ModelOptions> for Model {
     fn from(m: &ModelOptions) -> Model {
         Model {
-            burden: match m.burden {
-                Some(Cost::Instructions(n)) => n,
-                _ => DEFAULT_BURDEN,
-            },
-            burden_ns: match m.burden {
-                Some(Cost::Nanoseconds(ns)) => ns,
-                _ => DEFAULT_BURDEN_NS,
-            },
+            burden: m.burden,
             span_coefficient: m.span_coefficient,
             max_cores: m.max_cores,
         }
@@ -237,6 +139,7 @@ impl From<&ModelOptions> for Model {
 
 #[derive(Args, Debug, Clone, Default)]
 #[command(next_help_heading = "Outputs")]
+#[command(group(clap::ArgGroup::new("drawn").args(["plot", "gnuplot"]).multiple(true)))]
 pub struct OutputOptions {
     /// Write the measures as JSON to FILE, `-` for standard output (after the program's own
     /// output; its JSON Schema: `cilkview-rs schema`).
@@ -249,8 +152,9 @@ pub struct OutputOptions {
     #[arg(long, value_name = "FILE", value_parser = parse_plot_path)]
     pub plot: Option<PathBuf>,
     /// Draw the region LABEL (cv_region_begin/end) instead of the whole program in --plot and
-    /// --gnuplot: a small run's whole-program profile is mostly its serial start-up.
-    #[arg(long, value_name = "LABEL")]
+    /// --gnuplot (one of them is required): a small run's whole-program profile is mostly its
+    /// serial start-up.
+    #[arg(long, value_name = "LABEL", requires = "drawn")]
     pub plot_region: Option<String>,
     /// Exit non-zero if a measure falls below N (CI gate). MEASURE=N with MEASURE parallelism or
     /// burdened_parallelism, or region:LABEL:MEASURE=N. Repeatable.
@@ -534,9 +438,9 @@ mod tests {
 
     #[test]
     fn a_task_cost_is_instructions_or_a_time_as_a_burden() {
-        assert_eq!(parse_task_cost("10000"), Ok(Cost::Instructions(10000)));
-        assert_eq!(parse_task_cost("2.5us"), Ok(Cost::Nanoseconds(2500)));
-        assert_eq!(parse_burden("5us"), Ok(Cost::Nanoseconds(5000)));
+        assert_eq!(parse_task_cost("10000"), Ok(Cost::instructions(10000)));
+        assert_eq!(parse_task_cost("2.5us"), Ok(Cost::nanoseconds(2500)));
+        assert_eq!(parse_burden("5us"), Ok(Cost::nanoseconds(5000)));
         let e = parse_task_cost("lots").unwrap_err();
         assert!(
             e.contains("(the default is 10000)") && e.contains("such as 2.5us"),
@@ -548,51 +452,6 @@ mod tests {
             "{e}"
         );
         assert!(parse_task_cost("2s").is_err() && parse_task_cost("1000000001").is_err());
-    }
-
-    #[test]
-    fn a_burden_must_be_in_the_unit_the_native_counter_counts_in_here() {
-        let with = |b| ModelOptions {
-            burden: Some(b),
-            span_coefficient: DEFAULT_SPAN_COEFFICIENT,
-            max_cores: 32,
-        };
-        let (n, t) = (
-            with(Cost::Instructions(15000)),
-            with(Cost::Nanoseconds(5000)),
-        );
-        let native = CounterMode::Native;
-        // Time (no rdpmc): a time only.
-        assert!(t.check_unit_in(native, Some(CostUnit::Nanoseconds)).is_ok());
-        let e = n
-            .check_unit_in(native, Some(CostUnit::Nanoseconds))
-            .unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("measures time here (no user-space rdpmc)"),
-            "{e}"
-        );
-        // Instructions by rdpmc: instructions only.
-        assert!(n
-            .check_unit_in(native, Some(CostUnit::Instructions))
-            .is_ok());
-        let e = t
-            .check_unit_in(native, Some(CostUnit::Instructions))
-            .unwrap_err();
-        assert!(
-            e.to_string().contains("counts instructions here (rdpmc)"),
-            "{e}"
-        );
-        // Not known (auto, or native unavailable): both, each used where it applies.
-        assert!(n.check_unit_in(native, None).is_ok() && t.check_unit_in(native, None).is_ok());
-        let e = t
-            .check_unit_in(CounterMode::Step, Some(CostUnit::Instructions))
-            .unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("--counter step counts instructions: give"),
-            "{e}"
-        );
     }
 
     #[test]

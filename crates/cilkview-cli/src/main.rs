@@ -9,6 +9,7 @@ mod attach;
 mod bench;
 mod cli;
 mod completions;
+mod counter_checks;
 mod exit;
 mod man;
 mod openmp;

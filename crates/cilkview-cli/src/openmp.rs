@@ -6,12 +6,10 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
-use cilkview_analysis::{CostUnit, CounterMode};
+use cilkview_analysis::{Cost, CostDefault};
 use cilkview_openmp::{Libgomp, Preload, DEFAULT_TASK_COST, DEFAULT_TASK_COST_NS};
 use cilkview_report::{OpenMpCount, OpenMpReport, RunReport, ThreadIdSite};
 use clap::Args;
-
-use crate::cli::Cost;
 
 #[derive(Args, Debug, Clone)]
 #[command(next_help_heading = "OpenMP")]
@@ -44,10 +42,20 @@ pub struct OpenMpRun {
     team: u32,
 }
 
+/// libgomp's cost per task when `--task-cost` is not given, in the run's unit.
+const TASK_COST_DEFAULT: CostDefault = CostDefault {
+    instructions: DEFAULT_TASK_COST,
+    nanoseconds: DEFAULT_TASK_COST_NS,
+};
+
 impl OpenMpOptions {
-    /// A `--task-cost` in the wrong unit for an explicit `--counter` is an error, as `--burden`.
-    pub fn check_unit(&self, counter: CounterMode) -> Result<()> {
-        crate::cli::check_cost_unit(self.task_cost.map(|c| ("--task-cost", c)), counter)
+    /// `--task-cost`, to be checked against the counter that will run, as `--burden`.
+    pub fn cost_option(&self) -> crate::counter_checks::CostOption {
+        crate::counter_checks::CostOption {
+            flag: "--task-cost",
+            cost: self.task_cost,
+            examples: crate::counter_checks::TASK_COST_EXAMPLES,
+        }
     }
 }
 
@@ -93,13 +101,17 @@ impl OpenMpRun {
             Some(l) => (l.path.display().to_string(), l.abi.clone()),
             None => ("libgomp (not checked: a script)".into(), "?".into()),
         };
-        // In the run's unit: the given cost if it is in it (under `auto`), else the default.
-        let task_cost = self
-            .task_cost
-            .and_then(|c| c.in_unit(report.unit))
-            .unwrap_or(match report.unit {
-                CostUnit::Nanoseconds => DEFAULT_TASK_COST_NS,
-                CostUnit::Instructions => DEFAULT_TASK_COST,
+        // In the run's unit: the given cost (checked against the counter before the run), else
+        // the default.
+        let task_cost = TASK_COST_DEFAULT
+            .or_given(self.task_cost, report.unit)
+            .unwrap_or_else(|given| {
+                let default = TASK_COST_DEFAULT.in_unit(report.unit);
+                report.warnings.push(format!(
+                    "--task-cost {given} is not in {}, what this run counted: {default} used",
+                    report.unit
+                ));
+                default.amount
             });
         let openmp = OpenMpReport {
             libgomp,

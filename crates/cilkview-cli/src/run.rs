@@ -5,32 +5,14 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use cilkview_analysis::{
-    check_program, forward_signals, ignore_terminal_interrupts, CounterMode, RunRequest,
-    FORWARDED_SIGNALS,
+    check_program, forward_signals, ignore_terminal_interrupts, RunRequest, FORWARDED_SIGNALS,
 };
 use cilkview_report::ExportManager;
 
 use crate::cli::RunArgs;
+use crate::counter_checks::{check_binding, check_costs, check_repeat, Use};
 
 pub fn run(args: RunArgs) -> Result<ExitCode> {
-    args.model.check_unit(args.counter)?;
-    args.openmp.check_unit(args.counter)?;
-    if args.repeat > 1 && args.counter != CounterMode::Native {
-        anyhow::bail!(
-            "--repeat {} takes each strand's minimum time over runs: it needs --counter native \
-             (the exact counters count the same every run)",
-            args.repeat
-        );
-    }
-    if args.repeat > 1
-        && cilkview_analysis::native_unit() == Some(cilkview_analysis::CostUnit::Instructions)
-    {
-        anyhow::bail!(
-            "--repeat {} takes each strand's minimum time over runs, but --counter native counts \
-             instructions here (rdpmc): the same every run",
-            args.repeat
-        );
-    }
     let program = crate::program::resolve(args.program())?;
     // Not ELF, wrong architecture, truncated, corrupt marks: say so before running anything.
     check_program(&program).with_context(|| format!("cannot analyze {}", program.display()))?;
@@ -42,30 +24,12 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         &program.display().to_string(),
         &args.output,
     )?;
-    let options = (&args.output).into();
-    crate::program::refuse_overwriting(&program, &options)?;
-    let mut outputs = ExportManager::new(&options)?;
-    let mut bench_outputs = None;
-    if args.bench {
-        crate::bench::precheck(&args.bench_tuning, &program)?;
-        bench_outputs = Some(ExportManager::bench_after_analysis()?);
-    }
     // The program's own environment (never the tool's nor the emulator's).
     let mut env = openmp.as_ref().map(|o| o.environment()).unwrap_or_default();
     if cilkview_analysis::has_rayon_marks(&program) {
         // Marked with the Rust `cilkview` crate: its joins, scopes and loops run serially, in the
         // serial elision's order, on one thread (crates/cilkview).
         env.push(("RAYON_NUM_THREADS".into(), "1".into()));
-    }
-
-    // The program writes to our terminal (its stderr is ours): no spinner while it runs, one
-    // line saying what runs instead.
-    let mut progress = ();
-    if std::io::stderr().is_terminal() {
-        eprintln!(
-            "cilkview-rs: measuring {}; the report follows when it ends",
-            args.program().to_string_lossy()
-        );
     }
     let request = RunRequest {
         program: program.clone(),
@@ -79,6 +43,31 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         env,
         runs: args.repeat,
     };
+    // The counter that will run (`auto` resolved), and the options checked against it.
+    let chosen = cilkview_analysis::choose_for_run(&request)
+        .with_context(|| format!("cannot analyze {}", program.display()))?;
+    let costs = [args.model.cost_option(), args.openmp.cost_option()];
+    check_costs(&costs, args.counter, &chosen, Use::Run)?;
+    check_repeat(args.repeat, &chosen)?;
+    check_binding(args.no_cpu_binding, args.counter, &chosen)?;
+    let options = (&args.output).into();
+    crate::program::refuse_overwriting(&program, &options)?;
+    let mut outputs = ExportManager::new(&options)?;
+    let mut bench_outputs = None;
+    if args.bench {
+        crate::bench::precheck(&args.bench_tuning, &program)?;
+        bench_outputs = Some(ExportManager::bench_after_analysis()?);
+    }
+
+    // The program writes to our terminal (its stderr is ours): no spinner while it runs, one
+    // line saying what runs instead.
+    let mut progress = ();
+    if std::io::stderr().is_terminal() {
+        eprintln!(
+            "cilkview-rs: measuring {}; the report follows when it ends",
+            args.program().to_string_lossy()
+        );
+    }
     // Ctrl-C at the terminal goes to the program (same process group); the tool lives on to
     // report what it measured.
     let interrupts = ignore_terminal_interrupts();
@@ -86,7 +75,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     // ends as it would without the tool, which lives on to write the report of what was measured.
     let forwarding = forward_signals(&FORWARDED_SIGNALS)
         .context("cannot install the handlers that forward signals to the program")?;
-    let analysis = cilkview_analysis::run(&request, &mut progress);
+    let analysis = cilkview_analysis::run_chosen(&request, chosen, &mut progress);
     drop(forwarding);
     drop(interrupts);
     let mut analysis = analysis.with_context(|| format!("cannot analyze {}", program.display()))?;

@@ -4,7 +4,7 @@
 //! ([`ExitStatus`]). Plain data, no I/O.
 //!
 //! Invariant of every backend: the costs of all events of one run ([`TraceEvent::Exec`],
-//! [`TraceEvent::Hit`], [`TraceEvent::ThreadExit`]) add up to [`Outcome::total_instructions`],
+//! [`TraceEvent::Hit`], [`TraceEvent::ThreadExit`]) add up to [`Outcome::total_cost`],
 //! the user-space instructions the program would retire natively, without the tool.
 
 #![forbid(unsafe_code)]
@@ -143,6 +143,73 @@ impl Note {
     pub fn with_detail(mut self, detail: impl Into<String>) -> Note {
         self.detail = Some(detail.into());
         self
+    }
+}
+
+/// A cost in its unit: a number of instructions or a time in nanoseconds (`--burden`,
+/// `--task-cost`). Shown as `15000` or `5000ns`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Cost {
+    pub amount: u64,
+    pub unit: CostUnit,
+}
+
+impl Cost {
+    /// `n` instructions.
+    pub const fn instructions(n: u64) -> Cost {
+        Cost {
+            amount: n,
+            unit: CostUnit::Instructions,
+        }
+    }
+
+    /// `ns` nanoseconds.
+    pub const fn nanoseconds(ns: u64) -> Cost {
+        Cost {
+            amount: ns,
+            unit: CostUnit::Nanoseconds,
+        }
+    }
+
+    /// The amount, if the cost is in `unit`.
+    pub fn in_unit(self, unit: CostUnit) -> Option<u64> {
+        (self.unit == unit).then_some(self.amount)
+    }
+}
+
+impl fmt::Display for Cost {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.unit {
+            CostUnit::Instructions => write!(f, "{}", self.amount),
+            CostUnit::Nanoseconds => write!(f, "{}ns", self.amount),
+        }
+    }
+}
+
+/// A default cost given in each unit (the burden: 15,000 instructions or 5 µs), the one that
+/// applies chosen by the unit the run counts in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CostDefault {
+    pub instructions: u64,
+    pub nanoseconds: u64,
+}
+
+impl CostDefault {
+    /// The default in `unit`.
+    pub const fn in_unit(self, unit: CostUnit) -> Cost {
+        match unit {
+            CostUnit::Instructions => Cost::instructions(self.instructions),
+            CostUnit::Nanoseconds => Cost::nanoseconds(self.nanoseconds),
+        }
+    }
+
+    /// `given` if there is one, else the default, in `unit`: `Err(given)` if `given` is in
+    /// another unit (an option that does not apply to what ran).
+    pub fn or_given(self, given: Option<Cost>, unit: CostUnit) -> Result<u64, Cost> {
+        match given {
+            Some(cost) => cost.in_unit(unit).ok_or(cost),
+            None => Ok(self.in_unit(unit).amount),
+        }
     }
 }
 
@@ -339,8 +406,9 @@ pub struct Outcome {
     pub hits: u64,
     /// Sum of the `ThreadExit` costs (work after each thread's last hit).
     pub tail_cost: u64,
-    /// Sum of all event costs: the program's user-space instructions.
-    pub total_instructions: u64,
+    /// Sum of all event costs, in [`CounterInfo::unit`]: the program's user-space instructions,
+    /// or its time in nanoseconds under a counter of time.
+    pub total_cost: u64,
     /// Threads seen, including the initial one.
     pub threads: u32,
 }

@@ -58,7 +58,7 @@ fn main() {
         emulated.as_secs_f64(),
         emulated.as_secs_f64() / native.as_secs_f64(),
         out.hits,
-        out.total_instructions,
+        out.total_cost,
         events
     );
 }

@@ -34,7 +34,7 @@ pub struct AttachOutcome {
     /// reported at detach).
     pub tail_cost: u64,
     /// Sum of all event costs: the user-space instructions of the window.
-    pub total_instructions: u64,
+    pub total_cost: u64,
     /// Threads seen while attached.
     pub threads: u32,
     /// Wall time from the moment the probes were armed to the end.

@@ -52,10 +52,36 @@ pub enum Unavailable {
     LacksInstructions { what: String },
 }
 
+/// What a backend is, whatever the machine: what `auto` ([`CANDIDATES`]), [`use_instead`] and
+/// the command line's option checks read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Description {
+    /// Tried by `auto` for a run (and offered by [`use_instead`]).
+    pub in_auto: bool,
+    /// Can attach to a running process (and is tried by `auto` for an attach).
+    pub attaches: bool,
+    /// Binds the program to one CPU unless [`TraceOptions::bind_cpu`] is off
+    /// (`--no-cpu-binding`).
+    pub binds_cpu: bool,
+    /// The advice of an error that points to it, e.g. "use --counter emulate (exact, at about
+    /// QEMU's speed)".
+    pub advice: &'static str,
+}
+
 /// One way of running a program and counting its instructions.
 pub trait Backend {
     /// The counter it provides (never [`CounterMode::Auto`]).
     fn mode(&self) -> CounterMode;
+    /// What it is (see [`Description`]).
+    fn describe(&self) -> Description;
+    /// What its costs count on this machine (the [`CounterInfo::unit`] its [`Backend::check`]
+    /// gives when it passes), or `None` where that is not known because it cannot count here.
+    fn unit(&self) -> Option<CostUnit>;
+    /// Whether `--repeat` (each strand's minimum over runs) means something for it here: its
+    /// costs are times, which vary from run to run; instructions do not.
+    fn repeats(&self) -> bool {
+        self.unit() == Some(CostUnit::Nanoseconds)
+    }
     /// Whether it can count here: the counter it would use (with the reason it is chosen), or
     /// why not, with what to do about it.
     fn check(&self) -> Result<CounterInfo, Unavailable>;
@@ -100,6 +126,17 @@ impl Backend for Hardware {
     fn mode(&self) -> CounterMode {
         CounterMode::Hardware
     }
+    fn describe(&self) -> Description {
+        Description {
+            in_auto: true,
+            attaches: true,
+            binds_cpu: false,
+            advice: "use --counter hw (native speed between marks)",
+        }
+    }
+    fn unit(&self) -> Option<CostUnit> {
+        Some(CostUnit::Instructions)
+    }
     fn check(&self) -> Result<CounterInfo, Unavailable> {
         let bias = *counter::self_test_cached()
             .as_ref()
@@ -139,6 +176,17 @@ impl Backend for Step {
     fn mode(&self) -> CounterMode {
         CounterMode::Step
     }
+    fn describe(&self) -> Description {
+        Description {
+            in_auto: true,
+            attaches: true,
+            binds_cpu: true,
+            advice: "use --counter step (exact, but ~20 µs per instruction)",
+        }
+    }
+    fn unit(&self) -> Option<CostUnit> {
+        Some(CostUnit::Instructions)
+    }
     fn check(&self) -> Result<CounterInfo, Unavailable> {
         Ok(CounterInfo {
             kind: CounterMode::Step,
@@ -170,6 +218,17 @@ impl Backend for Step {
 impl Backend for Emulate {
     fn mode(&self) -> CounterMode {
         CounterMode::Emulate
+    }
+    fn describe(&self) -> Description {
+        Description {
+            in_auto: true,
+            attaches: false,
+            binds_cpu: false,
+            advice: "use --counter emulate (exact, at about QEMU's speed)",
+        }
+    }
+    fn unit(&self) -> Option<CostUnit> {
+        Some(CostUnit::Instructions)
     }
     fn check(&self) -> Result<CounterInfo, Unavailable> {
         crate::emulator_available().map_err(Unavailable::Emulator)?;
@@ -234,12 +293,24 @@ fn native_counting() -> Result<NativeCounting, TraceError> {
 /// What the native counter's costs would count here (instructions where its stubs
 /// read them with `rdpmc`, else nanoseconds), or `None` if it cannot run.
 pub fn native_unit() -> Option<CostUnit> {
-    native_clock().ok().map(|clock| clock.unit())
+    Native.unit()
 }
 
 impl Backend for Native {
     fn mode(&self) -> CounterMode {
         CounterMode::Native
+    }
+    fn describe(&self) -> Description {
+        Description {
+            in_auto: false,
+            attaches: true,
+            binds_cpu: false,
+            advice: "use --counter native (native speed; time where rdpmc is not readable)",
+        }
+    }
+    /// Instructions where its stubs read them with `rdpmc`, else nanoseconds.
+    fn unit(&self) -> Option<CostUnit> {
+        native_clock().ok().map(|clock| clock.unit())
     }
     fn check(&self) -> Result<CounterInfo, Unavailable> {
         let clock = native_clock().map_err(Unavailable::NativeClock)?;
@@ -269,42 +340,18 @@ impl Backend for Native {
     }
 }
 
-/// One backend in [`CANDIDATES`]: whether `auto` tries it for a run, and whether it can attach.
-struct Candidate {
-    mode: CounterMode,
-    /// Tried by `auto` for a run (and by [`use_instead`]).
-    auto_run: bool,
-    /// Can attach to a running process (tried by `auto` for an attach).
-    attach: bool,
-}
-
-/// Every backend, fastest first: the order in which `auto` tries them (for a run: hardware
-/// counter, emulation, single-stepping; for an attach: hardware counter, native, single-stepping).
-const CANDIDATES: [Candidate; 4] = [
-    Candidate {
-        mode: CounterMode::Hardware,
-        auto_run: true,
-        attach: true,
-    },
-    Candidate {
-        mode: CounterMode::Native,
-        auto_run: false,
-        attach: true,
-    },
-    Candidate {
-        mode: CounterMode::Emulate,
-        auto_run: true,
-        attach: false,
-    },
-    Candidate {
-        mode: CounterMode::Step,
-        auto_run: true,
-        attach: true,
-    },
+/// Every backend, fastest first: the order in which `auto` tries those it may (for a run, those
+/// [`Description::in_auto`]: hardware counter, emulation, single-stepping; for an attach, those
+/// that [`Description::attaches`]: hardware counter, native, single-stepping).
+const CANDIDATES: [CounterMode; 4] = [
+    CounterMode::Hardware,
+    CounterMode::Native,
+    CounterMode::Emulate,
+    CounterMode::Step,
 ];
 
 /// The backend of `mode` (`None` for `Auto`, which is a choice among them).
-fn backend(mode: CounterMode) -> Option<Box<dyn Backend>> {
+pub fn backend(mode: CounterMode) -> Option<Box<dyn Backend>> {
     Some(match mode {
         CounterMode::Auto => return None,
         CounterMode::Hardware => Box::new(Hardware),
@@ -314,20 +361,23 @@ fn backend(mode: CounterMode) -> Option<Box<dyn Backend>> {
     })
 }
 
-/// The backends `auto` tries, in order, among those `wanted`.
-fn auto_candidates(wanted: impl Fn(&Candidate) -> bool) -> Vec<Box<dyn Backend>> {
+/// Every backend, in `auto`'s order, among those `wanted`.
+pub fn backends(wanted: impl Fn(&dyn Backend) -> bool) -> Vec<Box<dyn Backend>> {
     CANDIDATES
         .iter()
-        .filter(|c| wanted(c))
-        .filter_map(|c| backend(c.mode))
+        .filter_map(|&mode| backend(mode))
+        .filter(|b| wanted(b.as_ref()))
         .collect()
 }
 
 /// `mode`'s backend alone, or under `Auto` the candidates `auto_wants`, in order.
-fn candidates(mode: CounterMode, auto_wants: impl Fn(&Candidate) -> bool) -> Vec<Box<dyn Backend>> {
+fn candidates(
+    mode: CounterMode,
+    auto_wants: impl Fn(&dyn Backend) -> bool,
+) -> Vec<Box<dyn Backend>> {
     match backend(mode) {
         Some(b) => vec![b],
-        None => auto_candidates(auto_wants),
+        None => backends(auto_wants),
     }
 }
 
@@ -335,22 +385,18 @@ fn candidates(mode: CounterMode, auto_wants: impl Fn(&Candidate) -> bool) -> Vec
 /// `Auto` takes the first backend of [`Hardware`], [`Emulate`], [`Step`] whose check passes; the
 /// reason then says why the ones before it were not used.
 pub fn choose(mode: CounterMode) -> Result<(Box<dyn Backend>, CounterInfo), TraceError> {
-    first_available(mode, candidates(mode, |c| c.auto_run), |_| Ok(()))
+    first_available(mode, candidates(mode, |b| b.describe().in_auto), |_| Ok(()))
 }
 
 /// The advice of an error that asks for another counter than `failed`: the fastest one that
 /// works here — the hardware counter if it passes its self-test, else emulation if a
 /// plugin-capable QEMU is installed, else single-stepping.
 pub fn use_instead(failed: CounterMode) -> String {
-    let fastest = auto_candidates(|c| c.auto_run && c.mode != failed)
+    backends(|b| b.describe().in_auto && b.mode() != failed)
         .into_iter()
         .find(|b| b.check().is_ok())
-        .map_or(CounterMode::Step, |b| b.mode());
-    match fastest {
-        CounterMode::Hardware => "use --counter hw (native speed between marks)".into(),
-        CounterMode::Emulate => "use --counter emulate (exact, at about QEMU's speed)".into(),
-        _ => "use --counter step (exact, but ~20 µs per instruction)".into(),
-    }
+        .map_or(Step.describe().advice, |b| b.describe().advice)
+        .into()
 }
 
 /// [`choose`] for running `opts.program`: under `Auto`, a backend that cannot run this program
@@ -359,17 +405,21 @@ pub fn choose_for_run(opts: &TraceOptions) -> Result<(Box<dyn Backend>, CounterI
     if opts.counter != CounterMode::Auto {
         return choose(opts.counter);
     }
-    let candidates = auto_candidates(|c| c.auto_run);
+    let candidates = backends(|b| b.describe().in_auto);
     first_available(CounterMode::Auto, candidates, |b| b.supports(opts))
 }
 
 /// [`choose`] for attaching to a running process: only the ptrace backends can (`Auto`:
 /// [`Hardware`], then [`Native`], then [`Step`]; `Emulate` is an error).
 pub fn choose_for_attach(mode: CounterMode) -> Result<(Box<dyn Backend>, CounterInfo), TraceError> {
-    if CANDIDATES.iter().any(|c| c.mode == mode && !c.attach) {
+    if backend(mode).is_some_and(|b| !b.describe().attaches) {
         return Err(TraceError::AttachUnsupported { mode });
     }
-    first_available(mode, candidates(mode, |c| c.attach), |_| Ok(()))
+    first_available(
+        mode,
+        candidates(mode, |b| b.describe().attaches),
+        |_| Ok(()),
+    )
 }
 
 /// The first of `candidates` that can count here and `accepts`; its reason says why the ones

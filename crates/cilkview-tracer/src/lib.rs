@@ -15,7 +15,7 @@
 //!
 //! Invariant: the costs of all events of one run ([`TraceEvent::Exec`],
 //! [`TraceEvent::Hit`], [`TraceEvent::ThreadExit`]) add up to
-//! [`Outcome::total_instructions`], the user-space instructions the program
+//! [`Outcome::total_cost`], the user-space instructions the program
 //! would retire natively, without the tool (x86-64 Linux only).
 
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
@@ -50,12 +50,12 @@ pub use testing::{
 };
 
 pub use backend::{
-    choose, choose_for_attach, choose_for_run, native_unit, use_instead, Backend, Emulate,
-    Hardware, Native, Step, Unavailable,
+    backend, backends, choose, choose_for_attach, choose_for_run, native_unit, use_instead,
+    Backend, Description, Emulate, Hardware, Native, Step, Unavailable,
 };
 pub use cilkview_events::{
-    CostUnit, CounterInfo, CounterMode, Ending, EventSink, ExitStatus, Outcome, Probe, ProbesError,
-    TraceEvent,
+    Cost, CostDefault, CostUnit, CounterInfo, CounterMode, Ending, EventSink, ExitStatus, Outcome,
+    Probe, ProbesError, TraceEvent,
 };
 pub use ptrace::counting::ClockUnavailable;
 pub use signals::{
@@ -179,6 +179,15 @@ pub enum TraceError {
              `--counter step` measures it without running code in it"
     )]
     NativeRefused { pid: i32, reason: String },
+    /// A cost option (`option`: its flag) in another unit than the counter's: the command line
+    /// refuses it before the run, in its users' words.
+    #[error("{option} {cost} is in {}, but --counter {counter} counts {unit}", cost.unit)]
+    CostInOtherUnit {
+        option: &'static str,
+        cost: Cost,
+        counter: CounterMode,
+        unit: CostUnit,
+    },
 }
 
 fn exec_hint(e: &std::io::Error) -> &'static str {

@@ -18,6 +18,17 @@ impl Backend for BreakpointsOnly {
     fn mode(&self) -> CounterMode {
         CounterMode::Hardware
     }
+    fn describe(&self) -> crate::Description {
+        crate::Description {
+            in_auto: false,
+            attaches: true,
+            binds_cpu: false,
+            advice: "breakpoints only (testing): counts nothing",
+        }
+    }
+    fn unit(&self) -> Option<cilkview_events::CostUnit> {
+        Some(cilkview_events::CostUnit::Instructions)
+    }
     fn check(&self) -> Result<CounterInfo, Unavailable> {
         Ok(CounterInfo {
             kind: CounterMode::Hardware,

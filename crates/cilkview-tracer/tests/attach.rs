@@ -77,7 +77,7 @@ fn stop_after(stop: &StopFlag, after: Duration) -> std::thread::JoinHandle<()> {
 }
 
 fn check_costs(out: &AttachOutcome, events: &[TraceEvent]) {
-    assert_costs_add_up(out.total_instructions, events);
+    assert_costs_add_up(out.total_cost, events);
     assert_eq!(out.hits as usize, hit_tids(events).len());
     assert!(matches!(
         events[0],

@@ -208,7 +208,7 @@ int main(void) {
         vec![2002, 5, 5],
         "loop; lea+mov+xor+rep stosb once; lea+xor+2 empty reps"
     );
-    assert_costs_add_up(out.total_instructions, &ev);
+    assert_costs_add_up(out.total_cost, &ev);
 }
 
 const THREADS_SRC: &str = r#"
@@ -246,7 +246,7 @@ fn threads_count_each_thread_exactly() {
         )
         .unwrap();
         assert_eq!(out.threads, 4);
-        assert_costs_add_up(out.total_instructions, &ev);
+        assert_costs_add_up(out.total_cost, &ev);
         let mut strands: Vec<u64> = ev
             .iter()
             .filter_map(|e| match *e {
@@ -406,7 +406,7 @@ fn total_within_one_percent_of_callgrind() {
             return;
         };
         let (out, _, _) = traced(true, &opts(&exe, &["27"]));
-        let got = out.total_instructions;
+        let got = out.total_cost;
         println!("fib 27 {name}: emulate {got}, callgrind {expected}");
         assert!(expected >= 1_000_000, "a run of at least 10^6 instructions");
         assert!(

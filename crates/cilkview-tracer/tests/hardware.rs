@@ -36,7 +36,7 @@ fn hits(
         },
     )
     .unwrap();
-    (costs, out.total_instructions)
+    (costs, out.total_cost)
 }
 
 #[test]

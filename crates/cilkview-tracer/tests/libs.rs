@@ -179,7 +179,7 @@ int main(int argc, char **argv) {
         if step {
             assert_eq!(h[1].1, 2002, "nop + mov + 1000*(dec+jnz)");
             assert_eq!(h[3].1, 2002);
-            assert_costs_add_up(out.total_instructions, &ev);
+            assert_costs_add_up(out.total_cost, &ev);
         }
         // The Exec event follows the calls made at the exec (program, loader).
         assert!(matches!(ev[0], TraceEvent::Exec { image: 0, .. }));
@@ -252,7 +252,7 @@ int main(int argc, char **argv) {
         if step {
             assert_eq!(h[2].1, 2002);
             assert_eq!(h[5].1, 2002);
-            assert_costs_add_up(out.total_instructions, &ev);
+            assert_costs_add_up(out.total_cost, &ev);
         }
     }
 }

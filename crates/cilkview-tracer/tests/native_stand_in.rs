@@ -115,7 +115,7 @@ fn threads_a_reused_slot_and_an_exec_deliver_every_hit_in_order() {
     );
     assert_eq!(out.counter.unit, CostUnit::Instructions);
     assert_eq!(out.hits, 2 * (10 * 20000 + 1), "every hit of both images");
-    assert_costs_add_up(out.total_instructions, &events);
+    assert_costs_add_up(out.total_cost, &events);
     // Each thread's operands in order: its id, then 0, 1, 2, ...
     let mut next: HashMap<i32, (u64, u64)> = HashMap::new();
     for (probe, tid, _, operand) in hits(&events) {
@@ -194,7 +194,7 @@ fn attach_and_detach_leave_the_programs_descriptors_and_output_unchanged() {
     assert_eq!(out.ending, Ending::TimeUp);
     assert_eq!(out.counter.unit, CostUnit::Instructions);
     assert!(out.hits >= 1000, "hits {}", out.hits);
-    assert_costs_add_up(out.total_instructions, &events);
+    assert_costs_add_up(out.total_cost, &events);
     assert!(matches!(events.last(), Some(TraceEvent::ThreadExit { tid, .. }) if *tid == pid));
     assert_eq!(
         descriptors(pid),

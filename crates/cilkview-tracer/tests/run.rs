@@ -49,7 +49,7 @@ int main(void) {
         .collect();
     assert_eq!(hits.len(), 2);
     assert_eq!(hits[1], (1, 2002), "nop + mov + 1000*(dec+jnz)");
-    assert_costs_add_up(out.total_instructions, &events);
+    assert_costs_add_up(out.total_cost, &events);
 }
 
 #[test]
@@ -98,7 +98,7 @@ fn trace(
         |e| events.push(e),
     )
     .unwrap();
-    assert_costs_add_up(out.total_instructions, &events);
+    assert_costs_add_up(out.total_cost, &events);
     (out, events)
 }
 
@@ -450,7 +450,7 @@ fn wrapper_script_exec_rearms_probes() {
         "the shell's work is reported with the second exec: {execs:?}"
     );
     assert_eq!(hits(&ev).len(), 1);
-    assert_costs_add_up(out.total_instructions, &ev);
+    assert_costs_add_up(out.total_cost, &ev);
 }
 
 /// A dynamically linked PIE: probes are found relative to the randomized load address.

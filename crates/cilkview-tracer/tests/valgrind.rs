@@ -36,7 +36,7 @@ fn step_total_matches_valgrind_exactly_without_libc() {
     };
     let out = run(&opts, |_| Ok(vec![]), |_| {}).unwrap();
     assert_eq!(out.status, ExitStatus::Exited(7));
-    assert_eq!(out.total_instructions, 2004);
+    assert_eq!(out.total_cost, 2004);
     match lackey_guest_instrs(&p.exe) {
         Some(v) => assert_eq!(v, 2004, "valgrind"),
         None => cilkview_fixtures::skip("the valgrind part: valgrind not available"),
@@ -67,14 +67,14 @@ fn step_total_matches_valgrind() {
     };
     let out = run(&opts, |_| Ok(vec![]), |_| {}).unwrap();
     assert_eq!(out.status, ExitStatus::Exited(0));
-    let diff = out.total_instructions as i64 - expected as i64;
+    let diff = out.total_cost as i64 - expected as i64;
     println!(
         "step mode: {} instructions, valgrind lackey: {expected}, diff {diff}",
-        out.total_instructions
+        out.total_cost
     );
     assert!(
         diff.unsigned_abs() * 100 <= expected * 15,
         "step {} vs valgrind {expected}",
-        out.total_instructions
+        out.total_cost
     );
 }

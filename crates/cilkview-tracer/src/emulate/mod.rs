@@ -55,7 +55,7 @@ pub fn emulator_available() -> Result<String, EmulatorError> {
 /// Run `opts.program` to completion under the emulator, feeding `sink`. The same contract as
 /// the ptrace backend: `probes_for` is asked for the executable, its loader, and each file
 /// mapped executable later, in mapping order; events arrive in order; their costs add up to
-/// [`Outcome::total_instructions`]. The counts are those of the emulated CPU [`CPU_MODEL`].
+/// [`Outcome::total_cost`]. The counts are those of the emulated CPU [`CPU_MODEL`].
 /// `opts.counter` and `opts.bind_cpu` are ignored. Also returns what ran outside the count
 /// (forked children, an exec'd image); the counter's notes say it too.
 pub fn run_emulated(
@@ -105,7 +105,7 @@ pub fn run_emulated(
         },
         hits: s.hits,
         tail_cost: s.tail,
-        total_instructions: s.total,
+        total_cost: s.total,
         threads: s.seen.len() as u32,
     };
     Ok((outcome, notes))

@@ -62,7 +62,7 @@ pub(crate) fn run<C: Counting>(
             counter: info,
             hits: t.core.hits,
             tail_cost: t.core.tail,
-            total_instructions: t.core.total,
+            total_cost: t.core.total,
             threads: t.core.nthreads,
         }),
         Err(e) => {

@@ -124,7 +124,7 @@ pub fn traced(emulated: bool, o: &TraceOptions) -> Run {
             o.program.display()
         )
     });
-    assert_costs_add_up(out.total_instructions, &ev);
+    assert_costs_add_up(out.total_cost, &ev);
     (out, ev, calls)
 }
 
@@ -207,7 +207,7 @@ pub fn compare_with(exe: &Path, args: &[&str], slack: u64, libc_strands: &[u64])
             }
         }
     }
-    (so.total_instructions, eo.total_instructions)
+    (so.total_cost, eo.total_cost)
 }
 
 /// glibc's start-up and exit paths differ between this host's CPU and the

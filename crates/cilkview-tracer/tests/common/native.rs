@@ -66,7 +66,7 @@ pub fn trace_with(
         |e| events.push(e),
     )
     .unwrap();
-    assert_costs_add_up(out.total_instructions, &events);
+    assert_costs_add_up(out.total_cost, &events);
     (out, events)
 }
 
