@@ -258,6 +258,8 @@ pub struct OutputOptions {
     pub fail_below: Vec<Gate>,
     #[command(flatten)]
     pub profile: crate::profile::ProfileOptions,
+    #[command(flatten)]
+    pub what_if: crate::what_if::WhatIfOptions,
 }
 
 impl From<&OutputOptions> for ExportOptions {

@@ -31,6 +31,9 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             args.repeat
         );
     }
+    args.output
+        .what_if
+        .check_request(args.output.profile.profile_region.as_deref())?;
     let program = crate::program::resolve(args.program())?;
     // Not ELF, wrong architecture, truncated, corrupt marks: say so before running anything.
     check_program(&program).with_context(|| format!("cannot analyze {}", program.display()))?;
@@ -74,7 +77,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         counter: args.counter,
         bind_cpu: !args.no_cpu_binding,
         model: (&args.model).into(),
-        profile: args.output.profile.enabled(),
+        profile: args.output.profile.enabled() || args.output.what_if.needs_profile(),
         profile_region: args.output.profile.profile_region.clone(),
         env,
         runs: args.repeat,
@@ -93,6 +96,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     if let Some(openmp) = openmp {
         openmp.finish(&mut analysis.report, &program);
     }
+    args.output.what_if.apply(&mut analysis.report)?;
 
     // A failed or interrupted benchmark (said on stderr) keeps the analysis: its report is
     // written, and the exit code is the benchmark's.

@@ -1,6 +1,6 @@
 //! What-if analysis (pure arithmetic over a call-site profile): the measures of the run had the
-//! code of some call sites been K times cheaper or parallel, and the shortest list of sites to
-//! parallelize for a target parallelism (greedy by span removed, as TaskProf2 does).
+//! code of some call sites been K times cheaper or parallel, and the shortest list of sites whose
+//! own code to parallelize for a target parallelism (greedy by span removed, as TaskProf2 does).
 //! Model and exactness: docs/what-if.md.
 //!
 //! The code of a call site is everything its invocations run, nested calls included: in the
@@ -113,8 +113,8 @@ fn context_factors(
     out
 }
 
-/// One step of a [`plan`]: the site parallelized, and the measures once it and the steps before
-/// it are.
+/// One step of a [`plan`]: the site whose own code is parallelized, and the measures once it and
+/// the steps before it are.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct PlanStep {
     pub site: usize,
@@ -123,8 +123,8 @@ pub struct PlanStep {
     pub after: Measures,
 }
 
-/// The shortest list of sites (chosen greedily) whose perfect parallelization brings the
-/// parallelism to `target`.
+/// The shortest list of sites (chosen greedily) whose own code made perfectly parallel brings
+/// the parallelism to `target`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Plan {
     pub steps: Vec<PlanStep>,
@@ -135,37 +135,30 @@ pub struct Plan {
     pub serial_span: u64,
 }
 
-/// Greedy plan: at each step, the site whose perfect parallelization removes the most span from
-/// the measured critical path (ties: the lower index), until `work / span ≥ target`. Sites whose
-/// parallelization removes nothing are never chosen. If the target cannot be reached, `steps`
-/// are those that help at all and `reached` is false.
+/// Greedy plan (TaskProf2's order): at each step, the site whose own code (its strands outside
+/// the call sites nested in it, all its invocations: the profile's local span on span) removes
+/// the most span from the measured critical path when made perfectly parallel (ties: the lower
+/// index), until `work / span ≥ target`. An outer site's own code excludes its nested sites', so
+/// the steps are disjoint and the outermost call (which holds everything) is not a step.
+/// Sites that remove nothing are never chosen; if the target cannot be reached, `steps` are
+/// all those that help and `reached` is false.
 pub fn plan(before: &Measures, contexts: &[ContextCost], sites: usize, target: f64) -> Plan {
-    let stacks = stacks(contexts);
-    let serial_span = contexts
-        .iter()
-        .zip(&stacks)
-        .filter(|(_, s)| s.is_empty())
-        .map(|(c, _)| c.local_span_on_span)
-        .sum::<u64>()
-        .min(before.span);
-    let mut chosen = vec![false; sites];
+    let mut removed = vec![0u64; sites];
+    let mut serial_span = 0u64;
+    for c in contexts {
+        match c.site.filter(|&s| s < sites) {
+            Some(s) => removed[s] += c.local_span_on_span,
+            None => serial_span += c.local_span_on_span,
+        }
+    }
+    let mut order: Vec<usize> = (0..sites).filter(|&s| removed[s] > 0).collect();
+    order.sort_by(|&a, &b| removed[b].cmp(&removed[a]).then(a.cmp(&b)));
     let mut current = *before;
     let mut steps = Vec::new();
-    while current.parallelism() < target {
-        let mut removed = vec![0u64; sites];
-        for (c, stack) in contexts.iter().zip(&stacks) {
-            if stack.iter().any(|&s| chosen.get(s) == Some(&true)) {
-                continue;
-            }
-            for &s in stack.iter().filter(|&&s| s < sites) {
-                removed[s] += c.local_span_on_span;
-            }
+    for site in order {
+        if current.parallelism() >= target {
+            break;
         }
-        let best = (0..sites)
-            .filter(|&s| removed[s] > 0)
-            .max_by(|&a, &b| removed[a].cmp(&removed[b]).then(b.cmp(&a)));
-        let Some(site) = best else { break };
-        chosen[site] = true;
         let span_removed = removed[site].min(current.span);
         current.span -= span_removed;
         current.burdened_span = current
@@ -181,7 +174,7 @@ pub fn plan(before: &Measures, contexts: &[ContextCost], sites: usize, target: f
     Plan {
         reached: current.parallelism() >= target,
         steps,
-        serial_span,
+        serial_span: serial_span.min(before.span),
     }
 }
 
@@ -315,7 +308,7 @@ mod tests {
     }
 
     #[test]
-    fn an_outer_site_counts_its_nested_sites_once() {
+    fn each_step_is_a_sites_own_code() {
         let (before, contexts) = profile();
         let plan = plan(&before, &contexts, 4, 1000.0);
         assert!(!plan.reached);
@@ -324,8 +317,8 @@ mod tests {
             .iter()
             .map(|s| (s.site, s.span_removed))
             .collect();
-        // outer (10 + 30) covers inner: inner is never chosen after it.
-        assert_eq!(order, vec![(1, 100), (2, 40)]);
+        // Own code: outer's 10, inner's 30 (not outer's 40 and then nothing).
+        assert_eq!(order, vec![(1, 100), (3, 30), (2, 10)]);
         assert_eq!(plan.steps.last().unwrap().after.span, plan.serial_span);
     }
 

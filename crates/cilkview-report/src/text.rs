@@ -166,6 +166,7 @@ impl TextExporter {
                 ),
             );
         }
+        crate::what_if_text::sections(&mut out, report);
         out
     }
 }

@@ -96,6 +96,7 @@ fn report() -> RunReport {
             function: if line == 31 { "main" } else { "pqsort" }.into(),
             location: format!("qsort.c:{line}"),
             address: Some(0x1000 + line),
+            callee: Some("pqsort".into()),
         }
     })
 }
@@ -118,6 +119,7 @@ fn sites_sharing_a_line_are_told_apart() {
                 }
                 .into(),
                 address: Some(0x1000 + line),
+                callee: None,
             }
         },
     );
@@ -178,6 +180,7 @@ fn json_has_call_sites_only_when_profiled() {
         [
             "location",
             "function",
+            "callee",
             "kind",
             "invocations",
             "on_work",
@@ -201,7 +204,10 @@ fn json_has_call_sites_only_when_profiled() {
     assert!(old.call_sites.as_deref().unwrap()[0].top_caller.is_none());
     let csv = ProfileCsvExporter::to_csv(&old).unwrap();
     let csv = String::from_utf8(csv).unwrap();
-    assert!(csv.lines().nth(1).unwrap().ends_with(",,,"), "{csv}");
+    assert!(
+        csv.lines().nth(1).unwrap().ends_with(",,,,112954.00"),
+        "{csv}"
+    );
     let (span, partition) = pqsort_span(N, 0);
     let part = sites
         .iter()
@@ -293,13 +299,14 @@ fn csv_has_the_columns_of_figure_2() {
     let mut rd = csv::Reader::from_reader(a[0].bytes.as_slice());
     let header: Vec<String> = rd.headers().unwrap().iter().map(String::from).collect();
     assert_eq!(header[..4], ["location", "function", "kind", "invocations"]);
-    assert_eq!(header.len(), 16);
+    assert_eq!(header.len(), 17);
     assert_eq!(
         header[13..],
         [
             "top_caller_work",
             "top_caller_span",
-            "top_caller_parallelism"
+            "top_caller_parallelism",
+            "parallelism_if_parallel"
         ]
     );
     let rows: Vec<csv::StringRecord> = rd.records().map(|r| r.unwrap()).collect();
@@ -324,6 +331,12 @@ fn csv_has_the_columns_of_figure_2() {
     assert_eq!(top[4].parse::<u64>().unwrap(), report.measures.work - 12);
     // No caller functions: top-caller = top-call-site.
     assert_eq!((&top[13], &top[14], &top[15]), (&top[4], &top[5], &top[6]));
+    // Were the outermost call parallel, only the 12 units outside every site would be serial;
+    // were partition parallel, its span would leave the critical path.
+    let expect = |span: u64| format!("{:.2}", report.measures.work as f64 / span as f64);
+    assert_eq!(&top[16], expect(12));
+    assert_eq!(&part[16], expect(report.measures.span - partition));
+    assert_eq!(&outside[16], "");
 }
 
 #[test]
