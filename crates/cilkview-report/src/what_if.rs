@@ -200,7 +200,12 @@ impl RunReport {
                 .iter()
                 .map(|s| match &spec.site {
                     SiteRef::Function(_) => s.callee.clone().unwrap_or_default(),
-                    _ => s.location.clone(),
+                    _ => s
+                        .location
+                        .split(" @")
+                        .next()
+                        .unwrap_or_default()
+                        .to_string(),
                 })
                 .filter(|s| !s.is_empty())
                 .collect();
