@@ -62,4 +62,5 @@ pub use measures::{
 pub use profile::{CallSite, ContextProfile, Profile, SiteKind, SiteProfile, WorkSpan};
 pub use what_if::{
     parallelism_if_parallel, plan, what_if, what_if_part, Change, ContextCost, Plan, PlanStep,
+    SiteChange,
 };

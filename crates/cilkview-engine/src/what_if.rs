@@ -48,26 +48,41 @@ pub struct ContextCost {
     pub local_span_on_span: u64,
 }
 
-/// The measures after changing the code of `changes`' sites (each `(site, change)`); a site named
-/// twice takes both changes. `spawns` and `syncs` are kept.
-pub fn what_if(
-    before: &Measures,
-    contexts: &[ContextCost],
-    changes: &[(usize, Change)],
-) -> Measures {
-    let factors = context_factors(contexts, |site| {
-        changes
-            .iter()
-            .filter(|(s, _)| *s == site)
-            .fold((1.0, 1.0), |(w, s), (_, c)| {
-                let (cw, cs) = c.factors();
-                (w * cw, s * cs)
-            })
-    });
+/// One change: the sites whose code it changes (a `file:line` or a function may name several,
+/// nested in one another: their code is changed once), and how.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SiteChange {
+    pub sites: Vec<usize>,
+    pub change: Change,
+}
+
+/// The measures after `changes` (each applies once to a strand, however many of its sites are
+/// on the strand's stack; two changes on one strand multiply). `spawns` and `syncs` are kept.
+pub fn what_if(before: &Measures, contexts: &[ContextCost], changes: &[SiteChange]) -> Measures {
+    // Per context, which changes apply (its parent's, and those naming its site).
+    let mut applied: Vec<Vec<bool>> = Vec::with_capacity(contexts.len());
     let (mut work_cut, mut span_cut) = (0.0, 0.0);
-    for (c, (w, s)) in contexts.iter().zip(&factors) {
+    for c in contexts {
+        let mut mine = c
+            .parent
+            .and_then(|p| applied.get(p).cloned())
+            .unwrap_or_else(|| vec![false; changes.len()]);
+        if let Some(site) = c.site {
+            for (m, ch) in mine.iter_mut().zip(changes) {
+                *m |= ch.sites.contains(&site);
+            }
+        }
+        let (w, s) =
+            mine.iter()
+                .zip(changes)
+                .filter(|(m, _)| **m)
+                .fold((1.0, 1.0), |(w, s), (_, ch)| {
+                    let (cw, cs) = ch.change.factors();
+                    (w * cw, s * cs)
+                });
         work_cut += c.local_work as f64 * (1.0 - w);
         span_cut += c.local_span_on_span as f64 * (1.0 - s);
+        applied.push(mine);
     }
     after_cuts(before, work_cut, span_cut)
 }
@@ -93,24 +108,6 @@ fn after_cuts(before: &Measures, work_cut: f64, span_cut: f64) -> Measures {
         burdened_span: less(before.burdened_span, span_cut).max(span),
         ..*before
     }
-}
-
-/// Per context, the product of the factors of the sites on its stack.
-fn context_factors(
-    contexts: &[ContextCost],
-    site_factors: impl Fn(usize) -> (f64, f64),
-) -> Vec<(f64, f64)> {
-    let mut out: Vec<(f64, f64)> = Vec::with_capacity(contexts.len());
-    for c in contexts {
-        // Parents come first; a malformed parent index counts as the root.
-        let (pw, ps) = c
-            .parent
-            .and_then(|p| out.get(p).copied())
-            .unwrap_or((1.0, 1.0));
-        let (w, s) = c.site.map_or((1.0, 1.0), &site_factors);
-        out.push((pw * w, ps * s));
-    }
-    out
 }
 
 /// One step of a [`plan`]: the site whose own code is parallelized, and the measures once it and
@@ -251,7 +248,7 @@ mod tests {
     #[test]
     fn a_site_k_times_faster_divides_its_work_and_its_span() {
         let (before, contexts) = profile();
-        let after = what_if(&before, &contexts, &[(1, Change::Faster(4.0))]);
+        let after = what_if(&before, &contexts, &[one(1, Change::Faster(4.0))]);
         assert_eq!(
             (after.work, after.span, after.burdened_span),
             (90, 70, 1070)
@@ -262,16 +259,16 @@ mod tests {
     #[test]
     fn a_site_includes_what_it_calls() {
         let (before, contexts) = profile();
-        let after = what_if(&before, &contexts, &[(2, Change::Faster(2.0))]);
+        let after = what_if(&before, &contexts, &[one(2, Change::Faster(2.0))]);
         assert_eq!((after.work, after.span), (145, 125));
     }
 
     #[test]
     fn parallel_keeps_the_work_and_divides_the_span() {
         let (before, contexts) = profile();
-        let after = what_if(&before, &contexts, &[(1, Change::Parallel(Some(4.0)))]);
+        let after = what_if(&before, &contexts, &[one(1, Change::Parallel(Some(4.0)))]);
         assert_eq!((after.work, after.span), (165, 70));
-        let after = what_if(&before, &contexts, &[(1, Change::Parallel(None))]);
+        let after = what_if(&before, &contexts, &[one(1, Change::Parallel(None))]);
         assert_eq!(
             (after.work, after.span, after.burdened_span),
             (165, 45, 1045)
@@ -281,12 +278,31 @@ mod tests {
     #[test]
     fn nested_changes_multiply_and_off_span_sites_cut_only_work() {
         let (before, contexts) = profile();
-        let both = [(2, Change::Faster(2.0)), (3, Change::Faster(3.0))];
+        let both = [one(2, Change::Faster(2.0)), one(3, Change::Faster(3.0))];
         let after = what_if(&before, &contexts, &both);
         // outer own 10 → 5; inner 30 → 5.
         assert_eq!((after.work, after.span), (135, 115));
-        let after = what_if(&before, &contexts, &[(0, Change::Faster(2.0))]);
+        let after = what_if(&before, &contexts, &[one(0, Change::Faster(2.0))]);
         assert_eq!((after.work, after.span), (155, 145));
+    }
+
+    fn one(site: usize, change: Change) -> SiteChange {
+        SiteChange {
+            sites: vec![site],
+            change,
+        }
+    }
+
+    #[test]
+    fn a_change_naming_nested_sites_applies_once() {
+        let (before, contexts) = profile();
+        // outer and inner, nested (a function called at both, a recursion through two sites).
+        let twice = SiteChange {
+            sites: vec![2, 3],
+            change: Change::Faster(2.0),
+        };
+        let after = what_if(&before, &contexts, &[twice]);
+        assert_eq!((after.work, after.span), (145, 125));
     }
 
     #[test]

@@ -276,7 +276,10 @@ impl RunReport {
         let mut applied = Vec::new();
         for spec in specs {
             let sites = self.resolve(spec)?;
-            applied.extend(sites.iter().map(|&s| (s, spec.change)));
+            applied.push(cilkview_engine::SiteChange {
+                sites: sites.clone(),
+                change: spec.change,
+            });
             changes.push(WhatIfChangeReport {
                 spec: spec.text.clone(),
                 sites,

@@ -31,7 +31,7 @@ fn what_if(out: &mut String, w: &WhatIfReport, report: &RunReport) {
             .sites
             .iter()
             .filter_map(|&i| sites.get(i))
-            .map(|s| format!("{} {}", s.function, s.location))
+            .map(|s| s.label())
             .collect();
         let what = if named.is_empty() {
             "the region, taken to lie on the critical path".to_string()
