@@ -81,6 +81,7 @@ fn what_if(out: &mut String, w: &WhatIfReport, report: &RunReport) {
 }
 
 fn plan(out: &mut String, p: &PlanReport, report: &RunReport) {
+    let sites = report.call_sites.as_deref().unwrap_or_default();
     let _ = writeln!(out);
     let _ = writeln!(
         out,
@@ -88,12 +89,13 @@ fn plan(out: &mut String, p: &PlanReport, report: &RunReport) {
         p.target, report.measures.parallelism
     );
     for (i, s) in p.steps.iter().enumerate() {
+        let name = sites
+            .get(s.site)
+            .map_or_else(|| format!("{} {}", s.function, s.location), |c| c.label());
         let _ = writeln!(
             out,
-            "  {}. {} {}  span -{} {} -> parallelism {:.2}",
+            "  {}. {name}  span -{} {} -> parallelism {:.2}",
             i + 1,
-            s.function,
-            s.location,
             n(s.span_removed),
             report.unit,
             s.parallelism

@@ -168,3 +168,36 @@ fn gnuplot_files_carry_the_measured_points() {
         assert!(png.len() > 5000);
     }
 }
+
+/// `--what-if`: its range is drawn beside the measured one, named in the legend; absent without.
+#[test]
+fn svg_draws_the_what_if_range_beside_the_measured_one() {
+    let mut report = figure6();
+    let before = report.measures.clone();
+    let mut after = before.clone();
+    after.span /= 2;
+    after.burdened_span /= 2;
+    let measures = |m: &cilkview_report::MeasuresReport| cilkview_report::WhatIfMeasures {
+        measures: cilkview_report::MeasuresReport::of(&m.measured()),
+        speedup: Vec::new(),
+    };
+    let exporter = PlotExporter {
+        path: "profile.svg".into(),
+        region: None,
+    };
+    let svg =
+        |r: &RunReport| String::from_utf8(exporter.render(r).unwrap().remove(0).bytes).unwrap();
+    assert!(!svg(&report).contains("What-if"));
+    report.what_if = Some(cilkview_report::WhatIfReport {
+        changes: Vec::new(),
+        before: measures(&before),
+        after: measures(&after),
+    });
+    let drawn = svg(&report);
+    keep("figure6_what_if.svg", drawn.as_bytes());
+    for text in ["What-if: upper bound", "What-if: burdened lower bound"] {
+        assert!(drawn.contains(text), "no {text:?} in the SVG");
+    }
+    // Two more dashed series than without: the two bounds after the change.
+    assert!(drawn.matches("<polyline").count() > svg(&figure6()).matches("<polyline").count());
+}
