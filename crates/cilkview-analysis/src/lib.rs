@@ -30,7 +30,7 @@ mod sites;
 pub use entry_points::{
     attach, check_program, command_line, run, Analysis, AttachRequest, Model, RunRequest,
 };
-pub use labels::region_labels;
+pub use labels::{marked_functions, region_labels};
 pub use progress::{Progress, HITS_STEP};
 pub use session::{MarksReader, Session};
 

@@ -45,6 +45,11 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         &program.display().to_string(),
         &args.output,
     )?;
+    args.output.what_if.check_functions(
+        &program,
+        openmp.as_ref().map(|o| o.library()),
+        &program.display().to_string(),
+    )?;
     let options = (&args.output).into();
     crate::program::refuse_overwriting(&program, &options)?;
     let mut outputs = ExportManager::new(&options)?;

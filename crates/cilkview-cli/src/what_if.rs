@@ -61,6 +61,49 @@ impl WhatIfOptions {
         Ok(())
     }
 
+    /// Before the run: every FUNCTION a SPEC names is a marked function of `program` or of
+    /// `preloaded` (where that can be known before it runs).
+    pub fn check_functions(
+        &self,
+        program: &std::path::Path,
+        preloaded: Option<&std::path::Path>,
+        name: &str,
+    ) -> Result<()> {
+        let wanted: Vec<(&WhatIfSpec, &String)> = self
+            .what_if
+            .iter()
+            .filter_map(|s| match &s.site {
+                cilkview_report::SiteRef::Function(f) => Some((s, f)),
+                _ => None,
+            })
+            .collect();
+        if wanted.is_empty() {
+            return Ok(());
+        }
+        let mut known = std::collections::BTreeSet::new();
+        for image in [Some(program), preloaded].into_iter().flatten() {
+            match cilkview_analysis::marked_functions(image) {
+                Some(names) => known.extend(names),
+                None => return Ok(()),
+            }
+        }
+        for (spec, function) in wanted {
+            if !known.contains(function) {
+                let has: Vec<&str> = known.iter().map(String::as_str).take(12).collect();
+                bail!(
+                    "--what-if {spec}: {name} has no function {function} with cv_function() \
+                     (a call of it is what FUNCTION names); its marked functions: {}",
+                    if has.is_empty() {
+                        "none".to_string()
+                    } else {
+                        has.join(", ")
+                    }
+                );
+            }
+        }
+        Ok(())
+    }
+
     /// Adds `what_if` and `target_plan` to the report.
     pub fn apply(&self, report: &mut RunReport) -> Result<()> {
         report.apply_what_if(&self.what_if)?;

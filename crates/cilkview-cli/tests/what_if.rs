@@ -259,3 +259,28 @@ fn an_unknown_site_is_one_clear_error() {
     );
     assert!(!dir.path().join("out.json").exists());
 }
+
+/// `run --what-if FUNCTION=…` naming no marked function of the program is refused before it
+/// runs, naming those it has.
+#[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
+fn run_refuses_an_unknown_function_before_the_run() {
+    let exe = variant(None);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let out = bin()
+        .args(["run", "--what-if", "nosuch=par", "--json"])
+        .arg(&json)
+        .arg(&exe)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("has no function nosuch with cv_function()")
+            && stderr.ends_with("its marked functions: helper, piece, run, side, tail\n"),
+        "{stderr}"
+    );
+    assert!(!json.exists(), "nothing written");
+}
