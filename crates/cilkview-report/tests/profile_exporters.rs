@@ -504,3 +504,33 @@ fn callgrind_self_costs_add_up_and_callgrind_annotate_reads_it() {
     assert!(stdout.contains(&commas(report.measures.work)), "{stdout}");
     assert!(stdout.contains("pqsort qsort.c:20"), "{stdout}");
 }
+
+/// `what_if` and `target_plan` go to JSON and read back unchanged (a saved report re-renders
+/// them); the partition site parallel takes its span off the critical path.
+#[test]
+fn what_if_and_plan_round_trip_through_json() {
+    let mut report = report();
+    let specs: Vec<cilkview_report::WhatIfSpec> = vec![
+        "qsort.c:20=par".parse().unwrap(),
+        "pqsort=2x".parse().unwrap(),
+    ];
+    report.apply_what_if(&specs).unwrap();
+    report.apply_target(100.0).unwrap();
+    let w = report.what_if.as_ref().unwrap();
+    assert_eq!(w.changes[0].sites.len(), 1);
+    assert!(w.after.measures.span < w.before.measures.span);
+    let plan = report.target_plan.as_ref().unwrap();
+    assert_eq!(plan.steps[0].location, "qsort.c:20", "partition first");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.json");
+    let bytes = &JsonExporter { path: path.clone() }.render(&report).unwrap()[0].bytes;
+    std::fs::write(&path, bytes).unwrap();
+    assert_eq!(read_json(&path).unwrap(), report);
+    let unknown = report.apply_what_if(&["nosuch.c:1=2x".parse().unwrap()]);
+    let message = unknown.unwrap_err().to_string();
+    assert!(
+        message
+            .ends_with("is at nosuch.c:1 (it has: qsort.c:20, qsort.c:21, qsort.c:22, qsort.c:31)"),
+        "{message}"
+    );
+}
