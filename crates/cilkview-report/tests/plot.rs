@@ -200,4 +200,38 @@ fn svg_draws_the_what_if_range_beside_the_measured_one() {
     }
     // Two more dashed series than without: the two bounds after the change.
     assert!(drawn.matches("<polyline").count() > svg(&figure6()).matches("<polyline").count());
+    // --gnuplot: two more columns (only then) and their two series.
+    let gnuplot = cilkview_report::GnuplotExporter {
+        prefix: "g".into(),
+        region: None,
+    };
+    let files = gnuplot.render(&report).unwrap();
+    let (dat, plt) = (
+        String::from_utf8(files[0].bytes.clone()).unwrap(),
+        String::from_utf8(files[1].bytes.clone()).unwrap(),
+    );
+    assert!(
+        dat.contains("upper\twhat_if_lower\twhat_if_upper\n"),
+        "{dat}"
+    );
+    let row2: Vec<f64> = dat
+        .lines()
+        .nth(4)
+        .unwrap()
+        .split('\t')
+        .map(|v| v.parse().unwrap())
+        .collect();
+    let after = cilkview_engine::speedup(
+        &report.what_if.as_ref().unwrap().after.measures.measured(),
+        2,
+        report.span_coefficient,
+    );
+    assert_eq!(row2.len(), 7);
+    assert!((row2[5] - after.lower).abs() < 1e-6 && (row2[6] - after.upper).abs() < 1e-6);
+    assert!(
+        plt.contains("using 1:7") && plt.contains("What-if: burdened lower bound"),
+        "{plt}"
+    );
+    let plain = gnuplot.render(&figure6()).unwrap();
+    assert!(!String::from_utf8_lossy(&plain[0].bytes).contains("what_if"));
 }
