@@ -1,7 +1,8 @@
 //! The region labels a program can report, known before it runs: those of its marks and of the
 //! marks of the libraries it links (DT_NEEDED, found as the loader finds them). Options that
 //! name a region (`--plot-region`, `--fail-below region:…`) are checked against them, so that a
-//! mistyped label is reported before a long run, not after it.
+//! mistyped label is reported before a long run, not after it. The same for the marked functions
+//! `--what-if FUNCTION=…` names.
 
 use std::collections::BTreeSet;
 use std::fs::File;
@@ -31,6 +32,8 @@ const SYSTEM_DIRS: [&str; 7] = [
 /// for them, and whether it can load others at run time.
 struct Image {
     labels: Vec<String>,
+    /// The link-time addresses of its function-entry marks.
+    entries: Vec<u64>,
     needed: Vec<String>,
     runpath: Vec<PathBuf>,
     dlopens: bool,
@@ -38,6 +41,12 @@ struct Image {
 
 fn read_image(path: &Path) -> Option<Image> {
     let marks = cilkview_marks::read_marks(path).ok()?;
+    let entries = marks
+        .marks
+        .iter()
+        .filter(|m| m.kind == cilkview_marks::MarkKind::FunctionEnter)
+        .map(|m| m.address)
+        .collect();
     let labels = marks.marks.into_iter().filter_map(|m| m.label).collect();
     let file = File::open(path).ok()?;
     let cache = ReadCache::new(file);
@@ -74,6 +83,7 @@ fn read_image(path: &Path) -> Option<Image> {
         .any(|s| s.is_undefined() && s.name().is_ok_and(|n| n == "dlopen"));
     Some(Image {
         labels,
+        entries,
         needed,
         runpath,
         dlopens,
@@ -98,6 +108,37 @@ fn find_library(name: &str, runpath: &[PathBuf]) -> Option<PathBuf> {
 /// imports `dlopen`, a needed library not found.
 pub fn region_labels(program: &Path) -> Option<BTreeSet<String>> {
     let mut labels = BTreeSet::new();
+    each_image(program, |_, image| {
+        labels.extend(image.labels.iter().cloned())
+    })?;
+    Some(labels)
+}
+
+/// The functions with `cv_function()` that `program` (and the libraries it links) can enter,
+/// named as the call-site profile names a call's callee (`--what-if FUNCTION=…`); `None` when
+/// they cannot be known before it runs (as [`region_labels`]).
+pub fn marked_functions(program: &Path) -> Option<BTreeSet<String>> {
+    let mut names = BTreeSet::new();
+    each_image(program, |path, image| {
+        if image.entries.is_empty() {
+            return;
+        }
+        if let Ok(symbols) = cilkview_symbols::Symbolizer::open(path) {
+            let base = symbols.address(0);
+            names.extend(
+                image
+                    .entries
+                    .iter()
+                    .map(|&a| symbols.lookup(a.wrapping_sub(base)).function_name()),
+            );
+        }
+    })?;
+    Some(names)
+}
+
+/// Calls `visit` on the program and on every library it needs (transitively); `None` when they
+/// cannot be known before it runs.
+fn each_image(program: &Path, mut visit: impl FnMut(&Path, &Image)) -> Option<()> {
     let mut seen = BTreeSet::new();
     let mut queue = vec![program.to_owned()];
     while let Some(path) = queue.pop() {
@@ -111,10 +152,10 @@ pub fn region_labels(program: &Path) -> Option<BTreeSet<String>> {
         if image.dlopens && (path == program || !image.labels.is_empty()) {
             return None;
         }
-        labels.extend(image.labels);
+        visit(&path, &image);
         for name in &image.needed {
             queue.push(find_library(name, &image.runpath)?);
         }
     }
-    Some(labels)
+    Some(())
 }

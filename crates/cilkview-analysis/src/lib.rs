@@ -31,7 +31,7 @@ pub use entry_points::{
     attach, attach_chosen, check_program, choose_for_attach, choose_for_run, command_line, run,
     run_chosen, Analysis, AttachRequest, Chosen, Model, RunRequest, BURDEN_DEFAULT,
 };
-pub use labels::region_labels;
+pub use labels::{marked_functions, region_labels};
 pub use progress::{Progress, HITS_STEP};
 pub use session::{MarksReader, Session};
 

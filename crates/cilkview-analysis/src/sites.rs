@@ -67,6 +67,8 @@ pub(crate) struct Sites {
     /// (image, file-relative offset, origin) → key; `names[key - 1]` is the reverse.
     keys: HashMap<(u32, u64, Origin), CallSite>,
     names: Vec<(u32, u64, Origin)>,
+    /// Call-keyed site → the entry mark (image, offset) of the function it calls.
+    callees: HashMap<CallSite, (u32, u64)>,
     /// (image, function name, its file) → caller-function key (1, 2, …).
     functions: HashMap<(u32, String, Option<String>), u64>,
 }
@@ -196,20 +198,40 @@ impl Sites {
             ProbeSite::None => None,
             ProbeSite::Fixed(site) => Some(site),
             ProbeSite::Caller { image, fallback } => {
-                let inside = |ra: &u64| {
-                    self.symbols[image as usize]
-                        .as_ref()
-                        .is_some_and(|s| s.contains(*ra))
-                };
-                match operand {
-                    Some(ra) if inside(&ra) => Some(self.key(image, ra, Origin::Call)),
-                    Some(ra) => match self.foreign(image, ra) {
-                        Some((other, offset)) => Some(self.key(other, offset, Origin::Call)),
-                        None => Some(fallback),
-                    },
-                    None => Some(fallback),
+                let known = self.names.len();
+                let site = self.caller_site(image, fallback, operand);
+                // A new call-keyed site: remember the entry mark it calls (its callee's name).
+                if self.names.len() > known {
+                    if let (Some(site), Some(&(image, entry, _))) =
+                        (site, self.names.get(fallback.key() as usize - 1))
+                    {
+                        self.callees.insert(site, (image, entry));
+                    }
                 }
+                site
             }
+        }
+    }
+
+    /// The site of an entry reporting return address `operand` in `image`.
+    fn caller_site(
+        &mut self,
+        image: u32,
+        fallback: CallSite,
+        operand: Option<u64>,
+    ) -> Option<CallSite> {
+        let inside = |ra: &u64| {
+            self.symbols[image as usize]
+                .as_ref()
+                .is_some_and(|s| s.contains(*ra))
+        };
+        match operand {
+            Some(ra) if inside(&ra) => Some(self.key(image, ra, Origin::Call)),
+            Some(ra) => match self.foreign(image, ra) {
+                Some((other, offset)) => Some(self.key(other, offset, Origin::Call)),
+                None => Some(fallback),
+            },
+            None => Some(fallback),
         }
     }
 
@@ -223,6 +245,7 @@ impl Sites {
                 function: "??".into(),
                 location: format!("{offset:#x}"),
                 address: None,
+                callee: None,
             };
         };
         let symbol = match origin {
@@ -233,6 +256,15 @@ impl Sites {
                 .unwrap_or_else(|| symbols.lookup(offset)),
         };
         let mut function = symbol.function_name();
+        let callee = match origin {
+            Origin::Spawn => None,
+            Origin::Inlined => Some(symbols.lookup(offset).function_name()),
+            Origin::Callee => Some(function.clone()),
+            Origin::Call => self.callees.get(&site).and_then(|&(image, entry)| {
+                let symbols = self.symbols.get(image as usize)?.as_ref()?;
+                Some(symbols.lookup(entry).function_name())
+            }),
+        };
         if origin == Origin::Callee {
             function.push_str(" (callee)");
         }
@@ -240,6 +272,7 @@ impl Sites {
             function,
             location: symbol.location(),
             address: Some(offset),
+            callee,
         }
     }
 }

@@ -26,6 +26,9 @@ pub fn attach(args: AttachArgs) -> Result<ExitCode> {
     let exe = format!("/proc/{}/exe", args.pid);
     let name = format!("process {} ({})", args.pid, command_line(args.pid).0);
     crate::program::check_region_labels(std::path::Path::new(&exe), None, &name, &args.output)?;
+    args.output
+        .what_if
+        .check_request(args.output.profile.profile_region.as_deref())?;
     // From here on a fork does the work: killing the process the user sees (even with SIGKILL)
     // makes the fork detach cleanly instead of leaving the process traced.
     survive_tool_death().context("cannot start the attach session")?;
@@ -63,11 +66,12 @@ pub fn attach(args: AttachArgs) -> Result<ExitCode> {
         duration: args.duration.map(Duration::from_secs_f64),
         stop,
         model: (&args.model).into(),
-        profile: args.output.profile.enabled(),
+        profile: args.output.profile.enabled() || args.output.what_if.needs_profile(),
         profile_region: args.output.profile.profile_region.clone(),
     };
-    let analysis = cilkview_analysis::attach_chosen(&request, chosen, &mut progress)
+    let mut analysis = cilkview_analysis::attach_chosen(&request, chosen, &mut progress)
         .with_context(|| format!("cannot measure process {}", args.pid))?;
+    args.output.what_if.apply(&mut analysis.report)?;
     let passed = outputs.write(&analysis.report, &mut std::io::stderr().lock())?;
     Ok(crate::gate_exit_code(passed))
 }

@@ -165,6 +165,8 @@ pub struct OutputOptions {
     /// Show the long form of each `note:` line under the report's Counter line.
     #[arg(short, long)]
     pub verbose: bool,
+    #[command(flatten)]
+    pub what_if: crate::what_if::WhatIfOptions,
 }
 
 impl From<&OutputOptions> for ExportOptions {

@@ -21,6 +21,7 @@ mod progress;
 mod report;
 mod run;
 mod schema;
+mod what_if;
 
 use std::io::Write;
 use std::process::ExitCode;

@@ -137,7 +137,8 @@ pub fn check_region_labels(
                 .fail_below
                 .iter()
                 .filter_map(|g| g.region.as_ref().map(|l| (l, "--fail-below"))),
-        );
+        )
+        .chain(output.what_if.region_labels().map(|l| (l, "--what-if")));
     let mut known: Option<Option<std::collections::BTreeSet<String>>> = None;
     for (label, option) in named {
         let labels = match &known {

@@ -25,6 +25,7 @@ pub fn report(args: ReportArgs) -> Result<ExitCode> {
     // What the measures and the model determine, the report need not hold.
     report.derive(args.max_cores, args.span_coefficient);
     args.output.profile.check_report(&report, &args.file)?;
+    args.output.what_if.apply(&mut report)?;
     let mut outputs = ExportManager::new(&(&args.output).into())?;
     let passed = outputs.write(&report, &mut std::io::stderr().lock())?;
     Ok(crate::gate_exit_code(passed))

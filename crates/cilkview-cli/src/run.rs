@@ -13,6 +13,9 @@ use crate::cli::RunArgs;
 use crate::counter_checks::{check_binding, check_costs, check_repeat, Use};
 
 pub fn run(args: RunArgs) -> Result<ExitCode> {
+    args.output
+        .what_if
+        .check_request(args.output.profile.profile_region.as_deref())?;
     let program = crate::program::resolve(args.program())?;
     // Not ELF, wrong architecture, truncated, corrupt marks: say so before running anything.
     check_program(&program).with_context(|| format!("cannot analyze {}", program.display()))?;
@@ -23,6 +26,11 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         openmp.as_ref().map(|o| o.library()),
         &program.display().to_string(),
         &args.output,
+    )?;
+    args.output.what_if.check_functions(
+        &program,
+        openmp.as_ref().map(|o| o.library()),
+        &program.display().to_string(),
     )?;
     // The program's own environment (never the tool's nor the emulator's).
     let mut env = openmp.as_ref().map(|o| o.environment()).unwrap_or_default();
@@ -38,7 +46,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         counter: args.counter,
         bind_cpu: !args.no_cpu_binding,
         model: (&args.model).into(),
-        profile: args.output.profile.enabled(),
+        profile: args.output.profile.enabled() || args.output.what_if.needs_profile(),
         profile_region: args.output.profile.profile_region.clone(),
         env,
         runs: args.repeat,
@@ -82,6 +90,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     if let Some(openmp) = openmp {
         openmp.finish(&mut analysis.report, &program);
     }
+    args.output.what_if.apply(&mut analysis.report)?;
 
     // A failed or interrupted benchmark (said on stderr) keeps the analysis: its report is
     // written, and the exit code is the benchmark's.

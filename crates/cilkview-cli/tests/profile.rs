@@ -362,7 +362,7 @@ fn top_caller_of_fib_is_in_the_golden_ratio() {
     let csv = std::fs::read_to_string(dir.path().join("p.csv")).unwrap();
     let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
     assert_eq!(
-        header[13..],
+        header[13..16],
         [
             "top_caller_work",
             "top_caller_span",

@@ -51,6 +51,7 @@ mod measures;
 mod observer;
 mod paths;
 mod profile;
+mod what_if;
 
 pub use engine::{Config, Engine, DEFAULT_BURDEN, DEFAULT_BURDEN_NS};
 pub use event::{Event, EventKind, RegionId};
@@ -59,3 +60,7 @@ pub use measures::{
     Speedup, DEFAULT_SPAN_COEFFICIENT,
 };
 pub use profile::{CallSite, ContextProfile, Profile, SiteKind, SiteProfile, WorkSpan};
+pub use what_if::{
+    parallelism_if_parallel, plan, what_if, what_if_part, Change, ContextCost, Plan, PlanStep,
+    SiteChange,
+};

@@ -31,6 +31,8 @@ impl RunReport {
             profile_region: None,
             call_sites: None,
             call_contexts: None,
+            what_if: None,
+            target_plan: None,
             ..self.clone()
         })
     }

@@ -50,6 +50,7 @@ impl Exporter for GnuplotExporter {
         let m = report.measures.measured();
         let widest = report.measured.iter().map(|m| m.cores).max().unwrap_or(1);
         let max = report.max_cores().max(2).max(widest);
+        let what_if = what_if_range(&report, max);
         // The ranges of the plotters picture (plot/draw.rs): x from 0.8 to P + 0.2, y to 1.45
         // times the highest upper bound or measured point, leaving room for the legend.
         let top = (1..=max)
@@ -57,20 +58,26 @@ impl Exporter for GnuplotExporter {
                 speedup_with_task_cost(&m, p, report.span_coefficient, report.task_cost()).upper
             })
             .chain(report.measured.iter().map(|m| m.max))
+            .chain(what_if.iter().flatten().map(|w| w.upper))
             .fold(1.0f64, f64::max);
         let mut dat = String::new();
         let _ = writeln!(
             dat,
-            "# cilkview-rs scalability profile of {}\n# work {} span {} burdened_span {} span_coefficient {}\n# cores\twork_law\tspan_law\tburdened_lower\tupper",
-            report.program, report.measures.work, report.measures.span, report.measures.burdened_span, report.span_coefficient
+            "# cilkview-rs scalability profile of {}\n# work {} span {} burdened_span {} span_coefficient {}\n# cores\twork_law\tspan_law\tburdened_lower\tupper{}",
+            report.program, report.measures.work, report.measures.span, report.measures.burdened_span, report.span_coefficient,
+            if what_if.is_some() { "\twhat_if_lower\twhat_if_upper" } else { "" }
         );
         for p in 1..=max {
             let s = speedup_with_task_cost(&m, p, report.span_coefficient, report.task_cost());
-            let _ = writeln!(
+            let _ = write!(
                 dat,
                 "{p}\t{p}\t{:.6}\t{:.6}\t{:.6}",
                 report.measures.parallelism, s.lower, s.upper
             );
+            if let Some(w) = what_if.as_ref().and_then(|w| w.get(p as usize - 1)) {
+                let _ = write!(dat, "\t{:.6}\t{:.6}", w.lower, w.upper);
+            }
+            dat.push('\n');
         }
         if !report.measured.is_empty() {
             let _ = writeln!(
@@ -134,11 +141,7 @@ impl Exporter for GnuplotExporter {
             plt,
             "plot {dat_name} index 0 using 1:4:5 with filledcurves lc rgb '#bcd6ee' title 'Estimated speedup range', \\\n     {dat_name} index 0 using 1:2 with lines lw 2 lc rgb '#444444' title 'Work law: speedup ≤ P', \\\n     {dat_name} index 0 using 1:3 with lines lw 2 lc rgb '#d62728' title 'Span law: speedup ≤ parallelism ({:.2})', \\\n     {dat_name} index 0 using 1:4 with lines lw 2 lc rgb '#1f77b4' title 'Burdened speedup (lower bound)'{}",
             report.measures.parallelism,
-            if report.measured.is_empty() {
-                String::new()
-            } else {
-                format!(", \\\n     {dat_name} index 1 using 1:2:3:4 with yerrorbars pt 2 ps 1.5 lw 2 lc rgb '#e06c00' title 'Measured speedup (median; bar: fastest to slowest trial)'")
-            }
+            extra_series(&report, &dat_name)
         );
         Ok(vec![
             Artifact {
@@ -151,4 +154,31 @@ impl Exporter for GnuplotExporter {
             },
         ])
     }
+}
+
+/// The speedup range after `--what-if` at P = 1..=max, if the report has one.
+fn what_if_range(report: &RunReport, max: u32) -> Option<Vec<crate::Speedup>> {
+    let after = report.what_if.as_ref()?.after.measures.measured();
+    Some(
+        (1..=max)
+            .map(|p| speedup_with_task_cost(&after, p, report.span_coefficient, report.task_cost()))
+            .collect(),
+    )
+}
+
+/// The plot clauses after the prediction's: the what-if range (columns 6 and 7), the measured
+/// speedups (index 1).
+fn extra_series(report: &RunReport, dat_name: &str) -> String {
+    let mut out = String::new();
+    if let Some(w) = &report.what_if {
+        let _ = write!(
+            out,
+            ", \\\n     {dat_name} index 0 using 1:7 with lines lw 3 dt 2 lc rgb '#2ca02c' title 'What-if: upper bound (parallelism {:.2})', \\\n     {dat_name} index 0 using 1:6 with lines lw 3 dt 2 lc rgb '#2ca02c' title 'What-if: burdened lower bound'",
+            w.after.measures.parallelism
+        );
+    }
+    if !report.measured.is_empty() {
+        let _ = write!(out, ", \\\n     {dat_name} index 1 using 1:2:3:4 with yerrorbars pt 2 ps 1.5 lw 2 lc rgb '#e06c00' title 'Measured speedup (median; bar: fastest to slowest trial)'");
+    }
+    out
 }

@@ -26,6 +26,8 @@ mod profile_csv;
 mod profile_model;
 mod profile_text;
 mod text;
+mod what_if;
+mod what_if_text;
 
 use std::path::{Path, PathBuf};
 
@@ -56,6 +58,10 @@ pub use plot::{
 };
 pub use prediction::predicted;
 pub use text::{TextExporter, WarningsExporter};
+pub use what_if::{
+    PlanReport, PlanStepReport, SiteRef, WhatIfChangeReport, WhatIfError, WhatIfMeasures,
+    WhatIfReport, WhatIfSpec,
+};
 
 /// Where an artifact goes.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -214,6 +214,12 @@ pub struct RunReport {
     /// The calling-context tree of the profile; the first context is the root.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub call_contexts: Option<Vec<CallContextReport>>,
+    /// `--what-if`: the measures before and after changing the named code (docs/what-if.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub what_if: Option<crate::WhatIfReport>,
+    /// `--target-parallelism`: the call sites to parallelize, greedily by span removed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_plan: Option<crate::PlanReport>,
     /// Present for `run --openmp`: what the preload library saw, and libgomp's per-task cost
     /// in the prediction.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -312,6 +318,8 @@ impl RunReport {
             profile_region: None,
             call_sites: None,
             call_contexts: None,
+            what_if: None,
+            target_plan: None,
             openmp: None,
             warnings: Vec::new(),
             measured: Vec::new(),

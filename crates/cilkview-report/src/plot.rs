@@ -36,6 +36,9 @@ pub struct Prediction {
     pub span_coefficient: f64,
     /// A runtime's cost per spawn (`run --openmp`), 0 otherwise.
     pub task_cost: u64,
+    /// The measures after `--what-if` (docs/what-if.md): their range drawn beside the measured
+    /// one.
+    pub what_if: Option<Measures>,
 }
 
 /// Everything one speedup plot shows (a plotters or gnuplot picture).
@@ -63,6 +66,7 @@ impl SpeedupPlot {
                 measures: report.measures.measured(),
                 span_coefficient: report.span_coefficient,
                 task_cost: report.task_cost(),
+                what_if: report.what_if.as_ref().map(|w| w.after.measures.measured()),
             }),
             measured,
             max_cores: match widest {
@@ -75,14 +79,24 @@ impl SpeedupPlot {
     /// Curves sampled at every integer P: (P, lower bound, upper bound).
     fn curve(&self) -> Option<Vec<(f64, f64, f64)>> {
         let p = self.prediction.as_ref()?;
-        Some(
-            (1..=self.max_cores)
-                .map(|c| {
-                    let s = speedup_with_task_cost(&p.measures, c, p.span_coefficient, p.task_cost);
-                    (f64::from(c), s.lower, s.upper)
-                })
-                .collect(),
-        )
+        Some(self.curve_of(&p.measures))
+    }
+
+    /// The same curves for the measures after `--what-if`, if any.
+    fn what_if_curve(&self) -> Option<Vec<(f64, f64, f64)>> {
+        let m = self.prediction.as_ref()?.what_if?;
+        Some(self.curve_of(&m))
+    }
+
+    fn curve_of(&self, m: &Measures) -> Vec<(f64, f64, f64)> {
+        let p = self.prediction.as_ref();
+        let (delta, task_cost) = p.map_or((0.85, 0), |p| (p.span_coefficient, p.task_cost));
+        (1..=self.max_cores)
+            .map(|c| {
+                let s = speedup_with_task_cost(m, c, delta, task_cost);
+                (f64::from(c), s.lower, s.upper)
+            })
+            .collect()
     }
 }
 

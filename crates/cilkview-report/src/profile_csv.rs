@@ -1,6 +1,7 @@
 //! `PREFIX.csv` of `--profile PREFIX`: one row per call site, the columns of the Cilkprof paper's
 //! Figure 2 plus the invocations and the names, then the top-caller columns of Figure 7 (empty for
-//! a report that has none); a last row, kind `outside`, holds the code outside every call site,
+//! a report that has none) and the parallelism of the run were the site perfectly parallel
+//! (`parallelism_if_parallel`, docs/what-if.md; empty for a region's profile); a last row, kind `outside`, holds the code outside every call site,
 //! so that the `local_*_on_span` columns add up to the span (docs/json-schema.md documents the
 //! columns).
 
@@ -12,7 +13,7 @@ pub struct ProfileCsvExporter {
     pub prefix: PathBuf,
 }
 
-const HEADER: [&str; 16] = [
+const HEADER: [&str; 17] = [
     "location",
     "function",
     "kind",
@@ -29,6 +30,7 @@ const HEADER: [&str; 16] = [
     "top_caller_work",
     "top_caller_span",
     "top_caller_parallelism",
+    "parallelism_if_parallel",
 ];
 
 /// The `location` of the last row: the code under no call site.
@@ -39,7 +41,14 @@ impl ProfileCsvExporter {
     pub fn to_csv(report: &RunReport) -> Result<Vec<u8>, ExportError> {
         let mut w = csv::Writer::from_writer(Vec::new());
         w.write_record(HEADER)?;
-        for s in report.call_sites.as_deref().unwrap_or_default() {
+        let if_parallel = report.parallelism_if_parallel();
+        for (i, s) in report
+            .call_sites
+            .as_deref()
+            .unwrap_or_default()
+            .iter()
+            .enumerate()
+        {
             let top_caller = match s.top_caller {
                 Some(t) => [
                     t.work.to_string(),
@@ -66,6 +75,10 @@ impl ProfileCsvExporter {
                 tc_work,
                 tc_span,
                 tc_parallelism,
+                if_parallel
+                    .get(i)
+                    .map(|p| format!("{p:.2}"))
+                    .unwrap_or_default(),
             ])?;
         }
         if report.call_sites.is_some() {

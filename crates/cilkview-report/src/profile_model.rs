@@ -37,6 +37,9 @@ pub struct CallSiteReport {
     pub location: String,
     /// The function that contains the call site.
     pub function: String,
+    /// The function it calls (a call of a marked function), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub callee: Option<String>,
     /// `"spawn"` or `"call"`.
     pub kind: String,
     pub invocations: u64,
@@ -196,6 +199,8 @@ pub struct SiteName {
     /// tells apart sites that share a function, a location and a kind (a function the compiler
     /// inlined into itself has many call sites on one source line).
     pub address: Option<u64>,
+    /// The function the site calls, when known (not for a spawn).
+    pub callee: Option<String>,
 }
 
 impl RunReport {
@@ -234,6 +239,7 @@ impl RunReport {
                     CallSiteReport {
                         location,
                         function: n.function,
+                        callee: n.callee,
                         kind: match s.kind {
                             SiteKind::Spawn => "spawn",
                             SiteKind::Call => "call",

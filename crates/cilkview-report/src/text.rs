@@ -205,6 +205,7 @@ impl TextExporter {
                 ),
             );
         }
+        crate::what_if_text::sections(&mut out, report);
         out
     }
 }

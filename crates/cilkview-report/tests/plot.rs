@@ -168,3 +168,70 @@ fn gnuplot_files_carry_the_measured_points() {
         assert!(png.len() > 5000);
     }
 }
+
+/// `--what-if`: its range is drawn beside the measured one, named in the legend; absent without.
+#[test]
+fn svg_draws_the_what_if_range_beside_the_measured_one() {
+    let mut report = figure6();
+    let before = report.measures.clone();
+    let mut after = before.clone();
+    after.span /= 2;
+    after.burdened_span /= 2;
+    let measures = |m: &cilkview_report::MeasuresReport| cilkview_report::WhatIfMeasures {
+        measures: cilkview_report::MeasuresReport::of(&m.measured()),
+        speedup: Vec::new(),
+    };
+    let exporter = PlotExporter {
+        path: "profile.svg".into(),
+        region: None,
+    };
+    let svg =
+        |r: &RunReport| String::from_utf8(exporter.render(r).unwrap().remove(0).bytes).unwrap();
+    assert!(!svg(&report).contains("What-if"));
+    report.what_if = Some(cilkview_report::WhatIfReport {
+        changes: Vec::new(),
+        before: measures(&before),
+        after: measures(&after),
+    });
+    let drawn = svg(&report);
+    keep("figure6_what_if.svg", drawn.as_bytes());
+    for text in ["What-if: upper bound", "What-if: burdened lower bound"] {
+        assert!(drawn.contains(text), "no {text:?} in the SVG");
+    }
+    // Two more dashed series than without: the two bounds after the change.
+    assert!(drawn.matches("<polyline").count() > svg(&figure6()).matches("<polyline").count());
+    // --gnuplot: two more columns (only then) and their two series.
+    let gnuplot = cilkview_report::GnuplotExporter {
+        prefix: "g".into(),
+        region: None,
+    };
+    let files = gnuplot.render(&report).unwrap();
+    let (dat, plt) = (
+        String::from_utf8(files[0].bytes.clone()).unwrap(),
+        String::from_utf8(files[1].bytes.clone()).unwrap(),
+    );
+    assert!(
+        dat.contains("upper\twhat_if_lower\twhat_if_upper\n"),
+        "{dat}"
+    );
+    let row2: Vec<f64> = dat
+        .lines()
+        .nth(4)
+        .unwrap()
+        .split('\t')
+        .map(|v| v.parse().unwrap())
+        .collect();
+    let after = cilkview_engine::speedup(
+        &report.what_if.as_ref().unwrap().after.measures.measured(),
+        2,
+        report.span_coefficient,
+    );
+    assert_eq!(row2.len(), 7);
+    assert!((row2[5] - after.lower).abs() < 1e-6 && (row2[6] - after.upper).abs() < 1e-6);
+    assert!(
+        plt.contains("using 1:7") && plt.contains("What-if: burdened lower bound"),
+        "{plt}"
+    );
+    let plain = gnuplot.render(&figure6()).unwrap();
+    assert!(!String::from_utf8_lossy(&plain[0].bytes).contains("what_if"));
+}

@@ -97,6 +97,7 @@ fn report() -> RunReport {
             function: if line == 31 { "main" } else { "pqsort" }.into(),
             location: format!("qsort.c:{line}"),
             address: Some(0x1000 + line),
+            callee: Some("pqsort".into()),
         }
     })
 }
@@ -119,6 +120,7 @@ fn sites_sharing_a_line_are_told_apart() {
                 }
                 .into(),
                 address: Some(0x1000 + line),
+                callee: None,
             }
         },
     );
@@ -179,6 +181,7 @@ fn json_has_call_sites_only_when_profiled() {
         [
             "location",
             "function",
+            "callee",
             "kind",
             "invocations",
             "on_work",
@@ -202,7 +205,10 @@ fn json_has_call_sites_only_when_profiled() {
     assert!(old.call_sites.as_deref().unwrap()[0].top_caller.is_none());
     let csv = ProfileCsvExporter::to_csv(&old).unwrap();
     let csv = String::from_utf8(csv).unwrap();
-    assert!(csv.lines().nth(1).unwrap().ends_with(",,,"), "{csv}");
+    assert!(
+        csv.lines().nth(1).unwrap().ends_with(",,,,112954.00"),
+        "{csv}"
+    );
     let (span, partition) = pqsort_span(N, 0);
     let part = sites
         .iter()
@@ -294,13 +300,14 @@ fn csv_has_the_columns_of_figure_2() {
     let mut rd = csv::Reader::from_reader(a[0].bytes.as_slice());
     let header: Vec<String> = rd.headers().unwrap().iter().map(String::from).collect();
     assert_eq!(header[..4], ["location", "function", "kind", "invocations"]);
-    assert_eq!(header.len(), 16);
+    assert_eq!(header.len(), 17);
     assert_eq!(
         header[13..],
         [
             "top_caller_work",
             "top_caller_span",
-            "top_caller_parallelism"
+            "top_caller_parallelism",
+            "parallelism_if_parallel"
         ]
     );
     let rows: Vec<csv::StringRecord> = rd.records().map(|r| r.unwrap()).collect();
@@ -325,6 +332,12 @@ fn csv_has_the_columns_of_figure_2() {
     assert_eq!(top[4].parse::<u64>().unwrap(), report.measures.work - 12);
     // No caller functions: top-caller = top-call-site.
     assert_eq!((&top[13], &top[14], &top[15]), (&top[4], &top[5], &top[6]));
+    // Were the outermost call parallel, only the 12 units outside every site would be serial;
+    // were partition parallel, its span would leave the critical path.
+    let expect = |span: u64| format!("{:.2}", report.measures.work as f64 / span as f64);
+    assert_eq!(&top[16], expect(12));
+    assert_eq!(&part[16], expect(report.measures.span - partition));
+    assert_eq!(&outside[16], "");
 }
 
 #[test]
@@ -506,4 +519,34 @@ fn callgrind_self_costs_add_up_and_callgrind_annotate_reads_it() {
     };
     assert!(stdout.contains(&commas(report.measures.work)), "{stdout}");
     assert!(stdout.contains("pqsort qsort.c:20"), "{stdout}");
+}
+
+/// `what_if` and `target_plan` go to JSON and read back unchanged (a saved report re-renders
+/// them); the partition site parallel takes its span off the critical path.
+#[test]
+fn what_if_and_plan_round_trip_through_json() {
+    let mut report = report();
+    let specs: Vec<cilkview_report::WhatIfSpec> = vec![
+        "qsort.c:20=par".parse().unwrap(),
+        "pqsort=2x".parse().unwrap(),
+    ];
+    report.apply_what_if(&specs).unwrap();
+    report.apply_target(100.0).unwrap();
+    let w = report.what_if.as_ref().unwrap();
+    assert_eq!(w.changes[0].sites.len(), 1);
+    assert!(w.after.measures.span < w.before.measures.span);
+    let plan = report.target_plan.as_ref().unwrap();
+    assert_eq!(plan.steps[0].location, "qsort.c:20", "partition first");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.json");
+    let bytes = &JsonExporter { path: path.clone() }.render(&report).unwrap()[0].bytes;
+    std::fs::write(&path, bytes).unwrap();
+    assert_eq!(read_json(&path).unwrap(), report);
+    let unknown = report.apply_what_if(&["nosuch.c:1=2x".parse().unwrap()]);
+    let message = unknown.unwrap_err().to_string();
+    assert!(
+        message
+            .ends_with("is at nosuch.c:1 (it has: qsort.c:20, qsort.c:21, qsort.c:22, qsort.c:31)"),
+        "{message}"
+    );
 }

@@ -13,6 +13,7 @@ const WORK: RGBColor = RGBColor(0x55, 0x55, 0x55);
 const SPAN: RGBColor = RGBColor(0xd6, 0x27, 0x28);
 const BURDENED: RGBColor = RGBColor(0x1f, 0x77, 0xb4);
 const MEASURED: RGBColor = RGBColor(0xe0, 0x6c, 0x00);
+const WHAT_IF: RGBColor = RGBColor(0x2c, 0xa0, 0x2c);
 
 /// How many x labels: one per core up to 12, then fewer (plotters picks round steps).
 fn ticks(max: u32) -> usize {
@@ -69,10 +70,12 @@ pub fn draw<DB: DrawingBackend>(
     let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     root.fill(&WHITE).map_err(e)?;
     let curve = plot.curve();
+    let what_if = plot.what_if_curve();
     let xmax = f64::from(plot.max_cores.max(2));
     // Room above the highest curve or point for the legend.
     let top = curve
         .iter()
+        .chain(&what_if)
         .flatten()
         .map(|c| c.2)
         .chain(plot.measured.iter().map(|m| m.max))
@@ -138,6 +141,9 @@ pub fn draw<DB: DrawingBackend>(
             .map_err(e)?
             .label("Burdened speedup (lower bound)")
             .legend(|(x, y)| PathElement::new([(x, y), (x + 24, y)], BURDENED.stroke_width(3)));
+        if let (Some(what_if), Some(after)) = (&what_if, pred.what_if) {
+            draw_what_if(&mut chart, what_if, after.parallelism())?;
+        }
     } else if !plot.measured.is_empty() {
         // No prediction: the work law alone, for scale.
         work_law(&mut chart, xmax.min(ymax), "Linear speedup")?;
@@ -176,5 +182,41 @@ pub fn draw<DB: DrawingBackend>(
         .margin(12)
         .draw()
         .map_err(e)?;
+    Ok(())
+}
+
+/// `--what-if`: the range after the change, as two dashed lines (its upper and lower bounds).
+fn draw_what_if<DB: DrawingBackend>(
+    chart: &mut Chart<'_, DB>,
+    curve: &[(f64, f64, f64)],
+    parallelism: f64,
+) -> Result<(), String> {
+    type Bound = fn(&(f64, f64, f64)) -> f64;
+    let bounds: [(Bound, String); 2] = [
+        (
+            |c| c.2,
+            format!("What-if: upper bound (parallelism {parallelism:.2})"),
+        ),
+        (|c| c.1, "What-if: burdened lower bound".to_string()),
+    ];
+    for (bound, label) in bounds {
+        chart
+            .draw_series(DashedLineSeries::new(
+                curve.iter().map(|c| (c.0, bound(c))),
+                8,
+                5,
+                WHAT_IF.stroke_width(3),
+            ))
+            .map_err(|e| e.to_string())?
+            .label(label)
+            .legend(|(x, y)| {
+                plotters::element::DashedPathElement::new(
+                    [(x, y), (x + 24, y)],
+                    6,
+                    4,
+                    WHAT_IF.stroke_width(3),
+                )
+            });
+    }
     Ok(())
 }
