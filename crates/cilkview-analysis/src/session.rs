@@ -43,6 +43,9 @@ struct Thread {
     seen: Anomalies,
     seen_count: u64,
     region: Option<Box<RegionProfiler>>,
+    /// The return address a runtime wrapper's spawn hit reported, for the entry hit that follows
+    /// it (`Sites::site`).
+    spawn_caller: Option<u64>,
 }
 
 /// What one probe of the current program image means: one entry of the session's probe table.
@@ -181,6 +184,7 @@ impl<'a> Session<'a> {
                 seen: Anomalies::default(),
                 seen_count: 0,
                 region: region.map(|id| Box::new(RegionProfiler::new(id, burden))),
+                spawn_caller: None,
             });
             engines.len() - 1
         });
@@ -437,6 +441,7 @@ impl HitPath<'_> {
             seen,
             seen_count,
             region,
+            spawn_caller,
             ..
         } = &mut *self.thread;
         let Some(entry) = self.probes.get(probe) else {
@@ -458,7 +463,7 @@ impl HitPath<'_> {
         };
         let site = match (kind, &mut *self.sites) {
             (EventKind::FunctionEnter | EventKind::Spawn, Some(sites)) => {
-                sites.site(entry.site, operand)
+                sites.site(entry.site, operand, spawn_caller)
             }
             _ => None,
         };

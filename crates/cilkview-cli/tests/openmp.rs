@@ -527,6 +527,27 @@ fn profile_names_the_programs_pragma_lines() {
     };
     // fib(14) with tasks above 8: 33 tasks, each a call from the task construct's line.
     assert_eq!(find("fib", line_of("#pragma omp task"))["invocations"], 33);
+    // Their spawns are named by the same line (the wrapper's return address into the program),
+    // not by the preload library's source.
+    let spawn = sites
+        .iter()
+        .find(|s| s["kind"] == "spawn")
+        .unwrap_or_else(|| panic!("a spawn site in {sites:?}"));
+    let task_line = format!(".c:{}", line_of("#pragma omp task"));
+    assert_eq!(spawn["function"], "fib", "{spawn}");
+    assert!(
+        spawn["location"]
+            .as_str()
+            .is_some_and(|l| l.contains("omp_fib") && l.ends_with(&task_line)),
+        "{spawn}"
+    );
+    assert_eq!(spawn["invocations"], 33, "{spawn}");
+    for s in sites {
+        assert!(
+            !s["location"].as_str().unwrap_or("").contains("preload/"),
+            "a site named by the tool's own source: {s}"
+        );
+    }
     assert_eq!(
         find("main", line_of("#pragma omp parallel"))["invocations"],
         1
