@@ -89,8 +89,8 @@ path, name, args, check, speedup, inputs = sys.argv[1:7]
 r = json.load(open(path))
 region = next(g for g in r["regions"] if g["label"] == "parallel")
 w, spawns, bspan = region["work"], region["spawns"], region["burdened_span"]
-par, delta, cost = region["parallelism"], r["span_coefficient"], r["openmp"]["task_cost"]
-tasks = {c["name"]: c["value"] for c in r["openmp"]["counts"]}
+par, delta, cost = region["parallelism"], r["span_coefficient"], r.get("runtime", r.get("openmp"))["task_cost"]
+tasks = {c["name"]: c["value"] for c in r.get("runtime", r.get("openmp"))["counts"]}
 def lower(c, p=2):  # docs/openmp.md: the lower bound with a cost per spawn on the work
     return w / ((w + spawns * c) / p + 2 * delta * (1 - 1 / p) * bspan)
 upper = min(2.0, par)

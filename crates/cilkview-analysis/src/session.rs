@@ -45,6 +45,9 @@ struct Thread {
     seen: Anomalies,
     seen_count: u64,
     region: Option<Box<RegionProfiler>>,
+    /// The return address a runtime wrapper's spawn hit reported, for the entry hit that follows
+    /// it (`Sites::site`).
+    spawn_caller: Option<u64>,
 }
 
 /// What one probe of the current program image means: one entry of the session's probe table.
@@ -183,6 +186,7 @@ impl<'a> Session<'a> {
                 seen: Anomalies::default(),
                 seen_count: 0,
                 region: region.map(|id| Box::new(RegionProfiler::new(id, burden))),
+                spawn_caller: None,
             });
             engines.len() - 1
         });
@@ -446,6 +450,7 @@ impl HitPath<'_> {
             seen,
             seen_count,
             region,
+            spawn_caller,
             ..
         } = &mut *self.thread;
         let Some(entry) = self.probes.get(probe) else {
@@ -467,7 +472,7 @@ impl HitPath<'_> {
         };
         let site = match (kind, &mut *self.sites) {
             (EventKind::FunctionEnter | EventKind::Spawn, Some(sites)) => {
-                sites.site(entry.site, operand)
+                sites.site(entry.site, operand, spawn_caller)
             }
             _ => None,
         };

@@ -1,7 +1,10 @@
 //! Call sites for call-site profiles (Cilkprof): which site each spawn and function-entry hit
 //! belongs to, and the names of the sites (function and `file:line`, by `cilkview-symbols`).
 //!
-//! * A spawn's site is its mark (named by where the spawn statement is).
+//! * A spawn's site is its mark (named by where the spawn statement is); in a runtime's preload
+//!   library (`cilkview_marks::is_runtime_wrapper`: `run --openmp`'s wrappers, whose spawns are
+//!   the program's task constructs) it is the call of the wrapper, keyed and named as an entry's
+//!   below (the spawn mark when that is not possible).
 //! * A call of a function that has `cv_function()` is keyed by the caller's return address: the
 //!   entry mark's probe asks the backend for it ([`ReturnAddress`], from the file's `.eh_frame`),
 //!   and it is named by the caller's function and the call's `file:line`.
@@ -30,11 +33,14 @@ use cilkview_symbols::{CfaRule, Symbolizer};
 
 /// What a site key stands for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum Origin {
+pub(crate) enum Origin {
     /// The spawn mark at this offset.
     Spawn,
     /// A call whose return address is at this offset.
     Call,
+    /// A spawn in a runtime's wrapper called with this return address (apart from the call's
+    /// own site: the task is both spawned and entered there).
+    SpawnCall,
     /// A marked function inlined at the mark at this offset.
     Inlined,
     /// Any call of the function whose entry mark is at this offset.
@@ -48,8 +54,13 @@ pub(crate) enum ProbeSite {
     None,
     /// Always this site.
     Fixed(CallSite),
-    /// An entry reporting the return address in its image; `fallback` when it is not usable.
-    Caller { image: u32, fallback: CallSite },
+    /// An entry (or a runtime wrapper's spawn: `origin`) reporting the return address in its
+    /// image; `fallback` when it is not usable.
+    Caller {
+        image: u32,
+        origin: Origin,
+        fallback: CallSite,
+    },
 }
 
 /// The call sites of one session, over every image and thread.
@@ -93,7 +104,7 @@ impl Sites {
         };
         let symbol = match origin {
             Origin::Spawn => symbols.lookup(offset),
-            Origin::Call => symbols.lookup_return_address(offset),
+            Origin::Call | Origin::SpawnCall => symbols.lookup_return_address(offset),
             Origin::Inlined => symbols
                 .inlined_call(offset)
                 .unwrap_or_else(|| symbols.lookup(offset)),
@@ -126,32 +137,23 @@ impl Sites {
         self.paths.push(path.to_owned());
         self.bases.push(None);
         self.opened.push(wanted);
+        let spawns_at_caller = wanted && cilkview_marks::is_runtime_wrapper(path);
         let mut sites = Vec::with_capacity(probes.len());
         for (m, probe) in marked.marks.iter().zip(probes.iter_mut()) {
             let offset = probe.offset;
             let site = match m.kind {
+                MarkKind::Spawn if spawns_at_caller => {
+                    let fallback = self.key(image, offset, Origin::Spawn);
+                    self.at_caller(image, Origin::SpawnCall, probe, fallback)
+                }
                 MarkKind::Spawn => ProbeSite::Fixed(self.key(image, offset, Origin::Spawn)),
                 MarkKind::FunctionEnter => {
                     let symbols = self.symbols[image as usize].as_ref();
                     if symbols.is_some_and(|s| s.inlined_call(offset).is_some()) {
                         ProbeSite::Fixed(self.key(image, offset, Origin::Inlined))
                     } else {
-                        let rule = symbols.and_then(|s| s.return_address_rule(offset).ok());
                         let fallback = self.key(image, offset, Origin::Callee);
-                        match rule {
-                            Some(r) if r.return_address_offset == -8 && probe.operand.is_none() => {
-                                let CfaRule::RegisterOffset {
-                                    register, offset, ..
-                                } = r.cfa;
-                                probe.return_address = Some(ReturnAddress {
-                                    cfa_register: register,
-                                    cfa_offset: offset,
-                                    function_entry: r.function_start,
-                                });
-                                ProbeSite::Caller { image, fallback }
-                            }
-                            _ => ProbeSite::Fixed(fallback),
-                        }
+                        self.at_caller(image, Origin::Call, probe, fallback)
                     }
                 }
                 _ => ProbeSite::None,
@@ -159,6 +161,37 @@ impl Sites {
             sites.push(site);
         }
         sites
+    }
+
+    /// A site keyed by the caller of the function holding `probe` (its return address, asked of
+    /// the backend, by the `.eh_frame` rule at the mark), `fallback` where that is not possible.
+    fn at_caller(
+        &self,
+        image: u32,
+        origin: Origin,
+        probe: &mut Probe,
+        fallback: CallSite,
+    ) -> ProbeSite {
+        let symbols = self.symbols[image as usize].as_ref();
+        let rule = symbols.and_then(|s| s.return_address_rule(probe.offset).ok());
+        match rule {
+            Some(r) if r.return_address_offset == -8 && probe.operand.is_none() => {
+                let CfaRule::RegisterOffset {
+                    register, offset, ..
+                } = r.cfa;
+                probe.return_address = Some(ReturnAddress {
+                    cfa_register: register,
+                    cfa_offset: offset,
+                    function_entry: r.function_start,
+                });
+                ProbeSite::Caller {
+                    image,
+                    origin,
+                    fallback,
+                }
+            }
+            _ => ProbeSite::Fixed(fallback),
+        }
     }
 
     /// The load address of the image last asked for.
@@ -192,14 +225,32 @@ impl Sites {
     }
 
     /// The site of a hit of a probe whose site is `probe` with `operand` (the return address,
-    /// for an entry).
-    pub(crate) fn site(&mut self, probe: ProbeSite, operand: Option<u64>) -> Option<CallSite> {
+    /// for an entry). `spawn_caller`, the thread's: the return address a runtime wrapper's spawn
+    /// reported, kept for the next hit only — the task's entry in the same wrapper call, which
+    /// the emulator reports without one (it reads a return address once per function entry).
+    pub(crate) fn site(
+        &mut self,
+        probe: ProbeSite,
+        mut operand: Option<u64>,
+        spawn_caller: &mut Option<u64>,
+    ) -> Option<CallSite> {
+        let kept = spawn_caller.take();
+        if let ProbeSite::Caller { origin, .. } = probe {
+            match origin {
+                Origin::SpawnCall => *spawn_caller = operand,
+                _ => operand = operand.or(kept),
+            }
+        }
         match probe {
             ProbeSite::None => None,
             ProbeSite::Fixed(site) => Some(site),
-            ProbeSite::Caller { image, fallback } => {
+            ProbeSite::Caller {
+                image,
+                origin,
+                fallback,
+            } => {
                 let known = self.names.len();
-                let site = self.caller_site(image, fallback, operand);
+                let site = self.caller_site(image, origin, fallback, operand);
                 // A new call-keyed site: remember the entry mark it calls (its callee's name).
                 if self.names.len() > known {
                     if let (Some(site), Some(&(image, entry, _))) =
@@ -213,10 +264,12 @@ impl Sites {
         }
     }
 
-    /// The site of an entry reporting return address `operand` in `image`.
+    /// The site of a mark (`origin`: an entry, or a runtime's spawn) reporting return address
+    /// `operand` in `image`.
     fn caller_site(
         &mut self,
         image: u32,
+        origin: Origin,
         fallback: CallSite,
         operand: Option<u64>,
     ) -> Option<CallSite> {
@@ -226,9 +279,9 @@ impl Sites {
                 .is_some_and(|s| s.contains(*ra))
         };
         match operand {
-            Some(ra) if inside(&ra) => Some(self.key(image, ra, Origin::Call)),
+            Some(ra) if inside(&ra) => Some(self.key(image, ra, origin)),
             Some(ra) => match self.foreign(image, ra) {
-                Some((other, offset)) => Some(self.key(other, offset, Origin::Call)),
+                Some((other, offset)) => Some(self.key(other, offset, origin)),
                 None => Some(fallback),
             },
             None => Some(fallback),
@@ -250,14 +303,14 @@ impl Sites {
         };
         let symbol = match origin {
             Origin::Spawn | Origin::Callee => symbols.lookup(offset),
-            Origin::Call => symbols.lookup_return_address(offset),
+            Origin::Call | Origin::SpawnCall => symbols.lookup_return_address(offset),
             Origin::Inlined => symbols
                 .inlined_call(offset)
                 .unwrap_or_else(|| symbols.lookup(offset)),
         };
         let mut function = symbol.function_name();
         let callee = match origin {
-            Origin::Spawn => None,
+            Origin::Spawn | Origin::SpawnCall => None,
             Origin::Inlined => Some(symbols.lookup(offset).function_name()),
             Origin::Callee => Some(function.clone()),
             Origin::Call => self.callees.get(&site).and_then(|&(image, entry)| {

@@ -1,5 +1,5 @@
-//! `run --openmp`: an unmodified gcc OpenMP program, through the preload library of
-//! `cilkview-openmp` (docs/openmp.md).
+//! `run --openmp`: an unmodified OpenMP program, through the preload library of its runtime
+//! (`cilkview-openmp`'s `Runtime`; docs/openmp.md).
 
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
@@ -7,8 +7,11 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use cilkview_analysis::{Cost, CostDefault};
-use cilkview_openmp::{Libgomp, Preload, DEFAULT_TASK_COST, DEFAULT_TASK_COST_NS};
-use cilkview_report::{OpenMpCount, OpenMpReport, RunReport, ThreadIdSite};
+use cilkview_openmp::wire::{DETACHED_TASKS, PARALLEL_REGIONS};
+use cilkview_openmp::{
+    Preload, RuntimeLibrary, DEFAULT_TASK_COST, DEFAULT_TASK_COST_NS, OPENMP_RUNTIMES,
+};
+use cilkview_report::{RunReport, RuntimeCount, RuntimeReport, ThreadIdSite};
 use clap::Args;
 
 #[derive(Args, Debug, Clone)]
@@ -37,7 +40,7 @@ pub struct OpenMpOptions {
 /// The preload library of a run, while the program runs.
 pub struct OpenMpRun {
     preload: Preload,
-    libgomp: Option<Libgomp>,
+    library: Option<RuntimeLibrary>,
     task_cost: Option<Cost>,
     team: u32,
 }
@@ -70,11 +73,11 @@ pub fn prepare(options: &OpenMpOptions, program: &Path) -> Result<Option<OpenMpR
             program.display()
         );
     }
-    let libgomp = cilkview_openmp::check_program(program)?;
-    let preload = Preload::new().context("cannot write the OpenMP preload library")?;
+    let (runtime, library) = cilkview_openmp::choose(program, OPENMP_RUNTIMES)?;
+    let preload = Preload::new(runtime).context("cannot write the OpenMP preload library")?;
     Ok(Some(OpenMpRun {
         preload,
-        libgomp,
+        library,
         task_cost: options.task_cost,
         team: options.omp_team,
     }))
@@ -97,9 +100,13 @@ impl OpenMpRun {
     /// warnings it calls for.
     pub fn finish(self, report: &mut RunReport, program: &Path) {
         let counts = self.preload.counts();
-        let (libgomp, abi) = match &self.libgomp {
+        let runtime = self.preload.runtime();
+        let (library, abi) = match &self.library {
             Some(l) => (l.path.display().to_string(), l.abi.clone()),
-            None => ("libgomp (not checked: a script)".into(), "?".into()),
+            None => (
+                format!("{} (not checked: a script)", runtime.name()),
+                "?".into(),
+            ),
         };
         // In the run's unit: the given cost (checked against the counter before the run), else
         // the default.
@@ -113,15 +120,18 @@ impl OpenMpRun {
                 ));
                 default.amount
             });
-        let openmp = OpenMpReport {
-            libgomp,
+        let block = RuntimeReport {
+            name: runtime.name().into(),
+            model: runtime.model().into(),
+            option: runtime.option().into(),
+            library,
             abi,
             task_cost,
             team: self.team,
             counts: counts
                 .iter()
                 .flat_map(|c| &c.counters)
-                .map(|(name, value)| OpenMpCount {
+                .map(|(name, value)| RuntimeCount {
                     name: name.clone(),
                     value: *value,
                 })
@@ -135,13 +145,17 @@ impl OpenMpRun {
                 })
                 .collect(),
         };
-        report.warnings.extend(warnings(&openmp, report));
-        report.set_openmp(openmp);
+        report.warnings.extend(warnings(&block, report));
+        let from_library = counts.iter().flat_map(|c| &c.warnings);
+        report
+            .warnings
+            .extend(from_library.map(|w| format!("{}: {}", runtime.option(), w.text)));
+        report.set_runtime(block);
     }
 }
 
 /// What the user should know about an --openmp run.
-fn warnings(openmp: &OpenMpReport, report: &RunReport) -> Vec<String> {
+fn warnings(openmp: &RuntimeReport, report: &RunReport) -> Vec<String> {
     let mut out = Vec::new();
     if openmp.counts.is_empty() {
         out.push(
@@ -151,7 +165,7 @@ fn warnings(openmp: &OpenMpReport, report: &RunReport) -> Vec<String> {
         );
         return out;
     }
-    if openmp.count("parallel_regions") == 0 {
+    if openmp.count(PARALLEL_REGIONS.name) == 0 {
         out.push(
             "--openmp: the program ran no parallel region with more than one thread: nothing \
              in it runs in parallel"
@@ -166,20 +180,22 @@ fn warnings(openmp: &OpenMpReport, report: &RunReport) -> Vec<String> {
             openmp.thread_id_code.len()
         ));
     }
-    if openmp.count("detached_tasks") > 0 {
+    if openmp.count(DETACHED_TASKS.name) > 0 {
         out.push(format!(
-            "--openmp: {} detached task(s) were left to libgomp: their work is counted where \
-             libgomp ran them, not as spawns",
-            openmp.count("detached_tasks")
+            "--openmp: {} detached task(s) were left to {name}: their work is counted where \
+             {name} ran them, not as spawns",
+            openmp.count(DETACHED_TASKS.name),
+            name = openmp.name
         ));
     }
     if report.measures.spawns > 0 && openmp.task_cost > 0 {
         let per_spawn = report.measures.work / report.measures.spawns;
         if per_spawn < openmp.task_cost {
             out.push(format!(
-                "--openmp: {per_spawn} {unit} of work per spawn, below libgomp's cost per task \
+                "--openmp: {per_spawn} {unit} of work per spawn, below {}'s cost per task \
                  (~{} {unit} at 2 threads): the program may run slower in parallel than \
                  serially; coarser tasks (a cutoff, a grainsize) would pay for it",
+                openmp.name,
                 openmp.task_cost,
                 unit = report.unit
             ));

@@ -228,7 +228,7 @@ fn json_outputs_validate_against_the_printed_schema() {
             .is_some_and(|s| !s.is_empty()),
         "{report}"
     );
-    assert_eq!(report["version"], 2);
+    assert_eq!(report["version"], 3);
     assert_valid(&run, &report);
     report.as_object_mut().unwrap().remove("work");
     assert!(!run.is_valid(&report), "a report without work validates");

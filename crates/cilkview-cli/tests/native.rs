@@ -468,7 +468,7 @@ fn openmp_task_cost_is_a_time_with_native_time() {
     );
     assert_eq!(a.code(), Some(0), "{}", a.stderr());
     assert_eq!(a.json["unit"], "nanoseconds");
-    assert_eq!(a.json["openmp"]["task_cost"], 2500);
+    assert_eq!(a.json["runtime"]["task_cost"], 2500);
     let err = a.stderr();
     assert!(
         err.contains("a task costs 2500 nanoseconds of work in the lower bound"),
@@ -485,7 +485,7 @@ fn openmp_task_cost_is_a_time_with_native_time() {
         &["--openmp", "--counter", "native", "--task-cost", "1.5us"],
         &["2000", "20", "2"],
     );
-    assert_eq!(given.json["openmp"]["task_cost"], 1500);
+    assert_eq!(given.json["runtime"]["task_cost"], 1500);
     for (counter, cost, wrong) in [
         ("native", "10000", "--task-cost 10000 is a number of instructions, but --counter native measures time here (no user-space rdpmc): give a time, e.g. --task-cost 2.5us"),
         ("emulate", "2us", "--task-cost 2000ns is a time, but --counter emulate counts instructions: give a number of instructions, e.g. --task-cost 10000"),

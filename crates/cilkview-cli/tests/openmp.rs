@@ -16,12 +16,12 @@ fn twin(name: &str) -> PathBuf {
 }
 
 fn count(a: &Analysis, name: &str) -> u64 {
-    a.json["openmp"]["counts"]
+    a.json["runtime"]["counts"]
         .as_array()
         .unwrap()
         .iter()
         .find(|c| c["name"] == name)
-        .unwrap_or_else(|| panic!("count {name} in {}", a.json["openmp"]))["value"]
+        .unwrap_or_else(|| panic!("count {name} in {}", a.json["runtime"]))["value"]
         .as_u64()
         .unwrap()
 }
@@ -136,7 +136,7 @@ fn a_static_loop_is_reported_by_name() {
         (r["parallelism"].as_f64().unwrap() - 1.0).abs() < 1e-9,
         "{r}"
     );
-    let sites = a.json["openmp"]["thread_id_code"].as_array().unwrap();
+    let sites = a.json["runtime"]["thread_id_code"].as_array().unwrap();
     assert!(!sites.is_empty());
     assert!(
         sites
@@ -237,7 +237,7 @@ fn emulate_equals_step_under_openmp() {
             assert!(a.abs_diff(b) <= 16, "{mode}: {key}: step {s} emulate {e}");
         }
         assert_eq!(
-            step.json["openmp"]["counts"], emu.json["openmp"]["counts"],
+            step.json["runtime"]["counts"], emu.json["runtime"]["counts"],
             "{mode}"
         );
     }
@@ -378,11 +378,11 @@ fn omp_team_splits_a_static_loop() {
     let (ra, rb) = (a.region("parallel"), b.region("parallel"));
     assert_eq!(u(ra, "spawns"), N, "one spawn per virtual thread: {ra}");
     assert_eq!(count(&a, "virtual_team_regions"), 1);
-    assert!(a.json["openmp"]["thread_id_code"]
+    assert!(a.json["runtime"]["thread_id_code"]
         .as_array()
         .unwrap()
         .is_empty());
-    assert_eq!(a.json["openmp"]["team"], 8);
+    assert_eq!(a.json["runtime"]["team"], 8);
     assert!(
         u(rb, "span") >= UNIT && u(rb, "span") < UNIT + 2_000,
         "{rb}"
@@ -527,6 +527,27 @@ fn profile_names_the_programs_pragma_lines() {
     };
     // fib(14) with tasks above 8: 33 tasks, each a call from the task construct's line.
     assert_eq!(find("fib", line_of("#pragma omp task"))["invocations"], 33);
+    // Their spawns are named by the same line (the wrapper's return address into the program),
+    // not by the preload library's source.
+    let spawn = sites
+        .iter()
+        .find(|s| s["kind"] == "spawn")
+        .unwrap_or_else(|| panic!("a spawn site in {sites:?}"));
+    let task_line = format!(".c:{}", line_of("#pragma omp task"));
+    assert_eq!(spawn["function"], "fib", "{spawn}");
+    assert!(
+        spawn["location"]
+            .as_str()
+            .is_some_and(|l| l.contains("omp_fib") && l.ends_with(&task_line)),
+        "{spawn}"
+    );
+    assert_eq!(spawn["invocations"], 33, "{spawn}");
+    for s in sites {
+        assert!(
+            !s["location"].as_str().unwrap_or("").contains("preload/"),
+            "a site named by the tool's own source: {s}"
+        );
+    }
     assert_eq!(
         find("main", line_of("#pragma omp parallel"))["invocations"],
         1

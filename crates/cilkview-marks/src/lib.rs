@@ -34,6 +34,12 @@ pub const SECTION_NAME: &str = ".cilkview_marks";
 /// the program runs its parallel code through rayon, serially when `RAYON_NUM_THREADS=1`.
 pub const RAYON_SECTION_NAME: &str = ".cilkview_rayon";
 
+/// Name of the non-allocated ELF section of a runtime's preload library (`run --openmp`): its
+/// spawn marks are in the wrappers of the runtime's entry points that the program calls, so a
+/// profile names each spawn by that call (the return address into the program), not by the
+/// wrapper's own source.
+pub const RUNTIME_SECTION_NAME: &str = ".cilkview_runtime";
+
 /// The record format version this reader understands.
 pub const FORMAT_VERSION: u8 = 1;
 
@@ -254,6 +260,12 @@ pub fn has_marks_section(path: &Path) -> bool {
 /// order, when it is started with `RAYON_NUM_THREADS=1`.
 pub fn has_rayon_marks(path: &Path) -> bool {
     has_section(path, RAYON_SECTION_NAME)
+}
+
+/// Whether the file at `path` is a runtime's preload library (it has a [`RUNTIME_SECTION_NAME`]
+/// section): its spawns are named by their caller.
+pub fn is_runtime_wrapper(path: &Path) -> bool {
+    has_section(path, RUNTIME_SECTION_NAME)
 }
 
 fn has_section(path: &Path, name: &str) -> bool {

@@ -8,10 +8,15 @@
 #include <unistd.h>
 
 #include "cilkview.h"
+#include "cilkview_runtime_wire.h"
 #include "gomp_abi.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define TLS __thread __attribute__((tls_model("initial-exec")))
+
+/* This is a runtime's preload library (cilkview-marks' RUNTIME_SECTION_NAME): its spawn marks
+   are in the wrappers the program calls, so a profile names each spawn by that call. */
+__asm__(".pushsection .cilkview_runtime,\"\",@progbits\n.byte 1\n.popsection");
 
 /* ---- the marks (cilkview.h's records, placed by hand: the frames are libgomp's) ---- */
 #define MARK_ENTER() CV__MARK(CV__KIND_FUNCTION_ENTER)
@@ -84,39 +89,12 @@ static inline int parallel_here(void)
     return level > 0 && parallel_active[lvl()];
 }
 
-/* ---- counters ---- */
-enum counter {
-    C_PARALLEL,
-    C_PARALLEL_SERIAL,
-    C_TASKS,
-    C_UNDEFERRED,
-    C_DETACHED,
-    C_DEPEND,
-    C_DEPEND_EDGES,
-    C_TASKLOOPS,
-    C_TASKLOOP_TASKS,
-    C_LOOPS,
-    C_CHUNKS,
-    C_SECTIONS,
-    C_SERIAL_WORKSHARES,
-    C_TASKWAITS,
-    C_TASKWAIT_DEPEND,
-    C_TASKGROUPS,
-    C_BARRIERS,
-    C_CRITICAL,
-    C_ATOMIC,
-    C_ORDERED,
-    C_VTEAMS,
-    C_COUNT
-};
-static const char *const counter_names[C_COUNT] = {
-    "parallel_regions", "serial_parallel_regions", "tasks", "undeferred_tasks", "detached_tasks",
-    "depend_tasks", "depend_edges", "taskloops", "taskloop_tasks", "loops", "chunks", "sections",
-    "serial_worksharing", "taskwaits", "taskwait_depends", "taskgroups", "barriers",
-    "critical", "atomic", "ordered", "virtual_team_regions",
-};
+/* ---- counters and warnings (cilkview_runtime_wire.h, rendered from src/wire.rs) ---- */
 static unsigned long counters[C_COUNT];
+static unsigned char warned[W_COUNT];
 #define COUNT(c) __atomic_fetch_add(&counters[c], 1, __ATOMIC_RELAXED)
+/* The report says it (the counts file names it; the text is the tool's). */
+#define WARN(w) __atomic_store_n(&warned[w], 1, __ATOMIC_RELAXED)
 
 /* Code asking for the thread number or count inside a parallel region (static loops, split by
    thread id): where it is, by return address. */
@@ -208,11 +186,17 @@ __attribute__((destructor)) static void cilkview_omp_fini(void)
     if (fd < 0)
         return;
     char line[4200];
-    put(fd, "cilkview-openmp 1\n");
+    put(fd, COUNTS_HEADER "\n");
     for (int c = 0; c < C_COUNT; c++) {
         snprintf(line, sizeof line, "%s %lu\n", counter_names[c],
                  __atomic_load_n(&counters[c], __ATOMIC_RELAXED));
         put(fd, line);
+    }
+    for (int w = 0; w < W_COUNT; w++) {
+        if (__atomic_load_n(&warned[w], __ATOMIC_RELAXED)) {
+            snprintf(line, sizeof line, "warning %s\n", warning_names[w]);
+            put(fd, line);
+        }
     }
     for (unsigned i = 0; i < MAX_QUERY_SITES && query_sites[i]; i++) {
         Dl_info info;

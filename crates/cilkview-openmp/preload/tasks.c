@@ -63,18 +63,18 @@ EXPORT void GOMP_task(gomp_fn fn, void *data, gomp_cpyfn cpyfn, long arg_size, l
     if (flags & GOMP_TASK_FLAG_DETACH) {
         /* Completes when its event is fulfilled, maybe by a later task: left to libgomp
            (deferred; it runs at the next scheduling point, inside that strand). */
-        COUNT(C_DETACHED);
+        COUNT(C_DETACHED_TASKS);
         REAL(GOMP_task)(fn, data, cpyfn, arg_size, arg_align, if_clause, flags, depend,
                         priority, detach);
         return;
     }
     int final = (flags & GOMP_TASK_FLAG_FINAL) != 0;
     if (undeferred(if_clause)) {
-        COUNT(C_UNDEFERRED);
+        COUNT(C_UNDEFERRED_TASKS);
         if ((flags & GOMP_TASK_FLAG_DEPEND) && parallel_here()) {
             /* Its creator is suspended until it ends, and it starts after the siblings it
                depends on: the creator waits for those (depend.c), then calls it. */
-            COUNT(C_DEPEND);
+            COUNT(C_DEPEND_TASKS);
             deps_wait(depend);
         }
         TASK_CALL(fn, data, cpyfn, arg_size, arg_align, final, NULL);
@@ -83,7 +83,7 @@ EXPORT void GOMP_task(gomp_fn fn, void *data, gomp_cpyfn cpyfn, long arg_size, l
         int recorded = 1;
         if (flags & GOMP_TASK_FLAG_DEPEND) {
             /* It may start only after the siblings it depends on (depend.c). */
-            COUNT(C_DEPEND);
+            COUNT(C_DEPEND_TASKS);
             recorded = deps_before_spawn(depend);
         }
         TASK_SPAWN(fn, data, cpyfn, arg_size, arg_align, final, NULL);
@@ -106,7 +106,7 @@ EXPORT void GOMP_taskwait(void)
    wait-for mark per sibling it depends on (depend.c). */
 EXPORT void GOMP_taskwait_depend(void **depend)
 {
-    COUNT(C_TASKWAIT_DEPEND);
+    COUNT(C_TASKWAIT_DEPENDS);
     REAL(GOMP_taskwait_depend)(depend);
     deps_wait(depend);
 }

@@ -226,13 +226,10 @@ static struct vteam *vteam_open(gomp_fn fn, void *data)
         if (!ok)
             t->stack[i] = NULL;
     }
-    if (!ok) {
-        static const char msg[] = "cilkview-rs --openmp: no memory for the --omp-team stacks; "
-                                  "the region runs as one thread\n";
-        (void)!write(2, msg, sizeof msg - 1);
-    }
+    if (!ok)
+        WARN(W_TEAM_NO_MEMORY);
     if (ok) {
-        COUNT(C_VTEAMS);
+        COUNT(C_VIRTUAL_TEAM_REGIONS);
         t->level = level;
         t->outer = vteam;
         vteam = t;

@@ -15,7 +15,7 @@ static __attribute__((noinline)) void parallel_entered(unsigned num_threads)
     level++;
     parallel_active[lvl()] = (unsigned char)active;
     ws_loop_open[lvl()] = ws_chunk_open[lvl()] = 0;
-    COUNT(active ? C_PARALLEL : C_PARALLEL_SERIAL);
+    COUNT(active ? C_PARALLEL_REGIONS : C_SERIAL_PARALLEL_REGIONS);
 }
 
 static __attribute__((noinline)) void parallel_leaving(void)
@@ -129,7 +129,7 @@ static __attribute__((noinline)) void ws_next(int got, enum counter kind)
     if (!parallel_here()) {
         if (got && !ws_loop_open[l]) {
             ws_loop_open[l] = 1; /* serial: counted once, not marked */
-            COUNT(C_SERIAL_WORKSHARES);
+            COUNT(C_SERIAL_WORKSHARING);
         } else if (!got) {
             ws_loop_open[l] = 0;
         }

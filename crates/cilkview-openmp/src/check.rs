@@ -1,15 +1,15 @@
-//! Before the run: the program is dynamically linked against a libgomp whose ABI the preload
-//! library knows.
+//! Before the run: what a program links (its needed libraries, found as the loader would), and
+//! why a runtime's option cannot measure it.
 
 use std::path::{Path, PathBuf};
 
 use object::elf;
 use object::read::elf::{Dyn, ElfFile64, FileHeader};
-use object::{Endianness, Object, ObjectSection, ObjectSymbol};
+use object::{Endianness, Object};
 
-/// Why `--openmp` cannot measure a program; each message says what to do.
+/// Why a runtime's option cannot measure a program; each message says what to do.
 #[derive(Debug, thiserror::Error)]
-pub enum OpenMpError {
+pub enum RuntimeError {
     #[error("cannot read {}: {source}", path.display())]
     Io {
         path: PathBuf,
@@ -21,88 +21,116 @@ pub enum OpenMpError {
         source: object::Error,
     },
     #[error(
-        "{} is statically linked: --openmp replaces libgomp's entry points with LD_PRELOAD, which \
-         needs a dynamically linked program (build it without -static)",
+        "{} is statically linked: {option} replaces {runtime}'s entry points with LD_PRELOAD, \
+         which needs a dynamically linked program (build it without -static)",
         path.display()
     )]
-    Static { path: PathBuf },
+    Static {
+        path: PathBuf,
+        option: &'static str,
+        runtime: &'static str,
+    },
     #[error(
         "{} uses LLVM's OpenMP runtime ({runtime}): --openmp knows gcc's libgomp only; build it \
          with gcc -fopenmp, or with clang -fopenmp=libgomp",
         path.display()
     )]
     LlvmRuntime { path: PathBuf, runtime: String },
+    #[error("{} does not use {wanted}: {option} is for {programs}", path.display())]
+    NotUsed {
+        path: PathBuf,
+        option: &'static str,
+        /// What is missing, e.g. `libgomp (no libgomp.so.1 among its needed libraries)`.
+        wanted: &'static str,
+        /// Which programs the option measures, e.g. `programs built with gcc -fopenmp`.
+        programs: &'static str,
+    },
     #[error(
-        "{} does not use libgomp (no libgomp.so.1 among its needed libraries): --openmp is for \
-         programs built with gcc -fopenmp",
-        path.display()
-    )]
-    NoLibgomp { path: PathBuf },
-    #[error(
-        "cannot find libgomp.so.1, which {} needs (in its RUNPATH, LD_LIBRARY_PATH or the \
+        "cannot find {library}, which {} needs (in its RUNPATH, LD_LIBRARY_PATH or the \
          system's library folders)",
         path.display()
     )]
-    LibgompNotFound { path: PathBuf },
-    #[error(
-        "{} has ABI {found}, which --openmp does not know (it knows GOMP_5.0.1 to GOMP_5.1.x: gcc \
-         11 to 14, tested with gcc 12)",
-        path.display()
-    )]
-    UnknownAbi { path: PathBuf, found: String },
+    NotFound { path: PathBuf, library: String },
+    #[error("{} has ABI {found}, which {option} does not know ({known})", path.display())]
+    UnknownAbi {
+        path: PathBuf,
+        found: String,
+        option: &'static str,
+        /// The versions it knows, e.g. `it knows GOMP_5.0.1 to GOMP_5.1.x: gcc 11 to 14, …`.
+        known: &'static str,
+    },
 }
 
-/// The libgomp a program will load.
+/// The runtime library a program will load.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Libgomp {
+pub struct RuntimeLibrary {
     pub path: PathBuf,
-    /// Its newest symbol version, e.g. `GOMP_5.1`.
+    /// Its ABI, e.g. libgomp's newest symbol version `GOMP_5.1`.
     pub abi: String,
 }
 
-/// The lowest and the first unknown libgomp ABI versions: GOMP_5.0.1 (gcc 11, when
-/// `GOMP_task` got its `detach` argument) up to, not including, GOMP_6.
-const OLDEST: [u32; 3] = [5, 0, 1];
-const TOO_NEW: [u32; 3] = [6, 0, 0];
+/// What the dynamic loader will be asked for: a program's needed libraries and where it looks.
+#[derive(Clone, Debug)]
+pub struct Linked {
+    pub path: PathBuf,
+    /// DT_NEEDED names, in order.
+    pub needed: Vec<String>,
+    runpath: Vec<String>,
+}
 
-/// Checks that `program` (an ELF file; a `#!` script is not checked: `Ok(None)`) is dynamically
-/// linked against a libgomp whose ABI the preload library knows, and returns it.
-pub fn check_program(program: &Path) -> Result<Option<Libgomp>, OpenMpError> {
-    let io = |source| OpenMpError::Io {
-        path: program.to_owned(),
-        source,
-    };
-    let data = std::fs::read(program).map_err(io)?;
-    if data.starts_with(b"#!") {
-        return Ok(None);
-    }
-    let format = |source| OpenMpError::Format {
-        path: program.to_owned(),
-        source,
-    };
-    let file = ElfFile64::<Endianness>::parse(&*data).map_err(format)?;
-    let (needed, runpath) = dynamic_entries(&file, &data).map_err(format)?;
-    let path = program.to_owned();
-    if file.section_by_name(".interp").is_none() && needed.is_empty() {
-        return Err(OpenMpError::Static { path });
-    }
-    if let Some(llvm) = needed
-        .iter()
-        .find(|n| n.starts_with("libomp") || n.starts_with("libiomp"))
-    {
-        return Err(OpenMpError::LlvmRuntime {
+impl Linked {
+    /// Reads a program's dynamic entries; `Ok(None)` for a `#!` script (not checked); an error
+    /// names `option` and `runtime` for a static program.
+    pub fn read(
+        program: &Path,
+        option: &'static str,
+        runtime: &'static str,
+    ) -> Result<Option<Linked>, RuntimeError> {
+        let io = |source| RuntimeError::Io {
+            path: program.to_owned(),
+            source,
+        };
+        let data = std::fs::read(program).map_err(io)?;
+        if data.starts_with(b"#!") {
+            return Ok(None);
+        }
+        let format = |source| RuntimeError::Format {
+            path: program.to_owned(),
+            source,
+        };
+        let file = ElfFile64::<Endianness>::parse(&*data).map_err(format)?;
+        let (needed, runpath) = dynamic_entries(&file, &data).map_err(format)?;
+        let path = program.to_owned();
+        if file.section_by_name(".interp").is_none() && needed.is_empty() {
+            return Err(RuntimeError::Static {
+                path,
+                option,
+                runtime,
+            });
+        }
+        Ok(Some(Linked {
             path,
-            runtime: llvm.clone(),
-        });
+            needed,
+            runpath,
+        }))
     }
-    let Some(name) = needed.iter().find(|n| n.starts_with("libgomp.so")) else {
-        return Err(OpenMpError::NoLibgomp { path });
-    };
-    let origin = program.parent().unwrap_or(Path::new("."));
-    let lib = find_library(name, &runpath, origin)
-        .ok_or(OpenMpError::LibgompNotFound { path: path.clone() })?;
-    let abi = abi_of(&lib)?;
-    Ok(Some(Libgomp { path: lib, abi }))
+
+    /// The first needed library whose name starts with one of `prefixes`.
+    pub fn needs(&self, prefixes: &[&str]) -> Option<&str> {
+        self.needed
+            .iter()
+            .find(|n| prefixes.iter().any(|p| n.starts_with(p)))
+            .map(String::as_str)
+    }
+
+    /// Where the loader would find the needed library `name`.
+    pub fn find(&self, name: &str) -> Result<PathBuf, RuntimeError> {
+        let origin = self.path.parent().unwrap_or(Path::new("."));
+        find_library(name, &self.runpath, origin).ok_or_else(|| RuntimeError::NotFound {
+            path: self.path.clone(),
+            library: name.to_owned(),
+        })
+    }
 }
 
 type Entries = (Vec<String>, Vec<String>);
@@ -150,65 +178,4 @@ fn find_library(name: &str, runpath: &[String], origin: &Path) -> Option<PathBuf
         .chain(system.iter().map(|d| d.to_string()))
         .map(|d| Path::new(&d).join(name))
         .find(|p| p.is_file())
-}
-
-/// The newest `GOMP_x.y[.z]` version node of a libgomp (its names are in `.dynstr`), checked.
-fn abi_of(lib: &Path) -> Result<String, OpenMpError> {
-    let data = std::fs::read(lib).map_err(|source| OpenMpError::Io {
-        path: lib.to_owned(),
-        source,
-    })?;
-    let file = object::File::parse(&*data).map_err(|source| OpenMpError::Format {
-        path: lib.to_owned(),
-        source,
-    })?;
-    let strings = file
-        .section_by_name(".dynstr")
-        .and_then(|s| s.data().ok())
-        .unwrap_or_default();
-    let newest = strings
-        .split(|&b| b == 0)
-        .filter_map(|s| std::str::from_utf8(s).ok())
-        .filter_map(|s| Some((version(s)?, s)))
-        .max();
-    let has_gomp_task = file.dynamic_symbols().any(|s| s.name() == Ok("GOMP_task"));
-    match newest {
-        Some((v, name)) if has_gomp_task && v >= OLDEST && v < TOO_NEW => Ok(name.to_owned()),
-        other => Err(OpenMpError::UnknownAbi {
-            path: lib.to_owned(),
-            found: other.map_or("no GOMP_ version".into(), |(_, n)| n.to_owned()),
-        }),
-    }
-}
-
-/// `GOMP_5.1` → [5, 1, 0]; not a version node name → None.
-fn version(name: &str) -> Option<[u32; 3]> {
-    let digits = name.strip_prefix("GOMP_")?;
-    let mut v = [0u32; 3];
-    let mut parts = digits.split('.');
-    for slot in v.iter_mut() {
-        match parts.next() {
-            Some(p) => *slot = p.parse().ok()?,
-            None => break,
-        }
-    }
-    parts.next().is_none().then_some(v)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn version_nodes_parse_and_order() {
-        assert_eq!(version("GOMP_5.0.1"), Some([5, 0, 1]));
-        assert_eq!(version("GOMP_5.1"), Some([5, 1, 0]));
-        assert_eq!(version("GOMP_task"), None);
-        assert_eq!(version("GOMP_PLUGIN_1.0"), None);
-        assert_eq!(version("GOMP_1.2.3.4"), None);
-        assert!(version("GOMP_5.0.1").unwrap() >= OLDEST);
-        assert!(version("GOMP_5.0").unwrap() < OLDEST);
-        assert!(version("GOMP_5.1.2").unwrap() < TOO_NEW);
-        assert!(version("GOMP_6.0").unwrap() >= TOO_NEW);
-    }
 }

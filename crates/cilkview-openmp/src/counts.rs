@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use crate::wire::{Warning, COUNTS_HEADER, WARNINGS};
+
 /// Code that asked for the thread number or count inside a parallel region: a static loop
 /// (gcc computes its chunks from them, so no chunk is visible) or code split by thread id.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -19,15 +21,17 @@ pub struct ThreadQuery {
 pub struct Counts {
     pub counters: Vec<(String, u64)>,
     pub thread_queries: Vec<ThreadQuery>,
+    /// What the library could not do as asked (`crate::wire::WARNINGS`, by name).
+    pub warnings: Vec<&'static Warning>,
 }
 
 impl Counts {
-    /// Reads the file's text: `cilkview-openmp 1`, `NAME VALUE` lines, `thread_query CALLS
-    /// 0xOFFSET FILE` lines, `end`. `None` when it is not complete (the program ended without
+    /// Reads the file's text: [`COUNTS_HEADER`], `NAME VALUE` lines, `warning NAME` lines,
+    /// `thread_query CALLS 0xOFFSET FILE` lines, `end`. `None` when it is not complete (the program ended without
     /// running its exit handlers, e.g. killed or `_exit`).
     pub fn parse(text: &str) -> Option<Counts> {
         let mut lines = text.lines();
-        if lines.next()? != "cilkview-openmp 1" {
+        if lines.next()? != COUNTS_HEADER {
             return None;
         }
         let mut counts = Counts::default();
@@ -35,7 +39,11 @@ impl Counts {
             if line == "end" {
                 return Some(counts);
             }
-            if let Some(rest) = line.strip_prefix("thread_query ") {
+            if let Some(name) = line.strip_prefix("warning ") {
+                counts
+                    .warnings
+                    .extend(WARNINGS.iter().filter(|w| w.name == name));
+            } else if let Some(rest) = line.strip_prefix("thread_query ") {
                 let mut f = rest.splitn(3, ' ');
                 let calls = f.next()?.parse().ok()?;
                 let offset = u64::from_str_radix(f.next()?.trim_start_matches("0x"), 16).ok()?;
@@ -68,7 +76,8 @@ mod tests {
 
     #[test]
     fn a_complete_file_parses_and_a_cut_one_does_not() {
-        let text = "cilkview-openmp 1\ntasks 33\nloops 2\nthread_query 4 0x1a2b /tmp/a b\nend\n";
+        let text = "cilkview-openmp 1\ntasks 33\nloops 2\nwarning team_no_memory\n\
+                    thread_query 4 0x1a2b /tmp/a b\nend\n";
         let c = Counts::parse(text).unwrap();
         assert_eq!(c.get("tasks"), 33);
         assert_eq!(c.get("loops"), 2);
@@ -81,6 +90,7 @@ mod tests {
                 calls: 4
             }]
         );
+        assert_eq!(c.warnings, [&crate::wire::TEAM_NO_MEMORY]);
         assert_eq!(Counts::parse(&text[..text.len() - 4]), None);
         assert_eq!(Counts::parse("something else\nend\n"), None);
     }

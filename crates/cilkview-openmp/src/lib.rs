@@ -1,30 +1,37 @@
-//! `cilkview-rs run --openmp`: unmodified gcc OpenMP programs.
+//! `cilkview-rs run --openmp`: unmodified parallel programs, through a preload library per
+//! runtime.
 //!
-//! `preload/cilkview_omp.c` is compiled by this crate's build script into a shared object that
-//! the program gets with `LD_PRELOAD` (and nothing else does): its wrappers of libgomp's entry
-//! points run the program as its serial elision (a team of one thread, every task run where it
-//! is created) and carry `cilkview.h` marks where the elision's dag has its spawns, syncs,
-//! loops and regions. What it does, construct by construction: `docs/openmp.md`.
+//! A runtime ([`Runtime`]: gcc's libgomp, [`Libgomp`]) is measured by a C library compiled by
+//! this crate's build script (`preload/`) into a shared object that the program gets with
+//! `LD_PRELOAD` (and nothing else does): its wrappers of the runtime's entry points run the
+//! program as its serial elision (one thread, every task run where it is created) and carry
+//! `cilkview.h` marks where the elision's dag has its spawns, syncs, loops and regions. What it
+//! does, construct by construct: `docs/openmp.md`.
 //!
-//! This crate also checks, before anything runs, that a program uses a libgomp whose ABI the
-//! library knows ([`check_program`]), writes the library to a private temporary file and says
-//! which environment the program gets ([`Preload`]), and reads back what the library saw
-//! ([`Counts`]).
+//! This crate also checks, before anything runs, that a program uses a runtime whose ABI the
+//! library knows ([`choose`]), writes the library to a private temporary file and says which
+//! environment the program gets ([`Preload`]), and reads back what the library saw ([`Counts`];
+//! its counters and warnings are defined once, in [`wire`], and rendered into the C side).
 
 #![forbid(unsafe_code)]
 
 mod check;
 mod counts;
+mod libgomp;
 mod preload;
+mod runtime;
 mod sites;
+pub mod wire;
 
-pub use check::{check_program, Libgomp, OpenMpError};
+pub use check::{Linked, RuntimeError, RuntimeLibrary};
 pub use counts::{Counts, ThreadQuery};
+pub use libgomp::Libgomp;
 pub use preload::Preload;
+pub use runtime::{choose, Runtime, OPENMP_RUNTIMES};
 pub use sites::name_thread_query;
 
-/// The preload library, a shared object for x86-64 Linux.
-pub static PRELOAD_SO: &[u8] = include_bytes!(env!("CILKVIEW_OPENMP_SO"));
+/// The OpenMP preload library (libgomp's wrappers), a shared object for x86-64 Linux.
+pub static OPENMP_SO: &[u8] = include_bytes!(env!("CILKVIEW_OPENMP_SO"));
 
 /// libgomp's cost per task at 2 threads, in instructions: every task goes through a locked team
 /// queue, ~0.7–0.8 µs per task measured on BOTS (`docs/openmp.md`). The default of `--task-cost`.

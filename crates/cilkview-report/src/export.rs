@@ -335,7 +335,11 @@ mod tests {
         assert!(manager.write(&figure6(), &mut stderr).unwrap());
         drop(manager);
         let json = std::fs::read(dir.path().join("r.json")).unwrap();
-        assert!(json.starts_with(b"{\n  \"version\": 2,\n  \"program\": \"./qsort\""));
+        let head = format!(
+            "{{\n  \"version\": {},\n  \"program\": \"./qsort\"",
+            crate::JSON_VERSION
+        );
+        assert!(json.starts_with(head.as_bytes()));
         assert!(dir.path().join("p.plt").exists());
         let text = String::from_utf8(stderr).unwrap();
         assert!(text.contains("Parallelism: 21.31\n"), "{text}");

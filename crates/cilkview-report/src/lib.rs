@@ -19,12 +19,12 @@ mod gate;
 mod gnuplot;
 mod json;
 mod model;
-mod openmp;
 mod plot;
 mod prediction;
 mod profile_csv;
 mod profile_model;
 mod profile_text;
+mod runtime;
 mod text;
 mod what_if;
 mod what_if_text;
@@ -52,11 +52,11 @@ pub use model::{
     signal_name, speedup_table, AttachReport, CounterReport, MeasuresReport, RegionReport, RunInfo,
     RunReport, JSON_VERSION,
 };
-pub use openmp::{OpenMpCount, OpenMpReport, ThreadIdSite};
 pub use plot::{
     render_plot, MeasuredPoint, PlotExporter, PlotFormat, Prediction, SpeedupPlot, PLOT_SIZE,
 };
 pub use prediction::predicted;
+pub use runtime::{RuntimeCount, RuntimeReport, ThreadIdSite};
 pub use text::{TextExporter, WarningsExporter};
 pub use what_if::{
     PlanReport, PlanStepReport, SiteRef, WhatIfChangeReport, WhatIfError, WhatIfMeasures,

@@ -62,8 +62,9 @@ fn nullable<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
 /// The version of the JSON format of [`RunReport`], its `version` key: raised when a key changes
 /// meaning or is removed (keys are only ever added otherwise). Version 1 is the first to carry
 /// the key; a report without one reads as the current version. Version 2: `call_contexts` are
-/// rows of numbers instead of objects (version 1's objects still read).
-pub const JSON_VERSION: u32 = 2;
+/// rows of numbers instead of objects (version 1's objects still read). Version 3: `run
+/// --openmp`'s block is `runtime` (with its `name`), not `openmp` (still read).
+pub const JSON_VERSION: u32 = 3;
 
 fn json_version() -> u32 {
     JSON_VERSION
@@ -220,10 +221,10 @@ pub struct RunReport {
     /// `--target-parallelism`: the call sites to parallelize, greedily by span removed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_plan: Option<crate::PlanReport>,
-    /// Present for `run --openmp`: what the preload library saw, and libgomp's per-task cost
-    /// in the prediction.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub openmp: Option<crate::OpenMpReport>,
+    /// Present for `run --openmp`: what the runtime's preload library saw, and the runtime's
+    /// per-task cost in the prediction (`openmp` in reports of version 0.1 read as well).
+    #[serde(default, alias = "openmp", skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<crate::RuntimeReport>,
     /// Things the user should know (no marks found, partial stream, …). Shown in the text report;
     /// not part of the JSON schema.
     #[serde(skip)]
@@ -320,7 +321,7 @@ impl RunReport {
             call_contexts: None,
             what_if: None,
             target_plan: None,
-            openmp: None,
+            runtime: None,
             warnings: Vec::new(),
             measured: Vec::new(),
         }
@@ -355,12 +356,13 @@ impl RunReport {
 
     /// The runtime's cost per spawn in the prediction: `run --openmp`'s task cost, else 0.
     pub fn task_cost(&self) -> u64 {
-        self.openmp.as_ref().map_or(0, |o| o.task_cost)
+        self.runtime.as_ref().map_or(0, |o| o.task_cost)
     }
 
-    /// Records what `run --openmp` saw, and recomputes the speedup table with its task cost.
-    pub fn set_openmp(&mut self, openmp: crate::OpenMpReport) {
-        self.openmp = Some(openmp);
+    /// Records what a runtime's preload library saw, and recomputes the speedup table with its
+    /// task cost.
+    pub fn set_runtime(&mut self, runtime: crate::RuntimeReport) {
+        self.runtime = Some(runtime);
         self.speedup = speedup_table(
             &self.measures.measured(),
             self.max_cores(),

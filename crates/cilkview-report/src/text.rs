@@ -171,8 +171,8 @@ impl TextExporter {
             cost(report.burden, report.unit),
             report.span_coefficient
         );
-        if let Some(openmp) = &report.openmp {
-            openmp.to_text(report.unit, &mut out);
+        if let Some(runtime) = &report.runtime {
+            runtime.to_text(report.unit, &mut out);
         }
         let _ = writeln!(out);
         let _ = writeln!(out, "1) Parallelism Profile");

@@ -232,7 +232,7 @@ fn contexts_are_rows_one_line_each_and_version_1_objects_still_read() {
     let bytes = &JsonExporter { path: path.clone() }.render(&report).unwrap()[0].bytes;
     let text = String::from_utf8(bytes.clone()).unwrap();
     let v: serde_json::Value = serde_json::from_slice(bytes).unwrap();
-    assert_eq!(v["version"], 2);
+    assert_eq!(v["version"], 3);
     let contexts = report.call_contexts.as_deref().unwrap();
     let rows = v["call_contexts"].as_array().unwrap();
     assert_eq!(rows.len(), contexts.len());

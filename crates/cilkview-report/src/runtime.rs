@@ -1,4 +1,5 @@
-//! What `run --openmp`'s preload library saw, and libgomp's per-task cost in the prediction.
+//! What a runtime's preload library saw (`run --openmp`), and the runtime's per-task cost in the
+//! prediction.
 
 use std::fmt::Write;
 
@@ -6,11 +7,21 @@ use cilkview_events::CostUnit;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// The `openmp` block of a report (present for `run --openmp`).
+/// The `runtime` block of a report (present for `run --openmp`; read from the `openmp` key of
+/// reports written before it was named so).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct OpenMpReport {
-    /// The libgomp the program loaded, and its newest ABI version.
-    pub libgomp: String,
+pub struct RuntimeReport {
+    /// The runtime measured, e.g. `libgomp`.
+    #[serde(default = "libgomp")]
+    pub name: String,
+    /// The programming model it runs (`OpenMP`) and the option that measured it (`--openmp`).
+    #[serde(default = "openmp_model")]
+    pub model: String,
+    #[serde(default = "openmp_option")]
+    pub option: String,
+    /// The runtime library the program loaded, and its ABI (libgomp: its newest version node).
+    #[serde(alias = "libgomp")]
+    pub library: String,
     pub abi: String,
     /// Charged per spawn to the work of the predicted lower bound on ≥ 2 cores, in the report's
     /// unit (instructions, or nanoseconds with the native counter measuring time).
@@ -20,7 +31,7 @@ pub struct OpenMpReport {
     pub team: u32,
     /// The library's counters (`tasks`, `undeferred_tasks`, `loops`, `chunks`, …), in its
     /// order; empty when it could not write them (the program did not exit normally).
-    pub counts: Vec<OpenMpCount>,
+    pub counts: Vec<RuntimeCount>,
     /// Code that asked for the thread number or count inside a parallel region: static loops
     /// and thread-id code, which one thread runs as one strand.
     pub thread_id_code: Vec<ThreadIdSite>,
@@ -30,8 +41,20 @@ fn one() -> u32 {
     1
 }
 
+fn libgomp() -> String {
+    "libgomp".into()
+}
+
+fn openmp_model() -> String {
+    "OpenMP".into()
+}
+
+fn openmp_option() -> String {
+    "--openmp".into()
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct OpenMpCount {
+pub struct RuntimeCount {
     pub name: String,
     pub value: u64,
 }
@@ -43,7 +66,7 @@ pub struct ThreadIdSite {
     pub calls: u64,
 }
 
-impl OpenMpReport {
+impl RuntimeReport {
     /// The counter `name`, 0 when absent.
     pub fn count(&self, name: &str) -> u64 {
         self.counts
@@ -52,13 +75,13 @@ impl OpenMpReport {
             .map_or(0, |c| c.value)
     }
 
-    /// The text report's OpenMP section (costs in `unit`, the report's).
+    /// The text report's section of the runtime (costs in `unit`, the report's).
     pub fn to_text(&self, unit: CostUnit, out: &mut String) {
         let _ = writeln!(
             out,
-            "OpenMP (--openmp): {} ({}); a task costs {} {unit} of work in the lower bound on 2 \
-             cores or more",
-            self.libgomp, self.abi, self.task_cost
+            "{} ({}): {} ({}); a task costs {} {unit} of work in the lower bound on 2 cores or \
+             more",
+            self.model, self.option, self.library, self.abi, self.task_cost
         );
         if self.team > 1 {
             let _ = writeln!(
@@ -98,5 +121,30 @@ impl OpenMpReport {
                 s.site, s.calls
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_version_2_openmp_block_reads_as_the_runtime_block() {
+        let old = r#"{"libgomp": "/usr/lib/x86_64-linux-gnu/libgomp.so.1", "abi": "GOMP_5.1",
+            "task_cost": 10000, "counts": [{"name": "tasks", "value": 33}],
+            "thread_id_code": []}"#;
+        let r: RuntimeReport = serde_json::from_str(old).unwrap();
+        assert_eq!(
+            (r.name.as_str(), r.model.as_str(), r.option.as_str()),
+            ("libgomp", "OpenMP", "--openmp")
+        );
+        assert_eq!(r.library, "/usr/lib/x86_64-linux-gnu/libgomp.so.1");
+        assert_eq!((r.team, r.count("tasks"), r.count("loops")), (1, 33, 0));
+        let mut text = String::new();
+        r.to_text(CostUnit::Instructions, &mut text);
+        assert!(text.starts_with(
+            "OpenMP (--openmp): /usr/lib/x86_64-linux-gnu/libgomp.so.1 (GOMP_5.1); a task costs \
+             10000 instructions"
+        ));
     }
 }

@@ -1,0 +1,85 @@
+//! The seam between the analyzer and a parallel runtime measured through a preload library
+//! (docs/architecture.md, "A new runtime"): which programs use it and whether its ABI is known,
+//! the library that wraps its entry points, the program's environment, and the counts the
+//! library reports.
+
+use std::ffi::{OsStr, OsString};
+use std::path::Path;
+
+use crate::check::{Linked, RuntimeError, RuntimeLibrary};
+use crate::wire::Counter;
+
+/// A runtime whose entry points a preload library wraps, so that an unmodified program runs as
+/// its serial elision with `cilkview.h` marks where its dag has spawns, syncs, loops and regions.
+pub trait Runtime: Sync {
+    /// Its name in the report (`runtime.name` in the JSON), e.g. `libgomp`.
+    fn name(&self) -> &'static str;
+    /// The programming model it runs, e.g. `OpenMP` (the report's section title).
+    fn model(&self) -> &'static str;
+    /// The option of `run` that measures it, e.g. `--openmp`.
+    fn option(&self) -> &'static str;
+    /// Whether the program links this runtime (its needed libraries name it).
+    fn uses(&self, program: &Linked) -> bool;
+    /// The runtime library the program will load, checked: one whose ABI the library knows;
+    /// an error says what to do otherwise.
+    fn check(&self, program: &Linked) -> Result<RuntimeLibrary, RuntimeError>;
+    /// The preload library (a shared object for x86-64 Linux), embedded in the tool.
+    fn preload_library(&self) -> &'static [u8];
+    /// The counters the library reports, in its order.
+    fn counters(&self) -> &'static [Counter];
+
+    /// The variables to set for the program only: `LD_PRELOAD` with `library` appended to the
+    /// user's (`user_preload`, the tool's own `LD_PRELOAD`), where the library writes its counts,
+    /// and `team` (`--omp-team K`; below 2: off). The library removes itself and its variables
+    /// from the program's environment when it starts.
+    fn environment(
+        &self,
+        library: &Path,
+        counts: &Path,
+        user_preload: Option<&OsStr>,
+        team: u32,
+    ) -> Vec<(OsString, OsString)> {
+        let mut preload = OsString::new();
+        if let Some(user) = user_preload.filter(|u| !u.is_empty()) {
+            preload.push(user);
+            preload.push(":");
+        }
+        preload.push(library);
+        let mut env = vec![
+            ("LD_PRELOAD".into(), preload),
+            ("CILKVIEW_OPENMP_LIBRARY".into(), library.into()),
+            ("CILKVIEW_OPENMP_COUNTS".into(), counts.into()),
+        ];
+        if team > 1 {
+            env.push(("CILKVIEW_OPENMP_TEAM".into(), team.to_string().into()));
+        }
+        env
+    }
+}
+
+/// The OpenMP runtimes `--openmp` measures, in the order they are looked for.
+pub static OPENMP_RUNTIMES: &[&dyn Runtime] = &[&crate::Libgomp];
+
+/// The runtime of `runtimes` that `program` links, checked, and the library it will load
+/// (`None` for a `#!` script, which is not checked: the first runtime is assumed).
+pub fn choose(
+    program: &Path,
+    runtimes: &'static [&'static dyn Runtime],
+) -> Result<(&'static dyn Runtime, Option<RuntimeLibrary>), RuntimeError> {
+    let first = runtimes[0];
+    let Some(linked) = Linked::read(program, first.option(), first.name())? else {
+        return Ok((first, None));
+    };
+    let Some(runtime) = runtimes.iter().copied().find(|r| r.uses(&linked)) else {
+        if let Some(llvm) = linked.needs(&["libomp", "libiomp"]) {
+            return Err(RuntimeError::LlvmRuntime {
+                path: program.to_owned(),
+                runtime: llvm.to_owned(),
+            });
+        }
+        // The first runtime says what is missing.
+        return first.check(&linked).map(|library| (first, Some(library)));
+    };
+    let library = runtime.check(&linked)?;
+    Ok((runtime, Some(library)))
+}
