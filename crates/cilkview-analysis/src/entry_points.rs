@@ -12,7 +12,8 @@ use cilkview_marks::{read_marks, MarksError};
 use cilkview_report::{AttachReport, RunInfo, RunReport};
 use cilkview_tracer::{AttachOptions, StopFlag, TraceError, TraceOptions};
 
-use crate::repeat::{Folder, Recorder};
+use crate::noise::TimeNoise;
+use crate::repeat::{Estimate, Folder, RecordedRun, Recorder};
 use crate::{Progress, Session};
 
 /// The parameters of the performance model.
@@ -165,11 +166,27 @@ pub fn run(request: &RunRequest, progress: &mut dyn Progress) -> Result<Analysis
         max_cores: request.model.max_cores,
     };
     let subject = request.program.display().to_string();
-    let mut report = session.finish(info, &subject, false);
+    let mut report = session.finish(info.clone(), &subject, false);
     let mut can_repeat = true;
-    if let Some(Repeated { runs, warnings }) = repeated {
+    if let Some(Repeated {
+        runs,
+        warnings,
+        recorded,
+    }) = repeated
+    {
         report.counter.runs = runs;
         report.warnings.extend(warnings);
+        if runs >= 2 && outcome.counter.unit == cilkview_tracer::CostUnit::Nanoseconds {
+            let span_low = (runs >= 3).then(|| minima_span(&recorded, burden, info, &subject));
+            let noise = TimeNoise {
+                runs,
+                run_work: recorded.run_work(),
+                work: report.measures.work,
+                span: report.measures.span,
+                span_low: span_low.flatten(),
+            };
+            report.warnings.push(noise.line());
+        }
         can_repeat = false;
     }
     if outcome.counter.unit == cilkview_tracer::CostUnit::Nanoseconds {
@@ -188,14 +205,24 @@ pub fn run(request: &RunRequest, progress: &mut dyn Progress) -> Result<Analysis
     Ok(Analysis { report, ending })
 }
 
-/// What repeated runs add to the report: how many were folded in, and what departed.
+/// What repeated runs add to the report: how many were folded in, what departed, and the runs'
+/// strands (for the noise bound).
 struct Repeated {
     runs: u32,
     warnings: Vec<String>,
+    recorded: RecordedRun,
 }
 
-/// `--repeat`: runs the program `runs` times, each strand's cost the minimum over the runs,
-/// replayed into `session`. A run is used up to where its marks depart from the first's (if
+/// The span with each strand at its shortest run (the low end of the span's noise bound).
+fn minima_span(recorded: &RecordedRun, burden: u64, info: RunInfo, subject: &str) -> Option<u64> {
+    let mut unused = ();
+    let mut session = Session::new(burden, &mut unused);
+    recorded.replay(&mut session, Estimate::Minimum).ok()?;
+    Some(session.finish(info, subject, false).measures.span)
+}
+
+/// `--repeat`: runs the program `runs` times, each strand's cost the mean of its runs less the
+/// longest (`repeat.rs`), replayed into `session`. A run is used up to where its marks depart from the first's (if
 /// they do); one that ends otherwise than the first (a signal, another exit status) is the last.
 fn run_repeatedly(
     request: &RunRequest,
@@ -243,12 +270,13 @@ fn run_repeatedly(
         }
     }
     recorded
-        .replay(session)
+        .replay(session, Estimate::Typical)
         .map_err(|(image, message)| TraceError::Probes { image, message })?;
     outcome.total_instructions = recorded.total();
     if done > 1 {
         outcome.counter.reason = format!(
-            "{}; each strand the minimum of its {done} runs (--repeat)",
+            "{}; each strand the mean of its {done} runs where they agree within 3 µs, else of the \
+             runs not interrupted, else its shortest (--repeat)",
             outcome.counter.reason
         );
     }
@@ -257,6 +285,7 @@ fn run_repeatedly(
         Repeated {
             runs: done,
             warnings,
+            recorded,
         },
     ))
 }

@@ -21,6 +21,7 @@
 mod entry_points;
 mod labels;
 mod nesting;
+mod noise;
 mod progress;
 mod region_profile;
 mod repeat;

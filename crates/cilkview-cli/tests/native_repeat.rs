@@ -1,6 +1,7 @@
 //! `run --counter native --repeat N` through the real `cilkview-rs`: the program runs N times
-//! (its output each time, its exit status the first run's), each strand's cost is its minimum
-//! over the runs; runs whose marks depart from the first's are used up to there, a run that ends
+//! (its output each time, its exit status the first run's), each strand's cost is the mean of
+//! its runs, less the runs an interruption lengthened; the report states the noise bound of work and
+//! span; runs whose marks depart from the first's are used up to there, a run that ends
 //! otherwise ends the repetitions; `--repeat` without the native counter is refused. (Its
 //! accuracy against the instruction counters: tests/native.rs.)
 
@@ -38,8 +39,25 @@ fn repeat_runs_the_program_n_times_and_says_so() {
     assert_eq!(five.json["counter"]["runs"], 5);
     let reason = five.json["counter"]["reason"].as_str().unwrap();
     assert!(
-        reason.ends_with("each strand the minimum of its 5 runs (--repeat)"),
+        reason.ends_with(
+            "each strand the mean of its 5 runs where they agree within 3 µs, else of the runs \
+             not interrupted, else its shortest (--repeat)"
+        ),
         "{reason}"
+    );
+    // The noise bound: the runs' work around the work, the span by the minima below the span.
+    let noise = noise_numbers(&five.stderr());
+    let (work, span) = (five.u("work") as f64 / 1e6, five.u("span") as f64 / 1e6);
+    assert!((noise[0] - work).abs() <= 0.001, "{noise:?} {work}");
+    assert!(noise[2] <= noise[3] && noise[1] >= 0.0, "{noise:?}");
+    assert!(
+        noise[2] <= 2.0 * work && noise[3] >= work / 2.0,
+        "{noise:?} {work}"
+    );
+    assert!((noise[4] - span).abs() <= 0.001, "{noise:?} {span}");
+    assert!(
+        noise[6] <= span + 0.001 && noise[5] >= 0.0,
+        "{noise:?} {span}"
     );
     assert!(
         !five.stderr().contains("strands are short"),
@@ -58,6 +76,22 @@ fn repeat_runs_the_program_n_times_and_says_so() {
     // Each strand is at most its first run's: the minimum's work is below one run's typical
     // work (not compared with `one`, another process whose caches and ticks differ).
     assert!(five.u("work") > 0 && five.u("span") <= five.u("work"));
+}
+
+/// The numbers of the report's "time noise over N runs" line: work (ms), its bound (%), the
+/// runs' least and most work (ms), span (ms), its bound (%), the span by the minima (ms).
+fn noise_numbers(stderr: &str) -> Vec<f64> {
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("time noise over 5 runs: work "))
+        .unwrap_or_else(|| panic!("no time noise line: {stderr}"));
+    let numbers: Vec<f64> = line
+        .split(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    // "5" (runs) first, then the seven numbers.
+    assert_eq!(numbers.len(), 8, "{line}");
+    numbers[1..].to_vec()
 }
 
 /// `run --counter native --repeat 3 varies_per_run COUNT HOW` with a new run counter.
@@ -114,7 +148,10 @@ fn a_run_that_ends_otherwise_ends_the_repetitions() {
     assert_eq!(a.json["counter"]["runs"], 2);
     let reason = a.json["counter"]["reason"].as_str().unwrap();
     assert!(
-        reason.ends_with("each strand the minimum of its 2 runs (--repeat)"),
+        reason.ends_with(
+            "each strand the mean of its 2 runs where they agree within 3 µs, else of the runs \
+             not interrupted, else its shortest (--repeat)"
+        ),
         "{reason}"
     );
     assert!(
