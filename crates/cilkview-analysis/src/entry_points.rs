@@ -13,7 +13,8 @@ use cilkview_report::{AttachReport, RunInfo, RunReport};
 use cilkview_tracer::{AttachOptions, StopFlag, TraceError, TraceOptions};
 
 use crate::noise::TimeNoise;
-use crate::repeat::{Estimate, Folder, RecordedRun, Recorder};
+use crate::repeat::Estimate;
+use crate::repeat_runs::{replayed_span, run_repeatedly, Repeat, Repeated};
 use crate::{Progress, Session};
 
 /// The parameters of the performance model.
@@ -83,9 +84,9 @@ pub struct RunRequest {
     /// Variables set for the program only (not for the tool, nor for the emulator's own
     /// process): `TraceOptions::env`.
     pub env: Vec<(OsString, OsString)>,
-    /// Run the program this many times and take each strand's minimum (a counter of time:
-    /// `native`; 1 otherwise). See `repeat.rs`.
-    pub runs: u32,
+    /// Run the program this many times, each strand its typical time over the runs (a counter
+    /// of time: `native`; once otherwise). See `repeat.rs`, `repeat_runs.rs`.
+    pub repeat: Repeat,
 }
 
 /// A running process to measure until `stop`, `duration` or its exit.
@@ -136,22 +137,8 @@ pub fn run(request: &RunRequest, progress: &mut dyn Progress) -> Result<Analysis
     let mut session = Session::new(burden, progress)
         .with_profiling(request.profile, request.profile_region.as_deref());
     let began = std::time::Instant::now();
-    let runs = if counter.kind == CounterMode::Native {
-        request.runs.max(1)
-    } else {
-        1
-    };
-    let (outcome, repeated) = if runs == 1 {
-        (backend.run(&options, counter, &mut session)?, None)
-    } else {
-        let repeated = run_repeatedly(request, &options, &*backend, counter, runs, &mut session)?;
-        (repeated.0, Some(repeated.1))
-    };
-    let emulated_long = request.counter == CounterMode::Auto
-        && outcome.counter.kind == CounterMode::Emulate
-        && began.elapsed() > LONG_EMULATED_RUN;
-    let ending = Ending::Exited(outcome.status);
-    let info = RunInfo {
+    let repeats = counter.kind == CounterMode::Native && request.repeat.repeats();
+    let info = |counter: &cilkview_events::CounterInfo, ending| RunInfo {
         program: request.name.clone(),
         args: request
             .args
@@ -159,12 +146,28 @@ pub fn run(request: &RunRequest, progress: &mut dyn Progress) -> Result<Analysis
             .map(|a| a.to_string_lossy().into_owned())
             .collect(),
         ending,
-        counter: (&outcome.counter).into(),
-        unit: outcome.counter.unit,
+        counter: counter.into(),
+        unit: counter.unit,
         burden,
         span_coefficient: request.model.span_coefficient,
         max_cores: request.model.max_cores,
     };
+    let (outcome, repeated) = if repeats {
+        let scratch = info(
+            &counter,
+            Ending::Exited(cilkview_events::ExitStatus::Exited(0)),
+        );
+        let backend = &*backend;
+        let repeated = run_repeatedly(request, &options, backend, counter, &scratch, &mut session)?;
+        (repeated.0, Some(repeated.1))
+    } else {
+        (backend.run(&options, counter, &mut session)?, None)
+    };
+    let emulated_long = request.counter == CounterMode::Auto
+        && outcome.counter.kind == CounterMode::Emulate
+        && began.elapsed() > LONG_EMULATED_RUN;
+    let ending = Ending::Exited(outcome.status);
+    let info = info(&outcome.counter, ending);
     let subject = request.program.display().to_string();
     let mut report = session.finish(info.clone(), &subject, false);
     let mut can_repeat = true;
@@ -177,7 +180,8 @@ pub fn run(request: &RunRequest, progress: &mut dyn Progress) -> Result<Analysis
         report.counter.runs = runs;
         report.warnings.extend(warnings);
         if runs >= 2 && outcome.counter.unit == cilkview_tracer::CostUnit::Nanoseconds {
-            let span_low = (runs >= 3).then(|| minima_span(&recorded, burden, info, &subject));
+            let span_low =
+                (runs >= 3).then(|| replayed_span(&recorded, Estimate::Minimum, burden, info));
             let noise = TimeNoise {
                 runs,
                 run_work: recorded.run_work(),
@@ -203,98 +207,6 @@ pub fn run(request: &RunRequest, progress: &mut dyn Progress) -> Result<Analysis
         ));
     }
     Ok(Analysis { report, ending })
-}
-
-/// What repeated runs add to the report: how many were folded in, what departed, and the runs'
-/// strands (for the noise bound).
-struct Repeated {
-    runs: u32,
-    warnings: Vec<String>,
-    recorded: RecordedRun,
-}
-
-/// The span with each strand at its shortest run (the low end of the span's noise bound).
-fn minima_span(recorded: &RecordedRun, burden: u64, info: RunInfo, subject: &str) -> Option<u64> {
-    let mut unused = ();
-    let mut session = Session::new(burden, &mut unused);
-    recorded.replay(&mut session, Estimate::Minimum).ok()?;
-    Some(session.finish(info, subject, false).measures.span)
-}
-
-/// `--repeat`: runs the program `runs` times, each strand's cost the mean of its runs less the
-/// longest (`repeat.rs`), replayed into `session`. A run is used up to where its marks depart from the first's (if
-/// they do); one that ends otherwise than the first (a signal, another exit status) is the last.
-fn run_repeatedly(
-    request: &RunRequest,
-    options: &TraceOptions,
-    backend: &dyn cilkview_tracer::Backend,
-    counter: cilkview_events::CounterInfo,
-    runs: u32,
-    session: &mut Session,
-) -> Result<(cilkview_events::Outcome, Repeated), TraceError> {
-    // The probes of each image are asked of a session of the same settings, so that `session`
-    // numbers them at the replay, in the stream's order.
-    let mut unused = ();
-    let mut answerer = Session::new(0, &mut unused)
-        .with_profiling(request.profile, request.profile_region.as_deref());
-    let mut recorder = Recorder::new(&mut answerer);
-    let mut outcome = backend.run(options, counter.clone(), &mut recorder)?;
-    let mut recorded = recorder.finish();
-    let mut done = 1;
-    let mut warnings = Vec::new();
-    for run in 2..=runs {
-        let mut folder = Folder::new(&mut recorded);
-        let later = backend.run(options, counter.clone(), &mut folder)?;
-        let divergence = folder.finish();
-        done = run;
-        if later.status != outcome.status {
-            let rest = match runs - run {
-                0 => String::new(),
-                1 => format!("; run {runs} was not made"),
-                _ => format!("; runs {} to {runs} were not made", run + 1),
-            };
-            warnings.push(format!(
-                "--repeat: run {run} ended with {} where run 1 ended with {}: its strands were used \
-                 where its marks matched run 1's{rest}",
-                status_words(later.status),
-                status_words(outcome.status)
-            ));
-            break;
-        }
-        if let Some(divergence) = divergence {
-            warnings.push(format!(
-                "--repeat: run {run} did not hit the marks of run 1 in the same order ({divergence}): \
-                 its strands from there on were not used; a program whose marks vary between runs \
-                 is measured by one run"
-            ));
-        }
-    }
-    recorded
-        .replay(session, Estimate::Typical)
-        .map_err(|(image, message)| TraceError::Probes { image, message })?;
-    outcome.total_instructions = recorded.total();
-    if done > 1 {
-        outcome.counter.reason = format!(
-            "{}; each strand the mean of its {done} runs where they agree within 3 µs, else of the \
-             runs not interrupted, else its shortest (--repeat)",
-            outcome.counter.reason
-        );
-    }
-    Ok((
-        outcome,
-        Repeated {
-            runs: done,
-            warnings,
-            recorded,
-        },
-    ))
-}
-
-fn status_words(status: cilkview_events::ExitStatus) -> String {
-    match status {
-        cilkview_events::ExitStatus::Exited(code) => format!("status {code}"),
-        cilkview_events::ExitStatus::Signaled(signal) => format!("signal {signal}"),
-    }
 }
 
 /// Strands shorter on average than this (ns) say that `--repeat` would help.

@@ -289,9 +289,15 @@ pub struct RunArgs {
     /// the report states the noise bound of work and span.
     /// The program's output appears N times; its marks must be hit in the same order each run
     /// (standard input reaches the first run only).
-    #[arg(long, value_name = "N", default_value_t = 1, help_heading = "Counting",
-          value_parser = clap::value_parser!(u32).range(1..=1000))]
-    pub repeat: u32,
+    /// `auto`: at least 3 runs, then until a run changes the span by 5% at most (60 s of runs,
+    /// 100 runs at most).
+    #[arg(
+        long,
+        value_name = "N|auto",
+        default_value = "1",
+        help_heading = "Counting"
+    )]
+    pub repeat: cilkview_analysis::Repeat,
     #[command(flatten)]
     pub model: ModelOptions,
     #[command(flatten)]

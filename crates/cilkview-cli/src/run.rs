@@ -15,14 +15,14 @@ use crate::cli::RunArgs;
 pub fn run(args: RunArgs) -> Result<ExitCode> {
     args.model.check_unit(args.counter)?;
     args.openmp.check_unit(args.counter)?;
-    if args.repeat > 1 && args.counter != CounterMode::Native {
+    if args.repeat.repeats() && args.counter != CounterMode::Native {
         anyhow::bail!(
             "--repeat {} takes each strand's minimum time over runs: it needs --counter native \
              (the exact counters count the same every run)",
             args.repeat
         );
     }
-    if args.repeat > 1
+    if args.repeat.repeats()
         && cilkview_analysis::native_unit() == Some(cilkview_analysis::CostUnit::Instructions)
     {
         anyhow::bail!(
@@ -77,7 +77,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         profile: args.output.profile.enabled(),
         profile_region: args.output.profile.profile_region.clone(),
         env,
-        runs: args.repeat,
+        repeat: args.repeat,
     };
     // Ctrl-C at the terminal goes to the program (same process group); the tool lives on to
     // report what it measured.

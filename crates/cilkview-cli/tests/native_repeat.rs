@@ -214,3 +214,37 @@ fn strands_too_fine_for_time_are_said_so() {
         assert!(!a.stderr().contains("strands are short"), "{}", a.stderr());
     }
 }
+
+/// `--repeat auto`: at least 3 runs, then until a run changes the span by 5% at most; the report
+/// says how many runs and why it stopped, and the program ran that many times.
+#[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
+fn repeat_auto_runs_until_the_span_settles() {
+    if !native_measures_time() {
+        return;
+    }
+    let exe = build("stencil_outer", &static_opts());
+    let a = analyze_with(
+        &exe,
+        &["--counter", "native", "--repeat", "auto"],
+        &["64", "20"],
+    );
+    assert_eq!(a.code(), Some(0), "{}", a.stderr());
+    let runs = a.json["counter"]["runs"].as_u64().unwrap();
+    assert!((3..=100).contains(&runs), "{}", a.json);
+    assert_eq!(a.stdout().lines().count() as u64, runs, "{}", a.stdout());
+    let settled =
+        format!("--repeat auto: {runs} runs, the span settled (run {runs} changed it by ");
+    let stopped = format!("--repeat auto: stopped after {runs} runs at the time budget");
+    assert!(
+        a.stderr().contains(&settled) || a.stderr().contains(&stopped),
+        "{}",
+        a.stderr()
+    );
+    assert!(
+        a.stderr()
+            .contains(&format!("time noise over {runs} runs: work ")),
+        "{}",
+        a.stderr()
+    );
+}
