@@ -171,26 +171,9 @@ pub fn run(request: &RunRequest, progress: &mut dyn Progress) -> Result<Analysis
     let subject = request.program.display().to_string();
     let mut report = session.finish(info.clone(), &subject, false);
     let mut can_repeat = true;
-    if let Some(Repeated {
-        runs,
-        warnings,
-        recorded,
-    }) = repeated
-    {
-        report.counter.runs = runs;
-        report.warnings.extend(warnings);
-        if runs >= 2 && outcome.counter.unit == cilkview_tracer::CostUnit::Nanoseconds {
-            let span_low =
-                (runs >= 3).then(|| replayed_span(&recorded, Estimate::Minimum, burden, info));
-            let noise = TimeNoise {
-                runs,
-                run_work: recorded.run_work(),
-                work: report.measures.work,
-                span: report.measures.span,
-                span_low: span_low.flatten(),
-            };
-            report.warnings.push(noise.line());
-        }
+    if let Some(repeated) = repeated {
+        let time = outcome.counter.unit == cilkview_tracer::CostUnit::Nanoseconds;
+        add_repeated(&mut report, repeated, time, info);
         can_repeat = false;
     }
     if outcome.counter.unit == cilkview_tracer::CostUnit::Nanoseconds {
@@ -207,6 +190,32 @@ pub fn run(request: &RunRequest, progress: &mut dyn Progress) -> Result<Analysis
         ));
     }
     Ok(Analysis { report, ending })
+}
+
+/// What repeated runs add to `report`: how many, their warnings and, measuring time, the noise
+/// bound (the span by each strand's minimum: a second replay, with 3 runs or more).
+fn add_repeated(report: &mut RunReport, repeated: Repeated, time: bool, info: RunInfo) {
+    let Repeated {
+        runs,
+        warnings,
+        recorded,
+    } = repeated;
+    report.counter.runs = runs;
+    report.warnings.extend(warnings);
+    if runs >= 2 && time {
+        let burden = info.burden;
+        let span_low = (runs >= 3)
+            .then(|| replayed_span(&recorded, Estimate::Minimum, burden, info))
+            .flatten();
+        let noise = TimeNoise {
+            runs,
+            run_work: recorded.run_work(),
+            work: report.measures.work,
+            span: report.measures.span,
+            span_low,
+        };
+        report.warnings.push(noise.line());
+    }
 }
 
 /// Strands shorter on average than this (ns) say that `--repeat` would help.
