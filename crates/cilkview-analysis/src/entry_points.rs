@@ -12,7 +12,7 @@ use cilkview_marks::{read_marks, MarksError};
 use cilkview_report::{AttachReport, RunInfo, RunReport};
 use cilkview_tracer::{AttachOptions, StopFlag, TraceError, TraceOptions};
 
-use crate::noise::TimeNoise;
+use crate::noise::{hit_cost_bound, TimeNoise};
 use crate::repeat::Estimate;
 use crate::repeat_runs::{replayed_span, run_repeatedly, Repeat, Repeated};
 use crate::{Progress, Session};
@@ -181,6 +181,7 @@ pub fn run(request: &RunRequest, progress: &mut dyn Progress) -> Result<Analysis
         report
             .warnings
             .extend(strand_time_warning(outcome.hits, work, can_repeat));
+        report.warnings.extend(hit_cost_bound(outcome.hits, work));
     }
     if emulated_long {
         report.warnings.push(format!(
@@ -248,8 +249,8 @@ fn strand_time_warning(hits: u64, work_ns: u64, can_repeat: bool) -> Option<Stri
         format!(
             "strands are short (mean {shown} between marks): each interruption of the machine (a \
              timer tick, the hypervisor; 15–40 µs on a VM) lengthens the strand it lands in and \
-             the span collects them, so the parallelism by time reads low; --repeat 5 takes each \
-             strand's minimum over 5 runs"
+             the span collects them, so the parallelism by time reads low; --repeat 5 (or auto) \
+             leaves each strand's interrupted runs out and states the noise bound"
         )
     })
 }
@@ -302,6 +303,7 @@ pub fn attach(
         report
             .warnings
             .extend(strand_time_warning(outcome.hits, work, false));
+        report.warnings.extend(hit_cost_bound(outcome.hits, work));
     }
     report.attach = Some(AttachReport::new(
         request.pid,

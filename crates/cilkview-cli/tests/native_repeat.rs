@@ -190,8 +190,8 @@ fn repeat_needs_the_native_counter() {
 }
 
 /// A fib with a mark every few instructions: strands of a few ns, of the order of the stub's own
-/// cost taken off each — the report says time cannot resolve them (and, under --repeat, that the
-/// minimum of such strands says no more).
+/// cost taken off each — the report says time cannot resolve them, and bounds the work by the
+/// marks' own cost.
 #[test]
 #[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn strands_too_fine_for_time_are_said_so() {
@@ -212,6 +212,18 @@ fn strands_too_fine_for_time_are_said_so() {
             a.stderr()
         );
         assert!(!a.stderr().contains("strands are short"), "{}", a.stderr());
+        // The work's bound from the marks' own cost: hits × 5 ns against the work, both read
+        // back from the report (strands of a few ns: far above 5%).
+        let hits = a.u("events");
+        let bound = 100.0 * (hits * 5) as f64 / a.u("work") as f64;
+        let line = format!(
+            "work by time is uncertain by ±{bound:.0}% from the marks' own cost: {hits} hits × ~5 ns"
+        );
+        assert!(
+            bound > 5.0 && a.stderr().contains(&line),
+            "{line}\n{}",
+            a.stderr()
+        );
     }
 }
 
