@@ -8,7 +8,9 @@
 # the kernel's CPU time in runs without the tool (the least of 3: the port prints it, see
 # port_cilk5.py; CPU time, so other programs' load counts only through the caches), the mean
 # strand by time (whole program: work / mark hits), the preemptions of the kernel in the traced
-# run, and the report's noise bound (--repeat 5: work ±, span −).
+# run, the report's noise bound (--repeat 5: work ±, span −), and how much slower the critical
+# path runs per instruction than the whole kernel (native span / exact span over native work /
+# exact work: well above 1, the span's strands wait on memory or the kernel, e.g. page faults).
 #
 #   scripts/bench-cilk5.sh CILKBENCH_DIR        (a checkout of cilkbench: its cilk5/ folder)
 #
@@ -44,8 +46,8 @@ TABLE
 python3 scripts/bench/port_cilk5.py "$1/cilk5" "$work/src" >/dev/null
 echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(date -u +%F), load $(cut -d' ' -f1-3 /proc/loadavg); cilkbench $(git -C "$1" rev-parse --short HEAD 2>/dev/null || echo "$1"); $(gcc --version | head -1)"
 echo
-echo "| program | arguments | exact | native, 1 run | native \`--repeat 5\` | work / kernel CPU untraced (1 run; repeat 5) | mean strand | preemptions | noise (repeat 5: work; span) |"
-echo "|---|---|---:|---:|---:|---|---:|---:|---|"
+echo "| program | arguments | exact | native, 1 run | native \`--repeat 5\` | work / kernel CPU untraced (1 run; repeat 5) | mean strand | preemptions | noise (repeat 5: work; span) | span's time per instruction / the kernel's (repeat 5) |"
+echo "|---|---|---:|---:|---:|---|---:|---:|---|---:|"
 while IFS='|' read -r name small full; do
     if [ -n "${ONLY:-}" ] && [[ ",$ONLY," != *",$name,"* ]]; then
         continue
@@ -65,15 +67,19 @@ while IFS='|' read -r name small full; do
         # shellcheck disable=SC2086
         "$TOOL" run --counter $how --json "$json" "$work/$name" $args >/dev/null 2>"$work/err" ||
             { echo "| $name | \`$args\` | tool failed ($how): $(grep -m1 error "$work/err") |"; continue 2; }
-        row+=("$(python3 - "$json" "$work/err" "$work/untraced" "$how" <<'PY'
+        row+=("$(python3 - "$json" "$work/err" "$work/untraced" "$how" "${row[0]:-}" <<'PY'
 import json, re, sys
-path, err, untraced, how = sys.argv[1:5]
+path, err, untraced, how, exact = sys.argv[1:6]
 r = json.load(open(path))
 k = next(g for g in r["regions"] if g["label"] == "kernel")
 par = k["parallelism"]
 if how == "emulate":
-    print(f"{par:,.1f}")
+    print(f"{par:,.1f}|{k['work']}|{k['span']}")
     sys.exit()
+# The critical path's time per instruction against the whole kernel's: how much slower its
+# strands run (memory or the kernel: page faults) than the average.
+_, exact_work, exact_span = exact.split("|")
+slower = (k["span"] / int(exact_span)) / (k["work"] / int(exact_work))
 kernel = re.compile(r"kernel cpu (\d+) ns, (\d+) preemptions")
 own = min(int(m[1]) for m in kernel.finditer(open(untraced).read()))
 traced = [(int(m[1]), int(m[2])) for m in kernel.finditer(open(err).read())]
@@ -81,11 +87,12 @@ preempted = sum(p for _, p in traced) // len(traced)
 strand = r["work"] / max(r["events"], 1)
 noise = re.search(r"work [\d.]+ ms (±[\d.]+%).*span [\d.]+ ms (−[\d.]+%)", open(err).read())
 noise = f"{noise[1]}; {noise[2]}" if noise else "-"
-print(f"{par:,.1f}|{k['work'] / own:.2f}|{strand:,.0f} ns|{preempted}|{noise}")
+print(f"{par:,.1f}|{k['work'] / own:.2f}|{strand:,.0f} ns|{preempted}|{noise}|{slower:.1f}x")
 PY
 )")
     done
-    IFS='|' read -r one one_ratio strand preempted _ <<<"${row[1]}"
-    IFS='|' read -r rep rep_ratio _ _ noise <<<"${row[2]}"
-    echo "| $name | \`$args\` | ${row[0]} | $one | $rep | $one_ratio; $rep_ratio | $strand | $preempted | $noise |"
+    exact=${row[0]%%|*}
+    IFS='|' read -r one one_ratio strand preempted _ _ <<<"${row[1]}"
+    IFS='|' read -r rep rep_ratio _ _ noise slower <<<"${row[2]}"
+    echo "| $name | \`$args\` | $exact | $one | $rep | $one_ratio; $rep_ratio | $strand | $preempted | $noise | $slower |"
 done <<<"$programs"
