@@ -1,6 +1,6 @@
 //! `run --repeat N` (the native counter): each strand's time is **the mean of its N runs**
-//! where they agree within an interruption of the machine (3 µs); else the mean of the others
-//! where only its longest run was interrupted; else its shortest run. A time-based strand is its
+//! where they agree (within an eighth of the shortest, at least 40 ns); else the mean of the
+//! others where only its longest run was disturbed; else its shortest run. A time-based strand is its
 //! instructions' time plus whatever interrupted it (a timer tick, the hypervisor: 15–40 µs each
 //! on a VM, hundreds a second; under load, stretches where the virtual CPU runs slower), and the
 //! span, a longest path, collects those interruptions; the same strand of another run is rarely
@@ -86,9 +86,10 @@ impl Strands {
             Estimate::Typical => {
                 let (least, most) = (self.costs[i], self.largest[i]);
                 let rest = (self.sums[i] - most) / (n - 1);
-                if most - least <= INTERRUPTION {
+                let agree = agreement(least);
+                if most - least <= agree {
                     self.sums[i] / n
-                } else if rest - least <= INTERRUPTION {
+                } else if rest - least <= agree {
                     rest
                 } else {
                     least
@@ -98,16 +99,19 @@ impl Strands {
     }
 }
 
-/// How much longer than its shortest run a strand's run must be to be taken for an interrupted
-/// one (ns; `docs/tracer.md`: the pauses a busy loop sees are over 3 µs, a timer tick 15–40 µs);
-/// below it, run-to-run differences are the strand's own (its caches, the stub's cost varying
-/// by a few ns) and are averaged.
-const INTERRUPTION: u64 = 3_000;
+/// How much longer than its shortest run (`least`) a strand's run may be and still agree with
+/// it: an eighth of it, at least 40 ns. Within it, run-to-run differences are the strand's own
+/// (its caches, the stub's cost varying by a few ns) and are averaged; beyond it, the machine
+/// took time from that run (a timer tick of 15–40 µs, a preemption's edges, and under load
+/// stretches where the virtual CPU runs slower: time, not a few ns; docs/tracer.md).
+fn agreement(least: u64) -> u64 {
+    (least / 8).max(40)
+}
 
 /// Which cost of each strand a replay gives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Estimate {
-    /// The mean of its runs where they agree within [`INTERRUPTION`]; else the mean of the
+    /// The mean of its runs where they agree ([`agreement`]); else the mean of the
     /// others where only the longest was interrupted; else the shortest: the report's.
     Typical,
     /// Its shortest run: the low end of the noise bound.

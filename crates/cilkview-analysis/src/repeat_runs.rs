@@ -214,8 +214,8 @@ pub(crate) fn run_repeatedly(
     outcome.total_instructions = recorded.total();
     if done > 1 {
         outcome.counter.reason = format!(
-            "{}; each strand the mean of its {done} runs where they agree within 3 µs, else of the \
-             runs not interrupted, else its shortest (--repeat)",
+            "{}; each strand the mean of its {done} runs where they agree (within an eighth), else \
+             of the runs not disturbed, else its shortest (--repeat)",
             outcome.counter.reason
         );
     }
