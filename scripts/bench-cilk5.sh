@@ -4,14 +4,18 @@
 # suite (https://github.com/neboat/cilkbench, cilk5/), ported to cilkview.h's marks at run time
 # by scripts/bench/port_cilk5.py (never committed: the suite is not ours), built with gcc -O3.
 # For each program, the kernel it times itself (region "kernel") measured by `--counter emulate`
-# (exact), by `--counter native` in one run and with `--repeat 5`; and native's kernel work
-# against the kernel's own time, as the program prints it (wall seconds of a serial run: its CPU
-# time on an idle machine).
+# (exact), by `--counter native` in one run and with `--repeat 5`; native's kernel work against
+# the kernel's CPU time in runs without the tool (the least of 3: the port prints it, see
+# port_cilk5.py; CPU time, so other programs' load counts only through the caches), the mean
+# strand by time (whole program: work / mark hits), the preemptions of the kernel in the traced
+# run, the report's noise bound (--repeat 5: work ±, span −), and how much slower the critical
+# path runs per instruction than the whole kernel (native span / exact span over native work /
+# exact work: well above 1, the span's strands wait on memory or the kernel, e.g. page faults).
 #
 #   scripts/bench-cilk5.sh CILKBENCH_DIR        (a checkout of cilkbench: its cilk5/ folder)
 #
 # Environment: ONLY=name,... (a subset), SIZE=full (the issue's inputs; default small: each
-# kernel ~0.05-0.3 s natively), TOOL (a cilkview-rs built already; default: cargo build
+# kernel ~0.01-0.3 s natively), TOOL (a cilkview-rs built already; default: cargo build
 # --release). Prints a markdown table for docs/benchmarks.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,8 +46,8 @@ TABLE
 python3 scripts/bench/port_cilk5.py "$1/cilk5" "$work/src" >/dev/null
 echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(date -u +%F), load $(cut -d' ' -f1-3 /proc/loadavg); cilkbench $(git -C "$1" rev-parse --short HEAD 2>/dev/null || echo "$1"); $(gcc --version | head -1)"
 echo
-echo "| program | arguments | exact | native, 1 run | native \`--repeat 5\` | native work / the kernel's own time (1 run; repeat 5) |"
-echo "|---|---|---:|---:|---:|---|"
+echo "| program | arguments | exact | native, 1 run | native \`--repeat 5\` | work / kernel CPU untraced (1 run; repeat 5) | mean strand | preemptions | noise (repeat 5: work; span) | span's time per instruction / the kernel's (repeat 5) |"
+echo "|---|---|---:|---:|---:|---|---:|---:|---|---:|"
 while IFS='|' read -r name small full; do
     if [ -n "${ONLY:-}" ] && [[ ",$ONLY," != *",$name,"* ]]; then
         continue
@@ -52,28 +56,43 @@ while IFS='|' read -r name small full; do
     [ "${SIZE:-small}" = full ] && args=${full:-$small}
     gcc -O3 -g -w -I crates/cilkview-marks/include -I "$work/src" "$work/src/$name.c" \
         "$work/src/getoptions.c" -o "$work/$name" -lm
+    : >"$work/untraced"
+    for _ in 1 2 3; do
+        # shellcheck disable=SC2086
+        "$work/$name" $args 2>>"$work/untraced" >/dev/null
+    done
     row=()
     for how in "emulate" "native" "native --repeat 5"; do
         json=$work/$name.json
         # shellcheck disable=SC2086
-        "$TOOL" run --counter $how --json "$json" "$work/$name" $args >"$work/out" 2>"$work/err" ||
+        "$TOOL" run --counter $how --json "$json" "$work/$name" $args >/dev/null 2>"$work/err" ||
             { echo "| $name | \`$args\` | tool failed ($how): $(grep -m1 error "$work/err") |"; continue 2; }
-        # The program prints its kernel's seconds on a line of its own (each run's, with --repeat).
-        row+=("$(python3 - "$json" "$work/out" "$how" <<'PY'
+        row+=("$(python3 - "$json" "$work/err" "$work/untraced" "$how" "${row[0]:-}" <<'PY'
 import json, re, sys
-path, out, how = sys.argv[1:4]
+path, err, untraced, how, exact = sys.argv[1:6]
 r = json.load(open(path))
 k = next(g for g in r["regions"] if g["label"] == "kernel")
 par = k["parallelism"]
 if how == "emulate":
-    print(f"{par:,.1f}")
-else:
-    times = [float(l) for l in open(out) if re.fullmatch(r"\d+\.\d+\n", l)]
-    own = min(times) * 1e9  # ns, the fastest of the runs (the minimum is what --repeat keeps)
-    print(f"{par:,.1f};{k['work'] / own:.2f}" if own else f"{par:,.1f};-")
+    print(f"{par:,.1f}|{k['work']}|{k['span']}")
+    sys.exit()
+# The critical path's time per instruction against the whole kernel's: how much slower its
+# strands run (memory or the kernel: page faults) than the average.
+_, exact_work, exact_span = exact.split("|")
+slower = (k["span"] / int(exact_span)) / (k["work"] / int(exact_work))
+kernel = re.compile(r"kernel cpu (\d+) ns, (\d+) preemptions")
+own = min(int(m[1]) for m in kernel.finditer(open(untraced).read()))
+traced = [(int(m[1]), int(m[2])) for m in kernel.finditer(open(err).read())]
+preempted = sum(p for _, p in traced) // len(traced)
+strand = r["work"] / max(r["events"], 1)
+noise = re.search(r"work [\d.]+ ms (±[\d.]+%).*span [\d.]+ ms (−[\d.]+%)", open(err).read())
+noise = f"{noise[1]}; {noise[2]}" if noise else "-"
+print(f"{par:,.1f}|{k['work'] / own:.2f}|{strand:,.0f} ns|{preempted}|{noise}|{slower:.1f}x")
 PY
 )")
     done
-    one=${row[1]%;*} one_ratio=${row[1]#*;} rep=${row[2]%;*} rep_ratio=${row[2]#*;}
-    echo "| $name | \`$args\` | ${row[0]} | $one | $rep | $one_ratio; $rep_ratio |"
+    exact=${row[0]%%|*}
+    IFS='|' read -r one one_ratio strand preempted _ _ <<<"${row[1]}"
+    IFS='|' read -r rep rep_ratio _ _ noise slower <<<"${row[2]}"
+    echo "| $name | \`$args\` | $exact | $one | $rep | $one_ratio; $rep_ratio | $strand | $preempted | $noise | $slower |"
 done <<<"$programs"

@@ -11,7 +11,9 @@ What it does to each .c/.cpp/.h file of SRC, written to DST:
 - `cilk_sync` becomes `cv_sync()`, `cilk_for` becomes `cv_for`;
 - a function whose body holds any of them gets `cv_function();` first;
 - the kernel the program times, between `gettimeofday(&t1, ...)` and `gettimeofday(&t2, ...)`,
-  becomes the region "kernel".
+  becomes the region "kernel", and its CPU time (CLOCK_PROCESS_CPUTIME_ID: preemption and
+  other programs' load not counted) is printed on stderr as `kernel cpu NS ns, K preemptions`
+  (KERNEL_CPU, written to DST as cv_kernel_cpu.h).
 Programs using reducers (`<cilk/reducer*.h>`) are refused: the marks have no reducers.
 Prints one line per file: the counts of each change."""
 import pathlib
@@ -111,7 +113,9 @@ def port(text, name):
     if re.search(r"#include\s*<cilk/reducer", text):
         raise SystemExit(f"port_cilk5: {name} uses reducers, which the marks do not model")
     counts = {"spawn": 0, "sync": 0, "for": 0, "function": 0, "region": 0}
-    text = re.sub(r"#include\s*<cilk/cilk\.h>", '#include "cilkview.h"', text)
+    text = re.sub(
+        r"#include\s*<cilk/cilk\.h>", '#include "cilkview.h"\n#include "cv_kernel_cpu.h"', text
+    )
     text = re.sub(r"#include\s*<cilk/cilk_stub\.h>\n?", "", text)
     # Spawns, last first, so that earlier positions stay valid.
     mask = code_mask(text)
@@ -137,13 +141,38 @@ def port(text, name):
             counts["function"] += 1
     # The kernel the program times.
     text, begins = re.subn(
-        r"(gettimeofday\s*\(\s*&t1\s*,[^;]*;)", r'\1 cv_region_begin("kernel");', text
+        r"(gettimeofday\s*\(\s*&t1\s*,[^;]*;)", r'\1 cv_kernel_cpu(0); cv_region_begin("kernel");', text
     )
     text, ends = re.subn(
-        r"(gettimeofday\s*\(\s*&t2\s*,[^;]*;)", r'cv_region_end("kernel"); \1', text
+        r"(gettimeofday\s*\(\s*&t2\s*,[^;]*;)", r'cv_region_end("kernel"); cv_kernel_cpu(1); \1', text
     )
     counts["region"] = min(begins, ends)
     return text, counts
+
+
+KERNEL_CPU = """/* Written by port_cilk5.py: the kernel's CPU time and involuntary context switches (each
+   a preemption), printed on stderr. */
+#include <stdio.h>
+#include <sys/resource.h>
+#include <time.h>
+static void cv_kernel_cpu(int end)
+{
+    static struct timespec start;
+    static long switches;
+    struct timespec now;
+    struct rusage usage;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+    getrusage(RUSAGE_SELF, &usage);
+    if (!end) {
+        start = now;
+        switches = usage.ru_nivcsw;
+    } else {
+        fprintf(stderr, "kernel cpu %lld ns, %ld preemptions\\n",
+                (long long)(now.tv_sec - start.tv_sec) * 1000000000LL + (now.tv_nsec - start.tv_nsec),
+                usage.ru_nivcsw - switches);
+    }
+}
+"""
 
 
 def main():
@@ -151,6 +180,7 @@ def main():
         raise SystemExit(__doc__)
     src, dst = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
     dst.mkdir(parents=True, exist_ok=True)
+    (dst / "cv_kernel_cpu.h").write_text(KERNEL_CPU)
     for path in sorted(src.iterdir()):
         if path.suffix not in (".c", ".cpp", ".h"):
             continue

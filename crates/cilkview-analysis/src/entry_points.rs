@@ -12,7 +12,9 @@ use cilkview_marks::{read_marks, MarksError};
 use cilkview_report::{AttachReport, RunInfo, RunReport};
 use cilkview_tracer::{AttachOptions, Backend, StopFlag, TraceError, TraceOptions};
 
-use crate::repeat::{Folder, Recorder};
+use crate::noise::{hit_cost_bound, TimeNoise};
+use crate::repeat::Estimate;
+use crate::repeat_runs::{replayed_span, run_repeatedly, Repeat, Repeated};
 use crate::{Progress, Session};
 
 /// The burden of a steal when none is given: 15,000 instructions (Cilkview's), or 5 µs for a
@@ -135,9 +137,9 @@ pub struct RunRequest {
     /// Variables set for the program only (not for the tool, nor for the emulator's own
     /// process): `TraceOptions::env`.
     pub env: Vec<(OsString, OsString)>,
-    /// Run the program this many times and take each strand's minimum (a counter of time:
-    /// `native`; 1 otherwise). See `repeat.rs`.
-    pub runs: u32,
+    /// Run the program this many times, each strand its typical time over the runs (a counter
+    /// of time: `native`; once otherwise). See `repeat.rs`, `repeat_runs.rs`.
+    pub repeat: Repeat,
 }
 
 /// A running process to measure until `stop`, `duration` or its exit.
@@ -194,22 +196,8 @@ pub fn run_chosen(
     let mut session = Session::new(burden, progress)
         .with_profiling(request.profile, request.profile_region.as_deref());
     let began = std::time::Instant::now();
-    let runs = if counter.kind == CounterMode::Native {
-        request.runs.max(1)
-    } else {
-        1
-    };
-    let (outcome, repeated) = if runs == 1 {
-        (backend.run(&options, counter, &mut session)?, None)
-    } else {
-        let repeated = run_repeatedly(request, &options, &*backend, counter, runs, &mut session)?;
-        (repeated.0, Some(repeated.1))
-    };
-    let emulated_long = request.counter == CounterMode::Auto
-        && outcome.counter.kind == CounterMode::Emulate
-        && began.elapsed() > LONG_EMULATED_RUN;
-    let ending = Ending::Exited(outcome.status);
-    let info = RunInfo {
+    let repeats = counter.kind == CounterMode::Native && request.repeat.repeats();
+    let info = |counter: &cilkview_events::CounterInfo, ending| RunInfo {
         program: request.name.clone(),
         args: request
             .args
@@ -217,18 +205,34 @@ pub fn run_chosen(
             .map(|a| a.to_string_lossy().into_owned())
             .collect(),
         ending,
-        counter: (&outcome.counter).into(),
-        unit: outcome.counter.unit,
+        counter: counter.into(),
+        unit: counter.unit,
         burden,
         span_coefficient: request.model.span_coefficient,
         max_cores: request.model.max_cores,
     };
+    let (outcome, repeated) = if repeats {
+        let scratch = info(
+            &counter,
+            Ending::Exited(cilkview_events::ExitStatus::Exited(0)),
+        );
+        let backend = &*backend;
+        let repeated = run_repeatedly(request, &options, backend, counter, &scratch, &mut session)?;
+        (repeated.0, Some(repeated.1))
+    } else {
+        (backend.run(&options, counter, &mut session)?, None)
+    };
+    let emulated_long = request.counter == CounterMode::Auto
+        && outcome.counter.kind == CounterMode::Emulate
+        && began.elapsed() > LONG_EMULATED_RUN;
+    let ending = Ending::Exited(outcome.status);
+    let info = info(&outcome.counter, ending);
     let subject = request.program.display().to_string();
-    let mut report = session.finish(info, &subject, false);
+    let mut report = session.finish(info.clone(), &subject, false);
     let mut can_repeat = true;
-    if let Some(Repeated { runs, warnings }) = repeated {
-        report.counter.runs = runs;
-        report.warnings.extend(warnings);
+    if let Some(repeated) = repeated {
+        let time = outcome.counter.unit == cilkview_tracer::CostUnit::Nanoseconds;
+        add_repeated(&mut report, repeated, time, info);
         can_repeat = false;
     }
     if outcome.counter.unit == CostUnit::Nanoseconds {
@@ -236,6 +240,7 @@ pub fn run_chosen(
         report
             .warnings
             .extend(strand_time_warning(outcome.hits, work, can_repeat));
+        report.warnings.extend(hit_cost_bound(outcome.hits, work));
     }
     if request.counter == CounterMode::Auto && outcome.counter.kind == CounterMode::Step {
         if let Some(what) = cilkview_tracer::emulated_cpu_lacks(&options) {
@@ -256,83 +261,35 @@ pub fn run_chosen(
     Ok(Analysis { report, ending })
 }
 
-/// What repeated runs add to the report: how many were folded in, and what departed.
-struct Repeated {
-    runs: u32,
-    warnings: Vec<String>,
-}
-
-/// `--repeat`: runs the program `runs` times, each strand's cost the minimum over the runs,
-/// replayed into `session`. A run is used up to where its marks depart from the first's (if
-/// they do); one that ends otherwise than the first (a signal, another exit status) is the last.
-fn run_repeatedly(
-    request: &RunRequest,
-    options: &TraceOptions,
-    backend: &dyn cilkview_tracer::Backend,
-    counter: cilkview_events::CounterInfo,
-    runs: u32,
-    session: &mut Session,
-) -> Result<(cilkview_events::Outcome, Repeated), TraceError> {
-    // The probes of each image are asked of a session of the same settings, so that `session`
-    // numbers them at the replay, in the stream's order.
-    let mut unused = ();
-    let mut answerer = Session::new(0, &mut unused)
-        .with_profiling(request.profile, request.profile_region.as_deref());
-    let mut recorder = Recorder::new(&mut answerer);
-    let mut outcome = backend.run(options, counter.clone(), &mut recorder)?;
-    let mut recorded = recorder.finish();
-    let mut done = 1;
-    let mut warnings = Vec::new();
-    for run in 2..=runs {
-        let mut folder = Folder::new(&mut recorded);
-        let later = backend.run(options, counter.clone(), &mut folder)?;
-        let divergence = folder.finish();
-        done = run;
-        if later.status != outcome.status {
-            let rest = match runs - run {
-                0 => String::new(),
-                1 => format!("; run {runs} was not made"),
-                _ => format!("; runs {} to {runs} were not made", run + 1),
-            };
-            warnings.push(format!(
-                "--repeat: run {run} ended with {} where run 1 ended with {}: its strands were used \
-                 where its marks matched run 1's{rest}",
-                status_words(later.status),
-                status_words(outcome.status)
-            ));
-            break;
-        }
-        if let Some(divergence) = divergence {
-            warnings.push(format!(
-                "--repeat: run {run} did not hit the marks of run 1 in the same order ({divergence}): \
-                 its strands from there on were not used; a program whose marks vary between runs \
-                 is measured by one run"
-            ));
-        }
-    }
-    recorded
-        .replay(session)
-        .map_err(|(image, message)| TraceError::Probes { image, message })?;
-    outcome.total_cost = recorded.total();
-    if done > 1 {
-        outcome.counter.notes.push(cilkview_events::Note::new(
+/// What repeated runs add to `report`: how many, their warnings and, measuring time, the noise
+/// bound (the span by each strand's minimum: a second replay, with 3 runs or more).
+fn add_repeated(report: &mut RunReport, repeated: Repeated, time: bool, info: RunInfo) {
+    let Repeated {
+        runs,
+        warnings,
+        recorded,
+    } = repeated;
+    report.counter.runs = runs;
+    report.warnings.extend(warnings);
+    if runs > 1 {
+        report.counter.notes.push(cilkview_events::Note::new(
             "repeat",
-            format!("each strand the minimum of its {done} runs (--repeat)"),
+            format!("each strand estimated from its {runs} runs (--repeat)"),
         ));
     }
-    Ok((
-        outcome,
-        Repeated {
-            runs: done,
-            warnings,
-        },
-    ))
-}
-
-fn status_words(status: cilkview_events::ExitStatus) -> String {
-    match status {
-        cilkview_events::ExitStatus::Exited(code) => format!("status {code}"),
-        cilkview_events::ExitStatus::Signaled(signal) => format!("signal {signal}"),
+    if runs >= 2 && time {
+        let burden = info.burden;
+        let span_low = (runs >= 3)
+            .then(|| replayed_span(&recorded, Estimate::Minimum, burden, info))
+            .flatten();
+        let noise = TimeNoise {
+            runs,
+            run_work: recorded.run_work(),
+            work: report.measures.work,
+            span: report.measures.span,
+            span_low,
+        };
+        report.warnings.push(noise.line());
     }
 }
 
@@ -366,8 +323,8 @@ fn strand_time_warning(hits: u64, work_ns: u64, can_repeat: bool) -> Option<Stri
         format!(
             "strands are short (mean {shown} between marks): each interruption of the machine (a \
              timer tick, the hypervisor; 15–40 µs on a VM) lengthens the strand it lands in and \
-             the span collects them, so the parallelism by time reads low; --repeat 5 takes each \
-             strand's minimum over 5 runs"
+             the span collects them, so the parallelism by time reads low; --repeat 5 (or auto) \
+             leaves each strand's interrupted runs out and states the noise bound"
         )
     })
 }
@@ -458,6 +415,7 @@ fn attach_with(
         report
             .warnings
             .extend(strand_time_warning(outcome.hits, work, false));
+        report.warnings.extend(hit_cost_bound(outcome.hits, work));
     }
     report.attach = Some(AttachReport::new(
         request.pid,

@@ -21,9 +21,11 @@
 mod entry_points;
 mod labels;
 mod nesting;
+mod noise;
 mod progress;
 mod region_profile;
 mod repeat;
+mod repeat_runs;
 mod session;
 mod sites;
 
@@ -33,6 +35,7 @@ pub use entry_points::{
 };
 pub use labels::{marked_functions, region_labels};
 pub use progress::{Progress, HITS_STEP};
+pub use repeat_runs::Repeat;
 pub use session::{MarksReader, Session};
 
 pub use cilkview_engine::{DEFAULT_BURDEN, DEFAULT_BURDEN_NS, DEFAULT_SPAN_COEFFICIENT};

@@ -1,8 +1,15 @@
-//! `run --repeat N` (the native counter): each strand's **minimum time over N runs** of the
-//! program. A time-based strand is its instructions' time plus whatever interrupted it (a timer
-//! tick, the hypervisor: 15–40 µs each on a VM, hundreds a second), and the span, a longest
-//! path, collects those interruptions; the same strand of another run is rarely interrupted
-//! again, so the minimum over a few runs leaves its own time (docs/tracer.md, "How exact").
+//! `run --repeat N` (the native counter): each strand's time is **the mean of its N runs**
+//! where they agree (within an eighth of the shortest, at least 40 ns); else the mean of the
+//! others where only its longest run was disturbed; else its shortest run. A time-based strand is its
+//! instructions' time plus whatever interrupted it (a timer tick, the hypervisor: 15–40 µs each
+//! on a VM, hundreds a second; under load, stretches where the virtual CPU runs slower), and the
+//! span, a longest path, collects those interruptions; the same strand of another run is rarely
+//! interrupted again, so leaving out the interrupted runs leaves its own time. The minimum over
+//! runs leaves it too, and is what strands that runs disagree on get, but for every strand it
+//! keeps the luckiest run: for strands of tens of ns, whose time varies by a few ns from run to
+//! run, the minimum of 5 took half the work away, the mean less the longest still a third
+//! (docs/tracer.md, "How exact"). The minima are also the low end of the span's noise bound
+//! ([`RecordedRun::replay`], [`Estimate`]).
 //!
 //! The first run is recorded ([`Recorder`]): the backend's calls and events in order, and for
 //! each thread the sequence of what ended its strands (a probe, an exec, the thread's exit) with
@@ -40,11 +47,75 @@ enum Item {
 }
 
 /// One thread's strands: what ended each (a probe's number, [`EXEC`] or [`THREAD_EXIT`]) and
-/// its cost, the minimum over the runs folded in.
+/// its costs over the runs folded in: the smallest, the largest, their sum and how many.
 struct Strands {
     tid: i32,
     ends: Vec<u32>,
     costs: Vec<u64>,
+    largest: Vec<u64>,
+    sums: Vec<u64>,
+    runs: Vec<u16>,
+}
+
+impl Strands {
+    fn new(tid: i32) -> Strands {
+        Strands {
+            tid,
+            ends: Vec::new(),
+            costs: Vec::new(),
+            largest: Vec::new(),
+            sums: Vec::new(),
+            runs: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, end: u32, cost: u64) {
+        self.ends.push(end);
+        self.costs.push(cost);
+        self.largest.push(cost);
+        self.sums.push(cost);
+        self.runs.push(1);
+    }
+
+    /// Strand `i`'s cost by `estimate`.
+    fn cost(&self, i: usize, estimate: Estimate) -> u64 {
+        let n = u64::from(self.runs[i]);
+        match estimate {
+            Estimate::Minimum => self.costs[i],
+            Estimate::Typical if n < 2 => self.sums[i],
+            Estimate::Typical => {
+                let (least, most) = (self.costs[i], self.largest[i]);
+                let rest = (self.sums[i] - most) / (n - 1);
+                let agree = agreement(least);
+                if most - least <= agree {
+                    self.sums[i] / n
+                } else if rest - least <= agree {
+                    rest
+                } else {
+                    least
+                }
+            }
+        }
+    }
+}
+
+/// How much longer than its shortest run (`least`) a strand's run may be and still agree with
+/// it: an eighth of it, at least 40 ns. Within it, run-to-run differences are the strand's own
+/// (its caches, the stub's cost varying by a few ns) and are averaged; beyond it, the machine
+/// took time from that run (a timer tick of 15–40 µs, a preemption's edges, and under load
+/// stretches where the virtual CPU runs slower: time, not a few ns; docs/tracer.md).
+fn agreement(least: u64) -> u64 {
+    (least / 8).max(40)
+}
+
+/// Which cost of each strand a replay gives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Estimate {
+    /// The mean of its runs where they agree ([`agreement`]); else the mean of the
+    /// others where only the longest was interrupted; else the shortest: the report's.
+    Typical,
+    /// Its shortest run: the low end of the noise bound.
+    Minimum,
 }
 
 /// The first run's stream, with each strand's cost the minimum over the runs folded into it.
@@ -53,6 +124,9 @@ pub struct RecordedRun {
     threads: Vec<Strands>,
     /// The answers of the first run's `probes_for` calls, given again to the later runs.
     answers: Vec<(PathBuf, Vec<Probe>)>,
+    /// Each run's work (the sum of its strands' costs), for the runs that matched the first
+    /// one's strands all through.
+    run_work: Vec<u64>,
 }
 
 /// Where a later run departed from the first: its strands from there on were not used.
@@ -134,6 +208,7 @@ impl<'a> Recorder<'a> {
                 items: Vec::new(),
                 threads: Vec::new(),
                 answers: Vec::new(),
+                run_work: Vec::new(),
             },
             answerer,
             order: ThreadOrder::default(),
@@ -143,16 +218,13 @@ impl<'a> Recorder<'a> {
     fn thread(&mut self, tid: i32) -> u32 {
         let (n, new) = self.order.of(tid);
         if new {
-            self.run.threads.push(Strands {
-                tid,
-                ends: Vec::new(),
-                costs: Vec::new(),
-            });
+            self.run.threads.push(Strands::new(tid));
         }
         n
     }
 
-    pub fn finish(self) -> RecordedRun {
+    pub fn finish(mut self) -> RecordedRun {
+        self.run.run_work.push(self.run.total_by(Estimate::Typical));
         self.run
     }
 }
@@ -172,9 +244,7 @@ impl EventSink for Recorder<'_> {
     fn event(&mut self, event: TraceEvent) {
         let thread = self.thread(event_tid(&event));
         if let Some((end, cost)) = strand_end(&event) {
-            let strands = &mut self.run.threads[thread as usize];
-            strands.ends.push(end);
-            strands.costs.push(cost);
+            self.run.threads[thread as usize].push(end, cost);
         }
         self.run.items.push(Item::Event { thread, event });
     }
@@ -184,8 +254,7 @@ impl EventSink for Recorder<'_> {
         let strands = &mut self.run.threads[thread as usize];
         let before = strands.ends.len();
         let total = PackedHit::for_each_in(hits, |probe, cost| {
-            strands.ends.push(probe_end(probe));
-            strands.costs.push(cost);
+            strands.push(probe_end(probe), cost);
         });
         let count = strands.ends.len() - before;
         match self.run.items.last_mut() {
@@ -207,6 +276,8 @@ pub struct Folder<'r> {
     /// Per recorded thread: the next strand, or `None` once the thread departed.
     next: Vec<Option<usize>>,
     divergence: Option<Divergence>,
+    /// The sum of this run's costs so far.
+    work: u64,
 }
 
 impl<'r> Folder<'r> {
@@ -218,6 +289,7 @@ impl<'r> Folder<'r> {
             order: ThreadOrder::default(),
             next,
             divergence: None,
+            work: 0,
         }
     }
 
@@ -259,6 +331,10 @@ impl<'r> Folder<'r> {
         match strands.ends.get(i) {
             Some(&e) if e == end => {
                 strands.costs[i] = strands.costs[i].min(cost);
+                strands.largest[i] = strands.largest[i].max(cost);
+                strands.sums[i] += cost;
+                strands.runs[i] = strands.runs[i].saturating_add(1);
+                self.work += cost;
                 self.next[thread] = Some(i + 1);
             }
             recorded => {
@@ -281,6 +357,9 @@ impl<'r> Folder<'r> {
                     self.depart(thread, i, format!("it ended where the first run had {len}"));
                 }
             }
+        }
+        if self.divergence.is_none() {
+            self.run.run_work.push(self.work);
         }
         self.divergence
     }
@@ -330,14 +409,31 @@ impl EventSink for Folder<'_> {
 }
 
 impl RecordedRun {
-    /// The sum of its strands' costs (the minima).
-    pub fn total(&self) -> u64 {
-        self.threads.iter().flat_map(|t| &t.costs).sum()
+    /// The sum of its strands' costs by `estimate`.
+    pub fn total_by(&self, estimate: Estimate) -> u64 {
+        self.threads
+            .iter()
+            .flat_map(|t| (0..t.ends.len()).map(move |i| t.cost(i, estimate)))
+            .sum()
     }
 
-    /// Feeds `sink` the first run's stream with each strand's minimum cost. An error is the
-    /// sink's, for the image named.
-    pub fn replay(&self, sink: &mut dyn EventSink) -> Result<(), (PathBuf, ProbesError)> {
+    /// The sum of its strands' costs (the report's: [`Estimate::Typical`]).
+    pub fn total(&self) -> u64 {
+        self.total_by(Estimate::Typical)
+    }
+
+    /// Each run's work, for the runs whose strands all matched the first run's.
+    pub fn run_work(&self) -> &[u64] {
+        &self.run_work
+    }
+
+    /// Feeds `sink` the first run's stream with each strand's cost by `estimate`. An error is
+    /// the sink's, for the image named.
+    pub fn replay(
+        &self,
+        sink: &mut dyn EventSink,
+        estimate: Estimate,
+    ) -> Result<(), (PathBuf, ProbesError)> {
         let mut next = vec![0usize; self.threads.len()];
         let mut words = Vec::new();
         for item in &self.items {
@@ -347,14 +443,14 @@ impl RecordedRun {
                 }
                 Item::ImageBase(base) => sink.image_base(*base),
                 Item::Event { thread, event } => {
-                    // The event as it came, with its strand's minimum as its cost.
+                    // The event as it came, with its strand's estimate as its cost.
                     let mut event = *event;
                     if let TraceEvent::Exec { cost, .. }
                     | TraceEvent::Hit { cost, .. }
                     | TraceEvent::ThreadExit { cost, .. } = &mut event
                     {
                         let i = &mut next[*thread as usize];
-                        *cost = self.threads[*thread as usize].costs[*i];
+                        *cost = self.threads[*thread as usize].cost(*i, estimate);
                         *i += 1;
                     }
                     sink.event(event);
@@ -364,8 +460,7 @@ impl RecordedRun {
                     let i = &mut next[*thread as usize];
                     words.clear();
                     for k in *i..*i + count {
-                        let (probe, cost) = (strands.ends[k] as usize, strands.costs[k]);
-                        // (Never unpackable: a minimum is at most the packed cost it came from.)
+                        let (probe, cost) = (strands.ends[k] as usize, strands.cost(k, estimate));
                         match PackedHit::new(probe, cost) {
                             Some(word) => words.push(word.0),
                             None => {

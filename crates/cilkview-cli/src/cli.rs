@@ -193,13 +193,21 @@ pub struct RunArgs {
     /// stepping ~3x faster, but the program then sees a one-CPU affinity mask).
     #[arg(long, help_heading = "Counting")]
     pub no_cpu_binding: bool,
-    /// With --counter native: run the program N times and take each strand's minimum time (an
-    /// interruption of the machine lengthens a strand in one run, rarely the same one again).
+    /// With --counter native: run the program N times; each strand's time is the mean of its
+    /// runs, less the runs an interruption of the machine lengthened (it rarely lands in the same
+    /// strand twice);
+    /// the report states the noise bound of work and span.
     /// The program's output appears N times; its marks must be hit in the same order each run
     /// (standard input reaches the first run only).
-    #[arg(long, value_name = "N", default_value_t = 1, help_heading = "Counting",
-          value_parser = clap::value_parser!(u32).range(1..=1000))]
-    pub repeat: u32,
+    /// `auto`: at least 3 runs, then until a run changes the span by 5% at most (60 s of runs,
+    /// 100 runs at most).
+    #[arg(
+        long,
+        value_name = "N|auto",
+        default_value = "1",
+        help_heading = "Counting"
+    )]
+    pub repeat: cilkview_analysis::Repeat,
     #[command(flatten)]
     pub model: ModelOptions,
     #[command(flatten)]

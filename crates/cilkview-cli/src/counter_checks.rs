@@ -6,7 +6,7 @@
 //! What applies is what the backend says of itself (`Backend::describe`, `unit`, `repeats`).
 
 use anyhow::{bail, Result};
-use cilkview_analysis::{backends, Chosen, Cost, CostUnit, CounterMode};
+use cilkview_analysis::{backends, Chosen, Cost, CostUnit, CounterMode, Repeat};
 
 /// Which subcommand will run the counter: which others the user could ask for instead.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -121,19 +121,20 @@ fn counting_in(unit: CostUnit, chosen: &Chosen, usage: Use) -> Option<CounterMod
     .map(|b| b.mode())
 }
 
-/// `--repeat N` (N > 1) only where the chosen counter's costs vary between runs (time).
-pub fn check_repeat(repeat: u32, chosen: &Chosen) -> Result<()> {
-    if repeat <= 1 || chosen.backend().repeats() {
+/// `--repeat N` (N > 1, or `auto`) only where the chosen counter's costs vary between runs
+/// (time).
+pub fn check_repeat(repeat: Repeat, chosen: &Chosen) -> Result<()> {
+    if !repeat.repeats() || chosen.backend().repeats() {
         return Ok(());
     }
     if chosen.info().kind != CounterMode::Native {
         bail!(
-            "--repeat {repeat} takes each strand's minimum time over runs: it needs --counter \
+            "--repeat {repeat} estimates each strand's time over runs: it needs --counter \
              native (the exact counters count the same every run)"
         );
     }
     bail!(
-        "--repeat {repeat} takes each strand's minimum time over runs, but --counter native \
+        "--repeat {repeat} estimates each strand's time over runs, but --counter native \
          counts instructions here (rdpmc): the same every run"
     );
 }

@@ -49,7 +49,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         profile: args.output.profile.enabled() || args.output.what_if.needs_profile(),
         profile_region: args.output.profile.profile_region.clone(),
         env,
-        runs: args.repeat,
+        repeat: args.repeat,
     };
     // The counter that will run (`auto` resolved), and the options checked against it.
     let chosen = cilkview_analysis::choose_for_run(&request)

@@ -1,6 +1,7 @@
 //! `run --counter native --repeat N` through the real `cilkview-rs`: the program runs N times
-//! (its output each time, its exit status the first run's), each strand's cost is its minimum
-//! over the runs; runs whose marks depart from the first's are used up to there, a run that ends
+//! (its output each time, its exit status the first run's), each strand's cost is the mean of
+//! its runs, less the runs an interruption lengthened; the report states the noise bound of work and
+//! span; runs whose marks depart from the first's are used up to there, a run that ends
 //! otherwise ends the repetitions; `--repeat` without the native counter is refused. (Its
 //! accuracy against the instruction counters: tests/native.rs.)
 
@@ -38,8 +39,25 @@ fn repeat_runs_the_program_n_times_and_says_so() {
     assert_eq!(five.json["counter"]["runs"], 5);
     let reason = &common::counter_says(&five.json);
     assert!(
-        reason.ends_with("each strand the minimum of its 5 runs (--repeat)"),
+        reason.ends_with(
+            "each strand the mean of its 5 runs where they agree (within an eighth), else of the runs \
+             not disturbed, else its shortest (--repeat)"
+        ),
         "{reason}"
+    );
+    // The noise bound: the runs' work around the work, the span by the minima below the span.
+    let noise = noise_numbers(&five.stderr());
+    let (work, span) = (five.u("work") as f64 / 1e6, five.u("span") as f64 / 1e6);
+    assert!((noise[0] - work).abs() <= 0.001, "{noise:?} {work}");
+    assert!(noise[2] <= noise[3] && noise[1] >= 0.0, "{noise:?}");
+    assert!(
+        noise[2] <= 2.0 * work && noise[3] >= work / 2.0,
+        "{noise:?} {work}"
+    );
+    assert!((noise[4] - span).abs() <= 0.001, "{noise:?} {span}");
+    assert!(
+        noise[6] <= span + 0.001 && noise[5] >= 0.0,
+        "{noise:?} {span}"
     );
     assert!(
         !five.stderr().contains("strands are short"),
@@ -58,6 +76,22 @@ fn repeat_runs_the_program_n_times_and_says_so() {
     // Each strand is at most its first run's: the minimum's work is below one run's typical
     // work (not compared with `one`, another process whose caches and ticks differ).
     assert!(five.u("work") > 0 && five.u("span") <= five.u("work"));
+}
+
+/// The numbers of the report's "time noise over N runs" line: work (ms), its bound (%), the
+/// runs' least and most work (ms), span (ms), its bound (%), the span by the minima (ms).
+fn noise_numbers(stderr: &str) -> Vec<f64> {
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("time noise over 5 runs: work "))
+        .unwrap_or_else(|| panic!("no time noise line: {stderr}"));
+    let numbers: Vec<f64> = line
+        .split(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    // "5" (runs) first, then the seven numbers.
+    assert_eq!(numbers.len(), 8, "{line}");
+    numbers[1..].to_vec()
 }
 
 /// `run --counter native --repeat 3 varies_per_run COUNT HOW` with a new run counter.
@@ -114,7 +148,10 @@ fn a_run_that_ends_otherwise_ends_the_repetitions() {
     assert_eq!(a.json["counter"]["runs"], 2);
     let reason = &common::counter_says(&a.json);
     assert!(
-        reason.ends_with("each strand the minimum of its 2 runs (--repeat)"),
+        reason.ends_with(
+            "each strand the mean of its 2 runs where they agree (within an eighth), else of the runs \
+             not disturbed, else its shortest (--repeat)"
+        ),
         "{reason}"
     );
     assert!(
@@ -139,7 +176,7 @@ fn repeat_needs_the_native_counter() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(
             err,
-            "error: --repeat 3 takes each strand's minimum time over runs: it needs --counter \
+            "error: --repeat 3 estimates each strand's time over runs: it needs --counter \
              native (the exact counters count the same every run)\n"
         );
     }
@@ -153,8 +190,8 @@ fn repeat_needs_the_native_counter() {
 }
 
 /// A fib with a mark every few instructions: strands of a few ns, of the order of the stub's own
-/// cost taken off each — the report says time cannot resolve them (and, under --repeat, that the
-/// minimum of such strands says no more).
+/// cost taken off each — the report says time cannot resolve them, and bounds the work by the
+/// marks' own cost.
 #[test]
 #[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn strands_too_fine_for_time_are_said_so() {
@@ -175,5 +212,51 @@ fn strands_too_fine_for_time_are_said_so() {
             a.stderr()
         );
         assert!(!a.stderr().contains("strands are short"), "{}", a.stderr());
+        // The work's bound from the marks' own cost: hits × 5 ns against the work, both read
+        // back from the report (strands of a few ns: far above 5%).
+        let hits = a.u("events");
+        let bound = 100.0 * (hits * 5) as f64 / a.u("work") as f64;
+        let line = format!(
+            "work by time is uncertain by ±{bound:.0}% from the marks' own cost: {hits} hits × ~5 ns"
+        );
+        assert!(
+            bound > 5.0 && a.stderr().contains(&line),
+            "{line}\n{}",
+            a.stderr()
+        );
     }
+}
+
+/// `--repeat auto`: at least 3 runs, then until a run changes the span by 5% at most; the report
+/// says how many runs and why it stopped, and the program ran that many times.
+#[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
+fn repeat_auto_runs_until_the_span_settles() {
+    if !native_measures_time() {
+        return;
+    }
+    let exe = build("stencil_outer", &static_opts());
+    let a = analyze_with(
+        &exe,
+        &["--counter", "native", "--repeat", "auto"],
+        &["64", "20"],
+    );
+    assert_eq!(a.code(), Some(0), "{}", a.stderr());
+    let runs = a.json["counter"]["runs"].as_u64().unwrap();
+    assert!((3..=100).contains(&runs), "{}", a.json);
+    assert_eq!(a.stdout().lines().count() as u64, runs, "{}", a.stdout());
+    let settled =
+        format!("--repeat auto: {runs} runs, the span settled (run {runs} changed it by ");
+    let stopped = format!("--repeat auto: stopped after {runs} runs at the time budget");
+    assert!(
+        a.stderr().contains(&settled) || a.stderr().contains(&stopped),
+        "{}",
+        a.stderr()
+    );
+    assert!(
+        a.stderr()
+            .contains(&format!("time noise over {runs} runs: work ")),
+        "{}",
+        a.stderr()
+    );
 }

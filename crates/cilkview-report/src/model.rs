@@ -21,7 +21,7 @@ pub struct CounterReport {
     /// what ran uncounted. Absent in older reports (their reason held it all).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<Note>,
-    /// How many runs of the program the costs come from: each strand's minimum over them
+    /// How many runs of the program the costs come from: each strand estimated from them
     /// (`run --repeat`, the native counter). Written only when more than 1.
     #[serde(default = "one_run", skip_serializing_if = "is_one_run")]
     #[schemars(default = "one_run")]

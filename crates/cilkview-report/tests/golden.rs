@@ -244,8 +244,8 @@ fn native_time() {
     report.warnings.push(
         "strands are short (mean 26.1 µs between marks): each interruption of the machine (a \
          timer tick, the hypervisor; 15–40 µs on a VM) lengthens the strand it lands in and the \
-         span collects them, so the parallelism by time reads low; --repeat 5 takes each \
-         strand's minimum over 5 runs"
+         span collects them, so the parallelism by time reads low; --repeat 5 (or auto) leaves \
+         each strand's interrupted runs out and states the noise bound"
             .into(),
     );
     check("native_time", run_outputs(&report));

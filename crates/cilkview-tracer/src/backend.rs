@@ -77,7 +77,7 @@ pub trait Backend {
     /// What its costs count on this machine (the [`CounterInfo::unit`] its [`Backend::check`]
     /// gives when it passes), or `None` where that is not known because it cannot count here.
     fn unit(&self) -> Option<CostUnit>;
-    /// Whether `--repeat` (each strand's minimum over runs) means something for it here: its
+    /// Whether `--repeat` (each strand's time estimated over runs) means something for it here: its
     /// costs are times, which vary from run to run; instructions do not.
     fn repeats(&self) -> bool {
         self.unit() == Some(CostUnit::Nanoseconds)

@@ -1,0 +1,151 @@
+//! How far a time measurement can be trusted: `run --repeat`'s runs give a noise bound on work
+//! (the spread of the runs' own work) and on span (the span with each strand at its shortest
+//! run, below the reported one: what is left of the machine's noise on the critical path lies
+//! between the two). Said in one report line.
+
+/// The measures the line is about (nanoseconds).
+pub(crate) struct TimeNoise<'a> {
+    /// How many runs the costs come from.
+    pub runs: u32,
+    /// Each run's work, for the runs whose strands all matched the first run's.
+    pub run_work: &'a [u64],
+    /// The reported work and span.
+    pub work: u64,
+    pub span: u64,
+    /// The span with each strand at its shortest run (3 runs or more).
+    pub span_low: Option<u64>,
+}
+
+impl TimeNoise<'_> {
+    /// The work's bound: half the spread of the runs' work, relative to the work.
+    pub fn work_bound(&self) -> Option<f64> {
+        let (lo, hi) = (self.run_work.iter().min()?, self.run_work.iter().max()?);
+        (self.run_work.len() >= 2 && self.work > 0)
+            .then(|| (hi - lo) as f64 / 2.0 / self.work as f64)
+    }
+
+    /// The span's bound: how much lower the span by the strands' shortest runs is.
+    pub fn span_bound(&self) -> Option<f64> {
+        let low = self.span_low?;
+        (self.span > 0).then(|| self.span.saturating_sub(low) as f64 / self.span as f64)
+    }
+
+    /// The report's line.
+    pub fn line(&self) -> String {
+        let work = match (
+            self.work_bound(),
+            self.run_work.iter().min(),
+            self.run_work.iter().max(),
+        ) {
+            (Some(b), Some(lo), Some(hi)) => format!(
+                "work {} ±{:.1}% (its runs' work from {} to {})",
+                ms(self.work),
+                100.0 * b,
+                ms(*lo),
+                ms(*hi)
+            ),
+            _ => format!(
+                "work {} (no bound: the runs' strands departed)",
+                ms(self.work)
+            ),
+        };
+        let span = match (self.span_bound(), self.span_low) {
+            (Some(b), Some(low)) => format!(
+                "span {} −{:.1}% ({} with each strand at its shortest run)",
+                ms(self.span),
+                100.0 * b,
+                ms(low)
+            ),
+            _ => format!(
+                "span {} (no bound from 2 runs: --repeat 3 or more gives one)",
+                ms(self.span)
+            ),
+        };
+        format!(
+            "time noise over {} runs: {work}; {span}; differences within these are the machine's \
+             noise",
+            self.runs
+        )
+    }
+}
+
+/// How far a mark hit's cost in a program may be from the one measured at start-up and taken
+/// off each strand (ns): measured 1.7–5.5 ns more on cilkbench's fib, nqueens and cholesky (their
+/// untraced kernels' CPU time against the work; docs/benchmarks.md).
+pub(crate) const HIT_COST_SPREAD_NS: u64 = 5;
+
+/// The work's bound from the marks' own cost, where it exceeds 5% of the work: `hits` hits ×
+/// [`HIT_COST_SPREAD_NS`] against `work` (ns).
+pub(crate) fn hit_cost_bound(hits: u64, work: u64) -> Option<String> {
+    let bound = hits.saturating_mul(HIT_COST_SPREAD_NS);
+    (work > 0 && bound * 20 > work).then(|| {
+        format!(
+            "work by time is uncertain by ±{:.0}% from the marks' own cost: {hits} hits × \
+             ~{HIT_COST_SPREAD_NS} ns, how far a hit's cost in a program may be from the one \
+             measured at start-up and taken off each strand; mark coarser strands or count \
+             instructions (--counter emulate) for a finer work",
+            100.0 * bound as f64 / work as f64
+        )
+    })
+}
+
+/// Nanoseconds as milliseconds, 3 significant decimals.
+fn ms(ns: u64) -> String {
+    format!("{:.3} ms", ns as f64 / 1e6)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bounds_come_from_the_runs_and_the_minima() {
+        let noise = TimeNoise {
+            runs: 3,
+            run_work: &[9_000_000, 10_000_000, 11_000_000],
+            work: 10_000_000,
+            span: 2_000_000,
+            span_low: Some(1_500_000),
+        };
+        assert_eq!(noise.work_bound(), Some(0.1));
+        assert_eq!(noise.span_bound(), Some(0.25));
+        assert_eq!(
+            noise.line(),
+            "time noise over 3 runs: work 10.000 ms ±10.0% (its runs' work from 9.000 ms to \
+             11.000 ms); span 2.000 ms −25.0% (1.500 ms with each strand at its shortest run); \
+             differences within these are the machine's noise"
+        );
+    }
+
+    #[test]
+    fn the_marks_own_cost_bounds_fine_grained_work() {
+        // 177k hits in 12.5 ms (nqueens 10): ±7%; 1,000 hits in 12.5 ms: nothing to say.
+        assert_eq!(
+            hit_cost_bound(177_000, 12_500_000).unwrap(),
+            "work by time is uncertain by ±7% from the marks' own cost: 177000 hits × ~5 ns, \
+             how far a hit's cost in a program may be from the one measured at start-up and taken \
+             off each strand; mark coarser strands or count instructions (--counter emulate) for \
+             a finer work"
+        );
+        assert_eq!(hit_cost_bound(1_000, 12_500_000), None);
+        assert_eq!(hit_cost_bound(1_000, 0), None);
+    }
+
+    #[test]
+    fn two_runs_bound_the_work_only() {
+        let noise = TimeNoise {
+            runs: 2,
+            run_work: &[1_000_000, 1_100_000],
+            work: 1_000_000,
+            span: 10_000,
+            span_low: None,
+        };
+        assert_eq!(noise.span_bound(), None);
+        assert!(noise.line().contains("±5.0%"), "{}", noise.line());
+        assert!(
+            noise.line().contains("no bound from 2 runs"),
+            "{}",
+            noise.line()
+        );
+    }
+}

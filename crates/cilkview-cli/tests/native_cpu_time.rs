@@ -1,0 +1,83 @@
+//! Work by time (`--counter native`) against the program's own CPU time in the same run: the
+//! `cpu_timed_tree` fixture prints its region's CPU time (CLOCK_PROCESS_CPUTIME_ID), its
+//! preemptions and its mark hits. The region's CPU time includes the stubs (~10–25 ns a hit),
+//! which the work leaves out: work lies between the CPU time less 40 ns a hit and the CPU time,
+//! and within 10% of it for strands of ~2 µs (docs/benchmarks.md, "The time counter on real
+//! programs"). Compared within one run, as the machine's load moves both alike.
+
+mod common;
+
+use cilkview_fixtures::build;
+use common::{analyze_with, native_measures_time, static_opts};
+
+/// The fixture's line(s): (CPU time ns, preemptions, hits) per run.
+fn printed(stdout: &str) -> Vec<(f64, u64, u64)> {
+    stdout
+        .lines()
+        .map(|line| {
+            let n: Vec<u64> = line
+                .split(|c: char| !c.is_ascii_digit())
+                .filter_map(|w| w.parse().ok())
+                .collect();
+            assert_eq!(n.len(), 3, "{line}");
+            (n[0] as f64, n[1], n[2])
+        })
+        .collect()
+}
+
+/// Each try's (work, least CPU time of its runs, preemptions): the first within bounds returns; none is a
+/// failure where no run was preempted on a machine with a CPU to spare, else a visible skip.
+fn work_matches_cpu_time(flags: &[&str]) {
+    let exe = build("cpu_timed_tree", &static_opts());
+    let mut seen = vec![];
+    for _ in 0..3 {
+        let a = analyze_with(&exe, flags, &["10", "5000"]);
+        assert_eq!(a.code(), Some(0), "{}", a.stderr());
+        let runs = printed(&a.stdout());
+        // The least: repeated runs leave out what disturbed a strand in some runs.
+        let cpu = runs.iter().map(|r| r.0).fold(f64::MAX, f64::min);
+        let preempted: u64 = runs.iter().map(|r| r.1).sum();
+        let hits = runs[0].2 as f64;
+        let work = a.region("tree")["work"].as_u64().unwrap() as f64;
+        // The stubs are in the CPU time, not in the work.
+        let within = work <= cpu * 1.02 && work >= cpu - hits * 40.0 && work >= 0.9 * cpu;
+        eprintln!("{flags:?}: work {work} ns, CPU time {cpu} ns, {preempted} preemptions");
+        if within {
+            return;
+        }
+        seen.push((work, cpu, preempted));
+    }
+    let load: f64 = std::fs::read_to_string("/proc/loadavg")
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let what = format!("{flags:?}: (work, CPU time, preemptions) of each try {seen:?}");
+    if load > cpus - 0.5 || seen.iter().all(|s| s.2 > 0) {
+        cilkview_fixtures::skip(format!(
+            "load average {load} on {cpus} CPUs, or preempted in every try: each preemption \
+             leaves some of the kernel's time in the strand it cuts ({what})"
+        ));
+        return;
+    }
+    panic!("{what}");
+}
+
+#[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
+fn one_runs_work_is_the_programs_cpu_time() {
+    if native_measures_time() {
+        work_matches_cpu_time(&["--counter", "native"]);
+    }
+}
+
+#[test]
+#[ignore = "slow: runs cilkview-rs on compiled programs"]
+fn repeated_runs_work_is_the_programs_cpu_time() {
+    if native_measures_time() {
+        work_matches_cpu_time(&["--counter", "native", "--repeat", "3"]);
+    }
+}
