@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use crate::event::{Event, EventKind, RegionId};
-use crate::frame::{Frame, FrameKind, OpenRegion, FRAME_KINDS};
+use crate::frame::{Frame, FrameKind, OpenRegion, Spares, FRAME_KINDS};
 use crate::measures::{Anomalies, Measures, RegionMeasures, Report};
 use crate::observer::Observer;
 use crate::paths::{End, Paths};
@@ -63,6 +63,8 @@ pub struct Engine {
     anomaly_count: u64,
     /// Call-site profiling state, when enabled (boxed: the unprofiled engine stays as it was).
     profiler: Option<Box<Profiler>>,
+    /// Frame extras of ended frames, reused: no allocation per loop or region.
+    spares: Spares,
 }
 
 impl Default for Engine {
@@ -89,6 +91,7 @@ impl Engine {
             anomalies: Anomalies::default(),
             anomaly_count: 0,
             profiler: None,
+            spares: Spares::default(),
         }
     }
 
@@ -224,7 +227,8 @@ impl Engine {
                 o.push(FrameKind::Spawn, event.site);
             }
             EventKind::LoopBegin { grain } => {
-                self.push(Frame::new_loop(grain, self.acc));
+                let frame = Frame::new_loop(grain, self.acc, &mut self.spares);
+                self.push(frame);
                 o.push_loop(grain);
             }
             EventKind::FunctionExit => self.close(o, FrameKind::Function),
@@ -265,13 +269,13 @@ impl Engine {
             EventKind::RegionBegin(id) => {
                 let (spawns_at_begin, syncs_at_begin, acc) = (self.spawns, self.syncs, self.acc);
                 let out = self.ends.len();
-                let top = self.top();
+                let top = self.stack.last_mut().expect("root frame is never popped");
                 let first = out - top.base;
                 if top.kind == FrameKind::Loop {
                     self.anomaly().unmatched_regions += 1;
                     return;
                 }
-                let extra = top.extra.get_or_insert_with(Box::default);
+                let extra = top.extra.get_or_insert_with(|| self.spares.extra());
                 extra.regions.push(OpenRegion {
                     id,
                     paths: Paths::new(acc),
@@ -438,15 +442,24 @@ impl Engine {
     fn pop_general<O: Observer>(&mut self, o: &mut O) {
         let mut frame = self.stack.pop().expect("never pops the root");
         self.open[frame.kind as usize] -= 1;
+        self.fold_into_parent(o, &mut frame);
+        if let Some(x) = frame.extra.take() {
+            self.spares.keep_extra(x);
+        }
+    }
+
+    /// Ends `frame`, just popped, and folds it into its parent (the top frame now).
+    fn fold_into_parent<O: Observer>(&mut self, o: &mut O, frame: &mut Frame) {
         let (burden, acc, start) = (self.config.burden, self.acc, frame.paths.start);
         // A loop: its control code up to here, then its tree.
         let lp = frame.extra.as_mut().and_then(|x| {
             x.settle(acc);
             x.lp.take()
         });
-        if let Some(lp) = lp {
+        if let Some(mut lp) = lp {
             o.pop(frame.kind, 0, 0);
             let (tree, chunks, tail) = lp.finish(burden);
+            self.spares.keep_loop(lp);
             let internal = chunks.saturating_sub(1);
             self.spawns += internal;
             self.syncs += internal;
@@ -459,7 +472,7 @@ impl Engine {
             self.syncs += 1;
         }
         if !frame.regions().is_empty() {
-            self.end_regions(&mut frame);
+            self.end_regions(frame);
         }
         let measured = frame.paths.cur(acc);
         o.pop(frame.kind, measured.work, measured.span);

@@ -77,6 +77,59 @@ impl FrameExtra {
     }
 }
 
+/// How many boxes of each kind [`Spares`] keeps: the frames with extras open at once in a
+/// usual program (loops in loops, regions in recursion); beyond it, boxes are freed as before.
+const SPARES: usize = 64;
+
+/// Frame extras and loop states of frames that ended, kept for the next ones: loops and regions
+/// in a recursion then cost no allocation per event (a loop's frame and its subtree stack, a
+/// region's frame extra). Bounded by [`SPARES`]: memory stays flat.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Spares {
+    // The boxes themselves are what is reused (a frame holds its extra boxed).
+    #[allow(clippy::vec_box)]
+    extras: Vec<Box<FrameExtra>>,
+    loops: Vec<LoopState>,
+}
+
+impl Spares {
+    /// An empty frame extra.
+    pub(crate) fn extra(&mut self) -> Box<FrameExtra> {
+        self.extras.pop().unwrap_or_default()
+    }
+
+    /// A new loop's state.
+    pub(crate) fn loop_state(&mut self, grain: u64) -> LoopState {
+        match self.loops.pop() {
+            Some(mut lp) => {
+                lp.reset(grain);
+                lp
+            }
+            None => LoopState::new(grain),
+        }
+    }
+
+    /// The extra of a frame that ended, emptied, for a later frame.
+    pub(crate) fn keep_extra(&mut self, mut x: Box<FrameExtra>) {
+        if self.extras.len() < SPARES {
+            x.regions.clear();
+            if let Some(lp) = x.lp.take() {
+                self.keep_loop(lp);
+            }
+            x.settled = 0;
+            x.after = End::default();
+            self.extras.push(x);
+        }
+    }
+
+    /// The state of a loop that ended, for a later loop.
+    pub(crate) fn keep_loop(&mut self, lp: LoopState) {
+        if self.loops.len() < SPARES {
+            self.loops.push(lp);
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub(crate) struct Frame {
     pub(crate) kind: FrameKind,
@@ -98,14 +151,14 @@ impl Frame {
         }
     }
 
-    pub(crate) fn new_loop(grain: u64, acc: u64) -> Self {
+    /// A loop's frame, its extra taken from `spares` (no allocation once the engine has run a
+    /// loop as deep as this one).
+    pub(crate) fn new_loop(grain: u64, acc: u64, spares: &mut Spares) -> Self {
+        let mut extra = spares.extra();
+        extra.lp = Some(spares.loop_state(grain));
+        extra.settled = acc;
         Frame {
-            extra: Some(Box::new(FrameExtra {
-                regions: Vec::new(),
-                lp: Some(LoopState::new(grain)),
-                settled: acc,
-                after: End::default(),
-            })),
+            extra: Some(extra),
             ..Frame::new(FrameKind::Loop, acc)
         }
     }

@@ -36,6 +36,15 @@ impl LoopState {
         }
     }
 
+    /// This state as [`LoopState::new`] makes it, its subtree stack's memory kept.
+    pub fn reset(&mut self, grain: u64) {
+        self.grain = grain.max(1);
+        self.in_chunk = 0;
+        self.chunk = None;
+        self.control = Cost::default();
+        self.subtrees.clear();
+    }
+
     pub fn serial(&mut self, c: Cost) {
         match &mut self.chunk {
             Some(chunk) => chunk.add(c),
@@ -77,7 +86,8 @@ impl LoopState {
 
     /// Closes the loop: returns the tree's measures, its number of chunks, and the trailing
     /// loop-control cost that runs after it.
-    pub fn finish(mut self, burden: u64) -> (Cost, u64, Cost) {
+    /// The state is left with no subtrees, for [`LoopState::reset`].
+    pub fn finish(&mut self, burden: u64) -> (Cost, u64, Cost) {
         self.flush_chunk(burden);
         let mut acc: Option<Subtree> = None;
         while let Some(left) = self.subtrees.pop() {
@@ -87,8 +97,8 @@ impl LoopState {
             });
         }
         match acc {
-            Some(tree) => (tree.cost, tree.leaves, self.control),
-            None => (Cost::default(), 0, self.control),
+            Some(tree) => (tree.cost, tree.leaves, std::mem::take(&mut self.control)),
+            None => (Cost::default(), 0, std::mem::take(&mut self.control)),
         }
     }
 }

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The analysis's cost per event, in one run: the engine alone (plain and --profile, the
+# `throughput` example) and the session around it (`session_throughput`: packed decode, probe ->
+# kind lookup, per-thread dispatch, nesting checks), as wall-clock ns per event with the ratios to
+# the plain engine taken within this run, and, when valgrind is installed, as instructions per
+# event under callgrind (load-independent: the difference between runs of N and 2N events,
+# which cancels start-up and the report; session_throughput runs three passes, so its count is
+# divided by 3N).
+# Usage: scripts/bench-hot-path.sh [N]   (default: 10^7 events for timing; callgrind uses 10^6)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+n=${1:-10000000}
+cargo build -q --release -p cilkview-engine --example throughput
+cargo build -q --release -p cilkview-analysis --example session_throughput
+engine=target/release/examples/throughput
+session=target/release/examples/session_throughput
+echo "machine: $(uname -m), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%F)"
+ns() { sed -n 's/.* \([0-9.]*\) ns\(\/event\| per hit\).*/\1/p'; }
+plain=$($engine "$n" | ns)
+profiled=$($engine "$n" --profile | ns)
+sess=$($session "$n" | ns)
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+echo "| path | ns per event | vs plain engine |"
+echo "|---|---:|---:|"
+echo "| engine, plain | $plain | 1.00 |"
+echo "| engine, --profile (3 sites) | $profiled | $(ratio "$profiled" "$plain") |"
+echo "| session + engine (packed hits) | $sess | $(ratio "$sess" "$plain") |"
+command -v valgrind >/dev/null || { echo "skipped: instructions per event (valgrind not installed)"; exit 0; }
+instructions() { # instructions N CMD [ARGS...]: callgrind's total for CMD N ARGS...
+    local n=$1 cmd=$2
+    shift 2
+    valgrind --tool=callgrind --callgrind-out-file=/dev/null "$cmd" "$n" "$@" 2>&1 |
+        sed -n 's/.*refs: *//p' | tr -d ,
+}
+per_event() { # per_event PASSES CMD [ARGS...]: (instructions at 2N - at N) / (PASSES x N)
+    local passes=$1 one two
+    shift
+    one=$(instructions 1000000 "$@")
+    two=$(instructions 2000000 "$@")
+    awk -v a="$one" -v b="$two" -v p="$passes" 'BEGIN { printf "%.1f", (b - a) / (p * 1000000) }'
+}
+echo
+echo "| path (callgrind, 10^6 and 2*10^6 events) | instructions per event |"
+echo "|---|---:|"
+echo "| engine, plain | $(per_event 1 $engine) |"
+echo "| engine, --profile (3 sites) | $(per_event 1 $engine --profile) |"
+echo "| session + engine (packed hits; the example's generator and packing included) | $(per_event 3 $session) |"
