@@ -19,8 +19,8 @@ mkdir -p "$(dirname "$CILKVIEW_SKIP_LOG")"
 : >"$CILKVIEW_SKIP_LOG"
 
 failed=()
-cargo test --workspace "$@" || failed+=("fast")
-cargo test --workspace "$@" -- --ignored || failed+=("slow")
+cargo test --workspace --no-fail-fast "$@" || failed+=("fast")
+cargo test --workspace --no-fail-fast "$@" -- --ignored || failed+=("slow")
 
 echo
 if [ -s "$CILKVIEW_SKIP_LOG" ]; then

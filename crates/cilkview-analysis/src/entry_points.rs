@@ -271,12 +271,6 @@ fn add_repeated(report: &mut RunReport, repeated: Repeated, time: bool, info: Ru
     } = repeated;
     report.counter.runs = runs;
     report.warnings.extend(warnings);
-    if runs > 1 {
-        report.counter.notes.push(cilkview_events::Note::new(
-            "repeat",
-            format!("each strand estimated from its {runs} runs (--repeat)"),
-        ));
-    }
     if runs >= 2 && time {
         let burden = info.burden;
         let span_low = (runs >= 3)

@@ -213,11 +213,13 @@ pub(crate) fn run_repeatedly(
         .map_err(|(image, message)| TraceError::Probes { image, message })?;
     outcome.total_cost = recorded.total();
     if done > 1 {
-        outcome.counter.reason = format!(
-            "{}; each strand the mean of its {done} runs where they agree (within an eighth), else \
-             of the runs not disturbed, else its shortest (--repeat)",
-            outcome.counter.reason
-        );
+        outcome.counter.notes.push(cilkview_events::Note::new(
+            "repeat",
+            format!(
+                "each strand the mean of its {done} runs where they agree (within an eighth), \
+                 else of the runs not disturbed, else its shortest (--repeat)"
+            ),
+        ));
     }
     Ok((
         outcome,
