@@ -31,6 +31,14 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             args.repeat
         );
     }
+    if args.host_dispatch
+        && args.counter == CounterMode::Native
+        && cilkview_analysis::native_unit() != Some(cilkview_analysis::CostUnit::Instructions)
+    {
+        anyhow::bail!(
+            "--host-dispatch does not apply: --counter native measures time here and runs the              program as it is (only the instruction counters pin glibc's dispatch)"
+        );
+    }
     let program = crate::program::resolve(args.program())?;
     // Not ELF, wrong architecture, truncated, corrupt marks: say so before running anything.
     check_program(&program).with_context(|| format!("cannot analyze {}", program.display()))?;
@@ -73,6 +81,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         args: args.args().to_vec(),
         counter: args.counter,
         bind_cpu: !args.no_cpu_binding,
+        host_dispatch: args.host_dispatch,
         model: (&args.model).into(),
         profile: args.output.profile.enabled(),
         profile_region: args.output.profile.profile_region.clone(),

@@ -65,6 +65,8 @@ pub fn run_emulated(
         mode: CounterMode::Emulate,
         reason: e.to_string(),
     })?;
+    let (pinned, dispatch) = crate::dispatch::pin(opts, cilkview_events::CostUnit::Instructions);
+    let opts = &pinned;
     let (program, how) = launch::check_program(opts)?;
     let mut launched = launch::launch(&emu, &program, &how, opts)?;
     let pid = launched.child.id() as i32;
@@ -93,7 +95,10 @@ pub fn run_emulated(
         followed_execs: s.followed.clone(),
         forked_children: s.forks.clone(),
     };
-    let reason = s.reason(&emu, &program, &notes, status);
+    let mut reason = s.reason(&emu, &program, &notes, status);
+    if let Some(dispatch) = dispatch {
+        reason = format!("{reason}; {dispatch}");
+    }
     let outcome = Outcome {
         status,
         counter: CounterInfo {

@@ -19,6 +19,11 @@ pub(crate) fn run<C: Counting>(
     counting: C,
     sink: &mut dyn EventSink,
 ) -> Result<Outcome, TraceError> {
+    let (pinned, note) = crate::dispatch::pin(opts, info.unit);
+    let opts = &pinned;
+    if let Some(note) = note {
+        info.reason = format!("{}; {note}", info.reason);
+    }
     let spawn_err = |source| TraceError::Spawn {
         program: opts.program.clone(),
         source,
