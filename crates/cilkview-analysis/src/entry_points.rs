@@ -103,6 +103,7 @@ fn trace_options(request: &RunRequest) -> TraceOptions {
         args: request.args.clone(),
         counter: request.counter,
         bind_cpu: request.bind_cpu,
+        host_dispatch: request.host_dispatch,
         env: request.env.clone(),
     }
 }
@@ -129,6 +130,8 @@ pub struct RunRequest {
     /// Single-step only: bind the program and the tracer to one CPU (faster stepping; the
     /// program sees a one-CPU affinity mask).
     pub bind_cpu: bool,
+    /// Keep glibc's dispatch as this CPU makes it (`TraceOptions::host_dispatch`).
+    pub host_dispatch: bool,
     pub model: Model,
     /// Profile call sites (Cilkprof): the report gets `call_sites` and `call_contexts`.
     pub profile: bool,

@@ -193,6 +193,11 @@ pub struct RunArgs {
     /// stepping ~3x faster, but the program then sees a one-CPU affinity mask).
     #[arg(long, help_heading = "Counting")]
     pub no_cpu_binding: bool,
+    /// Run the program with glibc's string functions and thresholds as this CPU makes them
+    /// (its environment unchanged). By default the instruction counters set GLIBC_TUNABLES to
+    /// pin them to the emulated CPU's, so that all of them count the same instructions.
+    #[arg(long, help_heading = "Counting")]
+    pub host_dispatch: bool,
     /// With --counter native: run the program N times; each strand's time is the mean of its
     /// runs, less the runs an interruption of the machine lengthened (it rarely lands in the same
     /// strand twice);

@@ -139,6 +139,19 @@ pub fn check_repeat(repeat: Repeat, chosen: &Chosen) -> Result<()> {
     );
 }
 
+/// `--host-dispatch` only where the chosen counter pins glibc's dispatch (it counts
+/// instructions); a time runs the program as it is.
+pub fn check_host_dispatch(host_dispatch: bool, chosen: &Chosen) -> Result<()> {
+    if host_dispatch && chosen.info().unit != CostUnit::Instructions {
+        bail!(
+            "--host-dispatch does not apply: --counter {} measures time here and runs the \
+             program as it is (only the instruction counters pin glibc's dispatch)",
+            chosen.info().kind
+        );
+    }
+    Ok(())
+}
+
 /// `--no-cpu-binding` only where the chosen counter binds the program to a CPU.
 pub fn check_binding(no_cpu_binding: bool, requested: CounterMode, chosen: &Chosen) -> Result<()> {
     if !no_cpu_binding || chosen.backend().describe().binds_cpu {

@@ -10,7 +10,7 @@ use cilkview_analysis::{
 use cilkview_report::ExportManager;
 
 use crate::cli::RunArgs;
-use crate::counter_checks::{check_binding, check_costs, check_repeat, Use};
+use crate::counter_checks::{check_binding, check_costs, check_host_dispatch, check_repeat, Use};
 
 pub fn run(args: RunArgs) -> Result<ExitCode> {
     args.output
@@ -45,6 +45,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         args: args.args().to_vec(),
         counter: args.counter,
         bind_cpu: !args.no_cpu_binding,
+        host_dispatch: args.host_dispatch,
         model: (&args.model).into(),
         profile: args.output.profile.enabled() || args.output.what_if.needs_profile(),
         profile_region: args.output.profile.profile_region.clone(),
@@ -58,6 +59,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     check_costs(&costs, args.counter, &chosen, Use::Run)?;
     check_repeat(args.repeat, &chosen)?;
     check_binding(args.no_cpu_binding, args.counter, &chosen)?;
+    check_host_dispatch(args.host_dispatch, &chosen)?;
     let options = (&args.output).into();
     crate::program::refuse_overwriting(&program, &options)?;
     let mut outputs = ExportManager::new(&options)?;

@@ -284,11 +284,18 @@ fn the_environment_is_the_programs_in_order_and_qemu_variables_are_not_qemus() {
         "strace output: {err}"
     );
     let got = String::from_utf8_lossy(&out.stdout);
-    // The QEMU_* ones first (QEMU puts -E variables at the front), each in its order.
+    // The QEMU_* ones first (QEMU puts -E variables at the front), each in its order; last,
+    // the pinned glibc dispatch (docs/emulation.md, "One glibc path on every host").
+    let (got, pinned) = got.split_at(got.find("GLIBC_TUNABLES=").unwrap_or(got.len()));
     assert_eq!(
         got,
         "QEMU_STRACE=1\nQEMU_GDB=1234\nPATH=/usr/bin:/bin\nZA=1\nZB=2\nZC=3\n"
     );
+    assert!(
+        pinned.starts_with("GLIBC_TUNABLES=glibc.cpu.hwcaps=-AVX512F,") && pinned.ends_with('\n'),
+        "{pinned}"
+    );
+    assert_eq!(pinned.lines().count(), 1, "{pinned}");
 }
 
 /// `kill -ABRT` / `kill -ILL` sent to the program from outside: its death by that signal, as

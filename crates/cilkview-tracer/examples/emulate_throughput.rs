@@ -29,6 +29,7 @@ fn main() {
         args: rest,
         counter: CounterMode::Auto,
         bind_cpu: false,
+        host_dispatch: false,
         env: Vec::new(),
     };
     let probes_for = |img: &Path| -> Result<Vec<Probe>, ProbesError> {

@@ -19,6 +19,7 @@ fn main() {
         args: args.collect(),
         counter,
         bind_cpu: false,
+        host_dispatch: false,
         env: Vec::new(),
     };
     let mut kinds = Vec::new();

@@ -25,6 +25,7 @@ mod attach;
 mod backend;
 #[allow(unsafe_code)]
 mod counter;
+mod dispatch;
 mod emulate;
 mod probe_check;
 mod procfs;
@@ -40,6 +41,7 @@ use std::path::{Path, PathBuf};
 
 pub use attach::{attach, AttachOptions, AttachOutcome};
 pub use counter::SelfTestError;
+pub use dispatch::TUNABLES;
 pub use emulate::{
     emulator_available, read_shebang, run_emulated, EmulationNotes, EmulatorError, Refusal,
     CPU_MODEL,
@@ -77,6 +79,10 @@ pub struct TraceOptions {
     /// at every step: ~3x faster on our KVM guests. The program sees a one-CPU affinity mask
     /// (as under `taskset` or rr), which changes what thread pools sized from it do.
     pub bind_cpu: bool,
+    /// Run the program with glibc's dispatch as this CPU's makes it, its environment unchanged.
+    /// Otherwise the instruction counters run it with `GLIBC_TUNABLES` pinning the paths glibc
+    /// picks to the emulated CPU's, so that they all count the same (src/dispatch.rs).
+    pub host_dispatch: bool,
     /// Variables set (or replaced) in the program's environment only, not in the tracer's nor
     /// in the emulator's own (QEMU gets them as `-E NAME=VALUE`, for the guest).
     pub env: Vec<(OsString, OsString)>,

@@ -24,6 +24,7 @@ fn hits(
         args: vec![],
         counter: mode,
         bind_cpu: true,
+        host_dispatch: false,
         env: Vec::new(),
     };
     let out = run(
@@ -52,6 +53,7 @@ fn auto_reports_its_choice() {
             args: vec![],
             counter: CounterMode::Hardware,
             bind_cpu: true,
+            host_dispatch: false,
             env: Vec::new(),
         };
         let e = run(&o, |_| Ok(vec![]), |_| {}).unwrap_err();
@@ -79,4 +81,27 @@ fn hardware_and_step_agree() {
         diff * 100 <= st_total,
         "hardware {hw_total} vs step {st_total}"
     );
+}
+
+/// The hardware counter runs the program with glibc's dispatch pinned, as every instruction
+/// counter does (docs/emulation.md, "One glibc path on every host").
+#[test]
+#[ignore = "slow: traces compiled programs"]
+fn hardware_runs_the_pinned_dispatch() {
+    let info = self_test().unwrap();
+    if info.kind != CounterMode::Hardware {
+        cilkview_fixtures::skip(&info.reason);
+        return;
+    }
+    let o = TraceOptions {
+        program: "/bin/true".into(),
+        args: vec![],
+        counter: CounterMode::Hardware,
+        bind_cpu: true,
+        host_dispatch: false,
+        env: Vec::new(),
+    };
+    let out = run(&o, |_| Ok(vec![]), |_| {}).unwrap();
+    let reason = out.counter.says();
+    assert!(reason.contains("glibc dispatch pinned"), "{reason}");
 }

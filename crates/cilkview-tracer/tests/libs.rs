@@ -132,6 +132,7 @@ fn opts(exe: &Path, args: &[&str], mode: CounterMode) -> TraceOptions {
         args: args.iter().map(|a| a.into()).collect(),
         counter: mode,
         bind_cpu: true,
+        host_dispatch: false,
         env: Vec::new(),
     }
 }

@@ -297,3 +297,21 @@ fn a_leaf_functions_red_zone_is_untouched() {
         );
     }
 }
+
+/// The native counter pins glibc's dispatch where it counts instructions (`rdpmc`), as every
+/// instruction counter does; measuring time it runs the program as it is (the host's paths).
+#[test]
+#[ignore = "slow: traces compiled programs"]
+fn the_dispatch_is_pinned_where_it_counts_instructions() {
+    if !available() {
+        return;
+    }
+    let o = opts_with(std::path::Path::new("/bin/true"), &[], CounterMode::Native);
+    let out = run(&o, |_| Ok(vec![]), |_| {}).unwrap();
+    let reason = out.counter.says();
+    if out.counter.unit == cilkview_tracer::CostUnit::Instructions {
+        assert!(reason.contains("glibc dispatch pinned"), "{reason}");
+    } else {
+        assert!(!reason.contains("glibc dispatch"), "{reason}");
+    }
+}

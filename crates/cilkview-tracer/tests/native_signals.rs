@@ -57,6 +57,7 @@ int main(void) {
             ],
             counter: CounterMode::Native,
             bind_cpu: false,
+            host_dispatch: false,
             env: Vec::new(),
         },
         in_exe(&exe_name, &probes),

@@ -102,6 +102,7 @@ fn threads_a_reused_slot_and_an_exec_deliver_every_hit_in_order() {
         args: vec![],
         counter: CounterMode::Native,
         bind_cpu: false,
+        host_dispatch: false,
         env: Vec::new(),
     };
     let mut events = vec![];

@@ -11,6 +11,7 @@ fn opts(exe: &Path, mode: CounterMode) -> TraceOptions {
         args: vec![],
         counter: mode,
         bind_cpu: true,
+        host_dispatch: false,
         env: Vec::new(),
     }
 }
@@ -416,6 +417,7 @@ fn wrapper_script_exec_rearms_probes() {
         args: vec!["a".into(), "b".into()],
         counter: CounterMode::Step,
         bind_cpu: true,
+        host_dispatch: false,
         env: Vec::new(),
     };
     let out = run(

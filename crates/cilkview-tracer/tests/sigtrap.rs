@@ -47,6 +47,7 @@ fn step_run(exe: &std::path::Path) -> ExitStatus {
         args: vec![],
         counter: CounterMode::Step,
         bind_cpu: true,
+        host_dispatch: false,
         env: Vec::new(),
     };
     run(&opts, |_| Ok(vec![]), |_| {}).unwrap().status

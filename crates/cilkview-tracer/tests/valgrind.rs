@@ -32,6 +32,7 @@ fn step_total_matches_valgrind_exactly_without_libc() {
         args: vec![],
         counter: CounterMode::Step,
         bind_cpu: true,
+        host_dispatch: false,
         env: Vec::new(),
     };
     let out = run(&opts, |_| Ok(vec![]), |_| {}).unwrap();
@@ -63,6 +64,7 @@ fn step_total_matches_valgrind() {
         args: vec![],
         counter: CounterMode::Step,
         bind_cpu: true,
+        host_dispatch: false,
         env: Vec::new(),
     };
     let out = run(&opts, |_| Ok(vec![]), |_| {}).unwrap();

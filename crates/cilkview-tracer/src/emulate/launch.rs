@@ -503,8 +503,13 @@ pub fn launch(
     let mut cmd = Command::new(&emu.path);
     cmd.arg("-cpu").arg(CPU_MODEL).arg("-plugin").arg(plugin);
     // The program's own variables, for the guest only (QEMU's -E splits its argument at commas:
-    // one variable per -E, whose value must have none).
-    for (name, value) in &opts.env {
+    // one variable per -E, whose value must have none). A value with a comma (the pinned
+    // GLIBC_TUNABLES) goes through QEMU's own environment, which the guest gets.
+    let (with_comma, guest_only_vars): (Vec<_>, Vec<_>) = opts
+        .env
+        .iter()
+        .partition(|(_, value)| value.as_bytes().contains(&b','));
+    for (name, value) in guest_only_vars {
         let mut pair = name.clone();
         pair.push("=");
         pair.push(value);
@@ -523,7 +528,10 @@ pub fn launch(
         &mut cmd,
         std::array::from_fn::<_, 5, _>(|i| (ours[i], keep[i])),
     );
-    let (env, guest_only) = qemu_environment(std::env::vars_os());
+    let vars = std::env::vars_os()
+        .filter(|(k, _)| !with_comma.iter().any(|(name, _)| name == k))
+        .chain(with_comma.iter().map(|&(k, v)| (k.clone(), v.clone())));
+    let (env, guest_only) = qemu_environment(vars);
     let mut argv = vec![emu.path.as_os_str().to_owned()];
     // Before the other options: QEMU reads `-E` before it loads anything.
     for var in &guest_only {

@@ -66,6 +66,8 @@ pub fn run_emulated(
         mode: CounterMode::Emulate,
         reason: e.to_string(),
     })?;
+    let (pinned, dispatch) = crate::dispatch::pin(opts, cilkview_events::CostUnit::Instructions);
+    let opts = &pinned;
     let (program, how) = launch::check_program(opts)?;
     let mut launched = launch::launch(&emu, &program, &how, opts)?;
     let pid = launched.child.id() as i32;
@@ -99,7 +101,11 @@ pub fn run_emulated(
         counter: CounterInfo {
             kind: CounterMode::Emulate,
             reason: "emulated".into(),
-            notes: s.notes(&emu, &program, &notes, status),
+            notes: s
+                .notes(&emu, &program, &notes, status)
+                .into_iter()
+                .chain(dispatch)
+                .collect(),
             bias: 0,
             unit: cilkview_events::CostUnit::Instructions,
         },

@@ -19,6 +19,9 @@ pub(crate) fn run<C: Counting>(
     counting: C,
     sink: &mut dyn EventSink,
 ) -> Result<Outcome, TraceError> {
+    let (pinned, note) = crate::dispatch::pin(opts, info.unit);
+    let opts = &pinned;
+    info.notes.extend(note);
     let spawn_err = |source| TraceError::Spawn {
         program: opts.program.clone(),
         source,

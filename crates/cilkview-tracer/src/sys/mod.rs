@@ -12,6 +12,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 
 use nix::libc::{self, c_int, c_long, c_void};
 
+pub mod cpuid;
 pub mod native;
 pub mod rdpmc;
 mod shared_map;

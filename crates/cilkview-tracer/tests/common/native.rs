@@ -42,6 +42,7 @@ pub fn opts_with(exe: &Path, args: &[&str], counter: CounterMode) -> TraceOption
         args: args.iter().map(Into::into).collect(),
         counter,
         bind_cpu: false,
+        host_dispatch: false,
         env: Vec::new(),
     }
 }
@@ -81,6 +82,7 @@ pub fn native_with_stdout(exe: &str, args: &[&str], out: &Path) -> TraceOptions 
         ],
         counter: CounterMode::Native,
         bind_cpu: false,
+        host_dispatch: false,
         env: Vec::new(),
     }
 }
