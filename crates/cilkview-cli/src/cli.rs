@@ -308,7 +308,8 @@ fn parse_duration(s: &str) -> Result<f64, String> {
 }
 
 /// `attach --counter`: `emulate`, which can only launch a program, is hidden from the help and
-/// the completions, but still parsed, so that attach refuses it with its reason.
+/// the completions, but still parsed, so that attach refuses it with its reason; `auto` says
+/// what it tries when attaching.
 fn attach_counter() -> impl clap::builder::TypedValueParser<Value = CounterMode> {
     use clap::{builder::TypedValueParser, ValueEnum};
     let values = CounterMode::value_variants()
@@ -316,6 +317,14 @@ fn attach_counter() -> impl clap::builder::TypedValueParser<Value = CounterMode>
         .filter_map(ValueEnum::to_possible_value)
         .map(|v| {
             let launches = v.get_name() == CounterMode::Emulate.name();
+            let v = if v.get_name() == CounterMode::Auto.name() {
+                v.help(
+                    "The hardware counter if it passes its self-test here, else the native \
+                     counter, else single-step",
+                )
+            } else {
+                v
+            };
             v.hide(launches)
         });
     clap::builder::PossibleValuesParser::new(values)

@@ -10,7 +10,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use cilkview_fixtures::build;
-use common::{counter_says, kill, kill_quietly, static_opts, std_bin};
+use common::{counter_says, kill, static_opts, std_bin, try_within};
 use serde_json::Value;
 
 /// How the tool meets the program.
@@ -111,25 +111,6 @@ fn program(case: &Case, exe: &Path) -> Command {
     cmd
 }
 
-/// Runs `cmd` to its end, killed after `limit`: its output, or `Err` naming the hang.
-fn within(mut cmd: Command, limit: Duration) -> Result<Output, String> {
-    let child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    rx.recv_timeout(limit).map(|o| o.unwrap()).map_err(|_| {
-        kill_quietly(pid);
-        format!("{cmd:?} still running after {limit:?}")
-    })
-}
-
 /// The pid to attach to: the program's, or under `unshare --fork` its only child's.
 fn target(case: &Case, pid: u32) -> u32 {
     if case.under.is_empty() {
@@ -150,7 +131,7 @@ fn under_tool(case: &Case, exe: &Path) -> Result<(Ran, Option<Output>), String> 
         cmd.args(case.under)
             .arg(exe)
             .args([case.mode, ROUNDS, STATUS]);
-        let out = within(cmd, Duration::from_secs(120))?;
+        let out = try_within(cmd, Duration::from_secs(120))?;
         let program = String::from_utf8_lossy(&out.stdout).into_owned();
         return Ok(((program, out.status.code()), Some(out)));
     }
@@ -165,7 +146,7 @@ fn under_tool(case: &Case, exe: &Path) -> Result<(Ran, Option<Output>), String> 
             cmd.args(["attach", "--duration", "1", "--counter", counter])
                 .args(["--json", "-"])
                 .arg(pid.to_string());
-            Some(within(cmd, Duration::from_secs(60)))
+            Some(try_within(cmd, Duration::from_secs(60)))
         }
         _ => {
             let mut tool = std_bin()

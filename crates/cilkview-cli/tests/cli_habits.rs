@@ -267,6 +267,26 @@ fn attach_lists_only_the_counters_that_attach() {
         "{help}"
     );
     assert!(!help.contains("emulate"), "{help}");
+    let words = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        words.contains(
+            "- auto: The hardware counter if it passes its self-test here, else the \
+                        native counter, else single-step"
+        ),
+        "attach's auto must not promise emulation: {words}"
+    );
+    let hw = bin()
+        .args(["attach", "--counter", "hw", "1"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&hw.stderr);
+    if err.contains("requested but unavailable") {
+        // The advice names a counter that attaches (never emulate, which attach refuses).
+        assert!(!err.contains("--counter emulate"), "{err}");
+        assert!(err.contains("use --counter native"), "{err}");
+    } else {
+        cilkview_fixtures::skip("the hardware counter works here: attach needs no advice");
+    }
     let run_help = bin().args(["run", "--help"]).output().unwrap();
     let run_help = String::from_utf8_lossy(&run_help.stdout)
         .split_whitespace()

@@ -182,9 +182,12 @@ fn a_wrapper_that_execs_the_program_is_not_part_of_the_measure() {
         for key in ["spawns", "syncs", "events"] {
             assert_eq!(wrapped.json[key], direct.json[key], "{launcher}: {key}");
         }
-        // The C start-up runs a few hundred instructions more or less with another argv[0] and
-        // environment, but the parallel part (work − span) is the same, and the launcher's
-        // hundred thousand instructions before the exec are not counted.
+        // The C start-up runs more or fewer instructions with another argv[0] and environment,
+        // but the parallel part (work − span) is the same, and the launcher's hundred thousand
+        // instructions before the exec are not counted. With glibc's dispatch pinned
+        // (GLIBC_TUNABLES, the default of every instruction counter) the exec'd program's
+        // start-up measured +5,837 and +9,224 instructions after a #! script on AMD EPYC (0
+        // with --host-dispatch); a few hundred before the pinning.
         assert_eq!(
             wrapped.parallel_part(),
             direct.parallel_part(),
@@ -195,7 +198,7 @@ fn a_wrapper_that_execs_the_program_is_not_part_of_the_measure() {
             direct.json["work"].as_u64().unwrap(),
         );
         assert!(
-            w.abs_diff(d) < 5_000,
+            w.abs_diff(d) < 15_000,
             "{launcher}: wrapped work {w}, direct {d}"
         );
         assert_eq!(wrapped.code(), Some(0), "{launcher}");

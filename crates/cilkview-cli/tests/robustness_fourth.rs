@@ -5,37 +5,15 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 use std::time::Duration;
 
 use cilkview_fixtures::build;
-use common::{counter_says, finish, kill, kill_quietly, start, static_opts, std_bin};
+use common::{counter_says, finish, kill, start, static_opts, std_bin, within};
 use serde_json::Value;
 
 fn adversarial() -> PathBuf {
     build("adversarial", &static_opts().flag("-pthread"))
-}
-
-/// Runs `cmd` to its end, killing it after `limit`: its output, or a panic naming the hang.
-pub fn within(mut cmd: Command, limit: Duration) -> Output {
-    let child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(limit) {
-        Ok(out) => out.unwrap(),
-        Err(_) => {
-            kill_quietly(pid);
-            panic!("{cmd:?} still running after {limit:?}");
-        }
-    }
 }
 
 /// What a run without the tool prints, and its exit status.

@@ -3,40 +3,18 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{kill, kill_quietly, program, std_bin};
+use common::{kill, kill_quietly, program, std_bin, within};
 
 fn script(dir: &Path, name: &str, text: &str) -> PathBuf {
     let p = dir.join(name);
     std::fs::write(&p, text).unwrap();
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
     p
-}
-
-/// Runs `cmd`, killing it after `limit`: its output, or a panic naming the hang.
-fn within(mut cmd: Command, limit: Duration) -> std::process::Output {
-    let child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(limit) {
-        Ok(out) => out.unwrap(),
-        Err(_) => {
-            kill_quietly(pid);
-            panic!("{cmd:?} still running after {limit:?}");
-        }
-    }
 }
 
 const TINY: &str = r#"

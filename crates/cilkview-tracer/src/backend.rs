@@ -399,6 +399,16 @@ pub fn use_instead(failed: CounterMode) -> String {
         .into()
 }
 
+/// [`use_instead`] for `attach`: the fastest counter that attaches and works here (the
+/// hardware counter, else the native counter, else single-stepping).
+pub fn use_instead_attaching(failed: CounterMode) -> String {
+    backends(|b| b.describe().attaches && b.mode() != failed)
+        .into_iter()
+        .find(|b| b.check().is_ok())
+        .map_or(Step.describe().advice, |b| b.describe().advice)
+        .into()
+}
+
 /// [`choose`] for running `opts.program`: under `Auto`, a backend that cannot run this program
 /// (e.g. emulation for a `#!` script) is passed over too.
 pub fn choose_for_run(opts: &TraceOptions) -> Result<(Box<dyn Backend>, CounterInfo), TraceError> {
@@ -420,6 +430,12 @@ pub fn choose_for_attach(mode: CounterMode) -> Result<(Box<dyn Backend>, Counter
         candidates(mode, |b| b.describe().attaches),
         |_| Ok(()),
     )
+    .map_err(|e| match e {
+        TraceError::CounterUnavailable { mode, reason } => {
+            TraceError::AttachCounterUnavailable { mode, reason }
+        }
+        e => e,
+    })
 }
 
 /// The first of `candidates` that can count here and `accepts`; its reason says why the ones

@@ -136,6 +136,9 @@ pub enum TraceError {
     },
     #[error("{} requested but unavailable: {reason}; {}", unavailable_what(*mode), unavailable_hint(*mode))]
     CounterUnavailable { mode: CounterMode, reason: String },
+    /// [`TraceError::CounterUnavailable`] for `attach`: the advice names a counter that attaches.
+    #[error("{} requested but unavailable: {reason}; {}", unavailable_what(*mode), attach_hint(*mode))]
+    AttachCounterUnavailable { mode: CounterMode, reason: String },
     #[error("`attach` needs a ptrace counter (--counter native, hw or step), not {mode}")]
     AttachUnsupported { mode: CounterMode },
     #[error("hardware instruction counter on thread {tid}: {source}")]
@@ -211,6 +214,13 @@ fn unavailable_what(mode: CounterMode) -> &'static str {
         CounterMode::Emulate => "counting by emulation",
         CounterMode::Native => "the native counter",
         _ => "every instruction counter",
+    }
+}
+
+fn attach_hint(mode: CounterMode) -> String {
+    match mode {
+        CounterMode::Step | CounterMode::Auto => String::new(),
+        _ => backend::use_instead_attaching(mode),
     }
 }
 

@@ -319,3 +319,28 @@ pub fn counter_says(json: &serde_json::Value) -> String {
     }
     parts.join("; ")
 }
+
+/// Runs `cmd` to its end (standard input empty), killed after `limit`: its output, or `Err`
+/// naming the hang.
+pub fn try_within(mut cmd: Command, limit: std::time::Duration) -> Result<Output, String> {
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    rx.recv_timeout(limit).map(|o| o.unwrap()).map_err(|_| {
+        kill_quietly(pid);
+        format!("{cmd:?} still running after {limit:?}")
+    })
+}
+
+/// [`try_within`], a hang a panic.
+pub fn within(cmd: Command, limit: std::time::Duration) -> Output {
+    try_within(cmd, limit).unwrap_or_else(|hang| panic!("{hang}"))
+}
