@@ -12,7 +12,7 @@ use cilkview_marks::{read_marks, MarksError};
 use cilkview_report::{AttachReport, RunInfo, RunReport};
 use cilkview_tracer::{AttachOptions, Backend, StopFlag, TraceError, TraceOptions};
 
-use crate::noise::{hit_cost_bound, TimeNoise};
+use crate::noise::{hit_cost_bound, NoiseLine};
 use crate::repeat::Estimate;
 use crate::repeat_runs::{replayed_span, run_repeatedly, Repeat, Repeated};
 use crate::{Progress, Session};
@@ -279,7 +279,7 @@ fn add_repeated(report: &mut RunReport, repeated: Repeated, time: bool, info: Ru
         let span_low = (runs >= 3)
             .then(|| replayed_span(&recorded, Estimate::Minimum, burden, info))
             .flatten();
-        let noise = TimeNoise {
+        let noise = NoiseLine {
             runs,
             run_work: recorded.run_work(),
             work: report.measures.work,
@@ -287,6 +287,7 @@ fn add_repeated(report: &mut RunReport, repeated: Repeated, time: bool, info: Ru
             span_low,
         };
         report.warnings.push(noise.line());
+        report.counter.noise = Some(noise.summary());
     }
 }
 

@@ -4,7 +4,7 @@
 //! between the two). Said in one report line.
 
 /// The measures the line is about (nanoseconds).
-pub(crate) struct TimeNoise<'a> {
+pub(crate) struct NoiseLine<'a> {
     /// How many runs the costs come from.
     pub runs: u32,
     /// Each run's work, for the runs whose strands all matched the first run's.
@@ -16,7 +16,7 @@ pub(crate) struct TimeNoise<'a> {
     pub span_low: Option<u64>,
 }
 
-impl TimeNoise<'_> {
+impl NoiseLine<'_> {
     /// The work's bound: half the spread of the runs' work, relative to the work.
     pub fn work_bound(&self) -> Option<f64> {
         let (lo, hi) = (self.run_work.iter().min()?, self.run_work.iter().max()?);
@@ -28,6 +28,16 @@ impl TimeNoise<'_> {
     pub fn span_bound(&self) -> Option<f64> {
         let low = self.span_low?;
         (self.span > 0).then(|| self.span.saturating_sub(low) as f64 / self.span as f64)
+    }
+
+    /// The report's noise block (`counter.noise` in JSON).
+    pub fn summary(&self) -> cilkview_report::TimeNoise {
+        cilkview_report::TimeNoise {
+            run_work_least: self.run_work.iter().min().copied(),
+            run_work_most: self.run_work.iter().max().copied(),
+            run_work_median: median_low(self.run_work),
+            span_at_shortest: self.span_low,
+        }
     }
 
     /// The report's line.
@@ -89,6 +99,13 @@ pub(crate) fn hit_cost_bound(hits: u64, work: u64) -> Option<String> {
     })
 }
 
+/// The middle value of `values` (the lower middle one of an even number).
+fn median_low(values: &[u64]) -> Option<u64> {
+    let mut sorted = values.to_vec();
+    sorted.sort_unstable();
+    sorted.get(sorted.len().checked_sub(1)? / 2).copied()
+}
+
 /// Nanoseconds as milliseconds, 3 significant decimals.
 fn ms(ns: u64) -> String {
     format!("{:.3} ms", ns as f64 / 1e6)
@@ -100,7 +117,7 @@ mod tests {
 
     #[test]
     fn the_bounds_come_from_the_runs_and_the_minima() {
-        let noise = TimeNoise {
+        let noise = NoiseLine {
             runs: 3,
             run_work: &[9_000_000, 10_000_000, 11_000_000],
             work: 10_000_000,
@@ -109,6 +126,15 @@ mod tests {
         };
         assert_eq!(noise.work_bound(), Some(0.1));
         assert_eq!(noise.span_bound(), Some(0.25));
+        let summary = noise.summary();
+        assert_eq!(summary.span_at_shortest, Some(1_500_000));
+        assert_eq!(summary.run_work_median, Some(10_000_000));
+        assert_eq!(
+            (summary.run_work_least, summary.run_work_most),
+            (Some(9_000_000), Some(11_000_000))
+        );
+        assert_eq!(median_low(&[4, 1, 3, 2]), Some(2));
+        assert_eq!(median_low(&[]), None);
         assert_eq!(
             noise.line(),
             "time noise over 3 runs: work 10.000 ms ±10.0% (its runs' work from 9.000 ms to \
@@ -133,7 +159,7 @@ mod tests {
 
     #[test]
     fn two_runs_bound_the_work_only() {
-        let noise = TimeNoise {
+        let noise = NoiseLine {
             runs: 2,
             run_work: &[1_000_000, 1_100_000],
             work: 1_000_000,

@@ -1,5 +1,5 @@
 //! `run --repeat N` (the native counter): each strand's time is **the mean of its N runs**
-//! where they agree (within an eighth of the shortest, at least 40 ns); else the mean of the
+//! where they agree (within 1/64 of the shortest, at least 40 ns); else the mean of the
 //! others where only its longest run was disturbed; else its shortest run. A time-based strand is its
 //! instructions' time plus whatever interrupted it (a timer tick, the hypervisor: 15–40 µs each
 //! on a VM, hundreds a second; under load, stretches where the virtual CPU runs slower), and the
@@ -100,13 +100,21 @@ impl Strands {
 }
 
 /// How much longer than its shortest run (`least`) a strand's run may be and still agree with
-/// it: an eighth of it, at least 40 ns. Within it, run-to-run differences are the strand's own
-/// (its caches, the stub's cost varying by a few ns) and are averaged; beyond it, the machine
-/// took time from that run (a timer tick of 15–40 µs, a preemption's edges, and under load
-/// stretches where the virtual CPU runs slower: time, not a few ns; docs/tracer.md).
-fn agreement(least: u64) -> u64 {
-    (least / 8).max(40)
+/// it: 1/[`AGREEMENT_FRACTION`] of it, at least [`AGREEMENT_FLOOR_NS`]. Within it, run-to-run
+/// differences are the strand's own (its caches, the stub's cost varying by a few ns) and are
+/// averaged; beyond it, the machine took time from that run (a timer tick of 15–40 µs, a
+/// preemption's edges, and under load stretches where the virtual CPU runs slower, up to 2x
+/// beside a busy sibling: time, not a few ns; docs/tracer.md). An eighth averaged those
+/// stretches into coarse strands: a spawn tree of 16 leaves of 1.5 ms read 11–14.7 against 16
+/// with one busy loop beside it on 2 vCPUs (the shortest runs: 15.3–15.7).
+pub(crate) fn agreement(least: u64) -> u64 {
+    (least / AGREEMENT_FRACTION).max(AGREEMENT_FLOOR_NS)
 }
+
+/// A strand's runs agree within 1/64 of its shortest...
+pub(crate) const AGREEMENT_FRACTION: u64 = 64;
+/// ... or 40 ns, a few times the stub's own spread.
+pub(crate) const AGREEMENT_FLOOR_NS: u64 = 40;
 
 /// Which cost of each strand a replay gives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

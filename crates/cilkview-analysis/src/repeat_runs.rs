@@ -216,8 +216,11 @@ pub(crate) fn run_repeatedly(
         outcome.counter.notes.push(cilkview_events::Note::new(
             "repeat",
             format!(
-                "each strand the mean of its {done} runs where they agree (within an eighth), \
-                 else of the runs not disturbed, else its shortest (--repeat)"
+                "each strand the mean of its {done} runs where they agree (within 1/{} of \
+                 the shortest or {} ns), else of the runs not disturbed, else its shortest \
+                 (--repeat)",
+                crate::repeat::AGREEMENT_FRACTION,
+                crate::repeat::AGREEMENT_FLOOR_NS
             ),
         ));
     }

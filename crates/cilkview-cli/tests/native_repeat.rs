@@ -40,8 +40,8 @@ fn repeat_runs_the_program_n_times_and_says_so() {
     let reason = &common::counter_says(&five.json);
     assert!(
         reason.ends_with(
-            "each strand the mean of its 5 runs where they agree (within an eighth), else of the runs \
-             not disturbed, else its shortest (--repeat)"
+            "each strand the mean of its 5 runs where they agree (within 1/64 of the shortest or 40 ns), \
+             else of the runs not disturbed, else its shortest (--repeat)"
         ),
         "{reason}"
     );
@@ -149,8 +149,8 @@ fn a_run_that_ends_otherwise_ends_the_repetitions() {
     let reason = &common::counter_says(&a.json);
     assert!(
         reason.ends_with(
-            "each strand the mean of its 2 runs where they agree (within an eighth), else of the runs \
-             not disturbed, else its shortest (--repeat)"
+            "each strand the mean of its 2 runs where they agree (within 1/64 of the shortest or 40 ns), \
+             else of the runs not disturbed, else its shortest (--repeat)"
         ),
         "{reason}"
     );

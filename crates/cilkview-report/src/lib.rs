@@ -50,7 +50,7 @@ pub use gnuplot::GnuplotExporter;
 pub use json::{json_schema, read_json, JsonExporter};
 pub use model::{
     signal_name, speedup_table, AttachReport, CounterReport, MeasuresReport, RegionReport, RunInfo,
-    RunReport, JSON_VERSION,
+    RunReport, TimeNoise, JSON_VERSION,
 };
 pub use plot::{
     render_plot, MeasuredPoint, PlotExporter, PlotFormat, Prediction, SpeedupPlot, PLOT_SIZE,

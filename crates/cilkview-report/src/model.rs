@@ -26,6 +26,30 @@ pub struct CounterReport {
     #[serde(default = "one_run", skip_serializing_if = "is_one_run")]
     #[schemars(default = "one_run")]
     pub runs: u32,
+    /// The machine's noise over those runs, measuring time (`run --repeat`, 2 runs or more).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noise: Option<TimeNoise>,
+}
+
+/// How far a time measured over repeated runs can be trusted, in the report's unit: the runs'
+/// own work spread (the same program, taking more or less time: the machine's doing) and the
+/// span with each strand at its shortest run (what is left of the noise on the critical path
+/// lies between it and the reported span).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TimeNoise {
+    /// The least and the most work of one run, over the runs whose strands all matched the
+    /// first run's (absent when they departed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_work_least: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_work_most: Option<u64>,
+    /// The median run's work (the lower middle one of an even number): with many runs, one
+    /// slowed run moves the most, not this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_work_median: Option<u64>,
+    /// The span with each strand at its shortest run (3 runs or more).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub span_at_shortest: Option<u64>,
 }
 
 fn one_run() -> u32 {
@@ -44,6 +68,7 @@ impl Default for CounterReport {
             reason: "not recorded in the report".into(),
             notes: Vec::new(),
             runs: 1,
+            noise: None,
         }
     }
 }
@@ -89,6 +114,7 @@ impl From<&CounterInfo> for CounterReport {
             reason: info.reason.clone(),
             notes: info.notes.clone(),
             runs: 1,
+            noise: None,
         }
     }
 }

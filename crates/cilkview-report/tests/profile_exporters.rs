@@ -81,6 +81,7 @@ fn info() -> RunInfo {
             reason: "test".into(),
             notes: Vec::new(),
             runs: 1,
+            noise: None,
         },
         unit: cilkview_events::CostUnit::Instructions,
         burden: 15_000,
