@@ -38,7 +38,7 @@ use self::inject::setup_err;
 use self::polling::{next_sleep, IDLE_MIN};
 use self::region::{Record, Region};
 use self::step_out::step_out_of;
-use self::strands::{Item, Strands};
+use self::strands::{Item, Strands, TickScale};
 use self::stub::{Reading, StubOperand, FIRST_STUB, STUB_BYTES};
 use super::Counting;
 use crate::procfs::{self, Mem};
@@ -61,18 +61,25 @@ enum Operand {
     ReturnAddress(u64),
 }
 
+/// What the drain needs of a probe: its operand, and what one hit adds to the strand it ends.
+#[derive(Clone, Copy)]
+struct ProbeStub {
+    operand: Operand,
+    hit_cost: u64,
+}
+
 pub(crate) struct Native {
     clock: Clock,
     ns_per_tick: f64,
+    scale: TickScale,
     tool_pid: u64,
     region: Option<Region>,
     threads: HashMap<Tid, Strands>,
     hook: Option<LoaderHook>,
     /// Signals that arrived during an injected call, per thread: delivered at its next resume.
     deferred: HashMap<Tid, Vec<i32>>,
-    /// By probe number: its operand, and what one hit adds to the strand it ends.
-    operands: Vec<Operand>,
-    hit_costs: Vec<u64>,
+    /// By probe number.
+    stubs: Vec<ProbeStub>,
     /// The thread of the last stop (injected calls run on it).
     current: Option<Tid>,
     /// The event loop's sleep when nothing happened.
@@ -84,21 +91,90 @@ pub(crate) struct Native {
     waited: u64,
 }
 
+/// One thread's records being reported: each ends a strand; hits without an operand go to the
+/// sink packed, a run at a time. The per-record path is inlined into the drain's loop (as a
+/// closure it was a call per hit, ~16 instructions of it; callgrind).
+struct Hits<'a> {
+    tid: Tid,
+    stubs: &'a [ProbeStub],
+    /// What a hit of a probe without a stub adds to its strand.
+    unpatched_cost: u64,
+    scale: TickScale,
+    packed: &'a mut Vec<u64>,
+    waits: &'a mut u64,
+    waited: &'a mut u64,
+    /// Records reported.
+    n: u64,
+}
+
+impl Hits<'_> {
+    #[inline(always)]
+    fn record(&mut self, core: &mut Core<'_>, th: &mut Strands, r: Record) {
+        if r.waited != 0 {
+            *self.waits += 1;
+            *self.waited += r.waited;
+        }
+        let probe = r.probe as usize;
+        let stub = self.stubs.get(probe).copied().unwrap_or(ProbeStub {
+            operand: Operand::None,
+            hit_cost: self.unpatched_cost,
+        });
+        let off = th.off_between(th.last, r.tsc);
+        let cost = th.end(r.tsc, stub.hit_cost + off, self.scale);
+        th.last = r.tsc + r.waited;
+        self.n += 1;
+        let operand = match stub.operand {
+            Operand::None => match PackedHit::new(probe, cost) {
+                Some(w) => {
+                    self.packed.push(w.0);
+                    if self.packed.len() >= PACKED_RUN {
+                        self.flush(core);
+                    }
+                    return;
+                }
+                None => None,
+            },
+            Operand::Value => Some(r.operand),
+            Operand::ReturnAddress(load) => Some(r.operand.wrapping_sub(load)),
+        };
+        self.flush(core);
+        core.emit(TraceEvent::Hit {
+            probe,
+            tid: self.tid,
+            cost,
+            operand,
+        });
+    }
+
+    /// Hand the packed hits to the sink.
+    fn flush(&mut self, core: &mut Core<'_>) {
+        if !self.packed.is_empty() {
+            let t = core.sink.hits(self.tid, self.packed);
+            core.hits += t.hits;
+            core.total += t.cost;
+            self.packed.clear();
+        }
+    }
+}
+
+/// Hits handed to the sink at once, at most.
+const PACKED_RUN: usize = 4096;
+
 impl Native {
     pub(crate) fn new(clock: Clock) -> Native {
         Native {
             ns_per_tick: clock.ns_per_tick(),
+            scale: TickScale::new(clock.ns_per_tick()),
             clock,
             tool_pid: sys::getpid() as u64,
             region: None,
             threads: HashMap::new(),
             hook: None,
             deferred: HashMap::new(),
-            operands: Vec::new(),
-            hit_costs: Vec::new(),
+            stubs: Vec::new(),
             current: None,
             idle: IDLE_MIN,
-            packed: Vec::with_capacity(4096),
+            packed: Vec::with_capacity(PACKED_RUN),
             waits: 0,
             waited: 0,
         }
@@ -121,8 +197,6 @@ impl Native {
         let Some(th) = self.threads.get_mut(&tid) else {
             return 0;
         };
-        let (per_hit, k) = (self.clock.per_hit, self.ns_per_tick);
-        let hit_costs = &self.hit_costs;
         // The records written so far, counted before the switch records are read: a strand
         // they end was off its CPU only in intervals the kernel has already logged (a record
         // written after the read could end a strand cut by a switch not yet read, charged whole).
@@ -134,63 +208,27 @@ impl Native {
             self.clock.anchor();
             th.read_switches(&self.clock);
         }
-        let operands = &self.operands;
-        // Hits without an operand go to the sink packed, a run at a time (its inlined loop).
-        let packed = &mut self.packed;
-        let flush = |core: &mut Core<'_>, packed: &mut Vec<u64>| {
-            if !packed.is_empty() {
-                let t = core.sink.hits(tid, packed);
-                core.hits += t.hits;
-                core.total += t.cost;
-                packed.clear();
-            }
-        };
-        let mut n = 0;
-        let (waits, waited) = (&mut self.waits, &mut self.waited);
-        let mut hit = |th: &mut Strands, r: Record| {
-            if r.waited != 0 {
-                *waits += 1;
-                *waited += r.waited;
-            }
-            let probe = r.probe as usize;
-            let off = th.off_between(th.last, r.tsc);
-            let per_hit = hit_costs.get(probe).copied().unwrap_or(per_hit);
-            let cost = th.end(r.tsc, per_hit + off, k);
-            th.last = r.tsc + r.waited;
-            n += 1;
-            let operand = match operands.get(probe).copied().unwrap_or(Operand::None) {
-                Operand::None => match PackedHit::new(probe, cost) {
-                    Some(w) => {
-                        packed.push(w.0);
-                        if packed.len() >= 4096 {
-                            flush(core, packed);
-                        }
-                        return;
-                    }
-                    None => None,
-                },
-                Operand::Value => Some(r.operand),
-                Operand::ReturnAddress(load) => Some(r.operand.wrapping_sub(load)),
-            };
-            flush(core, packed);
-            core.emit(TraceEvent::Hit {
-                probe,
-                tid,
-                cost,
-                operand,
-            });
+        let mut hits = Hits {
+            tid,
+            stubs: &self.stubs,
+            unpatched_cost: self.clock.per_hit,
+            scale: self.scale,
+            packed: &mut self.packed,
+            waits: &mut self.waits,
+            waited: &mut self.waited,
+            n: 0,
         };
         for item in std::mem::take(&mut th.pending) {
             match item {
-                Item::Hit(r) => hit(th, r),
+                Item::Hit(r) => hits.record(core, th, r),
                 Item::Pause { from, to } => th.pause(from, to),
             }
         }
         if let (Some(region), Some((slot, head))) = (self.region.as_ref(), head) {
-            th.next = region.drain(slot, th.next, head, |r| hit(th, r));
+            th.next = region.drain(slot, th.next, head, |r| hits.record(core, th, r));
         }
-        flush(core, &mut self.packed);
-        n
+        hits.flush(core);
+        hits.n
     }
 
     /// Place stubs for the probes at `addrs` (just placed by `core`) and patch their marks.
@@ -245,13 +283,16 @@ impl Native {
                     (None, Some(r)) => (StubOperand::Register(r), Operand::Value),
                     (None, None) => (StubOperand::None, Operand::None),
                 };
-                if self.operands.len() <= probe.index {
-                    self.operands.resize(probe.index + 1, Operand::None);
-                    self.hit_costs.resize(probe.index + 1, self.clock.per_hit);
+                if self.stubs.len() <= probe.index {
+                    let unpatched = ProbeStub {
+                        operand: Operand::None,
+                        hit_cost: self.clock.per_hit,
+                    };
+                    self.stubs.resize(probe.index + 1, unpatched);
                 }
-                self.operands[probe.index] = kind;
+                self.stubs[probe.index].operand = kind;
                 if reading == Reading::Rdpmc {
-                    self.hit_costs[probe.index] = stub::rdpmc_hit_instructions(operand);
+                    self.stubs[probe.index].hit_cost = stub::rdpmc_hit_instructions(operand);
                 }
                 let at = page + FIRST_STUB + i as u64 * STUB_BYTES;
                 let s = stub::stub(reading, at, addr, page, probe.index as u32, operand)
@@ -327,7 +368,7 @@ impl Counting for Native {
     }
 
     fn take_tail(&mut self, tid: Tid) -> u64 {
-        let k = self.ns_per_tick;
+        let k = self.scale;
         let Some(th) = self.threads.get_mut(&tid) else {
             return 0;
         };
@@ -379,7 +420,7 @@ impl Counting for Native {
 
     fn exec(&mut self, former: Tid, tid: Tid) -> Result<u64, TraceError> {
         // The old image and its region are gone: what other threads left is dropped.
-        let k = self.ns_per_tick;
+        let k = self.scale;
         let mut th = self
             .threads
             .remove(&former)
@@ -387,7 +428,7 @@ impl Counting for Native {
         let measured = self.region.is_some();
         self.region = None;
         self.hook = None;
-        self.operands.clear();
+        self.stubs.clear();
         for other in self.threads.values_mut() {
             other.slot = None;
             other.pending.clear();

@@ -194,6 +194,7 @@ impl Region {
     /// The records of `slot` from number `from` (counting from the slot's start) up to number
     /// `head` (from [`Region::head`]): calls `f` for each, then lets the stub reuse their room.
     /// Returns the next number to read.
+    #[inline(always)]
     pub(super) fn drain(
         &self,
         slot: usize,
@@ -202,23 +203,27 @@ impl Region {
         mut f: impl FnMut(Record),
     ) -> u64 {
         let at = slot * SLOT_BYTES as usize;
+        const WORDS: usize = (RECORD / 8) as usize;
+        let ring = self
+            .map
+            .words(at + RING as usize, RING_RECORDS as usize * WORDS);
         let shift = self.reading.wait_shift();
-        let mut n = from;
-        while n < head {
-            let i = (n % RING_RECORDS) as usize;
-            let w = self.map.words(at + RING as usize + i * RECORD as usize, 3);
+        for n in from..head {
+            // The ring's index is `n`'s low 16 bits (RING_RECORDS = 2^16, as the stub's `movzx`).
+            const _: () = assert!(RING_RECORDS == 1 << 16);
+            let i = (n as u16) as usize * WORDS;
+            let w: &[u64; WORDS] = ring[i..i + WORDS].try_into().expect("3 words");
             f(Record {
                 tsc: w[0],
                 operand: w[1],
                 probe: w[2] as u32,
                 waited: (w[2] >> 32) << shift,
             });
-            n += 1;
         }
-        if n != from {
-            self.map.store64(at + LIMIT as usize, n + RING_RECORDS);
+        if head > from {
+            self.map.store64(at + LIMIT as usize, head + RING_RECORDS);
         }
-        n
+        from.max(head)
     }
 
     /// Whether `rip` is in code of ours (a stub page).
