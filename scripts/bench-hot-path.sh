@@ -6,6 +6,8 @@
 # event under callgrind (load-independent: the difference between runs of N and 2N events,
 # which cancels start-up and the report; session_throughput runs three passes, so its count is
 # divided by 3N).
+# Then, with valgrind, the native counter's tool per mark hit (callgrind on the tool alone, fib 20
+# and 22: varies by ~10% between runs with the polls and context-switch records the load brings).
 # Usage: scripts/bench-hot-path.sh [N]   (default: 10^7 events for timing; callgrind uses 10^6)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,3 +47,22 @@ echo "|---|---:|"
 echo "| engine, plain | $(per_event 1 $engine) |"
 echo "| engine, --profile (3 sites) | $(per_event 1 $engine --profile) |"
 echo "| session + engine (packed hits; the example's generator and packing included) | $(per_event 3 $session) |"
+# The native counter's tool per mark hit: the drain (ring, off-CPU intervals, ticks -> ns,
+# packing) and the session and engine behind it, the tool's process alone (the program's own
+# instructions are not counted: --trace-children=no), fib 20 and 22 (fixtures/fib.c, -O2).
+cargo build -q --release -p cilkview-cli
+tool=target/release/cilkview-rs
+fib=$(mktemp -d)/fib
+gcc -O2 -Icrates/cilkview-marks/include fixtures/fib.c -o "$fib"
+tool_instructions() { # tool_instructions N: callgrind's total for the tool measuring fib N
+    valgrind --tool=callgrind --trace-children=no --callgrind-out-file=/dev/null \
+        "$tool" run --counter native "$fib" "$1" 2>&1 >/dev/null | sed -n 's/.*refs: *//p' | tr -d ,
+}
+hits() { # hits N: the mark hits of fib N (the report's events)
+    "$tool" run --counter native --json "$fib.json" "$fib" "$1" >/dev/null 2>&1
+    sed -n 's/.*"events": *\([0-9]*\).*/\1/p' "$fib.json" | head -1
+}
+one=$(tool_instructions 20)
+two=$(tool_instructions 22)
+echo "| run --counter native, the tool per mark hit (fib 20 and 22) | $(awk -v a="$one" -v b="$two" -v h1="$(hits 20)" -v h2="$(hits 22)" 'BEGIN { printf "%.1f", (b - a) / (h2 - h1) }') |"
+rm -rf "$(dirname "$fib")"
