@@ -61,13 +61,14 @@ const W: u64 = 1_000_000;
 const UNIT: u64 = 2 * W + 1;
 
 /// What the libomp wrappers and libomp add to the region "parallel" beside the twin's, in work
-/// and in span: the region's team of one (~4.6k instructions, serial), then per task libomp's
-/// own allocation and its begin/complete of an undeferred task (~0.7-1.5k: libgomp's library
-/// runs a task without libgomp, so gcc builds pay less), per chunk of a dynamic loop libomp's
-/// dispatch (~3k). Measured under emulation on AMD EPYC: at most 44.8k of work for the dynamic
-/// loop of 8 chunks (22.5k for 8 tasks, 60.6k for 32 diamond tasks), at most 27.6k of span.
+/// and in span: the region's team of one (~10k instructions for the first region, ~1.6k for the
+/// next, serial), then per task libomp's own allocation and its begin/complete of an undeferred
+/// task (~0.7-1.5k: libgomp's library runs a task without libgomp, so gcc builds pay less), per
+/// chunk of a dynamic loop libomp's dispatch (~3k). Measured under emulation on AMD EPYC: at
+/// most 50.2k of work for the dynamic loop of 8 chunks (27.8k for 8 tasks, 66.0k for 32 diamond
+/// tasks), at most 33.0k of span.
 fn overhead(units: u64) -> u64 {
-    25_000 + 3_000 * units
+    30_000 + 3_000 * units
 }
 
 /// Every construct of omp_known under clang/libomp: the region "parallel" has the spawns and
@@ -143,8 +144,8 @@ fn clang_builds_equal_gcc_builds_and_hand_marked_twins() {
                 overhead(units)
             );
         }
-        // Parallelism: measured at most 1.0% below the twin's (the dynamic loop: 7.920 vs
-        // 8.000), 0.4% from the gcc build's.
+        // Parallelism: measured at most 1.2% below the twin's (the dynamic loop: 7.902 vs
+        // 8.000), 0.7% from the gcc build's (7.958).
         let p = |r: &Value| r["parallelism"].as_f64().unwrap();
         let (pa, pg, pb) = (p(ra), p(rg), p(rb));
         assert!(
@@ -303,6 +304,60 @@ fn emulate_and_step_agree_under_libomp() {
         assert_eq!(
             step.json["runtime"]["counts"], emu.json["runtime"]["counts"],
             "{mode}"
+        );
+    }
+}
+
+/// `--profile` under libomp: the program's `#pragma omp task` line is the spawn site and the
+/// task's call site, its `#pragma omp parallel` line the region's (the return addresses into the
+/// program at the library's marks, as with libgomp).
+#[test]
+#[ignore = "slow: runs cilkview-rs on compiled OpenMP programs"]
+fn profile_names_the_programs_pragma_lines_under_libomp() {
+    if clang_openmp("omp_known").is_none() {
+        return;
+    }
+    let exe = build("omp_fib", &options("clang").flag("-g"));
+    let source =
+        std::fs::read_to_string(cilkview_fixtures::fixtures_dir().join("omp_fib.c")).unwrap();
+    let line_of = |text: &str| {
+        1 + source
+            .lines()
+            .position(|l| l.trim_start().starts_with(text))
+            .unwrap()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("p");
+    let a = analyze_with(
+        &exe,
+        &["--openmp", "--profile", profile.to_str().unwrap()],
+        &["14", "8"],
+    );
+    assert_eq!(a.code(), Some(0), "{}", a.stderr());
+    let sites = a.json["call_sites"].as_array().unwrap();
+    let find = |kind: &str, function: &str, line: usize| {
+        sites
+            .iter()
+            .find(|s| {
+                s["kind"] == kind
+                    && s["function"] == function
+                    && s["location"].as_str().is_some_and(|l| {
+                        l.contains("omp_fib") && l.ends_with(&format!(".c:{line}"))
+                    })
+            })
+            .unwrap_or_else(|| panic!("{kind} {function} at omp_fib.c:{line} in {sites:?}"))
+    };
+    let task = line_of("#pragma omp task");
+    assert_eq!(find("spawn", "fib", task)["invocations"], 33);
+    assert_eq!(find("call", "fib", task)["invocations"], 33);
+    assert_eq!(
+        find("call", "main", line_of("#pragma omp parallel"))["invocations"],
+        1
+    );
+    for s in sites {
+        assert!(
+            !s["location"].as_str().unwrap_or("").contains("preload/"),
+            "a site named by the tool's own source: {s}"
         );
     }
 }

@@ -37,10 +37,9 @@ static void warm_up(ident_t *loc, kmp_int32 gtid)
     static int done;
     if (__atomic_exchange_n(&done, 1, __ATOMIC_RELAXED))
         return;
-    REAL(__kmpc_push_num_threads)(loc, gtid, 1);
-    forking = 1;
-    REAL(__kmpc_fork_call)(loc, 0, (kmpc_micro)empty_region);
-    forking = 0;
+    (void)loc, (void)gtid;
+    REAL(omp_get_num_procs)();
+    REAL(omp_get_max_threads)();
 }
 
 /* A region runs in a team of one (__kmpc_push_num_threads 1 before libomp's fork); its

@@ -63,40 +63,40 @@ static __attribute__((noinline)) void kmp_task_body(ident_t *loc, kmp_int32 gtid
     frame_ended();
 }
 
-/* A submitted task as gomp's GOMP_task does it (tasks.c): detached ones left to libomp, an
-   undeferred one a call (after the siblings `depend` names: a gomp `depend` array, or NULL),
-   a deferred one a spawn.  Inlined in the entry points, which carry the marks. */
-static inline __attribute__((always_inline)) void kmp_submit(ident_t *loc, kmp_int32 gtid,
-                                                             kmp_task_t *task, void **depend)
-{
-    kmp_int32 flags = task_flags(task);
-    if (undeferred(1)) {
-        COUNT(C_UNDEFERRED_TASKS);
-        if (depend && parallel_here()) {
-            COUNT(C_DEPEND_TASKS);
-            deps_wait(depend);
-        }
-        MARK_ENTER();
-        kmp_task_body(loc, gtid, task, flags);
-        MARK_EXIT();
-    } else {
-        COUNT(C_TASKS);
-        int recorded = 1;
-        if (depend) {
-            COUNT(C_DEPEND_TASKS);
-            recorded = deps_before_spawn(depend);
-        }
-        MARK_SPAWN();
-        MARK_ENTER();
-        kmp_task_body(loc, gtid, task, flags);
-        MARK_EXIT();
-        MARK_SPAWN_RETURN();
-        if (!recorded) {
-            MARK_SYNC();
-            deps_synced();
-        }
-    }
-}
+/* A submitted task as gomp's GOMP_task does it (tasks.c): an undeferred one a call (after the
+   siblings `depend` names: a gomp `depend` array, or NULL), a deferred one a spawn.  A macro, so
+   that its marks are in the entry point the program called and not in an inlined function
+   (DWARF would name the site by the inlined call). */
+#define KMP_SUBMIT(loc, gtid, task, depend)                                                        \
+    do {                                                                                           \
+        kmp_int32 flags_ = task_flags(task);                                                       \
+        if (undeferred(1)) {                                                                       \
+            COUNT(C_UNDEFERRED_TASKS);                                                             \
+            if ((depend) && parallel_here()) {                                                     \
+                COUNT(C_DEPEND_TASKS);                                                             \
+                deps_wait(depend);                                                                 \
+            }                                                                                      \
+            MARK_ENTER();                                                                          \
+            kmp_task_body(loc, gtid, task, flags_);                                                \
+            MARK_EXIT();                                                                           \
+        } else {                                                                                   \
+            COUNT(C_TASKS);                                                                        \
+            int recorded_ = 1;                                                                     \
+            if (depend) {                                                                          \
+                COUNT(C_DEPEND_TASKS);                                                             \
+                recorded_ = deps_before_spawn(depend);                                             \
+            }                                                                                      \
+            MARK_SPAWN();                                                                          \
+            MARK_ENTER();                                                                          \
+            kmp_task_body(loc, gtid, task, flags_);                                                \
+            MARK_EXIT();                                                                           \
+            MARK_SPAWN_RETURN();                                                                   \
+            if (!recorded_) {                                                                      \
+                MARK_SYNC();                                                                       \
+                deps_synced();                                                                     \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
 
 /* Whether libomp keeps the task: an untied task's continuation (it is running), or a detached
    task (it completes when its event is fulfilled). */
@@ -115,7 +115,8 @@ EXPORT kmp_int32 __kmpc_omp_task(ident_t *loc, kmp_int32 gtid, kmp_task_t *task)
 {
     if (left_to_libomp(task))
         return REAL(__kmpc_omp_task)(loc, gtid, task);
-    kmp_submit(loc, gtid, task, NULL);
+    void **no_depend = NULL;
+    KMP_SUBMIT(loc, gtid, task, no_depend);
     return 0; /* TASK_CURRENT_NOT_QUEUED */
 }
 
@@ -157,7 +158,7 @@ EXPORT kmp_int32 __kmpc_omp_task_with_deps(ident_t *loc, kmp_int32 gtid, kmp_tas
         return REAL(__kmpc_omp_task_with_deps)(loc, gtid, task, ndeps, deps, ndeps_noalias,
                                                noalias);
     GOMP_DEPEND(depend, ndeps, deps, ndeps_noalias, noalias);
-    kmp_submit(loc, gtid, task, depend);
+    KMP_SUBMIT(loc, gtid, task, depend);
     return 0;
 }
 

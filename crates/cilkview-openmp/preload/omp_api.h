@@ -10,5 +10,6 @@ int omp_get_thread_num(void);
 int omp_in_final(void);
 int omp_get_max_active_levels(void);
 int omp_get_max_threads(void);
+int omp_get_num_procs(void);
 
 #endif
