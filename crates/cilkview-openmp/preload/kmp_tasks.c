@@ -23,12 +23,15 @@ EXPORT kmp_task_t *__kmpc_omp_task_alloc(ident_t *loc, kmp_int32 gtid, kmp_int32
     return task;
 }
 
-/* The allocation flags of `task` (0, untied, if it is not among the recent ones). */
+/* The allocation flags of `task` (0, untied, if it is not among the recent ones): the newest
+   allocation at its address (libomp reuses a freed task's memory). */
 static kmp_int32 task_flags(kmp_task_t *task)
 {
-    for (unsigned i = 0; i < RECENT_TASKS; i++)
+    for (unsigned n = 1; n <= RECENT_TASKS; n++) {
+        unsigned i = (recent_next - n) % RECENT_TASKS;
         if (recent[i].task == task)
             return recent[i].flags;
+    }
     return 0;
 }
 
