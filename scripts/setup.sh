@@ -38,7 +38,8 @@ fi
 # Debian bookworm's qemu-user 7.2 accepts TCG plugins (newer Debian builds are static and do not).
 command -v qemu-x86_64 >/dev/null || missing+=(qemu-user)
 command -v gnuplot >/dev/null || missing+=(gnuplot-nox)
-# clang, and LLVM's OpenMP runtime: run --openmp refuses it (tested with clang -fopenmp).
+# clang, and LLVM's OpenMP runtime, libomp: run --openmp measures clang -fopenmp programs
+# through it (tests/openmp_clang.rs).
 if ! command -v clang >/dev/null; then
     missing+=(clang libomp-dev)
 elif ! echo 'int main(void){return 0;}' | clang -fopenmp -x c - -o /dev/null 2>/dev/null; then

@@ -1,4 +1,5 @@
-//! Compiles preload/cilkview_omp.c (with cilkview.h from cilkview-marks) into a shared object in
+//! Compiles preload/cilkview_omp.c (libgomp's) and preload/cilkview_kmp.c (libomp's), with
+//! cilkview.h from cilkview-marks, into shared objects in
 //! OUT_DIR (`cilkview-build`: the C compiler the `cc` crate detects, CC or the target's default),
 //! with the header `cilkview_runtime_wire.h` rendered from `src/wire.rs` (the counters' and
 //! warnings' one definition).
@@ -15,11 +16,26 @@ fn main() {
     println!("cargo:rerun-if-changed=../cilkview-marks/include/cilkview.h");
     std::fs::write(out.join("cilkview_runtime_wire.h"), wire::c_header())
         .expect("writing cilkview_runtime_wire.h");
-    let so =
-        cilkview_build::SharedObject::new("the OpenMP preload library", "preload/cilkview_omp.c")
+    // One library per runtime: (its name, its source, the variable naming the shared object).
+    for (what, source, file, var) in [
+        (
+            "the libgomp preload library",
+            "preload/cilkview_omp.c",
+            "cilkview_omp.so",
+            "CILKVIEW_OPENMP_SO",
+        ),
+        (
+            "the libomp preload library",
+            "preload/cilkview_kmp.c",
+            "cilkview_kmp.so",
+            "CILKVIEW_KMP_SO",
+        ),
+    ] {
+        let so = cilkview_build::SharedObject::new(what, source)
             .include("../cilkview-marks/include")
             .include(&out)
             .link("dl")
-            .compile("cilkview_omp.so");
-    println!("cargo:rustc-env=CILKVIEW_OPENMP_SO={}", so.display());
+            .compile(file);
+        println!("cargo:rustc-env={var}={}", so.display());
+    }
 }

@@ -56,20 +56,20 @@ bots_args() {
 }
 
 # bots_build NAME FOLDER SOURCES DEFINES LIBRARIES OUT: builds one program (NAME: the table's, for the reader) into OUT (objects
-# beside it).
+# beside it), with $BOTS_CC (gcc, the default, or clang: LLVM's libomp).
 bots_build() {
     local dir=$2 sources=$3 defines=$4 libs=$5 exe=$6 s o
-    local src=$bots/omp-tasks/$dir
-    local info=(-DCDATE='""' -DCC='"gcc -fopenmp"' -DLD='"gcc -fopenmp"' -DCMESSAGE='""'
+    local src=$bots/omp-tasks/$dir cc=${BOTS_CC:-gcc}
+    local info=(-DCDATE='""' -DCC="\"$cc -fopenmp\"" -DLD="\"$cc -fopenmp\"" -DCMESSAGE='""'
         -DCFLAGS='"-O3"' -DLDFLAGS='""')
     local objs=()
     for s in "$bots/common/bots_main.c" "$bots/common/bots_common.c" $sources; do
         [ "${s#/}" = "$s" ] && s=$src/$s
         o=$exe.$(basename "$s" .c).o
         # shellcheck disable=SC2086
-        gcc -O3 -fopenmp -w -c -I"$bots/common" -I"$src" $defines "${info[@]}" "$s" -o "$o"
+        "$cc" -O3 -fopenmp -w -c -I"$bots/common" -I"$src" $defines "${info[@]}" "$s" -o "$o"
         objs+=("$o")
     done
     # shellcheck disable=SC2086
-    gcc -O3 -fopenmp "${objs[@]}" -o "$exe" $libs
+    "$cc" -O3 -fopenmp "${objs[@]}" -o "$exe" $libs
 }

@@ -17,9 +17,10 @@ use clap::Args;
 #[derive(Args, Debug, Clone)]
 #[command(next_help_heading = "OpenMP")]
 pub struct OpenMpOptions {
-    /// Measure an unmodified gcc OpenMP program (libgomp): it runs as its serial elision (one
-    /// thread, each task where it is created) with marks on libgomp's entry points; its
-    /// parallel regions are the region "parallel".
+    /// Measure an unmodified OpenMP program (gcc's libgomp or clang's libomp, from its needed
+    /// libraries): it runs as its serial elision (one thread, each task where it is created)
+    /// with marks on the runtime's entry points; its parallel regions are the region
+    /// "parallel".
     #[arg(long)]
     pub openmp: bool,
     /// With --openmp: libgomp's cost per task (its locked task queue), charged per spawn to the
@@ -31,7 +32,7 @@ pub struct OpenMpOptions {
     pub task_cost: Option<Cost>,
     /// With --openmp: run each active parallel region as K virtual threads on one OS thread,
     /// switched at barriers, so that schedule(static) loops and thread-id code are split in K
-    /// (1: one thread, the serial elision).
+    /// (1: one thread, the serial elision); libgomp only.
     #[arg(long, value_name = "K", default_value_t = 1, requires = "openmp",
           value_parser = clap::value_parser!(u32).range(1..=256))]
     pub omp_team: u32,
@@ -74,6 +75,13 @@ pub fn prepare(options: &OpenMpOptions, program: &Path) -> Result<Option<OpenMpR
         );
     }
     let (runtime, library) = cilkview_openmp::choose(program, OPENMP_RUNTIMES)?;
+    if options.omp_team > 1 && !runtime.virtual_team() {
+        bail!(
+            "--omp-team is not supported with {} yet (the program uses it): run without it, \
+             where static loops are one strand each",
+            runtime.name()
+        );
+    }
     let preload = Preload::new(runtime).context("cannot write the OpenMP preload library")?;
     Ok(Some(OpenMpRun {
         preload,
@@ -158,11 +166,11 @@ impl OpenMpRun {
 fn warnings(openmp: &RuntimeReport, report: &RunReport) -> Vec<String> {
     let mut out = Vec::new();
     if openmp.counts.is_empty() {
-        out.push(
+        out.push(format!(
             "--openmp: the preload library wrote no counts (the program did not end through \
-             exit, or did not load libgomp)"
-                .into(),
-        );
+             exit, or did not load {})",
+            openmp.name
+        ));
         return out;
     }
     if openmp.count(PARALLEL_REGIONS.name) == 0 {

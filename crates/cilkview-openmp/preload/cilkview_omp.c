@@ -12,11 +12,15 @@
  *   depend.c       task dependences: a sync only where a task depends on a sibling
  *   tasks.c        GOMP_task, GOMP_taskloop(_ull), taskwait, taskgroup
  *   team.c         --omp-team K: active regions as K virtual threads switched at barriers
+ *   regions.c      parallel regions and worksharing chunks, as libomp's library marks them too
  *   worksharing.c  parallel regions, loops, sections, barriers, critical/atomic/ordered
  */
 #define _GNU_SOURCE
+#define RUNTIME_NAME "libgomp"
+#include "gomp_abi.h"
 #include "state.c"
 #include "depend.c"
 #include "tasks.c"
 #include "team.c"
+#include "regions.c"
 #include "worksharing.c"

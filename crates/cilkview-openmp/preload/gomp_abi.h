@@ -127,11 +127,6 @@ GOMP_LOOP_KINDS(GOMP_DECLARE_CHUNKED)
 GOMP_GUIDED_KINDS(GOMP_DECLARE_GUIDED)
 GOMP_RUNTIME_KINDS(GOMP_DECLARE_RUNTIME)
 
-/* omp_lib */
-int omp_get_num_threads(void);
-int omp_get_thread_num(void);
-int omp_in_final(void);
-int omp_get_max_active_levels(void);
-int omp_get_max_threads(void);
+#include "omp_api.h"
 
 #endif

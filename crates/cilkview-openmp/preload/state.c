@@ -9,7 +9,7 @@
 
 #include "cilkview.h"
 #include "cilkview_runtime_wire.h"
-#include "gomp_abi.h"
+#include "omp_api.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define TLS __thread __attribute__((tls_model("initial-exec")))
@@ -38,12 +38,12 @@ __asm__(".pushsection .cilkview_runtime,\"\",@progbits\n.byte 1\n.popsection");
 #define MARK_REGION_BEGIN(label) CV__REGION_MARK(CV__KIND_REGION_BEGIN, label)
 #define MARK_REGION_END(label) CV__REGION_MARK(CV__KIND_REGION_END, label)
 
-/* ---- libgomp, reached past this library ---- */
+/* ---- the runtime (RUNTIME_NAME: libgomp, libomp), reached past this library ---- */
 static void *resolve(const char *name)
 {
     void *p = dlsym(RTLD_NEXT, name);
     if (!p) {
-        static const char msg[] = "cilkview-rs --openmp: libgomp has no entry point ";
+        static const char msg[] = "cilkview-rs --openmp: " RUNTIME_NAME " has no entry point ";
         (void)!write(2, msg, sizeof msg - 1);
         (void)!write(2, name, strlen(name));
         (void)!write(2, "\n", 1);
@@ -88,6 +88,16 @@ static inline int parallel_here(void)
 {
     return level > 0 && parallel_active[lvl()];
 }
+
+/* Whether a task created here is included/undeferred (a call): its if clause is false, it is
+   created in a final task, or no parallel region with more than one thread encloses it. */
+static inline int undeferred(int if_clause)
+{
+    return !if_clause || final_depth > 0 || !parallel_here();
+}
+
+/* Tasks of a taskloop without grainsize or num_tasks (libgomp makes one per thread). */
+#define TASKLOOP_DEFAULT_TASKS 64
 
 /* ---- counters and warnings (cilkview_runtime_wire.h, rendered from src/wire.rs) ---- */
 static unsigned long counters[C_COUNT];

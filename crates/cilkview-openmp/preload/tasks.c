@@ -50,12 +50,6 @@ static __attribute__((noinline)) void task_body(gomp_fn fn, void *data, gomp_cpy
         MARK_SPAWN_RETURN();                                                                       \
     } while (0)
 
-/* Whether a task created here is included/undeferred (a call): its if clause is false, it is
-   created in a final task, or no parallel region with more than one thread encloses it. */
-static inline int undeferred(int if_clause)
-{
-    return !if_clause || final_depth > 0 || !parallel_here();
-}
 
 EXPORT void GOMP_task(gomp_fn fn, void *data, gomp_cpyfn cpyfn, long arg_size, long arg_align,
                       bool if_clause, unsigned flags, void **depend, int priority, void *detach)
@@ -142,8 +136,6 @@ EXPORT void GOMP_taskgroup_reduction_unregister(uintptr_t *data)
         task_reductions--;
 }
 
-/* Tasks of a taskloop without grainsize or num_tasks (libgomp makes one per thread). */
-#define TASKLOOP_DEFAULT_TASKS 64
 
 /* The tasks of a taskloop over n iterations: how many, and how many iterations the first
    `bigger` of them get (one more than the others). */

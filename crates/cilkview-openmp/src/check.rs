@@ -31,11 +31,18 @@ pub enum RuntimeError {
         runtime: &'static str,
     },
     #[error(
-        "{} uses LLVM's OpenMP runtime ({runtime}): --openmp knows gcc's libgomp only; build it \
-         with gcc -fopenmp, or with clang -fopenmp=libgomp",
+        "{} uses none of the runtimes {option} measures ({runtimes}: none among its needed \
+         libraries): {option} is for programs built with {builds}",
         path.display()
     )]
-    LlvmRuntime { path: PathBuf, runtime: String },
+    NoRuntime {
+        path: PathBuf,
+        option: &'static str,
+        /// The runtimes, e.g. `libgomp, libomp`.
+        runtimes: String,
+        /// How programs get them, e.g. `gcc -fopenmp or clang -fopenmp`.
+        builds: String,
+    },
     #[error("{} does not use {wanted}: {option} is for {programs}", path.display())]
     NotUsed {
         path: PathBuf,

@@ -25,6 +25,10 @@ impl Runtime for Libgomp {
         "--openmp"
     }
 
+    fn built_with(&self) -> &'static str {
+        "gcc -fopenmp"
+    }
+
     fn uses(&self, program: &Linked) -> bool {
         program.needs(&["libgomp.so"]).is_some()
     }

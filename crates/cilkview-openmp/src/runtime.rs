@@ -18,6 +18,8 @@ pub trait Runtime: Sync {
     fn model(&self) -> &'static str;
     /// The option of `run` that measures it, e.g. `--openmp`.
     fn option(&self) -> &'static str;
+    /// How a program gets it, e.g. `gcc -fopenmp`.
+    fn built_with(&self) -> &'static str;
     /// Whether the program links this runtime (its needed libraries name it).
     fn uses(&self, program: &Linked) -> bool;
     /// The runtime library the program will load, checked: one whose ABI the library knows;
@@ -27,6 +29,10 @@ pub trait Runtime: Sync {
     fn preload_library(&self) -> &'static [u8];
     /// The counters the library reports, in its order.
     fn counters(&self) -> &'static [Counter];
+    /// Whether its library runs a region as `--omp-team K`'s virtual threads.
+    fn virtual_team(&self) -> bool {
+        true
+    }
 
     /// The variables to set for the program only: `LD_PRELOAD` with `library` appended to the
     /// user's (`user_preload`, the tool's own `LD_PRELOAD`), where the library writes its counts,
@@ -58,7 +64,7 @@ pub trait Runtime: Sync {
 }
 
 /// The OpenMP runtimes `--openmp` measures, in the order they are looked for.
-pub static OPENMP_RUNTIMES: &[&dyn Runtime] = &[&crate::Libgomp];
+pub static OPENMP_RUNTIMES: &[&dyn Runtime] = &[&crate::Libgomp, &crate::Libomp];
 
 /// The runtime of `runtimes` that `program` links, checked, and the library it will load
 /// (`None` for a `#!` script, which is not checked: the first runtime is assumed).
@@ -71,14 +77,14 @@ pub fn choose(
         return Ok((first, None));
     };
     let Some(runtime) = runtimes.iter().copied().find(|r| r.uses(&linked)) else {
-        if let Some(llvm) = linked.needs(&["libomp", "libiomp"]) {
-            return Err(RuntimeError::LlvmRuntime {
-                path: program.to_owned(),
-                runtime: llvm.to_owned(),
-            });
-        }
-        // The first runtime says what is missing.
-        return first.check(&linked).map(|library| (first, Some(library)));
+        let names: Vec<_> = runtimes.iter().map(|r| r.name()).collect();
+        let builds: Vec<_> = runtimes.iter().map(|r| r.built_with()).collect();
+        return Err(RuntimeError::NoRuntime {
+            path: program.to_owned(),
+            option: first.option(),
+            runtimes: names.join(", "),
+            builds: builds.join(" or "),
+        });
     };
     let library = runtime.check(&linked)?;
     Ok((runtime, Some(library)))

@@ -1,0 +1,417 @@
+//! `run --openmp` on unmodified clang OpenMP programs (LLVM's libomp): the OpenMP fixtures
+//! compiled with `clang -fopenmp -DCILKVIEW_DISABLE` give the dag of their gcc builds (libgomp)
+//! and of their hand-marked twins, with numbers known by construction.
+
+mod common;
+
+use std::path::PathBuf;
+
+use cilkview_fixtures::{build, compile_source, has_compiler, skip, BuildOptions, Lang};
+use common::{analyze_with, bin, Analysis};
+use serde_json::Value;
+
+fn options(compiler: &str) -> BuildOptions {
+    BuildOptions::default()
+        .compiler(compiler)
+        .opt(2)
+        .flag("-fopenmp")
+        .disabled()
+}
+
+/// The clang -fopenmp build of a fixture; `None`, said aloud, where clang or libomp is missing
+/// (scripts/setup.sh installs clang and libomp-dev).
+fn clang_openmp(name: &str) -> Option<PathBuf> {
+    let probe = "#include <omp.h>\nint main(void) { return omp_get_max_threads() < 1; }\n";
+    if !has_compiler("clang")
+        || compile_source("omp_clang_works", probe, Lang::C, &options("clang")).is_err()
+    {
+        skip("clang -fopenmp (libomp) not available: scripts/setup.sh installs clang, libomp-dev");
+        return None;
+    }
+    Some(build(name, &options("clang")))
+}
+
+fn gcc_openmp(name: &str) -> PathBuf {
+    build(name, &options("gcc"))
+}
+
+/// The hand-marked twin: the same source, its cilkview.h marks, no -fopenmp.
+fn twin(name: &str) -> PathBuf {
+    build(name, &BuildOptions::default().compiler("gcc").opt(2))
+}
+
+fn count(a: &Analysis, name: &str) -> u64 {
+    a.json["runtime"]["counts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("count {name} in {}", a.json["runtime"]))["value"]
+        .as_u64()
+        .unwrap()
+}
+
+fn u(v: &Value, key: &str) -> u64 {
+    v[key].as_u64().unwrap_or_else(|| panic!("{key} in {v}"))
+}
+
+const N: u64 = 8;
+const W: u64 = 1_000_000;
+/// One unit: cv_work(W) is 2W + 1 instructions.
+const UNIT: u64 = 2 * W + 1;
+
+/// What the libomp wrappers and libomp add to the region "parallel" beside the twin's, in work
+/// and in span: the region's team of one (~10k instructions for the first region, ~1.6k for the
+/// next, serial), then per task libomp's own allocation and its begin/complete of an undeferred
+/// task (~0.7-1.5k: libgomp's library runs a task without libgomp, so gcc builds pay less), per
+/// chunk of a dynamic loop libomp's dispatch (~3k). Measured under emulation on AMD EPYC: at
+/// most 50.2k of work for the dynamic loop of 8 chunks (27.8k for 8 tasks, 66.0k for 32 diamond
+/// tasks), at most 33.0k of span.
+fn overhead(units: u64) -> u64 {
+    30_000 + 3_000 * units
+}
+
+/// Every construct of omp_known under clang/libomp: the region "parallel" has the spawns and
+/// the dependence edges of the gcc/libgomp build and of the hand-marked twin, the library's
+/// counts, and their work, span and parallelism within the runtimes' overhead.
+#[test]
+#[ignore = "slow: runs cilkview-rs on compiled OpenMP programs"]
+fn clang_builds_equal_gcc_builds_and_hand_marked_twins() {
+    let Some(clang) = clang_openmp("omp_known") else {
+        return;
+    };
+    let (gcc, marked) = (gcc_openmp("omp_known"), twin("omp_known"));
+    let (n, w) = (N.to_string(), W.to_string());
+    // mode, units of work, units on the span, a counter of the library and its value
+    for (mode, units, span_units, counter, counted) in [
+        ("tasks", N, 1, "tasks", N),
+        ("taskloop", N, 1, "taskloop_tasks", N),
+        ("dynamic", N, 1, "chunks", N),
+        ("chain", N, N, "depend_tasks", N),
+        ("diamond", 4 * N, 2 * N + 1, "depend_tasks", 4 * N),
+        ("readers", N + 1, 2, "tasks", N + 1),
+        ("partial", 5 * N, 3 * N, "depend_tasks", 3 * N),
+        ("waitdep", 5 * N, 3 * N, "taskwait_depends", N),
+        ("undeferred", 5 * N, 3 * N, "undeferred_tasks", N),
+    ] {
+        let a = analyze_with(&clang, &["--openmp"], &[mode, &n, &w]);
+        let g = analyze_with(&gcc, &["--openmp"], &[mode, &n, &w]);
+        let b = analyze_with(&marked, &[], &[mode, &n, &w]);
+        for (x, what) in [(&a, "clang"), (&g, "gcc"), (&b, "twin")] {
+            assert_eq!(x.code(), Some(0), "{mode} ({what}): {}", x.stderr());
+        }
+        assert_eq!(a.json["runtime"]["name"], "libomp", "{mode}");
+        assert_eq!(g.json["runtime"]["name"], "libgomp", "{mode}");
+        let (ra, rg, rb) = (
+            a.region("parallel"),
+            g.region("parallel"),
+            b.region("parallel"),
+        );
+        // The same dag: the spawns of the gcc build and of the twin. (Syncs: clang keeps the
+        // barrier ending `single` before the region's end, gcc drops it: one more sync, after
+        // the taskwait, where nothing is left to wait for.)
+        assert_eq!(
+            u(ra, "spawns"),
+            u(rg, "spawns"),
+            "{mode}: clang {ra} gcc {rg}"
+        );
+        assert_eq!(u(ra, "spawns"), u(rb, "spawns"), "{mode}");
+        assert!(
+            u(ra, "syncs") - u(rg, "syncs") <= 1,
+            "{mode}: clang {ra} gcc {rg}"
+        );
+        assert_eq!(count(&a, counter), counted, "{mode}");
+        assert_eq!(count(&a, "parallel_regions"), 1, "{mode}");
+        for c in [
+            "tasks",
+            "depend_edges",
+            "taskloop_tasks",
+            "chunks",
+            "taskwaits",
+        ] {
+            assert_eq!(count(&a, c), count(&g, c), "{mode}: {c}");
+        }
+        // By construction (the twin), within the overhead.
+        for (key, expected) in [("work", units * UNIT), ("span", span_units * UNIT)] {
+            let (x, y) = (u(ra, key), u(rb, key));
+            assert!(
+                y >= expected && y < expected + 4_000,
+                "{mode}: {key}: twin {rb}"
+            );
+            assert!(
+                x >= y && x - y <= overhead(units),
+                "{mode}: {key} {x} (clang --openmp) vs {y} (hand-marked): more than {} apart",
+                overhead(units)
+            );
+        }
+        // Parallelism: measured at most 1.2% below the twin's (the dynamic loop: 7.902 vs
+        // 8.000), 0.7% from the gcc build's (7.958).
+        let p = |r: &Value| r["parallelism"].as_f64().unwrap();
+        let (pa, pg, pb) = (p(ra), p(rg), p(rb));
+        assert!(
+            (pa - pb).abs() <= 0.02 * pb,
+            "{mode}: clang {pa} vs twin {pb}"
+        );
+        assert!(
+            (pa - pg).abs() <= 0.01 * pg,
+            "{mode}: clang {pa} vs gcc {pg}"
+        );
+    }
+}
+
+/// The BOTS-style nqueens (untied tasks with a final() cutoff, taskwaits, a critical section)
+/// and fib (tasks above a cutoff) verify under clang/libomp and have the gcc build's counts:
+/// the same tasks, the same included (undeferred) tasks below the cutoff, the same taskwaits.
+#[test]
+#[ignore = "slow: runs cilkview-rs on compiled OpenMP programs"]
+fn bots_style_programs_give_the_gcc_builds_counts() {
+    let Some(clang) = clang_openmp("omp_nqueens") else {
+        return;
+    };
+    let gcc = gcc_openmp("omp_nqueens");
+    let a = analyze_with(&clang, &["--openmp"], &["8", "3"]);
+    let g = analyze_with(&gcc, &["--openmp"], &["8", "3"]);
+    assert_eq!(a.code(), Some(0), "{}", a.stderr());
+    assert!(
+        a.stdout().contains("nqueens(8) = 92 (verified)"),
+        "{}",
+        a.stdout()
+    );
+    for c in ["tasks", "undeferred_tasks", "taskwaits", "critical"] {
+        assert_eq!(count(&a, c), count(&g, c), "nqueens: {c}");
+    }
+    assert_eq!(count(&a, "tasks"), 1528);
+    assert_eq!(u(&a.json, "spawns"), count(&a, "tasks"));
+    // The same dag, but each task (included ones too) costs libomp's allocation and its
+    // begin/complete of an undeferred task in the work, where libgomp's library runs a task
+    // without libgomp: measured 1,195 instructions more per task under emulation (work 22.73M
+    // vs 3.95M over 15,720 tasks, parallelism 154 vs 111). A fine-grained program's numbers
+    // thus differ between the two builds by the runtimes' own per-task costs.
+    let (ra, rg) = (a.region("parallel"), g.region("parallel"));
+    assert_eq!(u(ra, "spawns"), u(rg, "spawns"));
+    let all_tasks = count(&a, "tasks") + count(&a, "undeferred_tasks");
+    let per_task = (u(ra, "work") - u(rg, "work")) / all_tasks;
+    assert!(
+        (600..2_000).contains(&per_task),
+        "nqueens: {per_task}: clang {ra} gcc {rg}"
+    );
+    let critical = a.region("critical");
+    assert!(
+        u(critical, "work") > 0 && u(critical, "work") < 2_000,
+        "{critical}"
+    );
+
+    let (clang, gcc) = (clang_openmp("omp_fib").unwrap(), gcc_openmp("omp_fib"));
+    let a = analyze_with(&clang, &["--openmp"], &["14", "8"]);
+    let g = analyze_with(&gcc, &["--openmp"], &["14", "8"]);
+    assert_eq!(a.code(), Some(0), "{}", a.stderr());
+    assert_eq!(a.stdout(), g.stdout());
+    // fib(14) with tasks above 8: 33 tasks (profile_names_the_programs_pragma_lines).
+    assert_eq!(count(&a, "tasks"), 33);
+    for c in ["tasks", "undeferred_tasks", "taskwaits"] {
+        assert_eq!(count(&a, c), count(&g, c), "fib: {c}");
+    }
+    let (ra, rg) = (a.region("parallel"), g.region("parallel"));
+    assert_eq!(u(ra, "spawns"), u(rg, "spawns"), "fib");
+}
+
+/// schedule(static) under libomp: one thread gets the whole range from
+/// __kmpc_for_static_init (one strand, as gcc's inlined static loop), and the report names the
+/// call; --omp-team (libgomp only) is refused with one line.
+#[test]
+#[ignore = "slow: runs cilkview-rs on compiled OpenMP programs"]
+fn a_static_loop_is_reported_and_omp_team_refused() {
+    let Some(clang) = clang_openmp("omp_known") else {
+        return;
+    };
+    let a = analyze_with(&clang, &["--openmp"], &["static", &N.to_string(), "1000"]);
+    assert_eq!(a.code(), Some(0), "{}", a.stderr());
+    let r = a.region("parallel");
+    assert!(
+        (r["parallelism"].as_f64().unwrap() - 1.0).abs() < 1e-9,
+        "{r}"
+    );
+    let sites = a.json["runtime"]["thread_id_code"].as_array().unwrap();
+    assert_eq!(sites.len(), 1, "{sites:?}");
+    assert!(
+        sites[0]["site"].as_str().unwrap().contains("omp_outlined"),
+        "{sites:?}"
+    );
+    assert!(
+        a.stderr().contains("split work by thread number"),
+        "{}",
+        a.stderr()
+    );
+    let out = bin()
+        .args(["run", "--openmp", "--omp-team", "4"])
+        .arg(&clang)
+        .args(["static", "8", "1000"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(common::TOOL_FAILED));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--omp-team is not supported with libomp"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+/// The emulator and single-stepping, both exact, give the same dag through the libomp library
+/// and the same counts; libomp's allocations (each task's, its team's) take a few instructions
+/// more or less with the heap addresses, which differ between QEMU and a native process:
+/// measured on AMD EPYC, work and span up to 172 instructions apart (tasks, waitdep, dynamic),
+/// off the critical path up to 10 (gcc builds: identical there). One mode (tasks, and waits for
+/// one of two): single-stepping libomp's ~1M instructions of set-up takes 10-50 s here.
+#[test]
+#[ignore = "slow: runs cilkview-rs on compiled OpenMP programs"]
+fn emulate_and_step_agree_under_libomp() {
+    let Some(exe) = clang_openmp("omp_known") else {
+        return;
+    };
+    for mode in ["waitdep"] {
+        let step = analyze_with(
+            &exe,
+            &["--openmp", "--counter", "step"],
+            &[mode, "4", "200"],
+        );
+        if step.json["counter"]["mode"] != "step" {
+            skip("single-stepping not available here");
+            return;
+        }
+        let emu = analyze_with(
+            &exe,
+            &["--openmp", "--counter", "emulate"],
+            &[mode, "4", "200"],
+        );
+        if emu.code() != Some(0) {
+            skip("qemu-x86_64 not available here");
+            return;
+        }
+        let (s, e) = (step.region("parallel"), emu.region("parallel"));
+        for key in ["spawns", "syncs"] {
+            assert_eq!(s[key], e[key], "{mode}: {key}: step {s} emulate {e}");
+        }
+        for key in ["work", "span", "burdened_span"] {
+            let (a, b) = (u(s, key), u(e, key));
+            assert!(a.abs_diff(b) <= 256, "{mode}: {key}: step {s} emulate {e}");
+        }
+        let off = |r: &Value| u(r, "work") - u(r, "span");
+        assert!(
+            off(s).abs_diff(off(e)) <= 32,
+            "{mode}: step {s} emulate {e}"
+        );
+        assert_eq!(
+            step.json["runtime"]["counts"], emu.json["runtime"]["counts"],
+            "{mode}"
+        );
+    }
+}
+
+/// `--profile` under libomp: the program's `#pragma omp task` line is the spawn site and the
+/// task's call site, its `#pragma omp parallel` line the region's (the return addresses into the
+/// program at the library's marks, as with libgomp).
+#[test]
+#[ignore = "slow: runs cilkview-rs on compiled OpenMP programs"]
+fn profile_names_the_programs_pragma_lines_under_libomp() {
+    if clang_openmp("omp_known").is_none() {
+        return;
+    }
+    let exe = build("omp_fib", &options("clang").flag("-g"));
+    let source =
+        std::fs::read_to_string(cilkview_fixtures::fixtures_dir().join("omp_fib.c")).unwrap();
+    let line_of = |text: &str| {
+        1 + source
+            .lines()
+            .position(|l| l.trim_start().starts_with(text))
+            .unwrap()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("p");
+    let a = analyze_with(
+        &exe,
+        &["--openmp", "--profile", profile.to_str().unwrap()],
+        &["14", "8"],
+    );
+    assert_eq!(a.code(), Some(0), "{}", a.stderr());
+    let sites = a.json["call_sites"].as_array().unwrap();
+    let find = |kind: &str, function: &str, line: usize| {
+        sites
+            .iter()
+            .find(|s| {
+                s["kind"] == kind
+                    && s["function"] == function
+                    && s["location"].as_str().is_some_and(|l| {
+                        l.contains("omp_fib") && l.ends_with(&format!(".c:{line}"))
+                    })
+            })
+            .unwrap_or_else(|| panic!("{kind} {function} at omp_fib.c:{line} in {sites:?}"))
+    };
+    let task = line_of("#pragma omp task");
+    assert_eq!(find("spawn", "fib", task)["invocations"], 33);
+    assert_eq!(find("call", "fib", task)["invocations"], 33);
+    assert_eq!(
+        find("call", "main", line_of("#pragma omp parallel"))["invocations"],
+        1
+    );
+    for s in sites {
+        assert!(
+            !s["location"].as_str().unwrap_or("").contains("preload/"),
+            "a site named by the tool's own source: {s}"
+        );
+    }
+}
+
+/// Constructs a program checks (fixtures/omp_constructs.c: guided, runtime and ordered loops,
+/// sections, a taskgroup of tied tasks then untied recursive ones, taskloops, critical, an if(0)
+/// region) print the same line under --openmp as alone, by clang and by gcc, with the same
+/// counts but for what clang lowers otherwise: its sections are a static loop (a thread query,
+/// not 2 chunks), its taskloops come in a taskgroup of their own. (A tied task freed before an
+/// untied one was allocated at its address once made the library run the untied one as tied:
+/// libomp asserted.)
+#[test]
+#[ignore = "slow: runs cilkview-rs on compiled OpenMP programs"]
+fn constructs_give_the_same_results_and_counts_under_both_runtimes() {
+    let Some(clang) = clang_openmp("omp_constructs") else {
+        return;
+    };
+    let gcc = gcc_openmp("omp_constructs");
+    let expected = "4950 4950 1 3 45 4950 499500 610 1\n";
+    let a = analyze_with(&clang, &["--openmp"], &[]);
+    let g = analyze_with(&gcc, &["--openmp"], &[]);
+    for (x, what) in [(&a, "clang"), (&g, "gcc")] {
+        assert_eq!(x.code(), Some(0), "{what}: {}", x.stderr());
+        assert_eq!(x.stdout(), expected, "{what}");
+    }
+    for c in [
+        "parallel_regions",
+        "serial_parallel_regions",
+        "tasks",
+        "taskloops",
+        "taskloop_tasks",
+        "loops",
+        "taskwaits",
+        "barriers",
+        "critical",
+        "ordered",
+    ] {
+        assert_eq!(count(&a, c), count(&g, c), "{c}");
+    }
+    assert_eq!(count(&a, "tasks"), 1982);
+    assert_eq!(count(&a, "ordered"), 100);
+    assert_eq!(
+        count(&g, "chunks") - count(&a, "chunks"),
+        2,
+        "the 2 sections"
+    );
+    assert_eq!(
+        count(&a, "taskgroups") - count(&g, "taskgroups"),
+        2,
+        "the 2 taskloops"
+    );
+    // The sections' loop of 2 chunks is 1 spawn in the gcc build.
+    assert_eq!(
+        u(a.region("parallel"), "spawns"),
+        u(g.region("parallel"), "spawns") - 1
+    );
+}

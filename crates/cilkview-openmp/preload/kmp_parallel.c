@@ -1,0 +1,219 @@
+/* kmp_parallel.c -- libomp's parallel regions (a team of one), static and dynamic loops,
+   barriers, mutual exclusion shown as regions, the thread-number queries. */
+
+#include <stdarg.h>
+
+/* ---- parallel regions ---- */
+
+/* The num_threads clause of the region about to be forked (0: none). */
+static TLS kmp_int32 pushed_threads;
+/* A fork of ours has not yet reached libomp's own __kmpc_serialized_parallel. */
+static TLS int forking;
+
+EXPORT void __kmpc_push_num_threads(ident_t *loc, kmp_int32 gtid, kmp_int32 num_threads)
+{
+    (void)loc, (void)gtid;
+    pushed_threads = num_threads; /* the fork pushes 1 */
+}
+
+/* The most shared variables a region passes to its outlined function (clang passes one pointer
+   per variable). */
+#define FORK_ARGS 64
+#define ARGS8(i) a[i], a[i + 1], a[i + 2], a[i + 3], a[i + 4], a[i + 5], a[i + 6], a[i + 7]
+#define FORK_ARGS_LIST                                                                             \
+    ARGS8(0), ARGS8(8), ARGS8(16), ARGS8(24), ARGS8(32), ARGS8(40), ARGS8(48), ARGS8(56)
+
+static void empty_region(kmp_int32 *gtid, kmp_int32 *btid)
+{
+    (void)gtid, (void)btid;
+}
+
+/* libomp initializes its parallel machinery at the program's first region (~1.1M instructions
+   here: the machine's topology, its thread pool): done once before that region's marks, by an
+   empty region of one thread, so that it counts in the program's serial work, as libgomp's
+   set-up (done before main) does, not in the region's. */
+static void warm_up(ident_t *loc, kmp_int32 gtid)
+{
+    static int done;
+    if (__atomic_exchange_n(&done, 1, __ATOMIC_RELAXED))
+        return;
+    (void)loc, (void)gtid;
+    REAL(omp_get_num_procs)();
+    REAL(omp_get_max_threads)();
+}
+
+/* A region runs in a team of one (__kmpc_push_num_threads 1 before libomp's fork); its
+   outlined function gets the program's arguments, passed on as they came (pointers), the
+   unused ones after them ignored as the SysV ABI allows. */
+EXPORT void __kmpc_fork_call(ident_t *loc, kmp_int32 argc, kmpc_micro microtask, ...)
+{
+    void *a[FORK_ARGS] = {0};
+    if (argc < 0 || argc > FORK_ARGS) {
+        static const char msg[] = "cilkview-rs --openmp: a parallel region passes more than 64 "
+                                  "variables to libomp: not supported\n";
+        (void)!write(2, msg, sizeof msg - 1);
+        _exit(127);
+    }
+    va_list ap;
+    va_start(ap, microtask);
+    for (kmp_int32 i = 0; i < argc; i++)
+        a[i] = va_arg(ap, void *);
+    va_end(ap);
+    unsigned requested = pushed_threads > 0 ? (unsigned)pushed_threads : 0;
+    pushed_threads = 0;
+    kmp_int32 gtid = REAL(__kmpc_global_thread_num)(loc);
+    warm_up(loc, gtid);
+    parallel_begin(requested);
+    REAL(__kmpc_push_num_threads)(loc, gtid, 1);
+    forking = 1;
+    REAL(__kmpc_fork_call)(loc, argc, microtask, FORK_ARGS_LIST);
+    forking = 0;
+    parallel_end();
+}
+
+/* libomp's fork of a team of one serializes the region through the exported entry points
+   (__kmpc_serialized_parallel and its end) before it runs the outlined function: those calls are
+   not the program's.  `serialized_by_libomp`: which of the open serialized regions, by nesting
+   depth (the first 64), libomp began. */
+static TLS unsigned serialized_depth;
+static TLS uint64_t serialized_by_libomp;
+
+/* A region the program serializes itself (clang's if(0) parallel): one thread, as gcc's. */
+EXPORT void __kmpc_serialized_parallel(ident_t *loc, kmp_int32 gtid)
+{
+    int by_libomp = forking;
+    forking = 0;
+    if (serialized_depth < 64)
+        serialized_by_libomp = (serialized_by_libomp & ~(1ull << serialized_depth)) |
+                               ((uint64_t)by_libomp << serialized_depth);
+    serialized_depth++;
+    if (!by_libomp) {
+        parallel_begin(1);
+    }
+    REAL(__kmpc_serialized_parallel)(loc, gtid);
+}
+
+EXPORT void __kmpc_end_serialized_parallel(ident_t *loc, kmp_int32 gtid)
+{
+    REAL(__kmpc_end_serialized_parallel)(loc, gtid);
+    int by_libomp = 0;
+    if (serialized_depth > 0 && --serialized_depth < 64)
+        by_libomp = (serialized_by_libomp >> serialized_depth) & 1;
+    if (!by_libomp) {
+        parallel_end();
+    }
+}
+
+/* ---- loops ---- */
+
+/* schedule(static): libomp gives the one thread the whole range, one strand, as gcc's inlined
+   static loops: a thread query, reported by call site. */
+#define STATIC_INIT(suffix, T, ST)                                                                 \
+    EXPORT void __kmpc_for_static_init_##suffix(ident_t *loc, kmp_int32 gtid, kmp_int32 sched,     \
+                                                kmp_int32 *plastiter, T *plower, T *pupper,        \
+                                                ST *pstride, ST incr, ST chunk)                    \
+    {                                                                                              \
+        note_thread_query(__builtin_return_address(0));                                            \
+        REAL(__kmpc_for_static_init_##suffix)(loc, gtid, sched, plastiter, plower, pupper,         \
+                                              pstride, incr, chunk);                               \
+    }
+KMP_LOOP_TYPES(STATIC_INIT)
+
+/* Every schedule is run monotonic and chunk by chunk: a nonmonotonic dynamic one (OpenMP 5's
+   default for dynamic) is a work-stealing static one in libomp, and a serialized team (the team
+   of one) merges a loop's chunks into one unless asked not to (libomp's `kmp_nm_*` schedules).
+   guided is run as dynamic with the same chunk size (one thread would get the whole range as
+   one guided chunk).  A conforming program allows these substitutions; libgomp's library makes
+   the same. */
+static kmp_int32 dispatch_schedule(kmp_int32 sched)
+{
+    kmp_int32 base = sched & ~KMP_SCH_MODIFIERS;
+    if (base == KMP_SCH_GUIDED_CHUNKED || base == KMP_SCH_GUIDED_ITERATIVE_CHUNKED ||
+        base == KMP_SCH_GUIDED_ANALYTICAL_CHUNKED)
+        base = KMP_SCH_DYNAMIC_CHUNKED;
+    else if (base == KMP_ORD_GUIDED_CHUNKED)
+        base = KMP_ORD_DYNAMIC_CHUNKED;
+    if ((base >= KMP_SCH_LOWER && base < KMP_SCH_UPPER) ||
+        (base >= KMP_ORD_LOWER && base < KMP_ORD_UPPER))
+        base += KMP_SCH_NOMERGE;
+    return base | KMP_SCH_MONOTONIC;
+}
+
+/* schedule(dynamic|guided|runtime): each chunk is an iteration of a parallel loop (regions.c). */
+#define DISPATCH(suffix, T, ST)                                                                    \
+    EXPORT void __kmpc_dispatch_init_##suffix(ident_t *loc, kmp_int32 gtid, kmp_int32 sched, T lb, \
+                                              T ub, ST st, ST chunk)                               \
+    {                                                                                              \
+        REAL(__kmpc_dispatch_init_##suffix)(loc, gtid, dispatch_schedule(sched), lb, ub, st,       \
+                                            chunk);                                                \
+    }                                                                                              \
+    EXPORT int __kmpc_dispatch_next_##suffix(ident_t *loc, kmp_int32 gtid, kmp_int32 *p_last,      \
+                                             T *p_lb, T *p_ub, ST *p_st)                           \
+    {                                                                                              \
+        int r = REAL(__kmpc_dispatch_next_##suffix)(loc, gtid, p_last, p_lb, p_ub, p_st);          \
+        ws_next(r != 0, C_LOOPS);                                                                  \
+        return r;                                                                                  \
+    }
+KMP_LOOP_TYPES(DISPATCH)
+
+/* ---- barriers: the team's tasks end there ---- */
+
+EXPORT void __kmpc_barrier(ident_t *loc, kmp_int32 gtid)
+{
+    REAL(__kmpc_barrier)(loc, gtid);
+    if (parallel_here()) {
+        COUNT(C_BARRIERS);
+        MARK_SYNC();
+        deps_synced();
+    }
+}
+
+/* ---- mutual exclusion, shown as regions (how much work runs under it) ---- */
+
+EXPORT void __kmpc_critical(ident_t *loc, kmp_int32 gtid, kmp_critical_name *lock)
+{
+    REAL(__kmpc_critical)(loc, gtid, lock);
+    COUNT(C_CRITICAL);
+    MARK_REGION_BEGIN("critical");
+}
+
+EXPORT void __kmpc_critical_with_hint(ident_t *loc, kmp_int32 gtid, kmp_critical_name *lock,
+                                      uint32_t hint)
+{
+    REAL(__kmpc_critical_with_hint)(loc, gtid, lock, hint);
+    COUNT(C_CRITICAL);
+    MARK_REGION_BEGIN("critical");
+}
+
+EXPORT void __kmpc_end_critical(ident_t *loc, kmp_int32 gtid, kmp_critical_name *lock)
+{
+    MARK_REGION_END("critical");
+    REAL(__kmpc_end_critical)(loc, gtid, lock);
+}
+
+EXPORT void __kmpc_ordered(ident_t *loc, kmp_int32 gtid)
+{
+    REAL(__kmpc_ordered)(loc, gtid);
+    COUNT(C_ORDERED);
+    MARK_REGION_BEGIN("ordered");
+}
+
+EXPORT void __kmpc_end_ordered(ident_t *loc, kmp_int32 gtid)
+{
+    MARK_REGION_END("ordered");
+    REAL(__kmpc_end_ordered)(loc, gtid);
+}
+
+/* ---- the thread queries: code split by thread id, by call site ---- */
+
+EXPORT int omp_get_num_threads(void)
+{
+    note_thread_query(__builtin_return_address(0));
+    return REAL(omp_get_num_threads)();
+}
+
+EXPORT int omp_get_thread_num(void)
+{
+    note_thread_query(__builtin_return_address(0));
+    return REAL(omp_get_thread_num)();
+}
