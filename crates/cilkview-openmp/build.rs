@@ -1,12 +1,18 @@
 //! Compiles preload/cilkview_omp.c (with cilkview.h from cilkview-marks) into a shared object in
 //! OUT_DIR (`cilkview-build`: the C compiler the `cc` crate detects, CC or the target's default),
 //! with the header `cilkview_runtime_wire.h` rendered from `src/wire.rs` (the counters' and
-//! warnings' one definition).
+//! warnings' one definition); and preload/locks.c, the `--locks` library, with the header of the
+//! lock marks' labels rendered from cilkview-marks' `src/locks.rs`.
 
 // The counters' and warnings' one definition, rendered here as the C header the library includes.
 #[allow(dead_code)]
 #[path = "src/wire.rs"]
 mod wire;
+
+// The lock marks' labels' one definition (cilkview-marks), rendered as the C header of the
+// `--locks` library.
+#[path = "../cilkview-marks/src/locks.rs"]
+mod lock_labels;
 
 fn main() {
     let out = cilkview_build::out_dir();
@@ -22,4 +28,13 @@ fn main() {
             .link("dl")
             .compile("cilkview_omp.so");
     println!("cargo:rustc-env=CILKVIEW_OPENMP_SO={}", so.display());
+    println!("cargo:rerun-if-changed=../cilkview-marks/src/locks.rs");
+    std::fs::write(out.join("cilkview_lock_labels.h"), lock_labels::c_header())
+        .expect("writing cilkview_lock_labels.h");
+    let locks = cilkview_build::SharedObject::new("the --locks preload library", "preload/locks.c")
+        .include("../cilkview-marks/include")
+        .include(&out)
+        .link("dl")
+        .compile("cilkview_locks.so");
+    println!("cargo:rustc-env=CILKVIEW_LOCKS_SO={}", locks.display());
 }

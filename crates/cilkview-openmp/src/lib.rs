@@ -18,6 +18,7 @@
 mod check;
 mod counts;
 mod libgomp;
+mod locks;
 mod preload;
 mod runtime;
 mod sites;
@@ -26,6 +27,7 @@ pub mod wire;
 pub use check::{Linked, RuntimeError, RuntimeLibrary};
 pub use counts::{Counts, ThreadQuery};
 pub use libgomp::Libgomp;
+pub use locks::{LockError, LockPreload, LOCKS_SO};
 pub use preload::Preload;
 pub use runtime::{choose, Runtime, OPENMP_RUNTIMES};
 pub use sites::name_thread_query;

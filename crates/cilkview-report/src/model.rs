@@ -225,6 +225,10 @@ pub struct RunReport {
     /// per-task cost in the prediction (`openmp` in reports of version 0.1 read as well).
     #[serde(default, alias = "openmp", skip_serializing_if = "Option::is_none")]
     pub runtime: Option<crate::RuntimeReport>,
+    /// `run --locks`: the work held under each lock, by acquiring call site (docs/locks.md);
+    /// the speedup table is bounded by the most held one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub locks: Option<crate::LocksReport>,
     /// Things the user should know (no marks found, partial stream, …). Shown in the text report;
     /// not part of the JSON schema.
     #[serde(skip)]
@@ -322,6 +326,7 @@ impl RunReport {
             what_if: None,
             target_plan: None,
             runtime: None,
+            locks: None,
             warnings: Vec::new(),
             measured: Vec::new(),
         }
@@ -351,6 +356,7 @@ impl RunReport {
                 self.max_cores()
             });
             self.speedup = speedup_table(&m, cores, self.span_coefficient, self.task_cost());
+            self.bound_by_locks();
         }
     }
 
@@ -369,6 +375,7 @@ impl RunReport {
             self.span_coefficient,
             self.task_cost(),
         );
+        self.bound_by_locks();
     }
 
     /// The largest core count of the speedup table (the report's `--max-cores`), 1 if empty.
