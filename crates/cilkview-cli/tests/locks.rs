@@ -57,7 +57,11 @@ fn the_lock(json: &Value) -> &Value {
 fn site_line() -> String {
     let src =
         std::fs::read_to_string(cilkview_fixtures::fixtures_dir().join("locks_known.c")).unwrap();
-    let line = src.lines().position(|l| l.contains("/* SITE_LOCK */")).unwrap() + 1;
+    let line = src
+        .lines()
+        .position(|l| l.contains("/* SITE_LOCK */"))
+        .unwrap()
+        + 1;
     format!(".c:{line}")
 }
 

@@ -125,7 +125,7 @@ pub(crate) fn section(out: &mut String, report: &RunReport) {
         );
         return;
     }
-    for s in &locks.sites {
+    for s in locks.sites.iter().take(SHOWN) {
         let bound = s.bound.map_or("-".to_string(), |b| format!("{b:.2}"));
         let _ = writeln!(
             out,
@@ -137,7 +137,17 @@ pub(crate) fn section(out: &mut String, report: &RunReport) {
             100.0 * s.share
         );
     }
+    if locks.sites.len() > SHOWN {
+        let _ = writeln!(
+            out,
+            "… and {} more (the JSON's `locks` has them all)",
+            locks.sites.len() - SHOWN
+        );
+    }
 }
+
+/// The locks the text report lists, the most held first.
+const SHOWN: usize = 10;
 
 #[cfg(test)]
 mod tests {
