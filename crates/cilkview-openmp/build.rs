@@ -21,6 +21,9 @@ fn main() {
     println!("cargo:rerun-if-changed=../cilkview-marks/include/cilkview.h");
     std::fs::write(out.join("cilkview_runtime_wire.h"), wire::c_header())
         .expect("writing cilkview_runtime_wire.h");
+    println!("cargo:rerun-if-changed=../cilkview-marks/src/locks.rs");
+    std::fs::write(out.join("cilkview_lock_labels.h"), lock_labels::c_header())
+        .expect("writing cilkview_lock_labels.h");
     let so =
         cilkview_build::SharedObject::new("the OpenMP preload library", "preload/cilkview_omp.c")
             .include("../cilkview-marks/include")
@@ -28,9 +31,6 @@ fn main() {
             .link("dl")
             .compile("cilkview_omp.so");
     println!("cargo:rustc-env=CILKVIEW_OPENMP_SO={}", so.display());
-    println!("cargo:rerun-if-changed=../cilkview-marks/src/locks.rs");
-    std::fs::write(out.join("cilkview_lock_labels.h"), lock_labels::c_header())
-        .expect("writing cilkview_lock_labels.h");
     let locks = cilkview_build::SharedObject::new("the --locks preload library", "preload/locks.c")
         .include("../cilkview-marks/include")
         .include(&out)

@@ -8,7 +8,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use cilkview_fixtures::{build, skip, BuildOptions};
-use common::{bin, static_opts};
+use common::{bin, openmp, static_opts};
 use serde_json::Value;
 
 const FIXTURE: &str = "locks_known";
@@ -23,10 +23,17 @@ fn fixture(n: u64) -> PathBuf {
 
 /// `run --locks --counter COUNTER --json` of `exe`: its JSON and stderr.
 fn measure(exe: &Path, counter: &str) -> (Value, String) {
+    measure_with(exe, &["--locks", "--counter", counter])
+}
+
+/// `run OPTIONS --json` of `exe`: its JSON and stderr.
+fn measure_with(exe: &Path, options: &[&str]) -> (Value, String) {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
     let out = bin()
-        .args(["run", "--locks", "--counter", counter, "--json"])
+        .arg("run")
+        .args(options)
+        .arg("--json")
         .arg(&json)
         .arg(exe)
         .output()
@@ -55,13 +62,14 @@ fn the_lock(json: &Value) -> &Value {
 /// The end of the fixture's acquiring call's `file:line` (the line marked SITE_LOCK; the file is
 /// the copy the fixtures' build compiled).
 fn site_line() -> String {
-    let src =
-        std::fs::read_to_string(cilkview_fixtures::fixtures_dir().join("locks_known.c")).unwrap();
-    let line = src
-        .lines()
-        .position(|l| l.contains("/* SITE_LOCK */"))
-        .unwrap()
-        + 1;
+    marked_line("locks_known", "/* SITE_LOCK */")
+}
+
+/// `.c:LINE` of the line of fixture `name` containing `marker`.
+fn marked_line(name: &str, marker: &str) -> String {
+    let path = cilkview_fixtures::fixtures_dir().join(format!("{name}.c"));
+    let src = std::fs::read_to_string(path).unwrap();
+    let line = src.lines().position(|l| l.contains(marker)).unwrap() + 1;
     format!(".c:{line}")
 }
 
@@ -173,4 +181,53 @@ fn what_the_preload_cannot_reach_is_refused_before_the_run() {
         &["attach".as_ref(), "--locks".as_ref(), "1".as_ref()],
         "attach cannot measure locks",
     );
+}
+
+/// Under `--openmp` (no `--locks` needed) a `critical` section is a lock, named by the construct's
+/// line: fixtures/omp_critical_known.c holds it for CV_WORK(N) of each 4N iteration of a dynamic
+/// loop (N = 250,000). Held: the eight sections, within 2,000 (the count's increment, the
+/// wrappers' instructions, the loader's binding of GOMP_critical_end: 755 here), and the region
+/// "critical" plus the marks between the lock's and the region's (4 a section here); a quarter of
+/// the region "parallel" to 10^-3 (0.24982 here: the region has libgomp's loop set-up too); bound 4.0 to 4.1 with libgomp's start-up, below the
+/// parallelism (7.25 here), so it bounds the speedup table.
+#[test]
+#[ignore = "slow: runs cilkview-rs on a compiled OpenMP program (emulation)"]
+fn an_openmp_critical_section_is_a_lock_named_by_its_construct() {
+    if let Err(why) = cilkview_fixtures::emulator() {
+        return skip(why);
+    }
+    const N: u64 = 250_000;
+    let (json, _) = measure_with(
+        &openmp("omp_critical_known"),
+        &["--openmp", "--counter", "emulate"],
+    );
+    let lock = the_lock(&json);
+    assert_eq!(u(lock, "acquisitions"), ITERATIONS);
+    let held = u(lock, "held_work");
+    let sections = ITERATIONS * (2 * N + 2);
+    assert!((sections..=sections + 2_000).contains(&held), "held {held}");
+    let region = |label: &str| {
+        json["regions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["label"] == label)
+            .unwrap_or_else(|| panic!("region {label}"))
+            .clone()
+    };
+    let critical = u(&region("critical"), "work");
+    assert!(
+        (critical..=critical + 16 * ITERATIONS).contains(&held),
+        "{held} vs {critical}"
+    );
+    let quarter = held as f64 / u(&region("parallel"), "work") as f64;
+    assert!((quarter - 0.25).abs() < 1e-3, "share of the loop {quarter}");
+    let bound = f(lock, "bound");
+    assert!((4.0..4.1).contains(&bound), "bound {bound}");
+    assert!(f(&json, "parallelism") > bound);
+    let top = json["speedup"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(f(&top, "upper"), bound);
+    let location = lock["location"].as_str().unwrap();
+    let line = marked_line("omp_critical_known", "SITE_CRITICAL */");
+    assert!(location.ends_with(&line), "{location}");
 }

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "cilkview.h"
-#include "cilkview_lock_labels.h"
+#include "lock_marks.h"
 #include "restore_preload.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -26,21 +26,6 @@
 /* A runtime's preload library (cilkview-marks' RUNTIME_SECTION_NAME): the analysis reads the
    lock labels' marks only in such a library. */
 __asm__(".pushsection .cilkview_runtime,\"\",@progbits\n.byte 1\n.popsection");
-
-/* A labelled region-begin mark whose operand, `value`, is in %rax (DWARF register 0) at a NOP
-   that begins a basic block (as cilkview.h's loop begin: an emulator reads %rax exactly there). */
-#define LOCK_MARK(label, value)                                                                    \
-    __asm__ __volatile__("jmp 2f\n2:\n\t" CV__NOP_ASM                                              \
-                         ".pushsection .cilkview_marks,\"\",@progbits\n\t"                         \
-                         ".balign 8\n\t"                                                           \
-                         "3: .byte 1, " CV__STR(CV__KIND_REGION_BEGIN) ", 0, 0\n\t"                \
-                         ".long 4f - 3b\n\t"                                                       \
-                         ".quad 1b\n\t"                                                            \
-                         ".asciz \"" label "\"\n\t"                                                \
-                         ".balign 8, 0\n\t"                                                        \
-                         "4:\n\t"                                                                  \
-                         ".popsection\n\t" ::"a"(value)                                            \
-                         : "memory")
 
 static void *resolve(const char *name)
 {
@@ -62,16 +47,6 @@ static void *resolve(const char *name)
             real_ = (__typeof__(&name))resolve(#name);                                             \
         real_;                                                                                     \
     })
-
-/* After a successful acquire of `lock` by the call returning to `site`. */
-#define ACQUIRED(result, lock)                                                                     \
-    do {                                                                                           \
-        if ((result) == 0) {                                                                       \
-            LOCK_MARK(LOCK_SITE_LABEL, __builtin_return_address(0));                               \
-            LOCK_MARK(LOCK_ACQUIRE_LABEL, (void *)(lock));                                         \
-        }                                                                                          \
-    } while (0)
-#define RELEASING(lock) LOCK_MARK(LOCK_RELEASE_LABEL, (void *)(lock))
 
 __attribute__((constructor)) static void cilkview_locks_init(void)
 {

@@ -10,6 +10,7 @@
 #include "cilkview.h"
 #include "cilkview_runtime_wire.h"
 #include "gomp_abi.h"
+#include "lock_marks.h"
 #include "restore_preload.h"
 
 #define EXPORT __attribute__((visibility("default")))
