@@ -80,6 +80,14 @@ impl RunReport {
         self.bound_by_locks();
     }
 
+    /// The most held lock's speedup bound; infinite without locks.
+    pub fn lock_bound(&self) -> f64 {
+        self.locks
+            .as_ref()
+            .and_then(LocksReport::binding)
+            .map_or(f64::INFINITY, |(_, bound)| bound)
+    }
+
     /// The speedup table within the bound of the most held lock, if any.
     pub(crate) fn bound_by_locks(&mut self) {
         if let Some((_, bound)) = self.locks.as_ref().and_then(LocksReport::binding) {
