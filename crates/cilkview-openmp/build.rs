@@ -11,6 +11,7 @@ mod wire;
 
 // The lock marks' labels' one definition (cilkview-marks), rendered as the C header of the
 // `--locks` library.
+#[allow(dead_code)]
 #[path = "../cilkview-marks/src/locks.rs"]
 mod lock_labels;
 

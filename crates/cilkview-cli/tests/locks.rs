@@ -197,9 +197,25 @@ fn an_openmp_critical_section_is_a_lock_named_by_its_construct() {
         return skip(why);
     }
     const N: u64 = 250_000;
-    let (json, _) = measure_with(
-        &openmp("omp_critical_known"),
-        &["--openmp", "--counter", "emulate"],
+    let exe = openmp("omp_critical_known");
+    let (json, _) = measure_with(&exe, &["--openmp", "--counter", "emulate"]);
+    // The lock marks' labels are no regions, in the report or in the labels a run can name.
+    let out = bin()
+        .args([
+            "run",
+            "--openmp",
+            "--plot-region",
+            "none",
+            "--plot",
+            "p.svg",
+        ])
+        .arg(&exe)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("(its regions: atomic, critical, ordered, parallel)"),
+        "{stderr}"
     );
     let lock = the_lock(&json);
     assert_eq!(u(lock, "acquisitions"), ITERATIONS);
@@ -215,6 +231,11 @@ fn an_openmp_critical_section_is_a_lock_named_by_its_construct() {
             .unwrap_or_else(|| panic!("region {label}"))
             .clone()
     };
+    assert_eq!(
+        json["regions"].as_array().unwrap().len(),
+        2,
+        "parallel, critical"
+    );
     let critical = u(&region("critical"), "work");
     assert!(
         (critical..=critical + 16 * ITERATIONS).contains(&held),

@@ -15,6 +15,11 @@ pub const LOCK_ACQUIRE_LABEL: &str = "cilkview:lock-acquire";
 /// Region-begin mark whose operand is the address of the lock about to be released.
 pub const LOCK_RELEASE_LABEL: &str = "cilkview:lock-release";
 
+/// Whether `label` is one of the lock marks' (no region a program reports).
+pub fn is_lock_label(label: &str) -> bool {
+    [LOCK_SITE_LABEL, LOCK_ACQUIRE_LABEL, LOCK_RELEASE_LABEL].contains(&label)
+}
+
 /// The C header of the labels (`LOCK_SITE_LABEL`, … as string literals).
 pub fn c_header() -> String {
     format!(
