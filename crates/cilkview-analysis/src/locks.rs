@@ -168,7 +168,7 @@ impl Locks {
     }
 
     /// The function and `file:line` of the call returning to `address`, in the image loaded
-    /// nearest below it.
+    /// nearest below it (in the program's own code, out of inlined system headers).
     fn name(
         &self,
         address: u64,
@@ -190,7 +190,7 @@ impl Locks {
             .or_insert_with(|| Symbolizer::open(&self.images[i].0).ok());
         match symbolizer {
             Some(s) if s.contains(address - base) => {
-                let symbol = s.lookup_return_address(address - base);
+                let symbol = s.lookup_call_in_own_code(address - base);
                 (symbol.function_name(), symbol.location())
             }
             _ => unknown(),

@@ -67,10 +67,15 @@ fn site_line() -> String {
 
 /// `.c:LINE` of the line of fixture `name` containing `marker`.
 fn marked_line(name: &str, marker: &str) -> String {
-    let path = cilkview_fixtures::fixtures_dir().join(format!("{name}.c"));
+    marked_line_in(name, "c", marker)
+}
+
+/// `.EXT:LINE` of the line of fixture `name`.`ext` containing `marker`.
+fn marked_line_in(name: &str, ext: &str, marker: &str) -> String {
+    let path = cilkview_fixtures::fixtures_dir().join(format!("{name}.{ext}"));
     let src = std::fs::read_to_string(path).unwrap();
     let line = src.lines().position(|l| l.contains(marker)).unwrap() + 1;
-    format!(".c:{line}")
+    format!(".{ext}:{line}")
 }
 
 /// With N = 10^6: the mutex held for 8 sections of CV_WORK(N) (2N + 2 each), plus what runs
@@ -251,4 +256,33 @@ fn an_openmp_critical_section_is_a_lock_named_by_its_construct() {
     let location = lock["location"].as_str().unwrap();
     let line = marked_line("omp_critical_known", "SITE_CRITICAL */");
     assert!(location.ends_with(&line), "{location}");
+}
+
+/// A `std::mutex` taken by a `std::lock_guard` (fixtures/locks_guard.cpp): libstdc++'s headers
+/// inline the call of pthread_mutex_lock into the program; the lock is named by the guard's line
+/// in the program and its function, not by the header (`gthr-default.h`); 4 acquisitions of
+/// CV_WORK(1000) (2,002 instructions each) plus the wrappers' and std::mutex's few instructions
+/// and the loader's binding of the unlock (within 2,000 in all).
+#[test]
+#[ignore = "slow: runs cilkview-rs on a compiled C++ program (emulation)"]
+fn a_lock_guard_is_named_by_the_programs_line_not_the_header() {
+    if let Err(why) = cilkview_fixtures::emulator() {
+        return skip(why);
+    }
+    let exe = build(
+        "locks_guard",
+        &BuildOptions::default().compiler("gcc").opt(2),
+    );
+    let (json, _) = measure(&exe, "emulate");
+    let lock = the_lock(&json);
+    assert_eq!(u(lock, "acquisitions"), 4);
+    let held = u(lock, "held_work");
+    assert!(
+        (4 * 2_002..=4 * 2_002 + 2_000).contains(&held),
+        "held {held}"
+    );
+    let location = lock["location"].as_str().unwrap();
+    let line = marked_line_in("locks_guard", "cpp", "// SITE_GUARD");
+    assert!(location.ends_with(&line), "{location}");
+    assert_eq!(lock["function"], "iteration");
 }
