@@ -47,7 +47,13 @@ fn read_image(path: &Path) -> Option<Image> {
         .filter(|m| m.kind == cilkview_marks::MarkKind::FunctionEnter)
         .map(|m| m.address)
         .collect();
-    let labels = marks.marks.into_iter().filter_map(|m| m.label).collect();
+    // The lock marks' labels (`run --locks`, `--openmp`'s critical sections) name no region.
+    let labels = marks
+        .marks
+        .into_iter()
+        .filter_map(|m| m.label)
+        .filter(|l| !cilkview_marks::locks::is_lock_label(l))
+        .collect();
     let file = File::open(path).ok()?;
     let cache = ReadCache::new(file);
     let elf = ElfFile64::<Endianness, _>::parse(&cache).ok()?;

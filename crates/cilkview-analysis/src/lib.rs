@@ -20,6 +20,7 @@
 
 mod entry_points;
 mod labels;
+mod locks;
 mod nesting;
 mod noise;
 mod progress;

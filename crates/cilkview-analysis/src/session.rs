@@ -12,6 +12,7 @@ use cilkview_events::{
 use cilkview_marks::{has_marks_section, read_marks, MarkKind, MarkedImage};
 use cilkview_report::{RunInfo, RunReport};
 
+use crate::locks::{HeldLocks, LockMark, Locks};
 use crate::nesting::{Cut, MarkPlace, Nesting};
 use crate::region_profile::RegionProfiler;
 use crate::sites::{ProbeSite, Sites};
@@ -48,6 +49,8 @@ struct Thread {
     /// The return address a runtime wrapper's spawn hit reported, for the entry hit that follows
     /// it (`Sites::site`).
     spawn_caller: Option<u64>,
+    /// The locks it holds (`run --locks`).
+    held: HeldLocks,
 }
 
 /// What one probe of the current program image means: one entry of the session's probe table.
@@ -59,6 +62,8 @@ struct ProbeEntry {
     place: MarkPlace,
     /// The call site its hits belong to (`ProbeSite::None` unless profiling call sites).
     site: ProbeSite,
+    /// A lock mark of the `--locks` library: not an engine event (`locks.rs`).
+    lock: Option<LockMark>,
 }
 
 /// How a session reads the marks of an image (the `.cilkview_marks` section by default).
@@ -96,6 +101,8 @@ pub struct Session<'a> {
     sites: Option<Sites>,
     /// The region profiled instead of the whole run (`with_profile_region`).
     profile_region: Option<(String, RegionId)>,
+    /// The work held under each lock (`run --locks`).
+    locks: Locks,
 }
 
 impl<'a> Session<'a> {
@@ -117,6 +124,7 @@ impl<'a> Session<'a> {
             progress,
             sites: None,
             profile_region: None,
+            locks: Locks::default(),
         }
     }
 
@@ -187,6 +195,7 @@ impl<'a> Session<'a> {
                 seen_count: 0,
                 region: region.map(|id| Box::new(RegionProfiler::new(id, burden))),
                 spawn_caller: None,
+                held: HeldLocks::default(),
             });
             engines.len() - 1
         });
@@ -220,6 +229,7 @@ impl<'a> Session<'a> {
             probes: &self.probes,
             sites: &mut self.sites,
             nesting: &mut self.nesting,
+            locks: &mut self.locks,
             thread: &mut self.engines[i],
             foreign: 0,
         }
@@ -243,10 +253,12 @@ impl<'a> Session<'a> {
         self.progress.finished();
         let mut nesting = self.nesting;
         let mut region_profile: Option<cilkview_engine::Profile> = None;
+        let mut locks = self.locks;
         let measured = self
             .engines
             .into_iter()
-            .map(|t| {
+            .map(|mut t| {
+                t.held.end(t.engine.cost_so_far(), &mut locks);
                 let before = t.engine.anomalies();
                 let report = t.engine.finish();
                 nesting.record(None, &before, &report.anomalies);
@@ -289,6 +301,9 @@ impl<'a> Session<'a> {
             },
         };
         report.warnings.extend(nesting.warnings(&self.images, &cut));
+        if let Some(block) = locks.report(report.measures.work) {
+            report.set_locks(block);
+        }
         if !Engine::sums_fit(self.cost_total, measured.total.spawns, self.burden) {
             report.warnings.push(format!(
                 "the measures are not exact: {} instructions plus a burden of {} per spawn \
@@ -320,6 +335,9 @@ impl EventSink for Session<'_> {
         };
         let index = self.images.len();
         self.images.push((image.to_path_buf(), marked.marks.len()));
+        self.locks.image(image);
+        let lock_marks = LockMark::of_image(image, &marked);
+        self.locks.seen |= lock_marks.iter().any(Option::is_some);
         let mut probes: Vec<Probe> = marked
             .marks
             .iter()
@@ -356,12 +374,14 @@ impl EventSink for Session<'_> {
                     kind: m.kind,
                 },
                 site: sites.get(i).copied().unwrap_or(ProbeSite::None),
+                lock: lock_marks[i],
             });
         }
         Ok(probes)
     }
 
     fn image_base(&mut self, base: u64) {
+        self.locks.base(base);
         if let Some(sites) = &mut self.sites {
             sites.base(base);
         }
@@ -436,8 +456,9 @@ struct HitPath<'s> {
     probes: &'s [ProbeEntry],
     sites: &'s mut Option<Sites>,
     nesting: &'s mut Nesting,
+    locks: &'s mut Locks,
     thread: &'s mut Thread,
-    /// Hits of probes not ours (counted apart: rare).
+    /// Hits that are no engine event: probes not ours (rare), lock marks (counted apart).
     foreign: u64,
 }
 
@@ -451,17 +472,23 @@ impl HitPath<'_> {
             seen_count,
             region,
             spawn_caller,
+            held,
             ..
         } = &mut *self.thread;
-        let Some(entry) = self.probes.get(probe) else {
-            // Not a probe we gave: its cost is still work of the thread.
+        let entry = self.probes.get(probe);
+        if entry.is_none_or(|e| e.lock.is_some()) {
+            // Not a probe we gave, or a lock mark: its cost is still work of the thread.
             engine.charge(cost);
             if let Some(region) = region {
                 region.charge(cost);
             }
             self.foreign += 1;
+            if let Some(mark) = entry.and_then(|e| e.lock) {
+                held.hit(mark, operand, engine.cost_so_far(), self.locks);
+            }
             return;
-        };
+        }
+        let entry = entry.expect("checked");
         // The table's loop beginnings have grain 1, what a hit without an operand gives; its
         // spawn-afters and wait-fors name no sibling.
         let kind = match (entry.kind, operand) {

@@ -13,6 +13,12 @@ use crate::counter_checks::{check_costs, Use};
 use crate::progress::Spinner;
 
 pub fn attach(args: AttachArgs) -> Result<ExitCode> {
+    if args.locks {
+        anyhow::bail!(
+            "attach cannot measure locks: --locks preloads its wrappers of the lock calls when \
+             the program starts; use `cilkview-rs run --locks PROGRAM`"
+        );
+    }
     // The counter that will run (`auto` resolved), and the options checked against it.
     let chosen = cilkview_analysis::choose_for_attach(args.counter)
         .with_context(|| format!("cannot measure process {}", args.pid))?;

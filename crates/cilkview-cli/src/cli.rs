@@ -225,6 +225,8 @@ pub struct RunArgs {
     pub bench_tuning: BenchTuning,
     #[command(flatten)]
     pub openmp: crate::openmp::OpenMpOptions,
+    #[command(flatten)]
+    pub locks: crate::locks::LockOptions,
     /// The program to run (searched in PATH when it has no slash), then its arguments. Options
     /// end at PROGRAM: everything after it is the program's (a `--` right after PROGRAM is
     /// dropped).
@@ -345,6 +347,9 @@ pub struct AttachArgs {
     pub model: ModelOptions,
     #[command(flatten)]
     pub output: OutputOptions,
+    /// Refused with a reason (`run --locks` only: its library is preloaded at the start).
+    #[arg(long, hide = true)]
+    pub locks: bool,
     /// The process to measure.
     #[arg(value_name = "PID", value_parser = clap::value_parser!(i32).range(1..),
           help_heading = None::<&str>)]

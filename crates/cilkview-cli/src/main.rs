@@ -11,6 +11,7 @@ mod cli;
 mod completions;
 mod counter_checks;
 mod exit;
+mod locks;
 mod man;
 mod openmp;
 #[cfg(test)]

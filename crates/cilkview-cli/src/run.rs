@@ -21,6 +21,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     check_program(&program).with_context(|| format!("cannot analyze {}", program.display()))?;
     let openmp = crate::openmp::prepare(&args.openmp, &program)
         .with_context(|| format!("cannot analyze {} with --openmp", program.display()))?;
+    let locks = crate::locks::prepare(&args.locks, &program)?;
     crate::program::check_region_labels(
         &program,
         openmp.as_ref().map(|o| o.library()),
@@ -34,6 +35,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     )?;
     // The program's own environment (never the tool's nor the emulator's).
     let mut env = openmp.as_ref().map(|o| o.environment()).unwrap_or_default();
+    crate::locks::add_to(locks.as_ref(), &mut env);
     if cilkview_analysis::has_rayon_marks(&program) {
         // Marked with the Rust `cilkview` crate: its joins, scopes and loops run serially, in the
         // serial elision's order, on one thread (crates/cilkview).

@@ -56,8 +56,8 @@ mod what_if;
 pub use engine::{Config, Engine, DEFAULT_BURDEN, DEFAULT_BURDEN_NS};
 pub use event::{Event, EventKind, RegionId};
 pub use measures::{
-    core_counts, speedup, speedup_with_task_cost, Anomalies, Measures, RegionMeasures, Report,
-    Speedup, DEFAULT_SPAN_COEFFICIENT,
+    contention_bound, core_counts, speedup, speedup_with_task_cost, Anomalies, Measures,
+    RegionMeasures, Report, Speedup, DEFAULT_SPAN_COEFFICIENT,
 };
 pub use profile::{CallSite, ContextProfile, Profile, SiteKind, SiteProfile, WorkSpan};
 pub use what_if::{

@@ -218,6 +218,29 @@ pub fn speedup_with_task_cost(m: &Measures, cores: u32, delta: f64, task_cost: u
     }
 }
 
+/// The speedup bound a lock sets, held for `held` of the run's `work`: its critical sections run
+/// one at a time, so no schedule finishes before `held`, and the speedup is at most
+/// `work / held` (docs/locks.md). Infinite when the lock holds nothing.
+pub fn contention_bound(work: u64, held: u64) -> f64 {
+    if held == 0 {
+        f64::INFINITY
+    } else {
+        work as f64 / held as f64
+    }
+}
+
+impl Speedup {
+    /// The same range under a further upper `bound` (a lock's [`contention_bound`]): both
+    /// bounds at most it.
+    pub fn within(self, bound: f64) -> Speedup {
+        Speedup {
+            cores: self.cores,
+            lower: self.lower.min(bound),
+            upper: self.upper.min(bound),
+        }
+    }
+}
+
 /// The core counts of the report's speedup table: 2, 4, 8, … up to `max`, and `max` itself when it
 /// is not a power of two. Empty for `max` < 2.
 pub fn core_counts(max: u32) -> Vec<u32> {
@@ -239,6 +262,26 @@ pub fn core_counts(max: u32) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A lock held for a quarter of the work caps the speedup at 4, below P and the parallelism.
+    #[test]
+    fn a_lock_held_for_a_quarter_of_the_work_bounds_the_speedup_at_4() {
+        let m = Measures {
+            work: 1_000_000,
+            span: 10_000,
+            burdened_span: 12_000,
+            spawns: 100,
+            syncs: 100,
+        };
+        let bound = contention_bound(m.work, 250_000);
+        assert_eq!(bound, 4.0);
+        let s = speedup(&m, 8, DEFAULT_SPAN_COEFFICIENT).within(bound);
+        assert_eq!((s.cores, s.upper), (8, 4.0));
+        assert!(s.lower <= 4.0);
+        let two = speedup(&m, 2, DEFAULT_SPAN_COEFFICIENT);
+        assert_eq!(two.within(bound), two, "below the bound nothing changes");
+        assert_eq!(contention_bound(m.work, 0), f64::INFINITY);
+    }
 
     /// The Cilkview paper's Figure 6 (quicksort): the numbers it prints must come out of our formulas.
     #[test]

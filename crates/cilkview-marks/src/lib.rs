@@ -16,6 +16,7 @@ use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+pub mod locks;
 mod parse;
 
 use object::elf;

@@ -9,7 +9,9 @@
 
 #include "cilkview.h"
 #include "cilkview_runtime_wire.h"
+#include "lock_marks.h"
 #include "omp_api.h"
+#include "restore_preload.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define TLS __thread __attribute__((tls_model("initial-exec")))
@@ -138,38 +140,6 @@ static void note_thread_query(void *site)
 /* ---- the counts file ---- */
 static char *counts_path;
 
-/* LD_PRELOAD without this library (the program sees the environment it would have without
-   the tool; programs it starts are not preloaded). */
-static void restore_preload(void)
-{
-    const char *ours = getenv("CILKVIEW_OPENMP_LIBRARY");
-    const char *preload = getenv("LD_PRELOAD");
-    if (ours && preload) {
-        size_t n = strlen(ours);
-        char *kept = malloc(strlen(preload) + 1);
-        if (kept) {
-            kept[0] = 0;
-            const char *p = preload;
-            while (*p) {
-                size_t len = strcspn(p, ": ");
-                if (!(len == n && memcmp(p, ours, n) == 0) && len > 0) {
-                    if (kept[0])
-                        strcat(kept, ":");
-                    strncat(kept, p, len);
-                }
-                p += len;
-                p += strspn(p, ": ");
-            }
-            if (kept[0])
-                setenv("LD_PRELOAD", kept, 1);
-            else
-                unsetenv("LD_PRELOAD");
-            free(kept);
-        }
-    }
-    unsetenv("CILKVIEW_OPENMP_LIBRARY");
-}
-
 __attribute__((constructor)) static void cilkview_omp_init(void)
 {
     const char *path = getenv("CILKVIEW_OPENMP_COUNTS");
@@ -180,7 +150,7 @@ __attribute__((constructor)) static void cilkview_omp_init(void)
     if (team)
         team_size = (unsigned)strtoul(team, NULL, 10);
     unsetenv("CILKVIEW_OPENMP_TEAM");
-    restore_preload();
+    restore_preload("CILKVIEW_OPENMP_LIBRARY");
 }
 
 static void put(int fd, const char *line)

@@ -320,44 +320,53 @@ EXPORT bool GOMP_barrier_cancel(void)
     return r;
 }
 
-/* ---- mutual exclusion, shown as regions (how much work runs under it) ---- */
+/* ---- mutual exclusion, shown as regions (how much work runs under it) and as locks (the
+   report's locks, by the construct's call site: docs/locks.md); the unnamed critical section
+   and the atomic fallback are one lock each, as in libgomp ---- */
+static char unnamed_critical, atomic_lock;
 
-EXPORT void GOMP_critical_start(void)
+EXPORT __attribute__((noinline)) void GOMP_critical_start(void)
 {
     REAL(GOMP_critical_start)();
     COUNT(C_CRITICAL);
+    ACQUIRED(0, &unnamed_critical);
     MARK_REGION_BEGIN("critical");
 }
 
 EXPORT void GOMP_critical_end(void)
 {
     MARK_REGION_END("critical");
+    RELEASING(&unnamed_critical);
     REAL(GOMP_critical_end)();
 }
 
-EXPORT void GOMP_critical_name_start(void **lock)
+EXPORT __attribute__((noinline)) void GOMP_critical_name_start(void **lock)
 {
     REAL(GOMP_critical_name_start)(lock);
     COUNT(C_CRITICAL);
+    ACQUIRED(0, lock);
     MARK_REGION_BEGIN("critical");
 }
 
 EXPORT void GOMP_critical_name_end(void **lock)
 {
     MARK_REGION_END("critical");
+    RELEASING(lock);
     REAL(GOMP_critical_name_end)(lock);
 }
 
-EXPORT void GOMP_atomic_start(void)
+EXPORT __attribute__((noinline)) void GOMP_atomic_start(void)
 {
     REAL(GOMP_atomic_start)();
     COUNT(C_ATOMIC);
+    ACQUIRED(0, &atomic_lock);
     MARK_REGION_BEGIN("atomic");
 }
 
 EXPORT void GOMP_atomic_end(void)
 {
     MARK_REGION_END("atomic");
+    RELEASING(&atomic_lock);
     REAL(GOMP_atomic_end)();
 }
 

@@ -33,6 +33,8 @@ impl RunReport {
             call_contexts: None,
             what_if: None,
             target_plan: None,
+            // The locks' shares are of the whole run's work.
+            locks: None,
             ..self.clone()
         })
     }

@@ -55,7 +55,9 @@ impl Exporter for GnuplotExporter {
         // times the highest upper bound or measured point, leaving room for the legend.
         let top = (1..=max)
             .map(|p| {
-                speedup_with_task_cost(&m, p, report.span_coefficient, report.task_cost()).upper
+                speedup_with_task_cost(&m, p, report.span_coefficient, report.task_cost())
+                    .within(report.lock_bound())
+                    .upper
             })
             .chain(report.measured.iter().map(|m| m.max))
             .chain(what_if.iter().flatten().map(|w| w.upper))
@@ -68,7 +70,8 @@ impl Exporter for GnuplotExporter {
             if what_if.is_some() { "\twhat_if_lower\twhat_if_upper" } else { "" }
         );
         for p in 1..=max {
-            let s = speedup_with_task_cost(&m, p, report.span_coefficient, report.task_cost());
+            let s = speedup_with_task_cost(&m, p, report.span_coefficient, report.task_cost())
+                .within(report.lock_bound());
             let _ = write!(
                 dat,
                 "{p}\t{p}\t{:.6}\t{:.6}\t{:.6}",

@@ -18,6 +18,7 @@ mod focus;
 mod gate;
 mod gnuplot;
 mod json;
+mod locks;
 mod model;
 mod plot;
 mod prediction;
@@ -48,6 +49,7 @@ pub use export::{ExportManager, ExportOptions, Gated, OutputError, Reservation};
 pub use gate::{Gate, GateMeasure};
 pub use gnuplot::GnuplotExporter;
 pub use json::{json_schema, read_json, JsonExporter};
+pub use locks::{LockSiteReport, LocksReport};
 pub use model::{
     signal_name, speedup_table, AttachReport, CounterReport, MeasuresReport, RegionReport, RunInfo,
     RunReport, TimeNoise, JSON_VERSION,

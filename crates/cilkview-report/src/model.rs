@@ -251,6 +251,10 @@ pub struct RunReport {
     /// per-task cost in the prediction (`openmp` in reports of version 0.1 read as well).
     #[serde(default, alias = "openmp", skip_serializing_if = "Option::is_none")]
     pub runtime: Option<crate::RuntimeReport>,
+    /// `run --locks`: the work held under each lock, by acquiring call site (docs/locks.md);
+    /// the speedup table is bounded by the most held one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub locks: Option<crate::LocksReport>,
     /// Things the user should know (no marks found, partial stream, …). Shown in the text report;
     /// not part of the JSON schema.
     #[serde(skip)]
@@ -348,6 +352,7 @@ impl RunReport {
             what_if: None,
             target_plan: None,
             runtime: None,
+            locks: None,
             warnings: Vec::new(),
             measured: Vec::new(),
         }
@@ -377,6 +382,7 @@ impl RunReport {
                 self.max_cores()
             });
             self.speedup = speedup_table(&m, cores, self.span_coefficient, self.task_cost());
+            self.bound_by_locks();
         }
     }
 
@@ -395,6 +401,7 @@ impl RunReport {
             self.span_coefficient,
             self.task_cost(),
         );
+        self.bound_by_locks();
     }
 
     /// The largest core count of the speedup table (the report's `--max-cores`), 1 if empty.

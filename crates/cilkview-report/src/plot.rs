@@ -39,6 +39,9 @@ pub struct Prediction {
     /// The measures after `--what-if` (docs/what-if.md): their range drawn beside the measured
     /// one.
     pub what_if: Option<Measures>,
+    /// The most held lock's speedup bound (`run --locks`; infinite without): the measured
+    /// range is drawn within it (docs/locks.md).
+    pub lock_bound: f64,
 }
 
 /// Everything one speedup plot shows (a plotters or gnuplot picture).
@@ -67,6 +70,7 @@ impl SpeedupPlot {
                 span_coefficient: report.span_coefficient,
                 task_cost: report.task_cost(),
                 what_if: report.what_if.as_ref().map(|w| w.after.measures.measured()),
+                lock_bound: report.lock_bound(),
             }),
             measured,
             max_cores: match widest {
@@ -79,7 +83,14 @@ impl SpeedupPlot {
     /// Curves sampled at every integer P: (P, lower bound, upper bound).
     fn curve(&self) -> Option<Vec<(f64, f64, f64)>> {
         let p = self.prediction.as_ref()?;
-        Some(self.curve_of(&p.measures))
+        let bound = p.lock_bound;
+        let curve = self.curve_of(&p.measures);
+        Some(
+            curve
+                .into_iter()
+                .map(|(c, lower, upper)| (c, lower.min(bound), upper.min(bound)))
+                .collect(),
+        )
     }
 
     /// The same curves for the measures after `--what-if`, if any.

@@ -186,6 +186,7 @@ impl TextExporter {
         let _ = writeln!(out);
         let _ = writeln!(out, "2) Speedup Estimate");
         table(&mut out, &report.speedup);
+        crate::locks::bound_line(&mut out, report);
         if !report.regions.is_empty() {
             side_by_side(&mut out, report);
         }
@@ -205,6 +206,7 @@ impl TextExporter {
                 ),
             );
         }
+        crate::locks::section(&mut out, report);
         crate::what_if_text::sections(&mut out, report);
         out
     }

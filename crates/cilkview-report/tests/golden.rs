@@ -222,6 +222,14 @@ fn regions() {
     check("regions", run_outputs(&run_report("regions")));
 }
 
+/// `run --locks` (fixtures/locks_known.c): the locks section, the bound line, the table bounded.
+#[test]
+fn locks() {
+    let report = run_report("locks");
+    assert!(report.locks.is_some(), "the report has locks");
+    check("locks", run_outputs(&report));
+}
+
 #[test]
 fn loop_grain() {
     check("loop", run_outputs(&run_report("loop")));

@@ -135,6 +135,13 @@ pub fn is_marks_library(function: &str) -> bool {
 
 /// The next frame (innermost first) whose function is not of the marks library; the frames of
 /// the library before it are consumed. The innermost frame if the names cannot be read.
+/// Whether a DWARF source path is a system header (inline code of libstdc++, glibc, gcc).
+fn is_system_header(file: &str) -> bool {
+    ["/usr/include/", "/usr/local/include/", "/usr/lib/gcc/"]
+        .iter()
+        .any(|p| file.starts_with(p))
+}
+
 fn next_outside_marks_library<'ctx, R: gimli::Reader>(
     frames: &mut addr2line::FrameIter<'ctx, R>,
 ) -> Option<addr2line::Frame<'ctx, R>> {
@@ -291,6 +298,40 @@ impl Symbolizer {
     /// the call instruction, so that a call ending a function or a line is named correctly.
     pub fn lookup_return_address(&self, offset: u64) -> Symbol {
         self.lookup_at(offset, self.address(offset).wrapping_sub(1))
+    }
+
+    /// A call site given by its return address, as [`Symbolizer::lookup_return_address`], but
+    /// named in the program's own code: where the call was inlined from a system header
+    /// (`/usr/include`, e.g. `std::mutex::lock` calling `pthread_mutex_lock`), the innermost
+    /// frame outside the system headers, and its line (the user's `lock_guard`, say).
+    pub fn lookup_call_in_own_code(&self, offset: u64) -> Symbol {
+        let mut out = self.lookup_return_address(offset);
+        if !out.file.as_deref().is_some_and(is_system_header) {
+            return out;
+        }
+        let probe = self.address(offset).wrapping_sub(1);
+        let Some(Ok(mut frames)) = self
+            .dwarf
+            .as_ref()
+            .map(|c| c.find_frames(probe).skip_all_loads())
+        else {
+            return out;
+        };
+        while let Ok(Some(frame)) = frames.next() {
+            let Some(loc) = frame.location else { continue };
+            let Some(file) = loc.file.filter(|f| !is_system_header(f)) else {
+                continue;
+            };
+            out.function = frame
+                .function
+                .as_ref()
+                .and_then(|f| f.demangle().ok())
+                .map(|n| n.into_owned());
+            out.file = Some(as_the_user_reads_it(file));
+            out.line = loc.line;
+            break;
+        }
+        out
     }
 
     /// Whether file-relative `offset` lies in one of the file's `PT_LOAD` segments.
