@@ -131,6 +131,8 @@ impl<C: Counting> Tracer<'_, C> {
                     match sys::seize(tid, ATTACH_OPTIONS) {
                         Ok(()) => {}
                         Err(Errno::ESRCH) => continue, // exited meanwhile
+                        // Exiting meanwhile (a thread that has begun to exit cannot be seized).
+                        Err(Errno::EPERM) if procfs::thread_exiting(pid, tid) => continue,
                         // Created by a seized thread: already ours (TRACECLONE).
                         Err(Errno::EPERM)
                             if procfs::status_field(
