@@ -24,8 +24,9 @@ const PHASES: &[&str] = &[
     "detaching",
 ];
 
-/// `fixtures/adversarial.c` modes: one thread, and a thread started and ended every round.
-const MODES: &[&str] = &["plain", "threads"];
+/// `fixtures/adversarial.c` modes: one thread, a thread started and ended every round, threads
+/// started and ending all the time, a SIGTRAP handler with the program's own `int3`.
+const MODES: &[&str] = &["plain", "threads", "churn", "sigtrap"];
 
 fn args(mode: &str) -> [&str; 3] {
     [mode, "30", "5"]
