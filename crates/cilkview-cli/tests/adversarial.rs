@@ -29,8 +29,15 @@ enum How {
 enum Expect {
     /// Measured: spawns counted (each round spawns twice).
     Measured,
+    /// Measured by single-stepping (`attach --counter step`): spawns counted.
+    Stepped,
+    /// A report by the native counter, however few rounds it saw (a signal storm stops the
+    /// program at each signal, and the tool's polling slows it down many times over).
+    Reported,
     /// Refused in one `error:` line containing this, exit status 125.
     Refused(&'static str),
+    /// Attaching denied in one `error:` line containing this (a non-zero exit status).
+    Denied(&'static str),
     /// Measured by single-stepping instead of the native counter, saying why (this).
     SteppedInstead(&'static str),
     /// Nothing asked of the tool's report (it was killed).
@@ -84,7 +91,21 @@ const CASES: &[Case] = &[
     ),
     // The filter comes after the set-up at exec: measured.
     case("seccomp", How::RunNative, Expect::Measured),
+    // Not yet `churn` under attach: about 1 attach in 12-16 the program dies of SIGSEGV
+    // (`attach --duration 0.4`, found by this table, open; also before the kill-point commit).
+    case("churn", How::RunNative, Expect::Measured),
+    case("storm", NATIVE, Expect::Reported),
+    case("storm", How::RunNative, Expect::Measured),
+    case("mseal", NATIVE, Expect::Measured),
+    case("mseal", How::RunNative, Expect::Measured),
+    // Its text as it was: single-stepping patches nothing (the native counter's jumps would
+    // change the checksum: not in the table, see docs/tracer.md).
+    case("checksum", How::Attach("step"), Expect::Stepped),
+    case("traced", NATIVE, Expect::Denied("another tracer")),
+    case("traced", AUTO, Expect::Denied("another tracer")),
+    case("zombie", NATIVE, Expect::Denied("main thread has exited")),
     case("plain", How::AttachKilled, Expect::Nothing),
+    case("storm", How::AttachKilled, Expect::Nothing),
     case("threads", How::AttachKilled, Expect::Nothing),
     case("sigtrap", How::AttachKilled, Expect::Nothing),
     Case {
@@ -188,6 +209,17 @@ fn check(expect: Expect, how: How, tool: Option<&Output>) -> Result<(), String> 
                 && spawns(&r) >= 2;
             ok.then_some(()).ok_or(format!("not measured: {r} {err}"))
         }
+        Expect::Stepped => {
+            let r = report()?;
+            let ok =
+                out.status.code() == Some(0) && r["counter"]["mode"] == "step" && spawns(&r) >= 2;
+            ok.then_some(()).ok_or(format!("not stepped: {r} {err}"))
+        }
+        Expect::Reported => {
+            let r = report()?;
+            let ok = out.status.code() == Some(0) && r["counter"]["mode"] == "native";
+            ok.then_some(()).ok_or(format!("no report: {r} {err}"))
+        }
         Expect::Refused(why) => {
             let lines: Vec<&str> = err.lines().collect();
             let ok = out.status.code() == Some(125)
@@ -196,6 +228,14 @@ fn check(expect: Expect, how: How, tool: Option<&Output>) -> Result<(), String> 
                 && lines[0].contains(why)
                 && lines[0].contains("nothing was changed");
             ok.then_some(()).ok_or(format!("not refused: {err}"))
+        }
+        Expect::Denied(why) => {
+            let lines: Vec<&str> = err.lines().collect();
+            let ok = !out.status.success()
+                && lines.len() == 1
+                && lines[0].starts_with("error: ")
+                && lines[0].contains(why);
+            ok.then_some(()).ok_or(format!("not denied: {err}"))
         }
         Expect::SteppedInstead(why) => {
             let r = report()?;
@@ -221,7 +261,8 @@ fn every_adversarial_case_is_measured_or_refused_and_the_program_is_unharmed() {
             String::from_utf8_lossy(&out.stdout).into_owned(),
             out.status.code(),
         );
-        if !case.under.is_empty() && alone.1 != Some(5) {
+        // Exit status 93: the kernel lacks what the mode needs (mseal).
+        if (!case.under.is_empty() && alone.1 != Some(5)) || alone.1 == Some(93) {
             let why = String::from_utf8_lossy(&out.stderr);
             cilkview_fixtures::skip(format!("{name}: cannot run here: {why}"));
             continue;

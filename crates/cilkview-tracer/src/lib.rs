@@ -27,6 +27,7 @@ mod backend;
 mod counter;
 mod dispatch;
 mod emulate;
+mod kill_point;
 mod probe_check;
 mod procfs;
 mod ptrace;

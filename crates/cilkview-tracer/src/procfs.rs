@@ -51,6 +51,12 @@ pub fn tasks(pid: Tid) -> io::Result<Vec<Tid>> {
     Ok(v)
 }
 
+/// Whether thread `tid` of process `pid` is gone or exiting (a zombie, or dead).
+pub fn thread_exiting(pid: Tid, tid: Tid) -> bool {
+    status_field(&format!("/proc/{pid}/task/{tid}/status"), "State")
+        .is_none_or(|s| s.starts_with('Z') || s.starts_with('X'))
+}
+
 /// A field of `/proc/PID/status` (or `/proc/PID/task/TID/status`), trimmed.
 pub fn status_field(path: &str, field: &str) -> Option<String> {
     let status = std::fs::read_to_string(path).ok()?;
@@ -90,8 +96,17 @@ pub fn exists(tid: Tid) -> bool {
 /// Why `PTRACE_SEIZE` of `pid` failed with EPERM, and what to do.
 pub fn attach_denied_reason(pid: Tid) -> String {
     let status = format!("/proc/{pid}/status");
-    // A zombie cannot be traced: it has exited and only waits for its parent to reap it.
+    // A zombie cannot be traced: it has exited and only waits for its parent to reap it. A
+    // zombie main thread with threads running on (it left with `pthread_exit`) cannot be
+    // traced either, though the process runs.
     if status_field(&status, "State").is_some_and(|s| s.starts_with('Z')) {
+        let others = tasks(pid).map_or(0, |t| t.len().saturating_sub(1));
+        if others > 0 {
+            return format!(
+                "its main thread has exited (pthread_exit) while {others} other thread(s) run \
+                 on, and an exited thread cannot be traced; nothing was changed in it"
+            );
+        }
         return "it has already exited (a zombie, waiting for its parent to collect its exit \
                 status); there is nothing left to measure"
             .into();

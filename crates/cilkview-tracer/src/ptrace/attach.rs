@@ -9,6 +9,7 @@ use nix::libc;
 
 use super::counting::Counting;
 use super::{gone_ok, regs_unless_gone, trap_flag, Thread, Tracer};
+use crate::kill_point::{self, Phase};
 use crate::procfs::{self, Mem};
 use crate::sys::{self, Tid, Wait};
 use crate::{
@@ -116,6 +117,7 @@ impl<C: Counting> Tracer<'_, C> {
             },
         })?;
         self.core.threads.insert(pid, Thread::default());
+        kill_point::reached(Phase::Seized);
         let me = sys::gettid();
         let resume = loop {
             loop {
@@ -129,6 +131,8 @@ impl<C: Counting> Tracer<'_, C> {
                     match sys::seize(tid, ATTACH_OPTIONS) {
                         Ok(()) => {}
                         Err(Errno::ESRCH) => continue, // exited meanwhile
+                        // Exiting meanwhile (a thread that has begun to exit cannot be seized).
+                        Err(Errno::EPERM) if procfs::thread_exiting(pid, tid) => continue,
                         // Created by a seized thread: already ours (TRACECLONE).
                         Err(Errno::EPERM)
                             if procfs::status_field(
@@ -167,6 +171,7 @@ impl<C: Counting> Tracer<'_, C> {
         if !self.core.threads.contains_key(&pid) {
             return Err(TraceError::ExitedDuringAttach { pid });
         }
+        kill_point::reached(Phase::Stopped);
         let group_stopped = resume.values().any(|&sig| sig == LISTEN);
         if let Some(reason) = self.counting.refuses(pid, group_stopped) {
             // Nothing is changed yet: each thread goes back to what it was doing (a stopped
@@ -221,6 +226,7 @@ impl<C: Counting> Tracer<'_, C> {
         for (&tid, &sig) in resume {
             self.resume_from_stop(tid, sig)?;
         }
+        kill_point::reached(Phase::Measuring);
         Ok(started)
     }
 
@@ -451,6 +457,7 @@ impl<C: Counting> Tracer<'_, C> {
                         if let Err(source) = mem.write(p.addr, &p.orig[..p.len]) {
                             first_err.get_or_insert(TraceError::Proc { pid, source });
                         }
+                        kill_point::reached(Phase::Restoring);
                     }
                 }
                 Err(source) => {
@@ -493,6 +500,7 @@ impl<C: Counting> Tracer<'_, C> {
             self.report_exit(tid);
             self.counting.remove_thread(tid);
         }
+        kill_point::reached(Phase::Detaching);
         for &tid in &tids {
             // Single-steps may have left the trap flag set: the program's own back.
             let tf = self.core.threads.get(&tid).map_or(0, |th| th.trap_flag);

@@ -5,8 +5,9 @@
 use nix::libc;
 
 use super::stub::{GADGET_CODE, GADGET_STEPS_LEN};
+use crate::kill_point::{self, Phase};
 use crate::procfs::{self, Mem};
-use crate::ptrace::ptrace_err;
+use crate::ptrace::{ptrace_err, regs_unless_gone};
 use crate::sys::{self, Tid, Wait};
 use crate::TraceError;
 
@@ -49,13 +50,13 @@ pub(super) fn syscall(
     let mask = sys::getsigmask(tid).map_err(ptrace_err("GETSIGMASK", tid))?;
     sys::setsigmask(tid, STEPPING_MASK).map_err(ptrace_err("SETSIGMASK", tid))?;
     let mem = Mem::open(tid).map_err(|source| TraceError::Proc { pid: tid, source })?;
-    let mut orig = [0u8; GADGET_STEPS_LEN as usize];
+    let mut orig = [0u8; GADGET_CODE.len()];
     let at = match gadget {
         Some(g) => g,
         None => {
             mem.read(saved.rip, &mut orig)
                 .map_err(|source| TraceError::Proc { pid: tid, source })?;
-            mem.write(saved.rip, &GADGET_CODE[..GADGET_STEPS_LEN as usize])
+            mem.write(saved.rip, &GADGET_CODE)
                 .map_err(|source| TraceError::Proc { pid: tid, source })?;
             saved.rip
         }
@@ -68,12 +69,15 @@ pub(super) fn syscall(
     [regs.rdi, regs.rsi, regs.rdx, regs.r10, regs.r8, regs.r9] = args;
     let result = (|| {
         sys::setregs(tid, regs).map_err(ptrace_err("SETREGS", tid))?;
+        kill_point::reached(Phase::Injecting);
         loop {
             sys::step(tid, 0).map_err(ptrace_err("SINGLESTEP", tid))?;
             match sys::wait_for(tid).map_err(TraceError::Wait)? {
                 Wait::Stopped { sig, event: 0, .. } if !sent(tid, sig) => {
                     let after = sys::getregs(tid).map_err(ptrace_err("GETREGS", tid))?;
                     if after.rip == at + GADGET_STEPS_LEN {
+                        // At the gadget's `int3`.
+                        run_over_int3(tid, deferred)?;
                         return Ok(after.rax as i64);
                     }
                     // After the `mov`: step over the `syscall`.
@@ -92,6 +96,39 @@ pub(super) fn syscall(
     sys::setregs(tid, saved).map_err(ptrace_err("SETREGS", tid))?;
     sys::setsigmask(tid, mask).map_err(ptrace_err("SETSIGMASK", tid))?;
     result
+}
+
+/// Thread `tid`, stopped after single-steps, its `%rip` at an `int3`: run it over the `int3`
+/// with `PTRACE_CONT` (the caller puts its registers back after). A single-step leaves the thread
+/// marked for stepping (`TIF_SINGLESTEP`, a trap at its next system call's exit, and the trap
+/// flag) until the tracer resumes it without one; a tracer killed before that (SIGKILL, between
+/// an injected call and the end of the set-up) let the thread trap at its next system call, the
+/// SIGTRAP killing the program it no longer traced. A `PTRACE_CONT` clears the mark.
+pub(super) fn run_over_int3(tid: Tid, deferred: &mut Vec<i32>) -> Result<(), TraceError> {
+    loop {
+        sys::cont(tid, 0).map_err(ptrace_err("CONT", tid))?;
+        match sys::wait_for(tid).map_err(TraceError::Wait)? {
+            Wait::Stopped { sig, event: 0, .. } if !sent(tid, sig) => return Ok(()),
+            Wait::Stopped { sig, event: 0, .. } => deferred.push(sig),
+            Wait::Stopped { .. } => {} // an event stop (e.g. an interrupt): go on
+            Wait::Exited(..) | Wait::Signaled(..) => {
+                return Err(setup_err(tid, "the thread ended during set-up".into()))
+            }
+        }
+    }
+}
+
+/// Stopped thread `tid` was single-stepped: clear what the steps left marked in the kernel
+/// (see [`run_over_int3`]) by running it over the `int3` at `int3`, its registers unchanged.
+pub(super) fn end_stepping(tid: Tid, int3: u64, deferred: &mut Vec<i32>) -> Result<(), TraceError> {
+    let Some(saved) = regs_unless_gone(tid)? else {
+        return Ok(());
+    };
+    let mut regs = saved;
+    regs.rip = int3;
+    sys::setregs(tid, regs).map_err(ptrace_err("SETREGS", tid))?;
+    run_over_int3(tid, deferred)?;
+    sys::setregs(tid, saved).map_err(ptrace_err("SETREGS", tid))
 }
 
 /// `mmap` flags and protections.

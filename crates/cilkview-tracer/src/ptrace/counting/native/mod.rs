@@ -39,8 +39,9 @@ use self::polling::{next_sleep, IDLE_MIN};
 use self::region::{Record, Region};
 use self::step_out::step_out_of;
 use self::strands::{Item, Strands, TickScale};
-use self::stub::{Reading, StubOperand, FIRST_STUB, STUB_BYTES};
+use self::stub::{Reading, StubOperand, FIRST_STUB, GADGET_STEPS_LEN, STUB_BYTES};
 use super::Counting;
+use crate::kill_point::{self, Phase};
 use crate::procfs::{self, Mem};
 use crate::ptrace::loader_hook::{self, LoaderHook};
 use crate::ptrace::probes::Patch;
@@ -305,11 +306,12 @@ impl Native {
                 let at = page + FIRST_STUB + (code_index(&group, addr)) as u64 * STUB_BYTES;
                 for &(t, rip) in &rips {
                     if rip > addr && rip < addr + 5 {
-                        step_out_of(t, addr, &mut deferred)?;
+                        step_out_of(t, addr, region.gadget + GADGET_STEPS_LEN, &mut deferred)?;
                     }
                 }
                 let jump = stub::jump(addr, at).expect("placed in reach");
                 mem.write(addr, &jump).map_err(proc_err)?;
+                kill_point::reached(Phase::Patching);
                 core.add_patch(Patch {
                     addr,
                     orig: MARK_NOP,

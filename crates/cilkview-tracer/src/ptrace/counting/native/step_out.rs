@@ -4,7 +4,8 @@
 
 use nix::errno::Errno;
 
-use super::inject::{sent, STEPPING_MASK};
+use super::inject::{end_stepping, sent, STEPPING_MASK};
+use super::stub::GADGET_STEPS_LEN;
 use super::Native;
 use crate::ptrace::{ptrace_err, regs_unless_gone, trap_flag};
 use crate::sys::{self, Tid, Wait};
@@ -44,6 +45,9 @@ impl Native {
         if !self.step_out_of_stubs(tid)? {
             return Ok(()); // the thread is gone
         }
+        let mut met = Vec::new();
+        end_stepping(tid, region_int3(self), &mut met)?;
+        self.deferred.entry(tid).or_default().extend(met);
         if let Some(info) = info {
             // Best effort: if refused, the signal goes with the last stop's siginfo.
             let _ = sys::setsiginfo(tid, &info);
@@ -95,14 +99,28 @@ impl Native {
     }
 }
 
-/// Thread `tid` is stopped inside the NOP at `mark`: step it past the NOP.
-pub(super) fn step_out_of(tid: Tid, mark: u64, deferred: &mut Vec<i32>) -> Result<(), TraceError> {
+/// The `int3` of the region's gadget (see [`end_stepping`]).
+fn region_int3(native: &Native) -> u64 {
+    native
+        .region
+        .as_ref()
+        .map_or(0, |r| r.gadget + GADGET_STEPS_LEN)
+}
+
+/// Thread `tid` is stopped inside the NOP at `mark`: step it past the NOP (then over the `int3`
+/// at `int3`: see [`end_stepping`]).
+pub(super) fn step_out_of(
+    tid: Tid,
+    mark: u64,
+    int3: u64,
+    deferred: &mut Vec<i32>,
+) -> Result<(), TraceError> {
     for _ in 0..8 {
         let Some(regs) = regs_unless_gone(tid)? else {
             return Ok(());
         };
         if regs.rip <= mark || regs.rip >= mark + 5 {
-            return Ok(());
+            return end_stepping(tid, int3, deferred);
         }
         sys::step(tid, 0).map_err(ptrace_err("SINGLESTEP", tid))?;
         match sys::wait_for(tid).map_err(TraceError::Wait)? {
@@ -111,5 +129,5 @@ pub(super) fn step_out_of(tid: Tid, mark: u64, deferred: &mut Vec<i32>) -> Resul
             _ => {}
         }
     }
-    Ok(())
+    end_stepping(tid, int3, deferred)
 }

@@ -1,0 +1,55 @@
+//! A hook for the tests only: in a debug build, `CILKVIEW_TEST_KILL_AT=PHASE` in the tool's
+//! environment makes it SIGKILL itself when it reaches that phase of an attach, so that a test
+//! can check what every phase leaves the process in when the tool dies there (the process must
+//! run on unharmed). A release build reads no such variable; it is no option of the user's.
+
+/// A phase of `attach` (named by `CILKVIEW_TEST_KILL_AT`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// The main thread is seized, not yet stopped.
+    Seized,
+    /// Every thread is stopped; nothing is changed yet.
+    Stopped,
+    /// A thread's registers are set to an injected system call, not yet run.
+    Injecting,
+    /// The first mark is patched, the others not yet.
+    Patching,
+    /// Measuring: every thread resumed with the marks patched.
+    Measuring,
+    /// The first mark is restored, the others not yet (every thread stopped).
+    Restoring,
+    /// Every mark restored, no thread detached yet.
+    Detaching,
+}
+
+impl Phase {
+    fn name(self) -> &'static str {
+        match self {
+            Phase::Seized => "seized",
+            Phase::Stopped => "stopped",
+            Phase::Injecting => "injecting",
+            Phase::Patching => "patching",
+            Phase::Measuring => "measuring",
+            Phase::Restoring => "restoring",
+            Phase::Detaching => "detaching",
+        }
+    }
+}
+
+/// The tool dies here (SIGKILL) if the tests asked for `phase`; nothing otherwise.
+pub(crate) fn reached(phase: Phase) {
+    #[cfg(debug_assertions)]
+    {
+        static ASKED: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+        let asked = ASKED.get_or_init(|| {
+            std::env::var("CILKVIEW_TEST_KILL_AT")
+                .ok()
+                .filter(|v| !v.is_empty())
+        });
+        if asked.as_deref() == Some(phase.name()) {
+            let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+        }
+    }
+    #[cfg(not(debug_assertions))]
+    let _ = phase;
+}
