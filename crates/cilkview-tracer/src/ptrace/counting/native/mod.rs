@@ -35,7 +35,7 @@ use nix::libc;
 
 use self::clock::Clock;
 use self::inject::setup_err;
-use self::polling::{next_sleep, IDLE_MIN};
+use self::polling::{next_sleep, FIRST_LOOK, IDLE_MIN};
 use self::region::{Record, Region};
 use self::step_out::step_out_of;
 use self::strands::{Item, Strands, TickScale};
@@ -526,6 +526,12 @@ impl Counting for Native {
     }
 
     fn wait(&mut self, core: &mut Core<'_>) -> Result<Wait, TraceError> {
+        // The tool was just handling a stop: a program that stops often (a signal every 100 µs,
+        // each stopping it until the tool looks) would otherwise wait out the idle sleep, up to
+        // 1 ms, at each stop — measured: 3 rounds of `adversarial storm` in 20 s instead of 30
+        // in 2 s. The first look comes after the shortest sleep; an idle program's after that
+        // back off as before.
+        let mut first = true;
         loop {
             if let Some(w) = wait_any_nohang().map_err(TraceError::Wait)? {
                 return Ok(w);
@@ -536,7 +542,8 @@ impl Counting for Native {
                 fullest = fullest.max(self.report(core, tid));
             }
             self.idle = next_sleep(self.idle, fullest);
-            std::thread::sleep(self.idle);
+            std::thread::sleep(if first { FIRST_LOOK } else { self.idle });
+            first = false;
         }
     }
 }
