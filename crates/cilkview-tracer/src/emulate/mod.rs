@@ -3,8 +3,10 @@
 //! each thread's instructions exactly and streams the marks' hits here through
 //! a ring in shared memory (`ring.rs`). Same events and invariant as [`crate::run`]. See `docs/emulation.md`.
 
+mod emulator;
 pub(crate) mod isa;
 mod launch;
+mod program;
 mod protocol;
 mod ring;
 mod world;
@@ -19,9 +21,10 @@ use std::path::PathBuf;
 
 use nix::libc;
 
-pub use launch::read_shebang;
-pub(crate) use launch::{inspect_program, set_id};
-pub use launch::{EmulatorError, Refusal, CPU_MODEL};
+pub use emulator::{EmulatorError, CPU_MODEL};
+pub use program::read_shebang;
+pub use program::Refusal;
+pub(crate) use program::{inspect_program, set_id};
 use protocol::Record;
 
 use crate::probe_check::check_probes;
@@ -49,7 +52,7 @@ pub struct EmulationNotes {
 /// Whether a plugin-capable `qemu-x86_64` is installed: `Ok(what was found)`
 /// (path and version), or `Err(why not, and the fix)`.
 pub fn emulator_available() -> Result<String, EmulatorError> {
-    launch::find().map(|e| format!("{} ({})", e.path.display(), e.version))
+    emulator::find().map(|e| format!("{} ({})", e.path.display(), e.version))
 }
 
 /// Run `opts.program` to completion under the emulator, feeding `sink`. The same contract as
@@ -62,13 +65,13 @@ pub fn run_emulated(
     opts: &TraceOptions,
     sink: &mut dyn EventSink,
 ) -> Result<(Outcome, EmulationNotes), TraceError> {
-    let emu = launch::find().map_err(|e| TraceError::CounterUnavailable {
+    let emu = emulator::find().map_err(|e| TraceError::CounterUnavailable {
         mode: CounterMode::Emulate,
         reason: e.to_string(),
     })?;
     let (pinned, dispatch) = crate::dispatch::pin(opts, cilkview_events::CostUnit::Instructions);
     let opts = &pinned;
-    let (program, how) = launch::check_program(opts)?;
+    let (program, how) = program::check_program(opts)?;
     let mut launched = launch::launch(&emu, &program, &how, opts)?;
     let pid = launched.child.id() as i32;
     // Signals sent to the tool go to QEMU, which delivers them to the program.

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::{launch, EmulatedRun, EmulationNotes, CPU_MODEL};
+use super::{emulator, launch, EmulatedRun, EmulationNotes, CPU_MODEL};
 use crate::ExitStatus;
 use cilkview_events::Note;
 use cilkview_qemu_plugin::wire::{W_NOSYS, W_RT_HANDLER, W_RT_SELF, W_SECCOMP};
@@ -108,7 +108,7 @@ impl EmulatedRun {
     /// say, one [`Note`] each (`text` one line, `detail` the rest).
     pub(super) fn notes(
         &self,
-        emu: &launch::Emulator,
+        emu: &emulator::Emulator,
         program: &Path,
         notes: &EmulationNotes,
         status: ExitStatus,
@@ -130,7 +130,7 @@ impl EmulatedRun {
     /// What the program was started without: its set-user-ID bits, variables QEMU cannot pass.
     fn launch_notes(&self, program: &Path) -> Vec<Note> {
         let mut out = Vec::new();
-        if let Some(what) = launch::set_id(program) {
+        if let Some(what) = super::program::set_id(program) {
             out.push(
                 Note::new(
                     "emulation-changed",
