@@ -1,4 +1,4 @@
-//! Issue 26: what a program does to the world it runs in must not break the emulation (its
+//! What a program does to the world it runs in must not break the emulation (its
 //! descriptors, its ids, its signals, its environment), and what emulation cannot give it is
 //! said in the report. Real programs, compiled here, under the real cilkview-rs.
 

@@ -1,5 +1,5 @@
-//! The adversarial audit of issue 11: the program is never harmed, the user's files are never
-//! lost, no input makes the tool panic or hang, and the words say what is wrong.
+//! Robustness: the program is never harmed, the user's files are never lost, no input makes the
+//! tool panic or hang, and the words say what is wrong.
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;

@@ -1,4 +1,4 @@
-//! The README is for a newcomer (issue 39): a marked program's code within its first 600 words,
+//! The README is for a newcomer: a marked program's code within its first 600 words,
 //! well under 30 KB, the test command kept; and no relative link of the README or of docs/ points
 //! at a file that is not there (reference material moved from the README to docs/).
 

@@ -1,5 +1,5 @@
-//! Issue 26 (third robustness pass), outside the emulated world: no hang, no lost result, no
-//! unsafe output. Real programs under the real cilkview-rs.
+//! Outside the emulated world: no hang, no lost result, no unsafe output. Real programs under the
+//! real cilkview-rs.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,7 @@
-//! Issue 41 (fourth robustness pass): the native recorder and `attach` under programs built to
-//! trip them. The rule: measure correctly, or refuse before touching the process with one clear
-//! line; the tool ends; the program's output and exit status are those of a run without the tool.
+//! What each counter refuses and what it measures: the native recorder and `attach` under
+//! programs built to trip them. The rule: measure correctly, or refuse before touching the
+//! process with one clear line; the tool ends; the program's output and exit status are those
+//! of a run without the tool.
 
 mod common;
 
