@@ -48,7 +48,7 @@ pub use cilkview_marks::{has_rayon_marks, MarksError, HEADER};
 pub use cilkview_tracer::{
     backends, forward_signals, ignore_terminal_interrupts, native_unit, read_shebang,
     survive_tool_death, Backend, Description, ForwardGuard, SignalGuard, StopFlag,
-    TerminalInterruptGuard, TraceError, FORWARDED_SIGNALS, STOP_SIGNALS,
+    TerminalInterruptGuard, TraceError, ATTACH_STOP_SIGNALS, FORWARDED_SIGNALS,
 };
 
 #[cfg(test)]

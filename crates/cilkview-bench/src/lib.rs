@@ -23,7 +23,7 @@ pub use compare::{compare, Placement};
 pub use cores::{available_cpus, parse_cores, MAX_CORES};
 pub use model::{json_schema, BenchReport, CoresResult, JSON_VERSION};
 pub use stats::Summary;
-pub use trial::{interrupt_on, InterruptGuard, Launch, STOP_SIGNALS};
+pub use trial::{interrupt_on, InterruptGuard, Launch, BENCH_STOP_SIGNALS};
 
 use crate::trial::Finished;
 

@@ -29,7 +29,7 @@ fn interrupted() -> Result<(), BenchError> {
 
 /// The signals that stop a benchmark: what `kill` sends, a closed terminal, Ctrl-C and Ctrl-\\,
 /// and the other catchable ones whose default ends a process and that someone else sends.
-pub const STOP_SIGNALS: [i32; 9] = [
+pub const BENCH_STOP_SIGNALS: [i32; 9] = [
     nix::libc::SIGTERM,
     nix::libc::SIGHUP,
     nix::libc::SIGINT,

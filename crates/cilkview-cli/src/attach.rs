@@ -5,7 +5,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use cilkview_analysis::{command_line, survive_tool_death, AttachRequest, StopFlag, STOP_SIGNALS};
+use cilkview_analysis::{
+    command_line, survive_tool_death, AttachRequest, StopFlag, ATTACH_STOP_SIGNALS,
+};
 use cilkview_report::ExportManager;
 
 use crate::cli::AttachArgs;
@@ -50,7 +52,7 @@ pub fn attach(args: AttachArgs) -> Result<ExitCode> {
     // probes are restored and the process detached, instead of the tool dying with the process
     // traced.
     let _signals = stop
-        .on_signals(&STOP_SIGNALS)
+        .on_signals(&ATTACH_STOP_SIGNALS)
         .context("cannot install the signal handlers that end an attach cleanly")?;
     if std::io::stderr().is_terminal() {
         let (program, _) = command_line(args.pid);

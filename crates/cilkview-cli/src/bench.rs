@@ -125,8 +125,8 @@ fn progress_display(show_output: bool) -> (ProgressBar, impl FnMut(Progress)) {
 /// Runs the benchmark (and the bandwidth test) with a progress display.
 fn measure(opts: &BenchOptions, bandwidth: bool) -> Result<BenchReport, BenchError> {
     // A signal to the tool kills the run in progress and ends the benchmark cleanly.
-    let _interrupt =
-        cilkview_bench::interrupt_on(&cilkview_bench::STOP_SIGNALS).map_err(BenchError::Wait)?;
+    let _interrupt = cilkview_bench::interrupt_on(&cilkview_bench::BENCH_STOP_SIGNALS)
+        .map_err(BenchError::Wait)?;
     let (bar, mut update) = progress_display(opts.show_output);
     let result = cilkview_bench::run(opts, &mut update).and_then(|mut report| {
         if bandwidth {

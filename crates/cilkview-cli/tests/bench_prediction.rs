@@ -49,7 +49,7 @@ fn bench_against_an_analysis() {
         dir.path().join("b.png"),
     );
     let cores = if cpus() >= 2 { "1,2" } else { "1" };
-    let Some(exe) = openmp("omp_loop") else {
+    let Some(exe) = marked_openmp("omp_loop") else {
         return;
     };
     // Under another name than the analysed build's: the plot's title names the program run.
@@ -266,7 +266,7 @@ fn report_draws_a_saved_analysis() {
 #[ignore = "slow: runs cilkview-rs bench on compiled programs"]
 fn fine_grained_tasks_measure_a_slowdown() {
     let _timing = timing();
-    let Some(exe) = openmp("omp_fine") else {
+    let Some(exe) = marked_openmp("omp_fine") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -351,7 +351,7 @@ fn analysed_then_timed(
 #[ignore = "slow: runs cilkview-rs bench on compiled programs"]
 fn fine_grained_openmp_tasks_fall_inside_the_task_cost_range() {
     let _timing = timing();
-    let Some(exe) = openmp("omp_nqueens") else {
+    let Some(exe) = marked_openmp("omp_nqueens") else {
         return;
     };
     let Some(timed) = timed() else {
@@ -397,7 +397,7 @@ fn openmp_tasks_at_two(timed: &Timed, w: u64, instructions: u64) -> (String, Str
 #[ignore = "slow: runs cilkview-rs bench on compiled programs"]
 fn openmp_task_programs_fall_inside_the_predicted_range() {
     let _timing = timing();
-    if openmp("omp_fine").is_none() {
+    if marked_openmp("omp_fine").is_none() {
         return;
     }
     let Some(timed) = timed() else {

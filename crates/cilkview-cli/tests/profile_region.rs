@@ -245,7 +245,7 @@ fn attach_checks_the_region_against_the_processs_executable_before_attaching() {
 #[test]
 #[ignore = "slow: runs cilkview-rs on a compiled OpenMP program"]
 fn profile_region_parallel_of_an_openmp_program() {
-    let Some(exe) = common::bench::openmp("omp_nqueens") else {
+    let Some(exe) = common::bench::marked_openmp("omp_nqueens") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();

@@ -63,7 +63,7 @@ pub use cilkview_events::{
 pub use ptrace::counting::ClockUnavailable;
 pub use signals::{
     forward_signals, ignore_terminal_interrupts, survive_tool_death, ForwardGuard, SignalGuard,
-    StopFlag, TerminalInterruptGuard, FORWARDED_SIGNALS, STOP_SIGNALS,
+    StopFlag, TerminalInterruptGuard, ATTACH_STOP_SIGNALS, FORWARDED_SIGNALS,
 };
 pub use sys::rdpmc::RdpmcUnavailable;
 

@@ -323,7 +323,9 @@ fn sigterm_to_the_tool_detaches_cleanly() {
     let (child, pid, _d) = start(&t.prog.exe, &args);
     std::thread::sleep(Duration::from_millis(100));
     let stop = StopFlag::new();
-    let guard = stop.on_signals(&cilkview_tracer::STOP_SIGNALS).unwrap();
+    let guard = stop
+        .on_signals(&cilkview_tracer::ATTACH_STOP_SIGNALS)
+        .unwrap();
     let killer = std::thread::spawn(|| {
         std::thread::sleep(Duration::from_millis(400));
         nix::sys::signal::kill(nix::unistd::Pid::this(), nix::sys::signal::SIGTERM).unwrap();

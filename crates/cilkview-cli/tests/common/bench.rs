@@ -31,9 +31,10 @@ pub fn openmp_opts() -> BuildOptions {
         .flag("-fopenmp")
 }
 
-/// The `-fopenmp` build of a fixture (the one that runs in parallel); `None`, said aloud, where
-/// gcc cannot build OpenMP programs.
-pub fn openmp(name: &str) -> Option<PathBuf> {
+/// The `-fopenmp` build of a fixture with its marks (the one that runs in parallel; the
+/// unmarked build is `common::openmp`); `None`, said aloud, where gcc cannot build OpenMP
+/// programs.
+pub fn marked_openmp(name: &str) -> Option<PathBuf> {
     let probe = "#include <omp.h>\nint main(void) { return omp_get_max_threads() < 1; }\n";
     if let Err(e) = compile_source("omp_works", probe, Lang::C, &openmp_opts()) {
         skip(format!(

@@ -97,7 +97,8 @@ pub fn native_measures_time() -> bool {
     true
 }
 
-/// The unmodified OpenMP build of a fixture (dynamically linked: libgomp is preloaded over).
+/// The unmodified OpenMP build of a fixture, marks compiled out (dynamically linked: libgomp is
+/// preloaded over; the marked build is `bench::marked_openmp`).
 pub fn openmp(name: &str) -> PathBuf {
     build(
         name,

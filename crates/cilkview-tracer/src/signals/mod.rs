@@ -16,7 +16,7 @@ pub use forward::{forward_signals, ForwardGuard, FORWARDED_SIGNALS};
 /// instead of killing the tool: every signal whose default action ends a process and that can
 /// be caught, but those that report the tool's own faults (SIGSEGV, SIGBUS, SIGILL, SIGFPE,
 /// SIGSYS, SIGTRAP, SIGABRT) and SIGPIPE (ignored: a closed output is an error to report).
-pub const STOP_SIGNALS: [i32; 11] = [
+pub const ATTACH_STOP_SIGNALS: [i32; 11] = [
     nix::libc::SIGINT,
     nix::libc::SIGTERM,
     nix::libc::SIGHUP,
@@ -33,7 +33,7 @@ pub const STOP_SIGNALS: [i32; 11] = [
 /// Makes an attach session survive the death of this process, even by SIGKILL or the OOM
 /// killer: call it first thing, while the process is single-threaded. The process forks; the
 /// fork returns from this call and does the work (attach, measure, report); this process — the
-/// one the user sees and may kill — only forwards [`STOP_SIGNALS`] to it, waits and exits with
+/// one the user sees and may kill — only forwards [`ATTACH_STOP_SIGNALS`] to it, waits and exits with
 /// its status. When this process dies anyhow, the fork receives SIGTERM, which a
 /// [`StopFlag::on_signals`] registration turns into a clean detach. (A single-stepped thread
 /// left by a tracer that vanishes keeps its trap flag and dies of SIGTRAP at its next
@@ -41,7 +41,7 @@ pub const STOP_SIGNALS: [i32; 11] = [
 /// the process.)
 /// An error, before any fork, if the process already has other threads.
 pub fn survive_tool_death() -> std::io::Result<()> {
-    sys::split_off_worker_single_threaded(&STOP_SIGNALS, nix::libc::SIGTERM)
+    sys::split_off_worker_single_threaded(&ATTACH_STOP_SIGNALS, nix::libc::SIGTERM)
 }
 
 /// A stop request shared between the caller and [`attach`]. Cloning shares
@@ -72,7 +72,7 @@ impl StopFlag {
     pub fn request(&self) {
         self.0.flag.store(true, Ordering::SeqCst);
         if let Some((_, w)) = self.0.pipe.get() {
-            sys::poke(w);
+            sys::wake(w);
         }
     }
 
@@ -88,7 +88,7 @@ impl StopFlag {
         Ok(&self.0.pipe.get().expect("just set").0)
     }
 
-    /// Turn `signals` (normally [`STOP_SIGNALS`]) into stop requests until the
+    /// Turn `signals` (normally [`ATTACH_STOP_SIGNALS`]) into stop requests until the
     /// returned guard is dropped (the previous behaviour is then restored).
     /// Uses `signal-hook` (async-signal-safe: an atomic store and a pipe write).
     /// While registered, these signals no longer terminate the process.

@@ -129,7 +129,7 @@ pub fn wake_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 }
 
 /// Write one byte to a non-blocking pipe (a full pipe already wakes readers).
-pub fn poke(fd: &OwnedFd) {
+pub fn wake(fd: &OwnedFd) {
     let _ = nix::unistd::write(fd, &[1u8]);
 }
 
