@@ -258,8 +258,10 @@ fn coarse_parallelism_matches_emulation() {
 /// parallelism by time is a lower bound — every outlier (a 15–40 µs timer tick, the spread of
 /// noisy row times) lengthens the span, none shortens it (measured 21–54 against 252; above the
 /// exact value would mean strands shortened by the tool: a hit cost or an off-CPU interval taken
-/// off twice). Each strand's minimum over 100 runs (28 ms each) leaves the rows' own times: within
-/// 5% (measured 241–245 against 252; docs/tracer.md, "How exact").
+/// off twice). Each strand estimated over 100 runs (28 ms each) should leave the rows' own times,
+/// within 5%: measured 241–245 against 252 with each row's minimum, 186–192 with the typical time
+/// (docs/tracer.md, "How exact"); skipped where the runs' own work differs by more than 5%, as on
+/// this project's 2-vCPU VM (40–200% over 100 runs).
 #[test]
 #[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn fine_grained_parallelism_by_time() {
