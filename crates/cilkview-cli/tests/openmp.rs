@@ -4,36 +4,10 @@
 
 mod common;
 
-use std::path::PathBuf;
-
 use cilkview_fixtures::{build, skip, BuildOptions};
+use common::omp_known::{count, twin, u, N, UNIT, W};
 use common::{analyze_with, bin, openmp, Analysis};
 use serde_json::Value;
-
-/// The hand-marked twin: the same source, its cilkview.h marks, no -fopenmp.
-fn twin(name: &str) -> PathBuf {
-    build(name, &BuildOptions::default().compiler("gcc").opt(2))
-}
-
-fn count(a: &Analysis, name: &str) -> u64 {
-    a.json["runtime"]["counts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == name)
-        .unwrap_or_else(|| panic!("count {name} in {}", a.json["runtime"]))["value"]
-        .as_u64()
-        .unwrap()
-}
-
-fn u(v: &Value, key: &str) -> u64 {
-    v[key].as_u64().unwrap_or_else(|| panic!("{key} in {v}"))
-}
-
-const N: u64 = 8;
-const W: u64 = 1_000_000;
-/// One unit: cv_work(W) is 2W + 1 instructions.
-const UNIT: u64 = 2 * W + 1;
 
 /// What the wrappers may add to the region "parallel" beside the twin's: libgomp's team of one
 /// (~6.5k instructions, serial, so on the span too) and the wrappers' instructions per task or

@@ -7,7 +7,8 @@ mod common;
 use std::path::PathBuf;
 
 use cilkview_fixtures::{build, compile_source, has_compiler, skip, BuildOptions, Lang};
-use common::{analyze_with, bin, Analysis};
+use common::omp_known::{count, twin, u, N, UNIT, W};
+use common::{analyze_with, bin};
 use serde_json::Value;
 
 fn options(compiler: &str) -> BuildOptions {
@@ -34,31 +35,6 @@ fn clang_openmp(name: &str) -> Option<PathBuf> {
 fn gcc_openmp(name: &str) -> PathBuf {
     build(name, &options("gcc"))
 }
-
-/// The hand-marked twin: the same source, its cilkview.h marks, no -fopenmp.
-fn twin(name: &str) -> PathBuf {
-    build(name, &BuildOptions::default().compiler("gcc").opt(2))
-}
-
-fn count(a: &Analysis, name: &str) -> u64 {
-    a.json["runtime"]["counts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == name)
-        .unwrap_or_else(|| panic!("count {name} in {}", a.json["runtime"]))["value"]
-        .as_u64()
-        .unwrap()
-}
-
-fn u(v: &Value, key: &str) -> u64 {
-    v[key].as_u64().unwrap_or_else(|| panic!("{key} in {v}"))
-}
-
-const N: u64 = 8;
-const W: u64 = 1_000_000;
-/// One unit: cv_work(W) is 2W + 1 instructions.
-const UNIT: u64 = 2 * W + 1;
 
 /// What the libomp wrappers and libomp add to the region "parallel" beside the twin's, in work
 /// and in span: the region's team of one (~10k instructions for the first region, ~1.6k for the

@@ -2,6 +2,7 @@
 #![allow(dead_code)] // each test file uses a part
 
 pub mod bench;
+pub mod omp_known;
 
 use std::io::{BufRead, Read};
 use std::path::{Path, PathBuf};
