@@ -7,7 +7,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use cilkview_fixtures::{build, skip, BuildOptions};
+use cilkview_fixtures::{build, compile_source, skip, BuildOptions, Lang};
 use common::{bin, openmp, static_opts};
 use serde_json::Value;
 
@@ -285,4 +285,52 @@ fn a_lock_guard_is_named_by_the_programs_line_not_the_header() {
     let line = marked_line_in("locks_guard", "cpp", "// SITE_GUARD");
     assert!(location.ends_with(&line), "{location}");
     assert_eq!(lock["function"], "iteration");
+}
+
+/// The same critical section built by clang (LLVM's libomp, `__kmpc_critical`): a lock too, with
+/// the gcc build's acquisitions and held work (the sections' 8 × (2N + 2) plus the wrappers'
+/// and libomp's few instructions per section, within 2,000), a quarter of the region "parallel"
+/// (libomp's dynamic-loop dispatch adds ~3k instructions per chunk to it: within 0.002), named
+/// by the construct's line.
+#[test]
+#[ignore = "slow: runs cilkview-rs on a compiled OpenMP program (emulation)"]
+fn an_openmp_critical_section_under_libomp_is_a_lock_too() {
+    if let Err(why) = cilkview_fixtures::emulator() {
+        return skip(why);
+    }
+    let clang = BuildOptions::default()
+        .compiler("clang")
+        .opt(2)
+        .flag("-fopenmp")
+        .disabled();
+    let source =
+        std::fs::read_to_string(cilkview_fixtures::fixtures_dir().join("omp_critical_known.c"))
+            .unwrap();
+    let built = cilkview_fixtures::has_compiler("clang")
+        .then(|| compile_source("omp_critical_known", &source, Lang::C, &clang).ok())
+        .flatten();
+    let Some(exe) = built else {
+        return skip(
+            "clang -fopenmp (libomp) not available: scripts/setup.sh installs clang, libomp-dev",
+        );
+    };
+    const N: u64 = 250_000;
+    let (json, _) = measure_with(&exe, &["--openmp", "--counter", "emulate"]);
+    assert_eq!(json["runtime"]["name"], "libomp", "{}", json["runtime"]);
+    let lock = the_lock(&json);
+    assert_eq!(u(lock, "acquisitions"), ITERATIONS);
+    let held = u(lock, "held_work");
+    let sections = ITERATIONS * (2 * N + 2);
+    assert!((sections..=sections + 2_000).contains(&held), "held {held}");
+    let parallel = json["regions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["label"] == "parallel")
+        .expect("region parallel");
+    let quarter = held as f64 / u(parallel, "work") as f64;
+    assert!((quarter - 0.25).abs() < 2e-3, "share of the loop {quarter}");
+    let location = lock["location"].as_str().unwrap();
+    let line = marked_line("omp_critical_known", "SITE_CRITICAL */");
+    assert!(location.ends_with(&line), "{location}");
 }

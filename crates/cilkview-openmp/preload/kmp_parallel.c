@@ -168,26 +168,33 @@ EXPORT void __kmpc_barrier(ident_t *loc, kmp_int32 gtid)
     }
 }
 
-/* ---- mutual exclusion, shown as regions (how much work runs under it) ---- */
+/* ---- mutual exclusion, shown as regions (how much work runs under it) and as locks (the
+   report's locks, by the construct's call site: docs/locks.md), one lock per critical name as
+   in libgomp's wrappers ---- */
 
-EXPORT void __kmpc_critical(ident_t *loc, kmp_int32 gtid, kmp_critical_name *lock)
+EXPORT __attribute__((noinline)) void __kmpc_critical(ident_t *loc, kmp_int32 gtid,
+                                                      kmp_critical_name *lock)
 {
     REAL(__kmpc_critical)(loc, gtid, lock);
     COUNT(C_CRITICAL);
+    ACQUIRED(0, lock);
     MARK_REGION_BEGIN("critical");
 }
 
-EXPORT void __kmpc_critical_with_hint(ident_t *loc, kmp_int32 gtid, kmp_critical_name *lock,
-                                      uint32_t hint)
+EXPORT __attribute__((noinline)) void __kmpc_critical_with_hint(ident_t *loc, kmp_int32 gtid,
+                                                                kmp_critical_name *lock,
+                                                                uint32_t hint)
 {
     REAL(__kmpc_critical_with_hint)(loc, gtid, lock, hint);
     COUNT(C_CRITICAL);
+    ACQUIRED(0, lock);
     MARK_REGION_BEGIN("critical");
 }
 
 EXPORT void __kmpc_end_critical(ident_t *loc, kmp_int32 gtid, kmp_critical_name *lock)
 {
     MARK_REGION_END("critical");
+    RELEASING(lock);
     REAL(__kmpc_end_critical)(loc, gtid, lock);
 }
 
