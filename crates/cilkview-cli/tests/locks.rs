@@ -8,7 +8,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use cilkview_fixtures::{build, compile_source, skip, BuildOptions, Lang};
-use common::{bin, openmp, static_opts};
+use common::{analyze_with, bin, openmp, static_opts};
 use serde_json::Value;
 
 const FIXTURE: &str = "locks_known";
@@ -28,20 +28,10 @@ fn measure(exe: &Path, counter: &str) -> (Value, String) {
 
 /// `run OPTIONS --json` of `exe`: its JSON and stderr.
 fn measure_with(exe: &Path, options: &[&str]) -> (Value, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("r.json");
-    let out = bin()
-        .arg("run")
-        .args(options)
-        .arg("--json")
-        .arg(&json)
-        .arg(exe)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "{stderr}");
-    let json = serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
-    (json, stderr)
+    let a = analyze_with(exe, options, &[]);
+    let stderr = a.stderr();
+    assert_eq!(a.code(), Some(0), "{stderr}");
+    (a.json, stderr)
 }
 
 fn u(v: &Value, key: &str) -> u64 {

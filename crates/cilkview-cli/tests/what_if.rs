@@ -10,7 +10,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use cilkview_fixtures::{build, skip};
-use common::{bin, static_opts};
+use common::{analyze_with, bin, static_opts};
 use serde_json::Value;
 
 const FIXTURE: &str = "whatif_known";
@@ -29,20 +29,10 @@ fn measure(exe: &Path, options: &[&str]) -> Option<(Value, String)> {
         skip(why);
         return None;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("r.json");
-    let out = bin()
-        .args(["run", "--counter", "emulate"])
-        .args(options)
-        .arg("--json")
-        .arg(&json)
-        .arg(exe)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "{stderr}");
-    let json = serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
-    Some((json, stderr))
+    let a = analyze_with(exe, &[&["--counter", "emulate"], options].concat(), &[]);
+    let stderr = a.stderr();
+    assert_eq!(a.code(), Some(0), "{stderr}");
+    Some((a.json, stderr))
 }
 
 fn u(v: &Value, key: &str) -> u64 {
