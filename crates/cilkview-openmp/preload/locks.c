@@ -27,26 +27,8 @@
    lock labels' marks only in such a library. */
 __asm__(".pushsection .cilkview_runtime,\"\",@progbits\n.byte 1\n.popsection");
 
-static void *resolve(const char *name)
-{
-    void *p = dlsym(RTLD_NEXT, name);
-    if (!p) {
-        static const char msg[] = "cilkview-rs --locks: no libc function ";
-        (void)!write(2, msg, sizeof msg - 1);
-        (void)!write(2, name, strlen(name));
-        (void)!write(2, "\n", 1);
-        _exit(127);
-    }
-    return p;
-}
-/* The real `name`, resolved at its first use. */
-#define REAL(name)                                                                                 \
-    ({                                                                                             \
-        static __typeof__(&name) real_;                                                            \
-        if (__builtin_expect(real_ == NULL, 0))                                                    \
-            real_ = (__typeof__(&name))resolve(#name);                                             \
-        real_;                                                                                     \
-    })
+#define REAL_MISSING "cilkview-rs --locks: no libc function "
+#include "real.h"
 
 __attribute__((constructor)) static void cilkview_locks_init(void)
 {

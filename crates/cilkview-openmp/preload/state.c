@@ -41,26 +41,8 @@ __asm__(".pushsection .cilkview_runtime,\"\",@progbits\n.byte 1\n.popsection");
 #define MARK_REGION_END(label) CV__REGION_MARK(CV__KIND_REGION_END, label)
 
 /* ---- the runtime (RUNTIME_NAME: libgomp, libomp), reached past this library ---- */
-static void *resolve(const char *name)
-{
-    void *p = dlsym(RTLD_NEXT, name);
-    if (!p) {
-        static const char msg[] = "cilkview-rs --openmp: " RUNTIME_NAME " has no entry point ";
-        (void)!write(2, msg, sizeof msg - 1);
-        (void)!write(2, name, strlen(name));
-        (void)!write(2, "\n", 1);
-        _exit(127);
-    }
-    return p;
-}
-/* The real `name`, resolved at its first use at this call site. */
-#define REAL(name)                                                                                 \
-    ({                                                                                             \
-        static __typeof__(&name) real_;                                                            \
-        if (__builtin_expect(real_ == NULL, 0))                                                    \
-            real_ = (__typeof__(&name))resolve(#name);                                             \
-        real_;                                                                                     \
-    })
+#define REAL_MISSING "cilkview-rs --openmp: " RUNTIME_NAME " has no entry point "
+#include "real.h"
 
 /* ---- per-thread state ---- */
 #define MAX_LEVELS 64
