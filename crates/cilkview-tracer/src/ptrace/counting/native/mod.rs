@@ -71,7 +71,7 @@ struct ProbeStub {
 
 pub(crate) struct Native {
     clock: Clock,
-    ns_per_tick: f64,
+    /// Ticks to the report's unit, from the clock (a multiply per strand).
     scale: TickScale,
     tool_pid: u64,
     region: Option<Region>,
@@ -164,7 +164,6 @@ const PACKED_RUN: usize = 4096;
 impl Native {
     pub(crate) fn new(clock: Clock) -> Native {
         Native {
-            ns_per_tick: clock.ns_per_tick(),
             scale: TickScale::new(clock.ns_per_tick()),
             clock,
             tool_pid: sys::getpid() as u64,
@@ -514,7 +513,10 @@ impl Counting for Native {
             "the program never waited for the analysis".into()
         } else {
             let waited = match self.clock.reading {
-                Reading::Tsc => format!("{:.1} ms", self.waited as f64 * self.ns_per_tick / 1e6),
+                Reading::Tsc => format!(
+                    "{:.1} ms",
+                    self.waited as f64 * self.clock.ns_per_tick() / 1e6
+                ),
                 Reading::Rdpmc => format!("{} instructions", self.waited),
             };
             format!(
