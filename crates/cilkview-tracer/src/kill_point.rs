@@ -23,6 +23,8 @@ pub(crate) enum Phase {
 }
 
 impl Phase {
+    /// Its name in `CILKVIEW_TEST_KILL_AT` (read by debug builds only).
+    #[cfg(debug_assertions)]
     fn name(self) -> &'static str {
         match self {
             Phase::Seized => "seized",
