@@ -174,15 +174,15 @@ fn native_reports_nanoseconds_and_takes_a_time_burden() {
 }
 
 /// Region `label`'s parallelism of `exe ARGS` under emulation, then under native with
-/// `--repeat runs` until it is within `tolerance` (a fraction) of it (three tries: time is the
-/// machine's). If none is: a failure where the machine was quiet enough to hold the tolerance,
-/// a visible skip (with every try's values) where, in every try, the runs' own work — the same
-/// program, the same strands — differed by more than the tolerance (the longest run against the
-/// shortest): the machine took CPU time
-/// from whole runs (on a VM, a busy sibling vCPU slows this one by up to 2x for stretches), so
-/// no strand estimate could be held to it. Measured in the try (`counter.noise`), not by the
-/// load average, which lags and counts the test's own tool and program.
-fn native_parallelism_within(exe: &Path, args: &[&str], label: &str, runs: u32, tolerance: f64) {
+/// `--repeat runs` until it is within `within` of it (three tries: time is the machine's). If
+/// none is: a failure where the machine was quiet enough to hold the lower tolerance, a visible
+/// skip (with every try's values) where, in every try, the runs' own work — the same program,
+/// the same strands — differed by more than that (the longest run against the shortest): the
+/// machine took CPU time from whole runs (on a VM, a busy sibling vCPU slows this one by up to
+/// 2x for stretches), so no strand estimate could be held to it. Measured in the try
+/// (`counter.noise`), not by the load average, which lags and counts the test's own tool and
+/// program.
+fn native_parallelism_within(exe: &Path, args: &[&str], label: &str, runs: u32, within: Within) {
     let p = |a: &common::Analysis| a.region(label)["parallelism"].as_f64().unwrap();
     let e = analyze_with(exe, &["--counter", "emulate"], args);
     let emulated = p(&e);
@@ -198,14 +198,14 @@ fn native_parallelism_within(exe: &Path, args: &[&str], label: &str, runs: u32, 
             "{native:.2} (runs' work spread {:.1}%)",
             100.0 * spread
         ));
-        if (native / emulated - 1.0).abs() <= tolerance {
+        if within.holds(native / emulated - 1.0) {
             eprintln!(
                 "{label}: native {} (--repeat {runs}), emulate {emulated:.3}",
                 seen.last().unwrap()
             );
             return;
         }
-        quiet |= spread <= tolerance;
+        quiet |= spread <= within.under;
     }
     let what = format!(
         "{label}: native parallelism (--repeat {runs}, each try) {seen:?} vs emulated {emulated:.3}"
@@ -214,11 +214,30 @@ fn native_parallelism_within(exe: &Path, args: &[&str], label: &str, runs: u32, 
         cilkview_fixtures::skip(format!(
             "the machine took CPU time from whole runs in every try (the longest run's work \
              exceeded the shortest's by more than {:.0}%): {what}",
-            100.0 * tolerance
+            100.0 * within.under
         ));
         return;
     }
     panic!("{what}");
+}
+
+/// How far under and over the exact parallelism a time-based one may read, as fractions.
+#[derive(Clone, Copy)]
+struct Within {
+    under: f64,
+    over: f64,
+}
+
+impl Within {
+    /// Strands whose time varies only by the machine's noise.
+    const FIVE_PERCENT: Within = Within {
+        under: 0.05,
+        over: 0.05,
+    };
+
+    fn holds(self, relative_error: f64) -> bool {
+        -self.under <= relative_error && relative_error <= self.over
+    }
 }
 
 /// How much more work the longest of a `--repeat` report's runs measured than its shortest,
@@ -237,11 +256,15 @@ fn run_work_range(report: &Value) -> f64 {
     most / least - 1.0
 }
 
-/// Coarse strands (a spawn tree of 16 leaves of ~1.5 ms; rounds of 8 double-precision matrix
-/// multiplies of ~0.6 ms), each strand estimated over 5 runs: parallelism by time within 5% of
-/// the exact one (measured on a quiet machine: the tree 15.3–16.0 against 16.000, the rounds
-/// 7.6–8.0 against 8.000; beside a busy sibling vCPU the runs' own work differs by 10–100% and
-/// the test skips visibly).
+/// Coarse strands, each estimated over 5 runs. A spawn tree of 16 leaves of ~1.5 ms of
+/// arithmetic: parallelism by time within 5% of the exact one (measured on a quiet machine:
+/// 15.3–16.0 against 16.000). Rounds of 8 double-precision matrix multiplies of ~1.7 ms, equal in
+/// instructions but not in time: each chunk's time varies by 1–3% from round to round (the
+/// caches; measured by the program's own clock in one run, which puts the rounds' parallelism by
+/// time at 7.6–7.8), and a round's span is its longest chunk, so time reads under the
+/// instruction count, never over it: within 10% under and 5% over (measured 7.43–7.73 against
+/// 8.000 at load 0.5; CI read 7.38–7.59). Beside a busy sibling vCPU the runs' own work differs
+/// by 10–100% and the test skips visibly.
 #[test]
 #[ignore = "slow: runs cilkview-rs on compiled programs"]
 fn coarse_parallelism_matches_emulation() {
@@ -249,9 +272,13 @@ fn coarse_parallelism_matches_emulation() {
         return;
     };
     let tree = build("coarse_tree", &static_opts());
-    native_parallelism_within(&tree, &["4", "2000000"], "tree", 5, 0.05);
+    native_parallelism_within(&tree, &["4", "2000000"], "tree", 5, Within::FIVE_PERCENT);
     let matmul = build("coarse_matmul", &static_opts());
-    native_parallelism_within(&matmul, &["4"], "rounds", 5, 0.05);
+    let longest_of_eight = Within {
+        under: 0.10,
+        over: 0.05,
+    };
+    native_parallelism_within(&matmul, &["4"], "rounds", 5, longest_of_eight);
 }
 
 /// Fine-grained strands (the 256² stencil: 400 sweeps of 254 rows of ~180 ns). One run's
@@ -281,7 +308,7 @@ fn fine_grained_parallelism_by_time() {
         eprintln!("stencil: native {native:.2}, emulate {emulated:.2}");
         assert!(native > 1.0 && native < emulated * 1.05, "{}", n.json);
     }
-    native_parallelism_within(&exe, &args, "stencil", 100, 0.05);
+    native_parallelism_within(&exe, &args, "stencil", 100, Within::FIVE_PERCENT);
 }
 
 fn unattached(exe: &Path, args: &[&str]) -> (String, Option<i32>) {
