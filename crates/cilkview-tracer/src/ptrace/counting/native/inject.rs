@@ -46,9 +46,15 @@ pub(super) fn syscall(
     args: [u64; 6],
     deferred: &mut Vec<i32>,
 ) -> Result<i64, TraceError> {
-    let saved = sys::getregs(tid).map_err(ptrace_err("GETREGS", tid))?;
     let mask = sys::getsigmask(tid).map_err(ptrace_err("GETSIGMASK", tid))?;
     sys::setsigmask(tid, STEPPING_MASK).map_err(ptrace_err("SETSIGMASK", tid))?;
+    if in_system_call(tid) {
+        if let Err(e) = finish_system_call(tid, deferred) {
+            let _ = sys::setsigmask(tid, mask);
+            return Err(e);
+        }
+    }
+    let saved = sys::getregs(tid).map_err(ptrace_err("GETREGS", tid))?;
     let mem = Mem::open(tid).map_err(|source| TraceError::Proc { pid: tid, source })?;
     let mut orig = [0u8; GADGET_CODE.len()];
     let at = match gadget {
@@ -96,6 +102,44 @@ pub(super) fn syscall(
     sys::setregs(tid, saved).map_err(ptrace_err("SETREGS", tid))?;
     sys::setsigmask(tid, mask).map_err(ptrace_err("SETSIGMASK", tid))?;
     result
+}
+
+/// Whether stopped thread `tid` is at an event stop inside a system call (the parent's stop at a
+/// `clone`, `fork` or `vfork`, or at the end of a `vfork`): the call's result is written into
+/// `%rax` only when the thread goes on, into whatever registers it has then. A call injected
+/// there got the result in its own registers, and the restored `%rax` said `-ENOSYS`: a thread
+/// seized in `clone3` by `attach`, given its slot there, saw `clone3` fail, and glibc's
+/// fallback to `clone` started a second thread on the stack the first was already using (it
+/// died at address 0: `attach --counter native` to a program starting threads all the time,
+/// about 1 attach in 12).
+fn in_system_call(tid: Tid) -> bool {
+    const EVENTS: [i32; 4] = [
+        libc::PTRACE_EVENT_CLONE,
+        libc::PTRACE_EVENT_FORK,
+        libc::PTRACE_EVENT_VFORK,
+        libc::PTRACE_EVENT_VFORK_DONE,
+    ];
+    let Ok(code) = sys::siginfo_code(tid) else {
+        return false;
+    };
+    code & 0xff == libc::SIGTRAP && EVENTS.contains(&(code >> 8))
+}
+
+/// Thread `tid`, at an event stop inside a system call ([`in_system_call`]): let it finish the
+/// call, single-stepped, so that it stops at the call's exit (the step's trap there, or after
+/// its next instruction), its result in `%rax`.
+fn finish_system_call(tid: Tid, deferred: &mut Vec<i32>) -> Result<(), TraceError> {
+    loop {
+        sys::step(tid, 0).map_err(ptrace_err("SINGLESTEP", tid))?;
+        match sys::wait_for(tid).map_err(TraceError::Wait)? {
+            Wait::Stopped { sig, event: 0, .. } if !sent(tid, sig) => return Ok(()),
+            Wait::Stopped { sig, event: 0, .. } => deferred.push(sig),
+            Wait::Stopped { .. } => {} // another event stop: step again
+            Wait::Exited(..) | Wait::Signaled(..) => {
+                return Err(setup_err(tid, "the thread ended during set-up".into()))
+            }
+        }
+    }
 }
 
 /// Thread `tid`, stopped after single-steps, its `%rip` at an `int3`: run it over the `int3`
