@@ -57,6 +57,9 @@ void GOMP_taskloop_ull(gomp_fn, void *, gomp_cpyfn, long, long, unsigned, unsign
 void GOMP_taskwait(void);
 void GOMP_taskwait_depend(void **);
 void GOMP_taskgroup_start(void);
+bool GOMP_cancellation_point(int);
+/* GOMP_cancellation_point's kind: a taskgroup (it also answers for the parallel region). */
+#define GOMP_CANCEL_TASKGROUP 8
 void GOMP_taskgroup_end(void);
 void GOMP_taskgroup_reduction_register(uintptr_t *);
 void GOMP_taskgroup_reduction_unregister(uintptr_t *);

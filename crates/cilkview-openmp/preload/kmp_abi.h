@@ -80,6 +80,10 @@ kmp_int32 __kmpc_omp_task(ident_t *, kmp_int32 gtid, kmp_task_t *);
 void __kmpc_omp_task_begin_if0(ident_t *, kmp_int32 gtid, kmp_task_t *);
 void __kmpc_omp_task_complete_if0(ident_t *, kmp_int32 gtid, kmp_task_t *);
 kmp_int32 __kmpc_omp_taskwait(ident_t *, kmp_int32 gtid);
+kmp_int32 __kmpc_cancellationpoint(ident_t *, kmp_int32 gtid, kmp_int32 kind);
+/* __kmpc_cancellationpoint's kinds (libomp's kmp_cancel_kind_t). */
+#define KMP_CANCEL_PARALLEL 1
+#define KMP_CANCEL_TASKGROUP 4
 void __kmpc_taskgroup(ident_t *, kmp_int32 gtid);
 void __kmpc_end_taskgroup(ident_t *, kmp_int32 gtid);
 void __kmpc_taskloop(ident_t *, int gtid, kmp_task_t *, int if_val, kmp_uint64 *lb,

@@ -101,11 +101,16 @@ static __attribute__((noinline)) void kmp_task_body(ident_t *loc, kmp_int32 gtid
         }                                                                                          \
     } while (0)
 
-/* Whether libomp keeps the task: an untied task's continuation (it is running), or a detached
-   task (it completes when its event is fulfilled). */
-static int left_to_libomp(kmp_task_t *task)
+/* Whether libomp keeps the task: an untied task's continuation (it is running), a detached
+   task (it completes when its event is fulfilled), or a task created once its taskgroup or its
+   parallel region was cancelled (OMP_CANCELLATION=true: libomp discards it instead of running
+   it, where the program without the tool would not run it). */
+static int left_to_libomp(ident_t *loc, kmp_int32 gtid, kmp_task_t *task)
 {
     if (task == running_task)
+        return 1;
+    if (REAL(__kmpc_cancellationpoint)(loc, gtid, KMP_CANCEL_TASKGROUP) ||
+        REAL(__kmpc_cancellationpoint)(loc, gtid, KMP_CANCEL_PARALLEL))
         return 1;
     if (task_flags(task) & KMP_TASK_DETACHABLE) {
         COUNT(C_DETACHED_TASKS);
@@ -116,7 +121,7 @@ static int left_to_libomp(kmp_task_t *task)
 
 EXPORT kmp_int32 __kmpc_omp_task(ident_t *loc, kmp_int32 gtid, kmp_task_t *task)
 {
-    if (left_to_libomp(task))
+    if (left_to_libomp(loc, gtid, task))
         return REAL(__kmpc_omp_task)(loc, gtid, task);
     void **no_depend = NULL;
     KMP_SUBMIT(loc, gtid, task, no_depend);
@@ -157,7 +162,7 @@ EXPORT kmp_int32 __kmpc_omp_task_with_deps(ident_t *loc, kmp_int32 gtid, kmp_tas
                                            kmp_int32 ndeps_noalias,
                                            kmp_depend_info_t *noalias)
 {
-    if (left_to_libomp(task))
+    if (left_to_libomp(loc, gtid, task))
         return REAL(__kmpc_omp_task_with_deps)(loc, gtid, task, ndeps, deps, ndeps_noalias,
                                                noalias);
     GOMP_DEPEND(depend, ndeps, deps, ndeps_noalias, noalias);

@@ -7,6 +7,12 @@ EXPORT void TASKLOOP_NAME(gomp_fn fn, void *data, gomp_cpyfn cpyfn, long arg_siz
                           long arg_align, unsigned flags, unsigned long num_tasks, int priority,
                           TASKLOOP_TYPE start, TASKLOOP_TYPE end, TASKLOOP_TYPE step)
 {
+    if (discarded()) {
+        /* Cancelled: libgomp's own answer (it creates no task). */
+        REAL(TASKLOOP_NAME)(fn, data, cpyfn, arg_size, arg_align, flags, num_tasks, priority,
+                            start, end, step);
+        return;
+    }
     unsigned long n;
 #ifdef TASKLOOP_UNSIGNED
     int up = (flags & GOMP_TASK_FLAG_UP) != 0;

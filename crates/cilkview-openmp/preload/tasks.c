@@ -51,9 +51,20 @@ static __attribute__((noinline)) void task_body(gomp_fn fn, void *data, gomp_cpy
     } while (0)
 
 
+/* Whether a task created now is discarded: cancellation is on (OMP_CANCELLATION=true) and its
+   taskgroup or its parallel region was cancelled. libgomp then drops it at its creation: the
+   wrappers hand it over, so that it does not run where the program without the tool would not
+   run it. */
+static int discarded(void) { return REAL(GOMP_cancellation_point)(GOMP_CANCEL_TASKGROUP); }
+
 EXPORT void GOMP_task(gomp_fn fn, void *data, gomp_cpyfn cpyfn, long arg_size, long arg_align,
                       bool if_clause, unsigned flags, void **depend, int priority, void *detach)
 {
+    if (discarded()) {
+        REAL(GOMP_task)(fn, data, cpyfn, arg_size, arg_align, if_clause, flags, depend, priority,
+                        detach);
+        return;
+    }
     if (flags & GOMP_TASK_FLAG_DETACH) {
         /* Completes when its event is fulfilled, maybe by a later task: left to libgomp
            (deferred; it runs at the next scheduling point, inside that strand). */

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use object::elf;
 use object::read::elf::{Dyn, ElfFile64, FileHeader};
-use object::{Endianness, Object};
+use object::{Endianness, Object, ObjectSymbol};
 
 /// Why a runtime's option cannot measure a program; each message says what to do.
 #[derive(Debug, thiserror::Error)]
@@ -58,6 +58,22 @@ pub enum RuntimeError {
         path.display()
     )]
     NotFound { path: PathBuf, library: String },
+    #[error(
+        "{} uses {construct} ({symbol}), which makes {runtime} abort in a team of one thread \
+         ({bug}); {option} runs each parallel region with one thread, so it cannot measure this \
+         program",
+        path.display()
+    )]
+    AbortsInATeamOfOne {
+        path: PathBuf,
+        option: &'static str,
+        runtime: &'static str,
+        /// The construct, e.g. `detach tasks`, and the entry point that shows it.
+        construct: &'static str,
+        symbol: &'static str,
+        /// The runtime's bug report.
+        bug: &'static str,
+    },
     #[error("{} has ABI {found}, which {option} does not know ({known})", path.display())]
     UnknownAbi {
         path: PathBuf,
@@ -83,6 +99,8 @@ pub struct Linked {
     /// DT_NEEDED names, in order.
     pub needed: Vec<String>,
     runpath: Vec<String>,
+    /// The functions and data it takes from its libraries (undefined dynamic symbols).
+    imports: Vec<String>,
 }
 
 impl Linked {
@@ -115,10 +133,16 @@ impl Linked {
                 runtime,
             });
         }
+        let imports = file
+            .dynamic_symbols()
+            .filter(|sym| sym.is_undefined())
+            .filter_map(|sym| sym.name().ok().map(str::to_owned))
+            .collect();
         Ok(Some(Linked {
             path,
             needed,
             runpath,
+            imports,
         }))
     }
 
@@ -128,6 +152,11 @@ impl Linked {
             .iter()
             .find(|n| prefixes.iter().any(|p| n.starts_with(p)))
             .map(String::as_str)
+    }
+
+    /// Whether the program itself takes `symbol` from a library.
+    pub fn imports(&self, symbol: &str) -> bool {
+        self.imports.iter().any(|s| s == symbol)
     }
 
     /// Where the loader would find the needed library `name`.

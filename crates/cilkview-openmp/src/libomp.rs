@@ -27,6 +27,11 @@ const REQUIRED: [&str; 7] = [
     "__kmpc_omp_task_complete_if0",
 ];
 
+/// The entry point of a `detach` clause: libomp (LLVM 14) aborts where a detached task is
+/// created in a team of one thread, as every region is under the preload library (measured:
+/// `fixtures/omp_adversarial.c detach` also aborts without the tool at OMP_NUM_THREADS=1).
+const DETACH: &str = "__kmpc_task_allow_completion_event";
+
 impl Runtime for Libomp {
     fn name(&self) -> &'static str {
         "libomp"
@@ -59,6 +64,17 @@ impl Runtime for Libomp {
         };
         let path = program.find(name)?;
         let abi = abi_of(&path)?;
+        if program.imports(DETACH) {
+            return Err(RuntimeError::AbortsInATeamOfOne {
+                path: program.path.clone(),
+                option: "--openmp",
+                runtime: "libomp",
+                construct: "detach tasks",
+                symbol: DETACH,
+                bug: "llvm/llvm-project#66654: LLVM 14's libomp fails the assertion \
+                      th_task_team == t_task_team at the region's end",
+            });
+        }
         Ok(RuntimeLibrary { path, abi })
     }
 
