@@ -25,9 +25,8 @@ const PHASES: &[&str] = &[
 ];
 
 /// `fixtures/adversarial.c` modes: one thread, a thread started and ended every round, a
-/// SIGTRAP handler with the program's own `int3`. (Not `churn`: attach alone sometimes kills it,
-/// see tests/adversarial.rs.)
-const MODES: &[&str] = &["plain", "threads", "sigtrap"];
+/// SIGTRAP handler with the program's own `int3`, threads started and ended all the time.
+const MODES: &[&str] = &["plain", "threads", "sigtrap", "churn"];
 
 fn args(mode: &str) -> [&str; 3] {
     [mode, "30", "5"]
