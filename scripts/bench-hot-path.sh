@@ -11,6 +11,8 @@
 # Usage: scripts/bench-hot-path.sh [N]   (default: 10^7 events for timing; callgrind uses 10^6)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/bench/lib.sh
+source scripts/bench/lib.sh
 n=${1:-10000000}
 cargo build -q --release -p cilkview-engine --example throughput
 cargo build -q --release -p cilkview-analysis --example session_throughput
@@ -28,17 +30,13 @@ echo "| engine, plain | $plain | 1.00 |"
 echo "| engine, --profile (3 sites) | $profiled | $(ratio "$profiled" "$plain") |"
 echo "| session + engine (packed hits) | $sess | $(ratio "$sess" "$plain") |"
 command -v valgrind >/dev/null || { echo "skipped: instructions per event (valgrind not installed)"; exit 0; }
-instructions() { # instructions N CMD [ARGS...]: callgrind's total for CMD N ARGS...
-    local n=$1 cmd=$2
-    shift 2
-    valgrind --tool=callgrind --callgrind-out-file=/dev/null "$cmd" "$n" "$@" 2>&1 |
-        sed -n 's/.*refs: *//p' | tr -d ,
-}
 per_event() { # per_event PASSES CMD [ARGS...]: (instructions at 2N - at N) / (PASSES x N)
     local passes=$1 one two
     shift
-    one=$(instructions 1000000 "$@")
-    two=$(instructions 2000000 "$@")
+    local cmd=$1
+    shift
+    one=$(instructions "$cmd" 1000000 "$@")
+    two=$(instructions "$cmd" 2000000 "$@")
     awk -v a="$one" -v b="$two" -v p="$passes" 'BEGIN { printf "%.1f", (b - a) / (p * 1000000) }'
 }
 echo
@@ -54,9 +52,8 @@ cargo build -q --release -p cilkview-cli
 tool=target/release/cilkview-rs
 fib=$(mktemp -d)/fib
 gcc -O2 -Icrates/cilkview-marks/include fixtures/fib.c -o "$fib"
-tool_instructions() { # tool_instructions N: callgrind's total for the tool measuring fib N
-    valgrind --tool=callgrind --trace-children=no --callgrind-out-file=/dev/null \
-        "$tool" run --counter native "$fib" "$1" 2>&1 >/dev/null | sed -n 's/.*refs: *//p' | tr -d ,
+tool_instructions() { # tool_instructions N: the tool's own instructions measuring fib N
+    CALLGRIND_FLAGS=--trace-children=no instructions "$tool" run --counter native "$fib" "$1"
 }
 hits() { # hits N: the mark hits of fib N (the report's events)
     "$tool" run --counter native --json "$fib.json" "$fib" "$1" >/dev/null 2>&1

@@ -12,6 +12,8 @@
 # Environment: COMPILERS (default "gcc clang"), OPTS (default "2 3").
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/bench/lib.sh
+source scripts/bench/lib.sh
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 compilers=${COMPILERS:-gcc clang}
@@ -26,10 +28,6 @@ cases=(
     "nqueens|nqueens.c|9|"
 )
 
-instructions() {
-    valgrind --tool=callgrind --callgrind-out-file=/dev/null "$@" 2>&1 >/dev/null |
-        sed -n 's/.*Collected : *\([0-9]*\).*/\1/p'
-}
 
 echo "machine: $(uname -m), $(date -u +%F); $(gcc --version | head -1); $(clang --version | head -1); $(valgrind --version)"
 echo

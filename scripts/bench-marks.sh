@@ -12,6 +12,8 @@
 # Environment: RUNS (default 5), COMPILERS (default "gcc clang"), OPTS (default "2 3").
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/bench/lib.sh
+source scripts/bench/lib.sh
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/include"
@@ -32,18 +34,6 @@ cases=(
     "matmul matmul.c 128 512"
 )
 
-instructions() {
-    valgrind --tool=callgrind --callgrind-out-file=/dev/null "$@" 2>&1 >/dev/null |
-        sed -n 's/.*Collected : *\([0-9]*\).*/\1/p'
-}
-seconds() {
-    local t0 t1
-    t0=$(date +%s%N)
-    "$@" >/dev/null
-    t1=$(date +%s%N)
-    echo $(((t1 - t0) / 1000))
-}
-median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 echo "machine: $(uname -m), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(date -u +%F)"
 echo "header: $header ($(sha256sum "$header" | cut -c1-12)); $(gcc --version | head -1); $(clang --version | head -1)"
@@ -71,8 +61,8 @@ for cc in $compilers; do
             ie=$(instructions "$work/$name.e" "$iargs")
             tm=() te=()
             for _ in $(seq "$runs"); do
-                tm+=("$(seconds "$work/$name.m" "$targs")")
-                te+=("$(seconds "$work/$name.e" "$targs")")
+                tm+=("$(microseconds "$work/$name.m" "$targs")")
+                te+=("$(microseconds "$work/$name.e" "$targs")")
             done
             python3 - "$name" "$iargs" "$targs" "$cc" "$opt" "$im" "$ie" \
                 "$(median "${tm[@]}")" "$(median "${te[@]}")" <<'PY'

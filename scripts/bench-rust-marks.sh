@@ -12,6 +12,8 @@
 # Usage: scripts/bench-rust-marks.sh          Environment: RUNS (default 5).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/bench/lib.sh
+source scripts/bench/lib.sh
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 runs=${RUNS:-5}
@@ -36,19 +38,6 @@ build() { # target dir, cargo flags...
 build "$work/marked"
 build "$work/elided" --no-default-features
 
-instructions() {
-    RAYON_NUM_THREADS=1 valgrind --tool=callgrind --callgrind-out-file=/dev/null "$@" 2>&1 >/dev/null |
-        sed -n 's/.*Collected : *\([0-9]*\).*/\1/p'
-}
-seconds() { # threads, command...
-    local threads=$1 t0 t1
-    shift
-    t0=$(date +%s%N)
-    RAYON_NUM_THREADS=$threads "$@" >/dev/null
-    t1=$(date +%s%N)
-    echo $(((t1 - t0) / 1000))
-}
-median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 echo "machine: $(uname -m), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(date -u +%F)"
 echo "$(rustc --version); release profile, lto off; median of $runs runs, marked and elided interleaved"
@@ -65,8 +54,8 @@ for case in "${cases[@]}"; do
         echo "error: $name: marked and elided builds print different results" >&2
         exit 1
     fi
-    im=$(instructions "$m" "${ia[@]}")
-    ie=$(instructions "$e" "${ia[@]}")
+    im=$(RAYON_NUM_THREADS=1 instructions "$m" "${ia[@]}")
+    ie=$(RAYON_NUM_THREADS=1 instructions "$e" "${ia[@]}")
     # Mark hits: the marked build's NOPs executed, counted by cilkview-rs (emulation) if built.
     hits=-
     if [[ -x $tool ]]; then
@@ -75,10 +64,10 @@ for case in "${cases[@]}"; do
     fi
     s1m=() s1e=() spm=() spe=()
     for _ in $(seq "$runs"); do
-        s1m+=("$(seconds 1 "$m" "${ta[@]}")")
-        s1e+=("$(seconds 1 "$e" "${ta[@]}")")
-        spm+=("$(seconds "$(nproc)" "$m" "${ta[@]}")")
-        spe+=("$(seconds "$(nproc)" "$e" "${ta[@]}")")
+        s1m+=("$(RAYON_NUM_THREADS=1 microseconds "$m" "${ta[@]}")")
+        s1e+=("$(RAYON_NUM_THREADS=1 microseconds "$e" "${ta[@]}")")
+        spm+=("$(RAYON_NUM_THREADS="$(nproc)" microseconds "$m" "${ta[@]}")")
+        spe+=("$(RAYON_NUM_THREADS="$(nproc)" microseconds "$e" "${ta[@]}")")
     done
     python3 - "$name" "$iargs" "$targs" "$im" "$ie" "$hits" \
         "$(median "${s1m[@]}")" "$(median "${s1e[@]}")" "$(median "${spm[@]}")" "$(median "${spe[@]}")" <<'PY'

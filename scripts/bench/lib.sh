@@ -1,0 +1,28 @@
+# shellcheck shell=bash
+# scripts/bench/lib.sh -- what the benchmark scripts share (sourced, not run): the instructions a
+# command executes, by callgrind (exact, repeatable, independent of the load), a run's
+# wall-clock time, and the median of a list. Each was written once per script before.
+
+# instructions CMD [ARGS...]: the instructions CMD executes under valgrind --tool=callgrind
+# (its "Collected" total), CMD's own output dropped. Its child processes are counted where
+# callgrind follows them (CALLGRIND_FLAGS, e.g. --trace-children=no, go before CMD). A variable
+# assigned before the call (RAYON_NUM_THREADS=1 instructions …) reaches CMD.
+instructions() {
+    # shellcheck disable=SC2086 # CALLGRIND_FLAGS is a list of words
+    valgrind --tool=callgrind --callgrind-out-file=/dev/null ${CALLGRIND_FLAGS:-} "$@" 2>&1 >/dev/null |
+        sed -n 's/.*Collected : *\([0-9]*\).*/\1/p'
+}
+
+# microseconds CMD [ARGS...]: the wall-clock time of one run of CMD, its output dropped.
+microseconds() {
+    local t0 t1
+    t0=$(date +%s%N)
+    "$@" >/dev/null
+    t1=$(date +%s%N)
+    echo $(((t1 - t0) / 1000))
+}
+
+# median X...: the middle value of its arguments (numbers; the lower middle of an even count).
+median() {
+    printf '%s\n' "$@" | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'
+}
