@@ -57,6 +57,48 @@ pub fn wait_any_nohang() -> io::Result<Option<Wait>> {
     }
 }
 
+/// While held, the calling thread's SIGCHLD is blocked, so that [`ChildEvents::sleep`] can wait
+/// for it: the kernel sends SIGCHLD to a tracer at each stop and exit of a tracee, and a tracer
+/// that sleeps between looks at its tracees wakes at once instead of leaving a stopped thread
+/// waiting out the sleep. The mask before is put back on drop (children spawned later get the
+/// tool's mask: not while this is held). A SIGCHLD that another thread of the tool takes is
+/// lost to the sleep, which then lasts its whole time, as without this.
+pub struct ChildEvents {
+    before: nix::sys::signal::SigSet,
+}
+
+impl ChildEvents {
+    pub fn watch() -> io::Result<ChildEvents> {
+        use nix::sys::signal::{pthread_sigmask, SigSet, SigmaskHow, Signal};
+        let mut before = SigSet::empty();
+        let chld = SigSet::from(Signal::SIGCHLD);
+        pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&chld), Some(&mut before))?;
+        Ok(ChildEvents { before })
+    }
+
+    /// Sleeps for `d` or until a SIGCHLD (a tracee stopped or ended), whichever comes first.
+    pub fn sleep(&self, d: std::time::Duration) {
+        let chld = nix::sys::signal::SigSet::from(nix::sys::signal::Signal::SIGCHLD);
+        let timeout = libc::timespec {
+            tv_sec: d.as_secs() as libc::time_t,
+            tv_nsec: d.subsec_nanos() as libc::c_long,
+        };
+        // SAFETY: sigtimedwait(2) reads the set and the timeout (locals) and writes no info (a
+        // null pointer). Its result (the signal, or -1: EAGAIN at the timeout, EINTR) is
+        // not needed: the caller looks at its tracees after either.
+        unsafe {
+            libc::sigtimedwait(chld.as_ref(), std::ptr::null_mut(), &timeout);
+        }
+    }
+}
+
+impl Drop for ChildEvents {
+    fn drop(&mut self) {
+        use nix::sys::signal::{pthread_sigmask, SigmaskHow};
+        let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&self.before), None);
+    }
+}
+
 /// A private anonymous mapping holding generated machine code (read-write until
 /// [`CodePage::seal`], then read-execute).
 pub struct CodePage {

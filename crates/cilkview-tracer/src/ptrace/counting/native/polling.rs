@@ -6,8 +6,6 @@ use super::stub::RING_RECORDS;
 
 pub(super) const IDLE_MIN: Duration = Duration::from_micros(100);
 pub(super) const IDLE_MAX: Duration = Duration::from_millis(1);
-/// The sleep before the tool's first look after it handled a stop.
-pub(super) const FIRST_LOOK: Duration = Duration::from_micros(20);
 
 /// The event loop's next sleep, after one of `slept` in which the fullest slot got `records`:
 /// long enough that a slot fills to about a quarter of its ring between two reads, within
