@@ -1,0 +1,215 @@
+//! `run --tbb` on unmodified oneTBB programs (fixtures/tbb_known.cpp linked with -ltbb: its
+//! only marks are the region around the construct), against their hand-marked twins (the same
+//! source with -DTWIN: cilkview.h's spawns and syncs on the same dag, no oneTBB), with numbers
+//! known by construction.
+
+mod common;
+
+use std::path::PathBuf;
+
+use cilkview_fixtures::{build, compile_source, skip, BuildOptions, Lang};
+use common::omp_known::{count, u};
+use common::{analyze_with, bin};
+use serde_json::Value;
+
+/// The build options of the unmodified oneTBB program (libtbb kept among the needed libraries
+/// whatever the linker's --as-needed default).
+fn tbb_options() -> BuildOptions {
+    BuildOptions::default()
+        .compiler("gcc")
+        .opt(2)
+        .flag("-Wl,--no-as-needed")
+        .flag("-ltbb")
+}
+
+/// The oneTBB build of a fixture; `None`, said aloud, where oneTBB's headers or library are
+/// missing (scripts/setup.sh installs libtbb-dev).
+fn tbb_build(name: &str) -> Option<PathBuf> {
+    let probe = "#include <oneapi/tbb/task_group.h>\n\
+                 int main() { tbb::task_group g; g.run([] {}); g.wait(); }\n";
+    if compile_source("tbb_works", probe, Lang::Cxx, &tbb_options()).is_err() {
+        skip("oneTBB not available: scripts/setup.sh installs libtbb-dev");
+        return None;
+    }
+    Some(build(name, &tbb_options()))
+}
+
+/// The hand-marked twin: the same source with -DTWIN (no oneTBB).
+fn twin(name: &str) -> PathBuf {
+    build(
+        name,
+        &BuildOptions::default()
+            .compiler("gcc")
+            .opt(2)
+            .define("TWIN"),
+    )
+}
+
+/// The instructions argument of each unit of work, cv_work(W).
+const W: u64 = 1_000_000;
+/// One unit: cv_work(W) is 2W + 1 instructions (and unit()'s call, a few more).
+const UNIT: u64 = 2 * W + 1;
+
+/// What the wrappers and libtbb add to the region "construct" beside the twin's, in work and
+/// in span, for a construct of `spawns` spawns: per spawned task libtbb's allocation and
+/// deallocation, its context check and the wrapper (~300 instructions: 2.5k for the 8 tasks), per
+/// task_group a context made and destroyed (fib: ~500 per spawn, 16.3k of work for 33 spawns,
+/// 5.0k of span over 8 levels), per parallel_for or parallel_reduce its root, its context and
+/// its range tree (8k of work, 5.6k of span for 7 spawns). Measured under emulation, AMD EPYC,
+/// g++ 12 -O2, oneTBB 2021.8.
+fn overhead(spawns: u64) -> u64 {
+    4_000 + 1_000 * spawns
+}
+
+fn parallelism(r: &Value) -> f64 {
+    r["parallelism"].as_f64().unwrap()
+}
+
+/// task_group tasks and a recursive task_group fib, parallel_for and parallel_reduce split to
+/// a grain of 1, parallel_invoke: the oneTBB program's region "construct" has the twin's spawns,
+/// its work and span within the wrappers' overhead (both equal to the construction), its
+/// parallelism within what that overhead allows, the library's counts, and the program's output.
+#[test]
+#[ignore = "slow: runs cilkview-rs on compiled oneTBB programs"]
+fn tbb_constructs_equal_their_hand_marked_twins() {
+    let Some(tbb) = tbb_build("tbb_known") else {
+        return;
+    };
+    let marked = twin("tbb_known");
+    let w = W.to_string();
+    // mode, n, spawns in the region, units of work, units on the span, roots, waits (the
+    // library's counts: the program's first task_group, outside the region, is one more spawn
+    // and one more wait)
+    for (mode, n, spawns, units, span_units, roots, waits) in [
+        ("tasks", 8, 8, 8, 1, 0, 1),
+        ("fib", 8, 33, 34, 1, 0, 33),
+        ("for", 8, 7, 8, 1, 1, 0),
+        ("reduce", 8, 7, 8, 1, 1, 0),
+        ("invoke", 8, 2, 3, 1, 1, 0),
+    ] {
+        let args = [mode, &n.to_string(), &w];
+        let a = analyze_with(&tbb, &["--tbb"], &args);
+        let b = analyze_with(&marked, &[], &args);
+        assert_eq!(a.code(), Some(0), "{mode}: {}", a.stderr());
+        assert_eq!(b.code(), Some(0), "{mode}: {}", b.stderr());
+        assert_eq!(a.stdout(), b.stdout(), "{mode}: the program's output");
+        assert_eq!(a.json["runtime"]["name"], "libtbb", "{mode}");
+        assert_eq!(count(&a, "spawns"), spawns + 1, "{mode}");
+        assert_eq!(count(&a, "roots"), roots, "{mode}");
+        assert_eq!(count(&a, "waits"), waits + 1, "{mode}");
+        assert_eq!(count(&a, "waits_left_to_tbb"), 0, "{mode}");
+        let (ra, rb) = (a.region("construct"), b.region("construct"));
+        assert_eq!(u(ra, "spawns"), spawns, "{mode}: tbb {ra}");
+        assert_eq!(u(rb, "spawns"), spawns, "{mode}: twin {rb}");
+        for (key, expected) in [("work", units * UNIT), ("span", span_units * UNIT)] {
+            let (x, y) = (u(ra, key), u(rb, key));
+            // The twin: the units and, per unit, its call and the marks around it.
+            assert!(
+                y >= expected && y - expected < 1_000 + 200 * units,
+                "{mode}: {key}: twin {rb}"
+            );
+            assert!(
+                x.abs_diff(y) <= overhead(spawns),
+                "{mode}: {key} {x} (--tbb) vs {y} (hand-marked): more than {} apart",
+                overhead(spawns)
+            );
+        }
+        // Parallelism work/span, each within the overhead o of the twin's: at most o/span +
+        // o/work apart, relatively (fib: 1.8%; measured 0.25% at this W).
+        let (pa, pb) = (parallelism(ra), parallelism(rb));
+        let o = overhead(spawns) as f64;
+        let bound = o / u(rb, "span") as f64 + o / u(rb, "work") as f64;
+        assert!(
+            (pa - pb).abs() <= bound * pb,
+            "{mode}: parallelism {pa} (--tbb) vs {pb} (hand-marked), bound {bound}"
+        );
+    }
+}
+
+/// The program's output and exit status are its own under --tbb.
+#[test]
+#[ignore = "slow: runs cilkview-rs on compiled oneTBB programs"]
+fn the_programs_output_and_status_are_unchanged() {
+    let Some(tbb) = tbb_build("tbb_known") else {
+        return;
+    };
+    let plain = cilkview_fixtures::command(&tbb)
+        .args(["fib", "6", "1000", "3"])
+        .output()
+        .unwrap();
+    assert_eq!(plain.status.code(), Some(3));
+    let a = analyze_with(&tbb, &["--tbb"], &["fib", "6", "1000", "3"]);
+    assert_eq!(a.code(), Some(3), "{}", a.stderr());
+    assert_eq!(a.out.stdout, plain.stdout);
+    assert_eq!(a.stdout(), "fib: 13 units, result 13\n");
+}
+
+/// A program without libtbb is refused under --tbb with one line, before it runs; --tbb and
+/// --openmp together are refused too.
+#[test]
+#[ignore = "slow: compiles a program"]
+fn a_program_without_libtbb_is_refused() {
+    let marked = twin("tbb_known");
+    let out = bin()
+        .args(["run", "--tbb"])
+        .arg(&marked)
+        .args(["--", "tasks"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert!(out.stdout.is_empty(), "the program ran: {stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("error: ")
+            && stderr.contains("--tbb")
+            && stderr.contains("libtbb")
+            && stderr.contains("-ltbb"),
+        "{stderr}"
+    );
+    let both = bin()
+        .args(["run", "--tbb", "--openmp"])
+        .arg(&marked)
+        .output()
+        .unwrap();
+    assert_eq!(both.status.code(), Some(125));
+    assert!(both.stdout.is_empty());
+}
+
+/// The same run single-stepped and emulated: the same spawns and library counts, and the region
+/// "construct" within a few instructions (its code is the same; the two counters differ only
+/// at the marks).
+#[test]
+#[ignore = "slow: single-steps a oneTBB program (~70 s: libtbb's start-up is 2.5M instructions)"]
+fn step_equals_emulate_under_tbb() {
+    let Some(tbb) = tbb_build("tbb_known") else {
+        return;
+    };
+    let args = ["fib", "4", "200"];
+    let step = analyze_with(&tbb, &["--tbb", "--counter", "step"], &args);
+    if step.json["counter"]["mode"] != "step" {
+        skip("single-stepping not available here");
+        return;
+    }
+    let emu = analyze_with(&tbb, &["--tbb", "--counter", "emulate"], &args);
+    if emu.code() != Some(0) {
+        skip("qemu-x86_64 not available here");
+        return;
+    }
+    let (s, e) = (step.region("construct"), emu.region("construct"));
+    assert_eq!(u(s, "spawns"), 4, "{s}");
+    for key in ["spawns", "syncs"] {
+        assert_eq!(s[key], e[key], "{key}: step {s} emulate {e}");
+    }
+    assert_eq!(
+        step.json["runtime"]["counts"],
+        emu.json["runtime"]["counts"]
+    );
+    for key in ["work", "span"] {
+        assert!(
+            u(s, key).abs_diff(u(e, key)) <= 64,
+            "{key}: step {s} emulate {e}"
+        );
+    }
+    assert_eq!(step.stdout(), emu.stdout());
+}

@@ -1,0 +1,196 @@
+/*
+ * cilkview_tbb.c -- the preload library of `cilkview-rs run --tbb`: an unmodified oneTBB
+ * program (g++ ... -ltbb) runs as its serial elision, on one thread (docs/runtimes.md).
+ *
+ * oneTBB's templates (task_group, parallel_invoke, parallel_for, parallel_reduce, ...) are
+ * compiled into the program and reach the scheduler through a few exported entry points of
+ * libtbb, `tbb::detail::r1::...`, called through the PLT; this library defines them first
+ * (LD_PRELOAD), by their mangled names:
+ *
+ *   spawn(task, ctx[, slot])     the task runs here and now: a spawn mark, its execute() in a
+ *                                frame of its own (and the task it returns, if any: a bypass),
+ *                                the spawn's return; the caller's code after it is the
+ *                                continuation
+ *   execute_and_wait(t, ..., w)  the root task runs as a call (a frame), then a sync
+ *   wait(w, ctx)                 a sync: everything spawned has ended already
+ *
+ * A task runs with an execution_data of this library's (its dispatcher field is a marker), so
+ * the entry points that read a real dispatcher from one (allocate, deallocate, execution_slot)
+ * are wrapped too and answer without it. A task of a cancelled group has its cancel() run
+ * instead of its body, as the scheduler would. A wait that still finds tasks to end (enqueued
+ * ones, a flow graph's, a pipeline's: not spawned through here) is left to libtbb.
+ */
+#define _GNU_SOURCE
+#include <stdbool.h>
+
+#include "cilkview.h"
+#include "cilkview_tbb_wire.h"
+#include "counts_file.c"
+#include "restore_preload.h"
+#include "tbb_abi.h"
+
+#define EXPORT __attribute__((visibility("default")))
+#define TLS __thread __attribute__((tls_model("initial-exec")))
+
+/* A runtime's preload library (cilkview-marks' RUNTIME_SECTION_NAME): its spawn marks are in
+   the wrappers the program calls, so a profile names each spawn by that call. */
+__asm__(".pushsection .cilkview_runtime,\"\",@progbits\n.byte 1\n.popsection");
+
+#define REAL_MISSING "cilkview-rs --tbb: libtbb has no entry point "
+#include "real.h"
+
+/* The next definition of the mangled `sym`, of type `type`, resolved at its first use here. */
+#define REAL_SYM(type, sym)                                                                        \
+    ({                                                                                             \
+        static __typeof__(type) real_;                                                             \
+        if (__builtin_expect(real_ == NULL, 0))                                                    \
+            real_ = (type)resolve(sym);                                                            \
+        real_;                                                                                     \
+    })
+
+/* What marks an execution_data as this library's (its dispatcher field). */
+static const char elision_marker;
+
+static inline bool ours(const tbb_execution_data *ed)
+{
+    return ed && ((const tbb_execution_data_ext *)ed)->task_dispatcher == &elision_marker;
+}
+
+/* The context of the task running here (NULL outside the tasks run here). */
+static TLS tbb_context *running_context;
+
+typedef bool (*is_cancelled_fn)(tbb_context *);
+
+/* Runs `t` and the tasks it returns, one after the other, here. */
+static __attribute__((noinline)) void run_task(tbb_task *t, tbb_context *ctx)
+{
+    tbb_execution_data_ext ed = {
+        .base = {.context = ctx, .original_slot = 0, .affinity_slot = TBB_NO_SLOT},
+        .task_dispatcher = (void *)&elision_marker,
+    };
+    tbb_context *outer = running_context;
+    running_context = ctx;
+    while (t) {
+        int slot = TBB_EXECUTE_SLOT;
+        if (REAL_SYM(is_cancelled_fn, SYM_IS_CANCELLED)(ctx)) {
+            COUNT(C_CANCELLED);
+            slot = TBB_CANCEL_SLOT;
+        }
+        t = tbb_virtual(t, slot)(t, &ed.base);
+        if (t)
+            COUNT(C_BYPASSES);
+    }
+    running_context = outer;
+}
+
+/* The end of a wait for `w`: tasks not run here still to end are left to libtbb; a sync. */
+static void finish_wait(tbb_wait_context *w, tbb_context *ctx)
+{
+    if (__atomic_load_n(&w->ref_count, __ATOMIC_ACQUIRE) != 0) {
+        COUNT(C_WAITS_LEFT_TO_TBB);
+        REAL_SYM(void (*)(tbb_wait_context *, tbb_context *), SYM_WAIT)(w, ctx);
+    }
+    CV__MARK(CV__KIND_SYNC);
+}
+
+/* A spawn: the task runs as a frame of its own, in parallel with the caller's continuation. */
+#define SPAWN_HERE(t, ctx)                                                                         \
+    do {                                                                                           \
+        COUNT(C_SPAWNS);                                                                           \
+        CV__MARK(CV__KIND_SPAWN);                                                                  \
+        CV__MARK(CV__KIND_FUNCTION_ENTER);                                                         \
+        run_task(t, ctx);                                                                          \
+        CV__MARK(CV__KIND_FUNCTION_EXIT);                                                          \
+        CV__MARK(CV__KIND_SPAWN_RETURN);                                                           \
+    } while (0)
+
+EXPORT void tbb_spawn(tbb_task *t, tbb_context *ctx) __asm__(SYM_SPAWN);
+void tbb_spawn(tbb_task *t, tbb_context *ctx)
+{
+    SPAWN_HERE(t, ctx);
+}
+
+/* The slot (an affinity_partitioner's wish) does not matter on one thread. */
+EXPORT void tbb_spawn_slot(tbb_task *t, tbb_context *ctx, unsigned short slot)
+    __asm__(SYM_SPAWN_SLOT);
+void tbb_spawn_slot(tbb_task *t, tbb_context *ctx, unsigned short slot)
+{
+    (void)slot;
+    SPAWN_HERE(t, ctx);
+}
+
+EXPORT void tbb_execute_and_wait(tbb_task *t, tbb_context *t_ctx, tbb_wait_context *w,
+                                 tbb_context *w_ctx) __asm__(SYM_EXECUTE_AND_WAIT);
+void tbb_execute_and_wait(tbb_task *t, tbb_context *t_ctx, tbb_wait_context *w,
+                          tbb_context *w_ctx)
+{
+    COUNT(C_ROOTS);
+    CV__MARK(CV__KIND_FUNCTION_ENTER);
+    run_task(t, t_ctx);
+    CV__MARK(CV__KIND_FUNCTION_EXIT);
+    finish_wait(w, w_ctx);
+}
+
+EXPORT void tbb_wait(tbb_wait_context *w, tbb_context *ctx) __asm__(SYM_WAIT);
+void tbb_wait(tbb_wait_context *w, tbb_context *ctx)
+{
+    COUNT(C_WAITS);
+    finish_wait(w, ctx);
+}
+
+/* ---- the entry points that read the dispatcher of an execution_data ---- */
+typedef void *(*allocate_fn)(tbb_pool **, size_t);
+typedef void *(*allocate_ed_fn)(tbb_pool **, size_t, const tbb_execution_data *);
+typedef void (*deallocate_fn)(tbb_pool *, void *, size_t);
+typedef void (*deallocate_ed_fn)(tbb_pool *, void *, size_t, const tbb_execution_data *);
+
+EXPORT void *tbb_allocate_ed(tbb_pool **pool, size_t n, const tbb_execution_data *ed)
+    __asm__(SYM_ALLOCATE_ED);
+void *tbb_allocate_ed(tbb_pool **pool, size_t n, const tbb_execution_data *ed)
+{
+    if (ours(ed))
+        return REAL_SYM(allocate_fn, SYM_ALLOCATE)(pool, n);
+    return REAL_SYM(allocate_ed_fn, SYM_ALLOCATE_ED)(pool, n, ed);
+}
+
+EXPORT void tbb_deallocate_ed(tbb_pool *pool, void *p, size_t n, const tbb_execution_data *ed)
+    __asm__(SYM_DEALLOCATE_ED);
+void tbb_deallocate_ed(tbb_pool *pool, void *p, size_t n, const tbb_execution_data *ed)
+{
+    if (ours(ed))
+        REAL_SYM(deallocate_fn, SYM_DEALLOCATE)(pool, p, n);
+    else
+        REAL_SYM(deallocate_ed_fn, SYM_DEALLOCATE_ED)(pool, p, n, ed);
+}
+
+/* A task run here is never stolen: it runs in the slot it was spawned from. */
+EXPORT unsigned short tbb_execution_slot(const tbb_execution_data *ed)
+    __asm__(SYM_EXECUTION_SLOT);
+unsigned short tbb_execution_slot(const tbb_execution_data *ed)
+{
+    if (ours(ed))
+        return ed->original_slot;
+    return REAL_SYM(unsigned short (*)(const tbb_execution_data *), SYM_EXECUTION_SLOT)(ed);
+}
+
+EXPORT tbb_context *tbb_current_context(void) __asm__(SYM_CURRENT_CONTEXT);
+tbb_context *tbb_current_context(void)
+{
+    if (running_context)
+        return running_context;
+    return REAL_SYM(tbb_context * (*)(void), SYM_CURRENT_CONTEXT)();
+}
+
+/* ---- start and end ---- */
+__attribute__((constructor)) static void cilkview_tbb_init(void)
+{
+    counts_init();
+    restore_preload("CILKVIEW_OPENMP_LIBRARY");
+}
+
+__attribute__((destructor)) static void cilkview_tbb_fini(void)
+{
+    int fd = counts_open();
+    if (fd >= 0)
+        counts_close(fd);
+}
