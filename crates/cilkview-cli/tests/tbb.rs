@@ -213,3 +213,52 @@ fn step_equals_emulate_under_tbb() {
     }
     assert_eq!(step.stdout(), emu.stdout());
 }
+
+/// `--profile` names a oneTBB construct by the program's own line, not by the oneTBB header its
+/// call to libtbb was inlined from: task_group::run's tasks (a spawn and a call per task) by the
+/// `g.run` line, parallel_for's root by the `tbb::parallel_for(` line.
+#[test]
+#[ignore = "slow: runs cilkview-rs on compiled oneTBB programs"]
+fn profile_names_the_programs_own_lines() {
+    let Some(tbb) = tbb_build("tbb_known") else {
+        return;
+    };
+    let source =
+        std::fs::read_to_string(cilkview_fixtures::fixtures_dir().join("tbb_known.cpp")).unwrap();
+    let line_of = |text: &str| {
+        1 + source
+            .lines()
+            .position(|l| l.trim_start().starts_with(text))
+            .unwrap_or_else(|| panic!("{text} in tbb_known.cpp"))
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("p");
+    let profile = profile.to_str().unwrap();
+    let sites = |mode: &str| {
+        let a = analyze_with(&tbb, &["--tbb", "--profile", profile], &[mode, "8", "1000"]);
+        assert_eq!(a.code(), Some(0), "{}", a.stderr());
+        a.json["call_sites"].as_array().unwrap().clone()
+    };
+    let find = |sites: &[Value], function: &str, kind: &str, line: usize| -> Value {
+        sites
+            .iter()
+            .find(|s| {
+                s["function"] == function
+                    && s["kind"] == kind
+                    && s["location"].as_str().is_some_and(|l| {
+                        // The fixture is compiled from a copy named tbb_known.<…>.cpp.
+                        l.contains("tbb_known") && l.contains(&format!(".cpp:{line}"))
+                    })
+            })
+            .unwrap_or_else(|| panic!("{kind} of {function} at line {line} in {sites:?}"))
+            .clone()
+    };
+    let fib = sites("fib");
+    let run = line_of("g.run([&] { a = fib(n - 1, w); });");
+    // fib(8): 33 tasks, each spawned and run from that line.
+    assert_eq!(find(&fib, "fib", "spawn", run)["invocations"], 33);
+    assert_eq!(find(&fib, "fib", "call", run)["invocations"], 33);
+    let for_sites = sites("for");
+    let root = find(&for_sites, "loop", "call", line_of("tbb::parallel_for("));
+    assert_eq!(root["invocations"], 1);
+}
