@@ -35,28 +35,34 @@ fn main() {
     println!("cargo:rerun-if-changed=../cilkview-marks/src/locks.rs");
     std::fs::write(out.join("cilkview_lock_labels.h"), lock_labels::c_header())
         .expect("writing cilkview_lock_labels.h");
-    // One library per runtime: (its name, its source, the variable naming the shared object).
-    for (what, source, file, var) in [
+    // One library per runtime: (its name, its source, the variable naming the shared object, a
+    // flag). oneTBB's: -fexceptions, a task's C++ exception unwinds through its wrappers, whose
+    // cleanups end the task's frame.
+    for (what, source, file, var, flag) in [
         (
             "the libgomp preload library",
             "preload/cilkview_omp.c",
             "cilkview_omp.so",
             "CILKVIEW_OPENMP_SO",
+            "-fno-exceptions",
         ),
         (
             "the libomp preload library",
             "preload/cilkview_kmp.c",
             "cilkview_kmp.so",
             "CILKVIEW_KMP_SO",
+            "-fno-exceptions",
         ),
         (
             "the oneTBB preload library",
             "preload/cilkview_tbb.c",
             "cilkview_tbb.so",
             "CILKVIEW_TBB_SO",
+            "-fexceptions",
         ),
     ] {
         let so = cilkview_build::SharedObject::new(what, source)
+            .flag(flag)
             .include("../cilkview-marks/include")
             .include(&out)
             .link("dl")

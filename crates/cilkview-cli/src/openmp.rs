@@ -7,7 +7,9 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use cilkview_analysis::{Cost, CostDefault};
-use cilkview_openmp::wire::{DETACHED_TASKS, PARALLEL_REGIONS, ROOTS, SPAWNS, WAITS_LEFT_TO_TBB};
+use cilkview_openmp::wire::{
+    DETACHED_TASKS, EXCEPTIONS, PARALLEL_REGIONS, ROOTS, SPAWNS, WAITS_LEFT_TO_TBB,
+};
 use cilkview_openmp::{Preload, RuntimeLibrary, OPENMP_RUNTIMES, TBB_RUNTIMES};
 use cilkview_report::{RunReport, RuntimeCount, RuntimeReport, ThreadIdSite};
 use clap::Args;
@@ -193,6 +195,13 @@ fn tbb_warnings(tbb: &RuntimeReport) -> Vec<String> {
              points (enqueued, a flow graph's or a pipeline's): libtbb's threads ran them, and \
              their work is not in the dag; see docs/runtimes.md",
             tbb.count(WAITS_LEFT_TO_TBB.name)
+        ));
+    }
+    if tbb.count(EXCEPTIONS.name) > 0 {
+        out.push(format!(
+            "--tbb: {} task(s) threw: each exception left from the task's spawn (oneTBB would \
+             cancel the group and rethrow it at the wait)",
+            tbb.count(EXCEPTIONS.name)
         ));
     }
     out

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use cilkview_fixtures::{build, compile_source, skip, BuildOptions, Lang};
 use common::omp_known::{count, u};
-use common::{analyze_with, bin};
+use common::{analyze_with, bin, std_bin, within};
 use serde_json::Value;
 
 /// The build options of the unmodified oneTBB program (libtbb kept among the needed libraries
@@ -261,4 +261,55 @@ fn profile_names_the_programs_own_lines() {
     let for_sites = sites("for");
     let root = find(&for_sites, "loop", "call", line_of("tbb::parallel_for("));
     assert_eq!(root["invocations"], 1);
+}
+
+/// A task that throws: the exception reaches the program's handler (from the task's spawn, not
+/// the wait: docs/runtimes.md), the run ends with the program's output and status, and the
+/// report counts it and says so. (Before: the next wait waited for the task forever.)
+#[test]
+#[ignore = "slow: runs cilkview-rs on a compiled oneTBB program"]
+fn a_task_that_throws_does_not_hang_the_run() {
+    if tbb_build("tbb_known").is_none() {
+        return;
+    }
+    let source = r#"
+#include <cstdio>
+#include <stdexcept>
+#include <oneapi/tbb/task_group.h>
+int main() {
+    long done = 0;
+    tbb::task_group g;
+    try {
+        g.run([&] { done++; });
+        g.run([] { throw std::runtime_error("boom"); });
+        g.wait();
+    } catch (std::exception &e) {
+        g.wait();
+        std::printf("caught %s after %ld\n", e.what(), done);
+    }
+    g.run([&] { done++; });
+    g.wait();
+    std::printf("done %ld\n", done);
+    return 4;
+}
+"#;
+    let exe = compile_source("tbb_throws", source, Lang::Cxx, &tbb_options()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let mut cmd = std_bin();
+    cmd.args(["run", "--tbb", "--json"]).arg(&json).arg(&exe);
+    let out = within(cmd, std::time::Duration::from_secs(120));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "caught boom after 1\ndone 2\n"
+    );
+    assert!(stderr.contains("1 task(s) threw"), "{stderr}");
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    let a = common::Analysis { json: report, out };
+    assert_eq!(count(&a, "exceptions"), 1);
+    assert_eq!(count(&a, "spawns"), 3);
+    assert_eq!(count(&a, "waits_left_to_tbb"), 0);
+    assert_eq!(u(&a.json, "spawns"), 3);
 }

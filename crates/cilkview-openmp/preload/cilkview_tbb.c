@@ -18,7 +18,10 @@
  * the entry points that read a real dispatcher from one (allocate, deallocate, execution_slot)
  * are wrapped too and answer without it. A task of a cancelled group has its cancel() run
  * instead of its body, as the scheduler would. A wait that still finds tasks to end (enqueued
- * ones, a flow graph's, a pipeline's: not spawned through here) is left to libtbb.
+ * ones, a flow graph's, a pipeline's: not spawned through here) is left to libtbb. A task that
+ * throws: its exception unwinds through here (compiled with -fexceptions) from the spawn, the
+ * frame's marks placed on the way, and the wait_context it did not release is released at the
+ * next wait (oneTBB would catch it, cancel the group and rethrow it at the wait).
  */
 #define _GNU_SOURCE
 #include <stdbool.h>
@@ -61,6 +64,25 @@ static TLS tbb_context *running_context;
 
 typedef bool (*is_cancelled_fn)(tbb_context *);
 
+/* Tasks whose execute() threw (a C++ exception unwinding through here): their wait_context
+   was not released (finish_wait releases it, so that no wait waits for them forever). */
+static TLS unsigned long abandoned;
+
+/* What run_task leaves as it was, on return or unwinding. */
+struct running {
+    tbb_context *outer;
+    bool returned;
+};
+
+static void end_running(struct running *r)
+{
+    running_context = r->outer;
+    if (!r->returned) {
+        abandoned++;
+        COUNT(C_EXCEPTIONS);
+    }
+}
+
 /* Runs `t` and the tasks it returns, one after the other, here. */
 static __attribute__((noinline)) void run_task(tbb_task *t, tbb_context *ctx)
 {
@@ -68,7 +90,7 @@ static __attribute__((noinline)) void run_task(tbb_task *t, tbb_context *ctx)
         .base = {.context = ctx, .original_slot = 0, .affinity_slot = TBB_NO_SLOT},
         .task_dispatcher = (void *)&elision_marker,
     };
-    tbb_context *outer = running_context;
+    struct running running __attribute__((cleanup(end_running))) = {running_context, false};
     running_context = ctx;
     while (t) {
         int slot = TBB_EXECUTE_SLOT;
@@ -80,17 +102,40 @@ static __attribute__((noinline)) void run_task(tbb_task *t, tbb_context *ctx)
         if (t)
             COUNT(C_BYPASSES);
     }
-    running_context = outer;
+    running.returned = true;
 }
 
-/* The end of a wait for `w`: tasks not run here still to end are left to libtbb; a sync. */
+/* The end of a wait for `w`: tasks not run here still to end are left to libtbb; a sync.
+   Tasks that threw are taken as ended (their count released). */
 static void finish_wait(tbb_wait_context *w, tbb_context *ctx)
 {
+    uint64_t left = __atomic_load_n(&w->ref_count, __ATOMIC_ACQUIRE);
+    if (left != 0 && abandoned > 0) {
+        uint64_t ended = left < abandoned ? left : abandoned;
+        __atomic_fetch_sub(&w->ref_count, ended, __ATOMIC_ACQ_REL);
+        abandoned -= ended;
+    }
     if (__atomic_load_n(&w->ref_count, __ATOMIC_ACQUIRE) != 0) {
         COUNT(C_WAITS_LEFT_TO_TBB);
         REAL_SYM(void (*)(tbb_wait_context *, tbb_context *), SYM_WAIT)(w, ctx);
     }
     CV__MARK(CV__KIND_SYNC);
+}
+
+/* The marks ending a spawned task's frame, placed on return or unwinding (a task that threw:
+   its exception leaves from the spawn). */
+static inline void end_spawned(const bool *unused)
+{
+    (void)unused;
+    CV__MARK(CV__KIND_FUNCTION_EXIT);
+    CV__MARK(CV__KIND_SPAWN_RETURN);
+}
+
+/* A root's frame's end, likewise. */
+static inline void end_root(const bool *unused)
+{
+    (void)unused;
+    CV__MARK(CV__KIND_FUNCTION_EXIT);
 }
 
 /* A spawn: the task runs as a frame of its own, in parallel with the caller's continuation. */
@@ -99,9 +144,8 @@ static void finish_wait(tbb_wait_context *w, tbb_context *ctx)
         COUNT(C_SPAWNS);                                                                           \
         CV__MARK(CV__KIND_SPAWN);                                                                  \
         CV__MARK(CV__KIND_FUNCTION_ENTER);                                                         \
+        bool frame __attribute__((cleanup(end_spawned), unused)) = true;                           \
         run_task(t, ctx);                                                                          \
-        CV__MARK(CV__KIND_FUNCTION_EXIT);                                                          \
-        CV__MARK(CV__KIND_SPAWN_RETURN);                                                           \
     } while (0)
 
 EXPORT void tbb_spawn(tbb_task *t, tbb_context *ctx) __asm__(SYM_SPAWN);
@@ -126,8 +170,10 @@ void tbb_execute_and_wait(tbb_task *t, tbb_context *t_ctx, tbb_wait_context *w,
 {
     COUNT(C_ROOTS);
     CV__MARK(CV__KIND_FUNCTION_ENTER);
-    run_task(t, t_ctx);
-    CV__MARK(CV__KIND_FUNCTION_EXIT);
+    {
+        bool frame __attribute__((cleanup(end_root), unused)) = true;
+        run_task(t, t_ctx);
+    }
     finish_wait(w, w_ctx);
 }
 

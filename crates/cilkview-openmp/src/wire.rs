@@ -102,6 +102,8 @@ counters! { TBB_COUNTERS:
     /// Waits that found tasks not run here (enqueued, or from a flow graph or pipeline): left to
     /// the real scheduler, whose threads ran them.
     WAITS_LEFT_TO_TBB = "waits_left_to_tbb";
+    /// Tasks whose body threw: the exception left from their spawn.
+    EXCEPTIONS = "exceptions";
 }
 
 /// The oneTBB entry points (`tbb::detail::r1::…`, oneTBB 2021's interface 12) the library wraps
