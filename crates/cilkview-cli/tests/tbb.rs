@@ -66,7 +66,8 @@ fn parallelism(r: &Value) -> f64 {
 }
 
 /// task_group tasks and a recursive task_group fib, parallel_for and parallel_reduce split to
-/// a grain of 1, parallel_invoke: the oneTBB program's region "construct" has the twin's spawns,
+/// a grain of 1, parallel_invoke, continuation passing (joins run by the last half to end, as
+/// libstdc++'s parallel sort): the oneTBB program's region "construct" has the twin's spawns,
 /// its work and span within the wrappers' overhead (both equal to the construction), its
 /// parallelism within what that overhead allows, the library's counts, and the program's output.
 #[test]
@@ -86,6 +87,7 @@ fn tbb_constructs_equal_their_hand_marked_twins() {
         ("for", 8, 7, 8, 1, 1, 0),
         ("reduce", 8, 7, 8, 1, 1, 0),
         ("invoke", 8, 2, 3, 1, 1, 0),
+        ("join", 8, 7, 18, 7, 1, 0),
     ] {
         let args = [mode, &n.to_string(), &w];
         let a = analyze_with(&tbb, &["--tbb"], &args);
@@ -98,6 +100,10 @@ fn tbb_constructs_equal_their_hand_marked_twins() {
         assert_eq!(count(&a, "roots"), roots, "{mode}");
         assert_eq!(count(&a, "waits"), waits + 1, "{mode}");
         assert_eq!(count(&a, "waits_left_to_tbb"), 0, "{mode}");
+        // join: each of the 7 joins is a continuation waiting for what was spawned since it
+        // was made (before: the joins ran in parallel with the right halves, span 4 units).
+        let continuations = if mode == "join" { 7 } else { 0 };
+        assert_eq!(count(&a, "continuations"), continuations, "{mode}");
         let (ra, rb) = (a.region("construct"), b.region("construct"));
         assert_eq!(u(ra, "spawns"), spawns, "{mode}: tbb {ra}");
         assert_eq!(u(rb, "spawns"), spawns, "{mode}: twin {rb}");

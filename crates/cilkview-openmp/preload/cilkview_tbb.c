@@ -64,6 +64,71 @@ static TLS tbb_context *running_context;
 
 typedef bool (*is_cancelled_fn)(tbb_context *);
 
+/* ---- continuations: a task returned by execute() that was made by an earlier execute() ----
+   In continuation-passing code (libstdc++'s parallel sort, parallel_scan) a task makes its
+   continuation, spawns children of it and ends; the last child to end returns the continuation
+   to run next. Here the spawned children have all ended when it is returned, but in the dag it
+   must wait for them: for the siblings spawned in this frame since it was made (wait-for marks,
+   by their ordinal among the frame's spawns since its last sync). A task returned by the
+   execute() that made it (a child run at once) waits for nothing. */
+#define DEPTHS 256
+static TLS unsigned depth;             /* frames opened here and not ended */
+static TLS unsigned spawned[DEPTHS];   /* the spawns of the open frame at each depth since its sync */
+static TLS unsigned long executing;    /* the serial number of the execute() running here */
+static TLS unsigned long executions;   /* execute() calls so far */
+
+/* Where a task was made: the execute() running then, the frame and its spawns at that point. */
+struct made {
+    const void *task;
+    unsigned long execution;
+    unsigned depth, ordinal;
+};
+#define MADE_SLOTS 4096 /* the most recent allocations, by address */
+static TLS struct made made[MADE_SLOTS];
+
+static inline unsigned spawned_here(void)
+{
+    return depth < DEPTHS ? spawned[depth] : 0;
+}
+
+static inline void frame_entered(void)
+{
+    depth++;
+    if (depth < DEPTHS)
+        spawned[depth] = 0;
+}
+
+static inline void frame_synced(void)
+{
+    if (depth < DEPTHS)
+        spawned[depth] = 0;
+}
+
+static inline struct made *made_slot(const void *task)
+{
+    return &made[((uintptr_t)task >> 6) % MADE_SLOTS];
+}
+
+static inline void note_made(const void *task)
+{
+    if (task && depth < DEPTHS)
+        *made_slot(task) = (struct made){task, executing, depth, spawned[depth]};
+}
+
+/* `next`, returned by the execute() numbered `execution`, about to run: a continuation waits for
+   the siblings spawned since it was made. */
+static void continuation_waits(const tbb_task *next, unsigned long execution)
+{
+    const struct made *m = made_slot(next);
+    if (m->task != next || m->execution == execution || m->depth != depth)
+        return;
+    unsigned end = spawned_here();
+    if (m->ordinal < end)
+        COUNT(C_CONTINUATIONS);
+    for (unsigned k = m->ordinal; k < end; k++)
+        cv__mark_wait_for(k);
+}
+
 /* Tasks whose execute() threw (a C++ exception unwinding through here): their wait_context
    was not released (finish_wait releases it, so that no wait waits for them forever). */
 static TLS unsigned long abandoned;
@@ -71,12 +136,14 @@ static TLS unsigned long abandoned;
 /* What run_task leaves as it was, on return or unwinding. */
 struct running {
     tbb_context *outer;
+    unsigned long outer_execution;
     bool returned;
 };
 
 static void end_running(struct running *r)
 {
     running_context = r->outer;
+    executing = r->outer_execution;
     if (!r->returned) {
         abandoned++;
         COUNT(C_EXCEPTIONS);
@@ -90,7 +157,8 @@ static __attribute__((noinline)) void run_task(tbb_task *t, tbb_context *ctx)
         .base = {.context = ctx, .original_slot = 0, .affinity_slot = TBB_NO_SLOT},
         .task_dispatcher = (void *)&elision_marker,
     };
-    struct running running __attribute__((cleanup(end_running))) = {running_context, false};
+    struct running running __attribute__((cleanup(end_running))) = {running_context, executing,
+                                                                    false};
     running_context = ctx;
     while (t) {
         int slot = TBB_EXECUTE_SLOT;
@@ -98,9 +166,14 @@ static __attribute__((noinline)) void run_task(tbb_task *t, tbb_context *ctx)
             COUNT(C_CANCELLED);
             slot = TBB_CANCEL_SLOT;
         }
-        t = tbb_virtual(t, slot)(t, &ed.base);
-        if (t)
+        unsigned long execution = executing = ++executions;
+        tbb_task *next = tbb_virtual(t, slot)(t, &ed.base);
+        if (next) {
             COUNT(C_BYPASSES);
+            if (next != t)
+                continuation_waits(next, execution);
+        }
+        t = next;
     }
     running.returned = true;
 }
@@ -120,6 +193,7 @@ static void finish_wait(tbb_wait_context *w, tbb_context *ctx)
         REAL_SYM(void (*)(tbb_wait_context *, tbb_context *), SYM_WAIT)(w, ctx);
     }
     CV__MARK(CV__KIND_SYNC);
+    frame_synced();
 }
 
 /* The marks ending a spawned task's frame, placed on return or unwinding (a task that threw:
@@ -127,6 +201,7 @@ static void finish_wait(tbb_wait_context *w, tbb_context *ctx)
 static inline void end_spawned(const bool *unused)
 {
     (void)unused;
+    depth--;
     CV__MARK(CV__KIND_FUNCTION_EXIT);
     CV__MARK(CV__KIND_SPAWN_RETURN);
 }
@@ -135,6 +210,7 @@ static inline void end_spawned(const bool *unused)
 static inline void end_root(const bool *unused)
 {
     (void)unused;
+    depth--;
     CV__MARK(CV__KIND_FUNCTION_EXIT);
 }
 
@@ -142,8 +218,11 @@ static inline void end_root(const bool *unused)
 #define SPAWN_HERE(t, ctx)                                                                         \
     do {                                                                                           \
         COUNT(C_SPAWNS);                                                                           \
+        if (depth < DEPTHS)                                                                        \
+            spawned[depth]++;                                                                      \
         CV__MARK(CV__KIND_SPAWN);                                                                  \
         CV__MARK(CV__KIND_FUNCTION_ENTER);                                                         \
+        frame_entered();                                                                           \
         bool frame __attribute__((cleanup(end_spawned), unused)) = true;                           \
         run_task(t, ctx);                                                                          \
     } while (0)
@@ -170,6 +249,7 @@ void tbb_execute_and_wait(tbb_task *t, tbb_context *t_ctx, tbb_wait_context *w,
 {
     COUNT(C_ROOTS);
     CV__MARK(CV__KIND_FUNCTION_ENTER);
+    frame_entered();
     {
         bool frame __attribute__((cleanup(end_root), unused)) = true;
         run_task(t, t_ctx);
@@ -194,9 +274,18 @@ EXPORT void *tbb_allocate_ed(tbb_pool **pool, size_t n, const tbb_execution_data
     __asm__(SYM_ALLOCATE_ED);
 void *tbb_allocate_ed(tbb_pool **pool, size_t n, const tbb_execution_data *ed)
 {
-    if (ours(ed))
-        return REAL_SYM(allocate_fn, SYM_ALLOCATE)(pool, n);
-    return REAL_SYM(allocate_ed_fn, SYM_ALLOCATE_ED)(pool, n, ed);
+    void *p = ours(ed) ? REAL_SYM(allocate_fn, SYM_ALLOCATE)(pool, n)
+                       : REAL_SYM(allocate_ed_fn, SYM_ALLOCATE_ED)(pool, n, ed);
+    note_made(p);
+    return p;
+}
+
+EXPORT void *tbb_allocate(tbb_pool **pool, size_t n) __asm__(SYM_ALLOCATE);
+void *tbb_allocate(tbb_pool **pool, size_t n)
+{
+    void *p = REAL_SYM(allocate_fn, SYM_ALLOCATE)(pool, n);
+    note_made(p);
+    return p;
 }
 
 EXPORT void tbb_deallocate_ed(tbb_pool *pool, void *p, size_t n, const tbb_execution_data *ed)

@@ -104,6 +104,9 @@ counters! { TBB_COUNTERS:
     WAITS_LEFT_TO_TBB = "waits_left_to_tbb";
     /// Tasks whose body threw: the exception left from their spawn.
     EXCEPTIONS = "exceptions";
+    /// Continuations (a task returned by execute() that an earlier execute() made) that waited
+    /// for the tasks spawned since they were made.
+    CONTINUATIONS = "continuations";
 }
 
 /// The oneTBB entry points (`tbb::detail::r1::…`, oneTBB 2021's interface 12) the library wraps
