@@ -181,6 +181,27 @@ impl OpenMpRun {
     }
 }
 
+/// A run without --openmp or --tbb of a program without marks of its own that links a runtime
+/// those options measure: a warning naming the option.
+pub fn suggest_runtime(report: &mut RunReport, program: &Path) {
+    if report.measures.spawns > 0 || cilkview_analysis::has_marks_section(program) {
+        return;
+    }
+    let Ok(Some(linked)) = cilkview_openmp::Linked::read(program, "--openmp", "libgomp") else {
+        return;
+    };
+    let runtimes = OPENMP_RUNTIMES.iter().chain(TBB_RUNTIMES);
+    if let Some(runtime) = runtimes.into_iter().find(|r| r.uses(&linked)) {
+        report.warnings.push(format!(
+            "{} links {}: `cilkview-rs run {}` measures it unmodified (its serial elision, \
+             with marks on the runtime's entry points)",
+            program.display(),
+            runtime.name(),
+            runtime.option()
+        ));
+    }
+}
+
 /// What the user should know about a --tbb run: nothing spawned, or tasks run by libtbb itself.
 fn tbb_warnings(tbb: &RuntimeReport) -> Vec<String> {
     let mut out = Vec::new();

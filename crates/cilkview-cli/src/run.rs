@@ -93,8 +93,9 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     drop(forwarding);
     drop(interrupts);
     let mut analysis = analysis.with_context(|| format!("cannot analyze {}", program.display()))?;
-    if let Some(openmp) = openmp {
-        openmp.finish(&mut analysis.report, &program);
+    match openmp {
+        Some(openmp) => openmp.finish(&mut analysis.report, &program),
+        None => crate::openmp::suggest_runtime(&mut analysis.report, &program),
     }
     args.output.what_if.apply(&mut analysis.report)?;
 

@@ -319,3 +319,32 @@ int main() {
     assert_eq!(count(&a, "waits_left_to_tbb"), 0);
     assert_eq!(u(&a.json, "spawns"), 3);
 }
+
+/// Run without --tbb, a oneTBB program without marks is measured as serial code, and the report
+/// says that --tbb measures it.
+#[test]
+#[ignore = "slow: runs cilkview-rs on a compiled oneTBB program"]
+fn without_tbb_the_report_points_to_it() {
+    if tbb_build("tbb_known").is_none() {
+        return;
+    }
+    let source = "#include <cstdio>\n#include <oneapi/tbb/task_group.h>\n\
+                  int main() { long s = 0; tbb::task_group g; g.run([&] { s += 1; }); \
+                  s += 2; g.wait(); std::printf(\"%ld\\n\", s); }\n";
+    let tbb = compile_source("tbb_unmarked", source, Lang::Cxx, &tbb_options()).unwrap();
+    let a = analyze_with(&tbb, &[], &[]);
+    assert_eq!(a.code(), Some(0), "{}", a.stderr());
+    assert_eq!(u(&a.json, "spawns"), 0);
+    assert!(
+        a.stderr()
+            .contains("links libtbb: `cilkview-rs run --tbb` measures it unmodified"),
+        "{}",
+        a.stderr()
+    );
+    let b = analyze_with(&tbb, &["--tbb"], &["tasks", "4", "100"]);
+    assert!(
+        !b.stderr().contains("measures it unmodified"),
+        "{}",
+        b.stderr()
+    );
+}
