@@ -132,6 +132,43 @@ fn tbb_constructs_equal_their_hand_marked_twins() {
     }
 }
 
+/// C++17 `std::for_each(std::execution::par)` (libstdc++ runs it on oneTBB): its chunks are
+/// spawns, its work the serial loop's within the wrappers' and the parallel algorithm's
+/// overhead (libstdc++'s isolate and its parallel_for: measured 25.4k over the twin's for 64
+/// items in 20 chunks on 2 threads), its span a chunk's (8 units: parallelism 7.95). The chunks come from oneTBB's default
+/// partitioner, so their count depends on the machine's threads (about 4 per thread).
+#[test]
+#[ignore = "slow: runs cilkview-rs on compiled oneTBB programs"]
+fn std_par_for_each_is_measured() {
+    let Some(tbb) = tbb_build("tbb_known") else {
+        return;
+    };
+    let marked = twin("tbb_known");
+    let (n, w) = (64u64, W.to_string());
+    let args = ["par", &n.to_string(), &w];
+    let a = analyze_with(&tbb, &["--tbb"], &args);
+    let b = analyze_with(&marked, &[], &args);
+    assert_eq!(a.code(), Some(0), "{}", a.stderr());
+    assert_eq!(a.stdout(), b.stdout());
+    let (ra, rb) = (a.region("construct"), b.region("construct"));
+    let spawns = u(ra, "spawns");
+    assert!((1..n).contains(&spawns), "{ra}");
+    assert_eq!(count(&a, "roots"), 1);
+    let (work, twin_work) = (u(ra, "work"), u(rb, "work"));
+    assert!(
+        work >= twin_work && work - twin_work <= overhead(spawns) + 10_000,
+        "work {work} (--tbb) vs {twin_work} (serial loop)"
+    );
+    // At least one unit, at most a half of the items (a blocked_range is split at its middle;
+    // measured: 8 units, 20 chunks of 64 items, 2 threads) and the overhead.
+    let span = u(ra, "span");
+    assert!(
+        span >= UNIT && span <= n / 2 * UNIT + overhead(spawns),
+        "span {span}, {spawns} spawns"
+    );
+    assert!(parallelism(ra) > 1.5, "{ra}");
+}
+
 /// The program's output and exit status are its own under --tbb.
 #[test]
 #[ignore = "slow: runs cilkview-rs on compiled oneTBB programs"]
