@@ -8,7 +8,7 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use cilkview_analysis::{Cost, CostDefault};
 use cilkview_openmp::wire::{
-    DETACHED_TASKS, EXCEPTIONS, PARALLEL_REGIONS, ROOTS, SPAWNS, WAITS_LEFT_TO_TBB,
+    DETACHED_TASKS, EXCEPTIONS, PARALLEL_REGIONS, PIPELINES, ROOTS, SPAWNS, WAITS_LEFT_TO_TBB,
 };
 use cilkview_openmp::{Preload, RuntimeLibrary, OPENMP_RUNTIMES, TBB_RUNTIMES};
 use cilkview_report::{RunReport, RuntimeCount, RuntimeReport, ThreadIdSite};
@@ -216,6 +216,14 @@ fn tbb_warnings(tbb: &RuntimeReport) -> Vec<String> {
              points (enqueued, a flow graph's or a pipeline's): libtbb's threads ran them, and \
              their work is not in the dag; see docs/runtimes.md",
             tbb.count(WAITS_LEFT_TO_TBB.name)
+        ));
+    }
+    if tbb.count(PIPELINES.name) > 0 {
+        out.push(format!(
+            "--tbb: {} parallel_pipeline run(s): each token's stages run as one chain here, so \
+             a pipeline's parallelism (tokens in flight, parallel stages) is not seen; see \
+             docs/runtimes.md",
+            tbb.count(PIPELINES.name)
         ));
     }
     if tbb.count(EXCEPTIONS.name) > 0 {

@@ -385,3 +385,68 @@ fn without_tbb_the_report_points_to_it() {
         b.stderr()
     );
 }
+
+/// What --tbb does not see is said: a parallel_pipeline (its stages run as one chain per token:
+/// 64 tokens of 2M instructions in a parallel stage, 8 in flight, seen at parallelism ~1.1) and
+/// a flow graph (its nodes' tasks submitted to the arena and run by libtbb's threads); both
+/// programs' output unchanged.
+#[test]
+#[ignore = "slow: runs cilkview-rs on compiled oneTBB programs"]
+fn pipelines_and_flow_graphs_are_said_not_seen() {
+    if tbb_build("tbb_known").is_none() {
+        return;
+    }
+    let pipeline = r#"
+#include <cstdio>
+#include "work.h"
+#include <oneapi/tbb/parallel_pipeline.h>
+int main() {
+    int i = 0; long sum = 0;
+    tbb::parallel_pipeline(8,
+        tbb::make_filter<void, int>(tbb::filter_mode::serial_in_order, [&](tbb::flow_control &fc) {
+            if (i >= 64) { fc.stop(); return 0; } return i++; }) &
+        tbb::make_filter<int, int>(tbb::filter_mode::parallel, [](int x) { cv_work(1000000); return x; }) &
+        tbb::make_filter<int, void>(tbb::filter_mode::serial_in_order, [&](int x) { sum += x; }));
+    std::printf("pipeline %ld\n", sum);
+}
+"#;
+    let exe = compile_source("tbb_pipeline", pipeline, Lang::Cxx, &tbb_options()).unwrap();
+    let a = analyze_with(&exe, &["--tbb"], &[]);
+    assert_eq!(a.code(), Some(0), "{}", a.stderr());
+    assert_eq!(a.stdout(), "pipeline 2016\n");
+    assert_eq!(count(&a, "pipelines"), 1);
+    assert!(
+        a.stderr().contains("1 parallel_pipeline run(s)"),
+        "{}",
+        a.stderr()
+    );
+    assert!(u(&a.json, "work") > 64 * UNIT, "{}", a.json);
+    let graph = r#"
+#include <cstdio>
+#include "work.h"
+#include <oneapi/tbb/flow_graph.h>
+int main() {
+    tbb::flow::graph g;
+    long s = 0;
+    // Long enough that the graph is still running when main waits for it.
+    tbb::flow::function_node<int, int> a(g, 1, [](int x) { cv_work(10000000); return x * 2; });
+    tbb::flow::function_node<int> b(g, 1, [&](int x) { s += x; return tbb::flow::continue_msg(); });
+    tbb::flow::make_edge(a, b);
+    for (int i = 0; i < 10; i++)
+        a.try_put(i);
+    g.wait_for_all();
+    std::printf("graph %ld\n", s);
+}
+"#;
+    let exe = compile_source("tbb_graph", graph, Lang::Cxx, &tbb_options()).unwrap();
+    let a = analyze_with(&exe, &["--tbb"], &[]);
+    assert_eq!(a.code(), Some(0), "{}", a.stderr());
+    assert_eq!(a.stdout(), "graph 90\n");
+    assert!(count(&a, "waits_left_to_tbb") >= 1, "{}", a.json["runtime"]);
+    assert!(
+        a.stderr()
+            .contains("not spawned through the wrapped entry points"),
+        "{}",
+        a.stderr()
+    );
+}

@@ -316,6 +316,18 @@ tbb_context *tbb_current_context(void)
     return REAL_SYM(tbb_context * (*)(void), SYM_CURRENT_CONTEXT)();
 }
 
+/* libtbb runs a pipeline's stages as its own tasks, spawned through the entry points above: each
+   token's stages are one chain of bypasses here, so the pipeline's parallelism is not seen
+   (counted, warned). */
+EXPORT void tbb_parallel_pipeline(tbb_context *ctx, unsigned long tokens, const void *filters)
+    __asm__(SYM_PARALLEL_PIPELINE);
+void tbb_parallel_pipeline(tbb_context *ctx, unsigned long tokens, const void *filters)
+{
+    COUNT(C_PIPELINES);
+    REAL_SYM(void (*)(tbb_context *, unsigned long, const void *), SYM_PARALLEL_PIPELINE)
+    (ctx, tokens, filters);
+}
+
 /* ---- start and end ---- */
 __attribute__((constructor)) static void cilkview_tbb_init(void)
 {

@@ -107,6 +107,9 @@ counters! { TBB_COUNTERS:
     /// Continuations (a task returned by execute() that an earlier execute() made) that waited
     /// for the tasks spawned since they were made.
     CONTINUATIONS = "continuations";
+    /// parallel_pipeline runs: libtbb's own stage tasks, each token's stages one chain here, so
+    /// the pipeline's parallelism is not seen.
+    PIPELINES = "pipelines";
 }
 
 /// The oneTBB entry points (`tbb::detail::r1::…`, oneTBB 2021's interface 12) the library wraps
@@ -135,6 +138,10 @@ pub const TBB_ENTRY_POINTS: &[(&str, &str)] = &[
     (
         "IS_CANCELLED",
         "_ZN3tbb6detail2r128is_group_execution_cancelledERNS0_2d118task_group_contextE",
+    ),
+    (
+        "PARALLEL_PIPELINE",
+        "_ZN3tbb6detail2r117parallel_pipelineERNS0_2d118task_group_contextEmRKNS2_11filter_nodeE",
     ),
 ];
 
