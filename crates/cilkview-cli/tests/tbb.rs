@@ -67,7 +67,8 @@ fn parallelism(r: &Value) -> f64 {
 
 /// task_group tasks and a recursive task_group fib, parallel_for and parallel_reduce split to
 /// a grain of 1, parallel_invoke, continuation passing (joins run by the last half to end, as
-/// libstdc++'s parallel sort): the oneTBB program's region "construct" has the twin's spawns,
+/// libstdc++'s parallel sort), two task_groups in one function (a wait for one group's tasks):
+/// the oneTBB program's region "construct" has the twin's spawns,
 /// its work and span within the wrappers' overhead (both equal to the construction), its
 /// parallelism within what that overhead allows, the library's counts, and the program's output.
 #[test]
@@ -88,6 +89,7 @@ fn tbb_constructs_equal_their_hand_marked_twins() {
         ("reduce", 8, 7, 8, 1, 1, 0),
         ("invoke", 8, 2, 3, 1, 1, 0),
         ("join", 8, 7, 18, 7, 1, 0),
+        ("groups", 8, 2, 5, 3, 0, 2),
     ] {
         let args = [mode, &n.to_string(), &w];
         let a = analyze_with(&tbb, &["--tbb"], &args);
@@ -104,6 +106,14 @@ fn tbb_constructs_equal_their_hand_marked_twins() {
         // was made (before: the joins ran in parallel with the right halves, span 4 units).
         let continuations = if mode == "join" { 7 } else { 0 };
         assert_eq!(count(&a, "continuations"), continuations, "{mode}");
+        // groups: g2's wait, in a function that also ran g1's task, waits for g2's only. fib:
+        // fib(n-2)'s own task_group waits in the frame where fib(n-1) was spawned.
+        let group_waits = match mode {
+            "groups" => 1,
+            "fib" => 12,
+            _ => 0,
+        };
+        assert_eq!(count(&a, "group_waits"), group_waits, "{mode}");
         let (ra, rb) = (a.region("construct"), b.region("construct"));
         assert_eq!(u(ra, "spawns"), spawns, "{mode}: tbb {ra}");
         assert_eq!(u(rb, "spawns"), spawns, "{mode}: twin {rb}");

@@ -98,10 +98,82 @@ static inline void frame_entered(void)
         spawned[depth] = 0;
 }
 
+/* ---- groups: a wait is for its group's tasks (its context's), not every task of its frame ----
+   The frame's spawns since its sync are kept as runs of consecutive ordinals of one context, on
+   one per-thread stack ordered by depth (a frame's runs go when it syncs or ends). A wait whose
+   frame has spawned only its group's tasks is a sync; one whose frame also spawned other
+   groups' (a task_group run, then a function with its own task_group: recursion) waits for its
+   group's only: a wait-for mark per task (counted: group_waits). Without memory: a sync. */
+struct group_run {
+    unsigned depth;
+    unsigned first, count;
+    tbb_context *ctx;
+};
+static TLS struct group_run *runs;
+static TLS unsigned runs_top, runs_cap;
+static TLS bool runs_lost; /* a run could not be kept: waits sync */
+
+static void note_spawn(tbb_context *ctx)
+{
+    if (depth >= DEPTHS)
+        return;
+    unsigned ordinal = spawned[depth]++;
+    struct group_run *top = runs_top ? &runs[runs_top - 1] : NULL;
+    if (top && top->depth == depth && top->ctx == ctx && top->first + top->count == ordinal) {
+        top->count++;
+        return;
+    }
+    if (runs_top == runs_cap) {
+        unsigned cap = runs_cap ? 2 * runs_cap : 256;
+        struct group_run *grown = realloc(runs, cap * sizeof *grown);
+        if (!grown) {
+            runs_lost = true;
+            return;
+        }
+        runs = grown;
+        runs_cap = cap;
+    }
+    runs[runs_top++] = (struct group_run){depth, ordinal, 1, ctx};
+}
+
+/* The runs of frames at depth d and deeper are gone (the frame syncs or ends). */
+static inline void runs_drop(unsigned d)
+{
+    while (runs_top && runs[runs_top - 1].depth >= d)
+        runs_top--;
+}
+
+/* A wait for `ctx`'s tasks in the current frame: wait-for marks for them, and true, when the
+   frame has spawned other groups' tasks since its sync; false when a sync is right. */
+static bool wait_for_group(tbb_context *ctx)
+{
+    if (depth >= DEPTHS || runs_lost)
+        return false;
+    unsigned k = runs_top;
+    bool others = false;
+    while (k > 0 && runs[k - 1].depth == depth)
+        others |= runs[--k].ctx != ctx;
+    if (!others)
+        return false;
+    COUNT(C_GROUP_WAITS);
+    unsigned kept = k;
+    for (unsigned i = k; i < runs_top; i++) {
+        if (runs[i].ctx != ctx) {
+            runs[kept++] = runs[i];
+            continue;
+        }
+        for (unsigned j = 0; j < runs[i].count; j++)
+            cv__mark_wait_for(runs[i].first + j);
+    }
+    runs_top = kept;
+    return true;
+}
+
 static inline void frame_synced(void)
 {
     if (depth < DEPTHS)
         spawned[depth] = 0;
+    runs_drop(depth);
 }
 
 static inline struct made *made_slot(const void *task)
@@ -192,6 +264,8 @@ static void finish_wait(tbb_wait_context *w, tbb_context *ctx)
         COUNT(C_WAITS_LEFT_TO_TBB);
         REAL_SYM(void (*)(tbb_wait_context *, tbb_context *), SYM_WAIT)(w, ctx);
     }
+    if (wait_for_group(ctx))
+        return;
     CV__MARK(CV__KIND_SYNC);
     frame_synced();
 }
@@ -201,6 +275,7 @@ static void finish_wait(tbb_wait_context *w, tbb_context *ctx)
 static inline void end_spawned(const bool *unused)
 {
     (void)unused;
+    runs_drop(depth);
     depth--;
     CV__MARK(CV__KIND_FUNCTION_EXIT);
     CV__MARK(CV__KIND_SPAWN_RETURN);
@@ -210,6 +285,7 @@ static inline void end_spawned(const bool *unused)
 static inline void end_root(const bool *unused)
 {
     (void)unused;
+    runs_drop(depth);
     depth--;
     CV__MARK(CV__KIND_FUNCTION_EXIT);
 }
@@ -218,8 +294,7 @@ static inline void end_root(const bool *unused)
 #define SPAWN_HERE(t, ctx)                                                                         \
     do {                                                                                           \
         COUNT(C_SPAWNS);                                                                           \
-        if (depth < DEPTHS)                                                                        \
-            spawned[depth]++;                                                                      \
+        note_spawn(ctx);                                                                           \
         CV__MARK(CV__KIND_SPAWN);                                                                  \
         CV__MARK(CV__KIND_FUNCTION_ENTER);                                                         \
         frame_entered();                                                                           \

@@ -107,6 +107,9 @@ counters! { TBB_COUNTERS:
     /// Continuations (a task returned by execute() that an earlier execute() made) that waited
     /// for the tasks spawned since they were made.
     CONTINUATIONS = "continuations";
+    /// Waits in a frame that also spawned other groups' tasks since its sync: each waited for
+    /// its group's tasks only (wait-for marks), not the others.
+    GROUP_WAITS = "group_waits";
     /// parallel_pipeline runs: libtbb's own stage tasks, each token's stages one chain here, so
     /// the pipeline's parallelism is not seen.
     PIPELINES = "pipelines";
