@@ -460,3 +460,40 @@ int main() {
         a.stderr()
     );
 }
+
+/// The same fixture built by clang++ (against libstdc++ and the same oneTBB) gives the g++
+/// build's dag: the same spawns, span and work within the wrappers' overhead.
+#[test]
+#[ignore = "slow: runs cilkview-rs on compiled oneTBB programs"]
+fn clang_builds_equal_gcc_builds() {
+    let Some(gcc) = tbb_build("tbb_known") else {
+        return;
+    };
+    if !cilkview_fixtures::has_compiler("clang") {
+        skip("clang not available: scripts/setup.sh installs it");
+        return;
+    }
+    let clang = build(
+        "tbb_known",
+        &tbb_options().compiler("clang").flag("-std=c++17"),
+    );
+    let w = W.to_string();
+    for mode in ["fib", "for", "reduce", "join", "groups"] {
+        let args = [mode, "8", &w];
+        let (a, g) = (
+            analyze_with(&clang, &["--tbb"], &args),
+            analyze_with(&gcc, &["--tbb"], &args),
+        );
+        assert_eq!(a.code(), Some(0), "{mode}: {}", a.stderr());
+        assert_eq!(a.stdout(), g.stdout(), "{mode}");
+        let (ra, rg) = (a.region("construct"), g.region("construct"));
+        assert_eq!(u(ra, "spawns"), u(rg, "spawns"), "{mode}");
+        let o = overhead(u(rg, "spawns"));
+        for key in ["work", "span"] {
+            assert!(
+                u(ra, key).abs_diff(u(rg, key)) <= o,
+                "{mode}: {key}: clang {ra} gcc {rg}"
+            );
+        }
+    }
+}
