@@ -52,11 +52,11 @@ const UNIT: u64 = 2 * W + 1;
 
 /// What the wrappers and libtbb add to the region "construct" beside the twin's, in work and
 /// in span, for a construct of `spawns` spawns: per spawned task libtbb's allocation and
-/// deallocation, its context check and the wrapper (~300 instructions: 2.5k for the 8 tasks), per
-/// task_group a context made and destroyed (fib: ~500 per spawn, 16.3k of work for 33 spawns,
-/// 5.0k of span over 8 levels), per parallel_for or parallel_reduce its root, its context and
-/// its range tree (8k of work, 5.6k of span for 7 spawns). Measured under emulation, AMD EPYC,
-/// g++ 12 -O2, oneTBB 2021.8.
+/// deallocation, its context check and the wrapper's bookkeeping (groups, continuations), per
+/// task_group a context made and destroyed, per parallel_for or parallel_reduce its root, its
+/// context and its range tree. Measured under emulation at W = 100,000 (AMD EPYC, g++ 12 -O2,
+/// oneTBB 2021.8): 8 tasks +3.7k work +2.0k span; fib(8) (33 spawns) +24.1k work, +5.2k span;
+/// parallel_for of 8 +9.1k work, +6.1k span; the continuation tree +9.8k, +6.7k.
 fn overhead(spawns: u64) -> u64 {
     4_000 + 1_000 * spawns
 }
