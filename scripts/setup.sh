@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what cilkview-rs and its tests need and is missing, on Debian 12 (bookworm): C and C++
 # compilers with libc's headers and static library, qemu-user (counting by emulation where there is no hardware counter), gnuplot-nox,
-# clang, gfortran, valgrind, libgomp, GNU time. As root, or through sudo. Checks the Rust toolchain.
+# clang, gfortran, oneTBB (libtbb-dev), valgrind, libgomp, GNU time. As root, or through sudo. Checks the Rust toolchain.
 # Used by scripts/quickstart.sh and scripts/test.sh (and so by CI); safe to run again.
 # Usage: scripts/setup.sh [build|test]   (the Rust needed: 1.85 to build, 1.88 for the tests)
 set -euo pipefail
@@ -47,6 +47,12 @@ elif ! echo 'int main(void){return 0;}' | clang -fopenmp -x c - -o /dev/null 2>/
 fi
 # gfortran: a Fortran OpenMP program under run --openmp (tests/openmp_fortran.rs).
 command -v gfortran >/dev/null || missing+=(gfortran)
+# oneTBB's headers and libtbb: run --tbb measures programs linked with -ltbb (tests/tbb.rs).
+if ! command -v g++ >/dev/null ||
+    ! printf '#include <oneapi/tbb/version.h>\nint main(){return 0;}\n' |
+    g++ -x c++ - -Wl,--no-as-needed -ltbb -o /dev/null 2>/dev/null; then
+    missing+=(libtbb-dev)
+fi
 command -v valgrind >/dev/null || missing+=(valgrind)
 [ -x /usr/bin/time ] || missing+=(time)
 # `script` runs the progress test in a pseudo-terminal (util-linux's bsdutils, essential on Debian).

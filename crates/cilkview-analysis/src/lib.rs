@@ -44,7 +44,7 @@ pub use cilkview_events::{
     Cost, CostDefault, CostUnit, CounterInfo, CounterMode, Ending, EventSink, ExitStatus, Probe,
     TraceEvent,
 };
-pub use cilkview_marks::{has_rayon_marks, MarksError, HEADER};
+pub use cilkview_marks::{has_marks_section, has_rayon_marks, MarksError, HEADER};
 pub use cilkview_tracer::{
     backends, forward_signals, ignore_terminal_interrupts, native_unit, read_shebang,
     survive_tool_death, Backend, Description, ForwardGuard, SignalGuard, StopFlag,

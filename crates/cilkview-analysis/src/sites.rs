@@ -12,7 +12,10 @@
 //!   inlined into its caller: the mark is in the caller, named by the inline call's `file:line`);
 //!   the callee (no CFI at the mark, the return address unreadable, or in a file the backend
 //!   gave no load address of: every call of the function is one site, named by the entry
-//!   mark's `file:line`, function `NAME (callee)`). A return address in another image than the
+//!   mark's `file:line`, function `NAME (callee)`). A call inlined from a system header (a
+//!   oneTBB template calling `run --tbb`'s wrappers, `std::for_each` calling a marked function)
+//!   is named by the innermost inlined frame in the program's own code (the user's
+//!   `task_group::run` or `parallel_for` line). A return address in another image than the
 //!   mark (a program calling a marked library, `run --openmp`'s preload library called by the
 //!   program) is named in that image, with the load addresses the backend reports
 //!   (`EventSink::image_base`).
@@ -104,7 +107,7 @@ impl Sites {
         };
         let symbol = match origin {
             Origin::Spawn => symbols.lookup(offset),
-            Origin::Call | Origin::SpawnCall => symbols.lookup_return_address(offset),
+            Origin::Call | Origin::SpawnCall => symbols.lookup_call_in_own_code(offset),
             Origin::Inlined => symbols
                 .inlined_call(offset)
                 .unwrap_or_else(|| symbols.lookup(offset)),
@@ -303,7 +306,7 @@ impl Sites {
         };
         let symbol = match origin {
             Origin::Spawn | Origin::Callee => symbols.lookup(offset),
-            Origin::Call | Origin::SpawnCall => symbols.lookup_return_address(offset),
+            Origin::Call | Origin::SpawnCall => symbols.lookup_call_in_own_code(offset),
             Origin::Inlined => symbols
                 .inlined_call(offset)
                 .unwrap_or_else(|| symbols.lookup(offset)),

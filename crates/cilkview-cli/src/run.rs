@@ -19,8 +19,10 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let program = crate::program::resolve(args.program())?;
     // Not ELF, wrong architecture, truncated, corrupt marks: say so before running anything.
     check_program(&program).with_context(|| format!("cannot analyze {}", program.display()))?;
-    let openmp = crate::openmp::prepare(&args.openmp, &program)
-        .with_context(|| format!("cannot analyze {} with --openmp", program.display()))?;
+    let openmp = crate::openmp::prepare(&args.openmp, &program).with_context(|| {
+        let option = args.openmp.runtime_option().unwrap_or("--openmp");
+        format!("cannot analyze {} with {option}", program.display())
+    })?;
     let locks = crate::locks::prepare(&args.locks, &program)?;
     crate::program::check_region_labels(
         &program,
@@ -91,8 +93,9 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     drop(forwarding);
     drop(interrupts);
     let mut analysis = analysis.with_context(|| format!("cannot analyze {}", program.display()))?;
-    if let Some(openmp) = openmp {
-        openmp.finish(&mut analysis.report, &program);
+    match openmp {
+        Some(openmp) => openmp.finish(&mut analysis.report, &program),
+        None => crate::openmp::suggest_runtime(&mut analysis.report, &program),
     }
     args.output.what_if.apply(&mut analysis.report)?;
 

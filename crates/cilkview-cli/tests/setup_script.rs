@@ -84,7 +84,7 @@ fn everything() -> String {
         " time"
     };
     format!(
-        "gcc g++ libc6-dev qemu-user gnuplot-nox clang libomp-dev gfortran valgrind{time} bsdutils man-db"
+        "gcc g++ libc6-dev qemu-user gnuplot-nox clang libomp-dev gfortran libtbb-dev valgrind{time} bsdutils man-db"
     )
 }
 

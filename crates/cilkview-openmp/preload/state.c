@@ -83,12 +83,7 @@ static inline int undeferred(int if_clause)
 /* Tasks of a taskloop without grainsize or num_tasks (libgomp makes one per thread). */
 #define TASKLOOP_DEFAULT_TASKS 64
 
-/* ---- counters and warnings (cilkview_runtime_wire.h, rendered from src/wire.rs) ---- */
-static unsigned long counters[C_COUNT];
-static unsigned char warned[W_COUNT];
-#define COUNT(c) __atomic_fetch_add(&counters[c], 1, __ATOMIC_RELAXED)
-/* The report says it (the counts file names it; the text is the tool's). */
-#define WARN(w) __atomic_store_n(&warned[w], 1, __ATOMIC_RELAXED)
+#include "counts_file.c"
 
 /* Code asking for the thread number or count inside a parallel region (static loops, split by
    thread id): where it is, by return address. */
@@ -119,15 +114,10 @@ static void note_thread_query(void *site)
     }
 }
 
-/* ---- the counts file ---- */
-static char *counts_path;
-
+/* ---- the counts file (counts_file.c), with the thread queries ---- */
 __attribute__((constructor)) static void cilkview_omp_init(void)
 {
-    const char *path = getenv("CILKVIEW_OPENMP_COUNTS");
-    if (path)
-        counts_path = strdup(path);
-    unsetenv("CILKVIEW_OPENMP_COUNTS");
+    counts_init();
     const char *team = getenv("CILKVIEW_OPENMP_TEAM");
     if (team)
         team_size = (unsigned)strtoul(team, NULL, 10);
@@ -135,31 +125,12 @@ __attribute__((constructor)) static void cilkview_omp_init(void)
     restore_preload("CILKVIEW_OPENMP_LIBRARY");
 }
 
-static void put(int fd, const char *line)
-{
-    (void)!write(fd, line, strlen(line));
-}
-
 __attribute__((destructor)) static void cilkview_omp_fini(void)
 {
-    if (!counts_path)
-        return;
-    int fd = open(counts_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int fd = counts_open();
     if (fd < 0)
         return;
     char line[4200];
-    put(fd, COUNTS_HEADER "\n");
-    for (int c = 0; c < C_COUNT; c++) {
-        snprintf(line, sizeof line, "%s %lu\n", counter_names[c],
-                 __atomic_load_n(&counters[c], __ATOMIC_RELAXED));
-        put(fd, line);
-    }
-    for (int w = 0; w < W_COUNT; w++) {
-        if (__atomic_load_n(&warned[w], __ATOMIC_RELAXED)) {
-            snprintf(line, sizeof line, "warning %s\n", warning_names[w]);
-            put(fd, line);
-        }
-    }
     for (unsigned i = 0; i < MAX_QUERY_SITES && query_sites[i]; i++) {
         Dl_info info;
         if (dladdr(query_sites[i], &info) && info.dli_fname && info.dli_fname[0]) {
@@ -168,9 +139,8 @@ __attribute__((destructor)) static void cilkview_omp_fini(void)
                 (unsigned long)((char *)query_sites[i] - (char *)info.dli_fbase) - 1;
             snprintf(line, sizeof line, "thread_query %lu %#lx %s\n", query_counts[i], offset,
                      info.dli_fname);
-            put(fd, line);
+            counts_put(fd, line);
         }
     }
-    put(fd, "end\n");
-    close(fd);
+    counts_close(fd);
 }

@@ -29,6 +29,14 @@ pub trait Runtime: Sync {
     fn preload_library(&self) -> &'static [u8];
     /// The counters the library reports, in its order.
     fn counters(&self) -> &'static [Counter];
+    /// Its cost per task in a parallel run, charged per spawn to the work of the predicted
+    /// lower bound (the default of `--task-cost`).
+    fn task_cost(&self) -> TaskCost {
+        TaskCost {
+            instructions: crate::DEFAULT_TASK_COST,
+            nanoseconds: crate::DEFAULT_TASK_COST_NS,
+        }
+    }
     /// Whether its library runs a region as `--omp-team K`'s virtual threads.
     fn virtual_team(&self) -> bool {
         true
@@ -63,8 +71,17 @@ pub trait Runtime: Sync {
     }
 }
 
+/// A runtime's cost per task, as instructions and as a time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TaskCost {
+    pub instructions: u64,
+    pub nanoseconds: u64,
+}
+
 /// The OpenMP runtimes `--openmp` measures, in the order they are looked for.
 pub static OPENMP_RUNTIMES: &[&dyn Runtime] = &[&crate::Libgomp, &crate::Libomp];
+/// The runtime `--tbb` measures.
+pub static TBB_RUNTIMES: &[&dyn Runtime] = &[&crate::Libtbb];
 
 /// The runtime of `runtimes` that `program` links, checked, and the library it will load
 /// (`None` for a `#!` script, which is not checked: the first runtime is assumed).
