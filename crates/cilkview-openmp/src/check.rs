@@ -43,14 +43,19 @@ pub enum RuntimeError {
         /// How programs get them, e.g. `gcc -fopenmp or clang -fopenmp`.
         builds: String,
     },
-    #[error("{} does not use {wanted}: {option} is for {programs}", path.display())]
+    #[error(
+        "{} does not use {runtime} (no {files} among its needed libraries): {option} is for \
+         programs built with {built_with}",
+        path.display()
+    )]
     NotUsed {
         path: PathBuf,
         option: &'static str,
-        /// What is missing, e.g. `libgomp (no libgomp.so.1 among its needed libraries)`.
-        wanted: &'static str,
-        /// Which programs the option measures, e.g. `programs built with gcc -fopenmp`.
-        programs: &'static str,
+        runtime: &'static str,
+        /// Its library files, e.g. `libgomp.so.1`.
+        files: &'static str,
+        /// How programs get it, e.g. `gcc -fopenmp`.
+        built_with: &'static str,
     },
     #[error(
         "cannot find {library}, which {} needs (in its RUNPATH, LD_LIBRARY_PATH or the \
@@ -167,6 +172,51 @@ impl Linked {
             library: name.to_owned(),
         })
     }
+}
+
+/// A runtime library's bytes, read for its checks.
+pub(crate) struct LibraryFile {
+    pub path: PathBuf,
+    pub data: Vec<u8>,
+}
+
+impl LibraryFile {
+    pub fn read(path: &Path) -> Result<LibraryFile, RuntimeError> {
+        let data = std::fs::read(path).map_err(|source| RuntimeError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        Ok(LibraryFile {
+            path: path.to_owned(),
+            data,
+        })
+    }
+
+    pub fn parse(&self) -> Result<object::File<'_>, RuntimeError> {
+        object::File::parse(&*self.data).map_err(|source| RuntimeError::Format {
+            path: self.path.clone(),
+            source,
+        })
+    }
+
+    /// The first of `symbols` it does not export.
+    pub fn missing<'a>(&self, symbols: &[&'a str]) -> Result<Option<&'a str>, RuntimeError> {
+        let file = self.parse()?;
+        let exported: Vec<&str> = file
+            .dynamic_symbols()
+            .filter_map(|s| s.name().ok())
+            .collect();
+        Ok(symbols.iter().copied().find(|s| !exported.contains(s)))
+    }
+}
+
+/// The text after `key` in `data`, up to the next NUL or newline, trimmed: a library's version
+/// string (e.g. `OMP API version: 5.0 (201611)`); `None` where missing, empty or over 40 bytes.
+pub(crate) fn text_after<'a>(data: &'a [u8], key: &[u8]) -> Option<&'a str> {
+    let at = data.windows(key.len()).position(|w| w == key)? + key.len();
+    let end = data[at..].iter().position(|&b| b == 0 || b == b'\n')?;
+    let text = std::str::from_utf8(&data[at..at + end]).ok()?.trim();
+    (!text.is_empty() && text.len() < 40).then_some(text)
 }
 
 type Entries = (Vec<String>, Vec<String>);

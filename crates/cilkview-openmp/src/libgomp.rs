@@ -1,49 +1,30 @@
 //! gcc's OpenMP runtime, libgomp: the check that a program uses one whose ABI the preload
 //! library knows.
 
-use std::path::Path;
-
 use object::{Object, ObjectSection, ObjectSymbol};
 
-use crate::check::{Linked, RuntimeError, RuntimeLibrary};
-use crate::runtime::Runtime;
+use crate::check::{LibraryFile, Linked, RuntimeError, RuntimeLibrary};
+use crate::runtime::{Description, Runtime};
 use crate::wire::{Counter, OPENMP_COUNTERS};
 
 /// gcc's OpenMP runtime (`gcc -fopenmp`, `gfortran -fopenmp`).
 pub struct Libgomp;
 
 impl Runtime for Libgomp {
-    fn name(&self) -> &'static str {
-        "libgomp"
-    }
-
-    fn model(&self) -> &'static str {
-        "OpenMP"
-    }
-
-    fn option(&self) -> &'static str {
-        "--openmp"
-    }
-
-    fn built_with(&self) -> &'static str {
-        "gcc -fopenmp"
-    }
-
-    fn uses(&self, program: &Linked) -> bool {
-        program.needs(&["libgomp.so"]).is_some()
+    fn description(&self) -> &'static Description {
+        &Description {
+            name: "libgomp",
+            model: "OpenMP",
+            option: "--openmp",
+            built_with: "gcc -fopenmp",
+            libraries: &["libgomp.so"],
+            files: "libgomp.so.1",
+        }
     }
 
     fn check(&self, program: &Linked) -> Result<RuntimeLibrary, RuntimeError> {
-        let Some(name) = program.needs(&["libgomp.so"]) else {
-            return Err(RuntimeError::NotUsed {
-                path: program.path.clone(),
-                option: "--openmp",
-                wanted: "libgomp (no libgomp.so.1 among its needed libraries)",
-                programs: "programs built with gcc -fopenmp",
-            });
-        };
-        let path = program.find(name)?;
-        let abi = abi_of(&path)?;
+        let path = self.library_of(program)?;
+        let abi = abi_of(&LibraryFile::read(&path)?)?;
         Ok(RuntimeLibrary { path, abi })
     }
 
@@ -62,15 +43,8 @@ const OLDEST: [u32; 3] = [5, 0, 1];
 const TOO_NEW: [u32; 3] = [6, 0, 0];
 
 /// The newest `GOMP_x.y[.z]` version node of a libgomp (its names are in `.dynstr`), checked.
-fn abi_of(lib: &Path) -> Result<String, RuntimeError> {
-    let data = std::fs::read(lib).map_err(|source| RuntimeError::Io {
-        path: lib.to_owned(),
-        source,
-    })?;
-    let file = object::File::parse(&*data).map_err(|source| RuntimeError::Format {
-        path: lib.to_owned(),
-        source,
-    })?;
+fn abi_of(lib: &LibraryFile) -> Result<String, RuntimeError> {
+    let file = lib.parse()?;
     let strings = file
         .section_by_name(".dynstr")
         .and_then(|s| s.data().ok())
@@ -84,7 +58,7 @@ fn abi_of(lib: &Path) -> Result<String, RuntimeError> {
     match newest {
         Some((v, name)) if has_gomp_task && v >= OLDEST && v < TOO_NEW => Ok(name.to_owned()),
         other => Err(RuntimeError::UnknownAbi {
-            path: lib.to_owned(),
+            path: lib.path.clone(),
             found: other.map_or("no GOMP_ version".into(), |(_, n)| n.to_owned()),
             option: "--openmp",
             known: "it knows GOMP_5.0.1 to GOMP_5.1.x: gcc 11 to 14, tested with gcc 12",

@@ -1,12 +1,8 @@
 //! LLVM's OpenMP runtime, libomp (`clang -fopenmp`; Intel's libiomp5 has the same `__kmpc_*`
 //! ABI): the check that a program uses one whose entry points the preload library knows.
 
-use std::path::Path;
-
-use object::{Object, ObjectSymbol};
-
-use crate::check::{Linked, RuntimeError, RuntimeLibrary};
-use crate::runtime::Runtime;
+use crate::check::{text_after, LibraryFile, Linked, RuntimeError, RuntimeLibrary};
+use crate::runtime::{Description, Runtime};
 use crate::wire::{Counter, OPENMP_COUNTERS};
 
 /// LLVM's OpenMP runtime (`clang -fopenmp`, `libomp.so.5`; `libiomp5.so`).
@@ -33,37 +29,20 @@ const REQUIRED: [&str; 7] = [
 const DETACH: &str = "__kmpc_task_allow_completion_event";
 
 impl Runtime for Libomp {
-    fn name(&self) -> &'static str {
-        "libomp"
-    }
-
-    fn model(&self) -> &'static str {
-        "OpenMP"
-    }
-
-    fn option(&self) -> &'static str {
-        "--openmp"
-    }
-
-    fn built_with(&self) -> &'static str {
-        "clang -fopenmp"
-    }
-
-    fn uses(&self, program: &Linked) -> bool {
-        program.needs(&NAMES).is_some()
+    fn description(&self) -> &'static Description {
+        &Description {
+            name: "libomp",
+            model: "OpenMP",
+            option: "--openmp",
+            built_with: "clang -fopenmp",
+            libraries: &NAMES,
+            files: "libomp.so.5 or libiomp5.so",
+        }
     }
 
     fn check(&self, program: &Linked) -> Result<RuntimeLibrary, RuntimeError> {
-        let Some(name) = program.needs(&NAMES) else {
-            return Err(RuntimeError::NotUsed {
-                path: program.path.clone(),
-                option: "--openmp",
-                wanted: "libomp (no libomp.so.5 or libiomp5.so among its needed libraries)",
-                programs: "programs built with clang -fopenmp",
-            });
-        };
-        let path = program.find(name)?;
-        let abi = abi_of(&path)?;
+        let path = self.library_of(program)?;
+        let abi = abi_of(&LibraryFile::read(&path)?)?;
         if program.imports(DETACH) {
             return Err(RuntimeError::AbortsInATeamOfOne {
                 path: program.path.clone(),
@@ -93,37 +72,21 @@ impl Runtime for Libomp {
 
 /// The library's OpenMP API version (its `@(#) … OMP API version: 5.0 (201611)` string), once
 /// the entry points the preload library needs are found among its dynamic symbols.
-fn abi_of(lib: &Path) -> Result<String, RuntimeError> {
-    let data = std::fs::read(lib).map_err(|source| RuntimeError::Io {
-        path: lib.to_owned(),
-        source,
-    })?;
-    let file = object::File::parse(&*data).map_err(|source| RuntimeError::Format {
-        path: lib.to_owned(),
-        source,
-    })?;
-    let exported: Vec<&str> = file
-        .dynamic_symbols()
-        .filter_map(|s| s.name().ok())
-        .collect();
-    if let Some(missing) = REQUIRED.iter().find(|r| !exported.contains(r)) {
+fn abi_of(lib: &LibraryFile) -> Result<String, RuntimeError> {
+    if let Some(missing) = lib.missing(&REQUIRED)? {
         return Err(RuntimeError::UnknownAbi {
-            path: lib.to_owned(),
+            path: lib.path.clone(),
             found: format!("no {missing}"),
             option: "--openmp",
             known: "it knows libomp's __kmpc_ entry points: LLVM 14 and later, tested with 14",
         });
     }
-    Ok(api_version(&data).unwrap_or_else(|| "__kmpc".into()))
+    Ok(api_version(&lib.data).unwrap_or_else(|| "__kmpc".into()))
 }
 
 /// `OpenMP 5.0 (201611)` from the text `OMP API version: 5.0 (201611)` in the library's data.
 fn api_version(data: &[u8]) -> Option<String> {
-    const KEY: &[u8] = b"OMP API version: ";
-    let at = data.windows(KEY.len()).position(|w| w == KEY)? + KEY.len();
-    let end = data[at..].iter().position(|&b| b == 0 || b == b'\n')?;
-    let text = std::str::from_utf8(&data[at..at + end]).ok()?.trim();
-    (!text.is_empty() && text.len() < 40).then(|| format!("OpenMP {text}"))
+    text_after(data, b"OMP API version: ").map(|v| format!("OpenMP {v}"))
 }
 
 #[cfg(test)]

@@ -1,12 +1,8 @@
 //! oneTBB (`g++ … -ltbb`, `libtbb.so.12`): the check that a program uses a libtbb whose entry
 //! points the preload library knows (docs/runtimes.md).
 
-use std::path::Path;
-
-use object::{Object, ObjectSymbol};
-
-use crate::check::{Linked, RuntimeError, RuntimeLibrary};
-use crate::runtime::{Runtime, TaskCost};
+use crate::check::{text_after, LibraryFile, Linked, RuntimeError, RuntimeLibrary};
+use crate::runtime::{Description, Runtime, TaskCost};
 use crate::wire::{Counter, TBB_COUNTERS, TBB_ENTRY_POINTS};
 
 /// oneTBB's scheduler library, `libtbb.so.12` (oneTBB 2021, interface 12).
@@ -16,37 +12,20 @@ pub struct Libtbb;
 const NAMES: [&str; 2] = ["libtbb.so", "libtbb_debug.so"];
 
 impl Runtime for Libtbb {
-    fn name(&self) -> &'static str {
-        "libtbb"
-    }
-
-    fn model(&self) -> &'static str {
-        "oneTBB"
-    }
-
-    fn option(&self) -> &'static str {
-        "--tbb"
-    }
-
-    fn built_with(&self) -> &'static str {
-        "g++ or clang++ … -ltbb"
-    }
-
-    fn uses(&self, program: &Linked) -> bool {
-        program.needs(&NAMES).is_some()
+    fn description(&self) -> &'static Description {
+        &Description {
+            name: "libtbb",
+            model: "oneTBB",
+            option: "--tbb",
+            built_with: "g++ or clang++ … -ltbb",
+            libraries: &NAMES,
+            files: "libtbb.so.12",
+        }
     }
 
     fn check(&self, program: &Linked) -> Result<RuntimeLibrary, RuntimeError> {
-        let Some(name) = program.needs(&NAMES) else {
-            return Err(RuntimeError::NotUsed {
-                path: program.path.clone(),
-                option: "--tbb",
-                wanted: "oneTBB (no libtbb.so.12 among its needed libraries)",
-                programs: "programs linked with -ltbb",
-            });
-        };
-        let path = program.find(name)?;
-        let abi = abi_of(&path)?;
+        let path = self.library_of(program)?;
+        let abi = abi_of(&LibraryFile::read(&path)?)?;
         Ok(RuntimeLibrary { path, abi })
     }
 
@@ -76,41 +55,23 @@ impl Runtime for Libtbb {
 
 /// The library's version (its `oneTBB: VERSION\t\t2021.8` string), once the entry points the
 /// preload library wraps are found among its dynamic symbols.
-fn abi_of(lib: &Path) -> Result<String, RuntimeError> {
-    let data = std::fs::read(lib).map_err(|source| RuntimeError::Io {
-        path: lib.to_owned(),
-        source,
-    })?;
-    let file = object::File::parse(&*data).map_err(|source| RuntimeError::Format {
-        path: lib.to_owned(),
-        source,
-    })?;
-    let exported: Vec<&str> = file
-        .dynamic_symbols()
-        .filter_map(|s| s.name().ok())
-        .collect();
-    if let Some((_, missing)) = TBB_ENTRY_POINTS
-        .iter()
-        .find(|(_, symbol)| !exported.contains(symbol))
-    {
+fn abi_of(lib: &LibraryFile) -> Result<String, RuntimeError> {
+    let symbols: Vec<&str> = TBB_ENTRY_POINTS.iter().map(|(_, symbol)| *symbol).collect();
+    if let Some(missing) = lib.missing(&symbols)? {
         return Err(RuntimeError::UnknownAbi {
-            path: lib.to_owned(),
+            path: lib.path.clone(),
             found: format!("no {missing}"),
             option: "--tbb",
             known: "it knows oneTBB 2021's tbb::detail::r1 entry points (libtbb.so.12), \
                     tested with 2021.8; the older TBB 2020 (libtbb.so.2) is not known",
         });
     }
-    Ok(version(&data).unwrap_or_else(|| "oneTBB (interface 12)".into()))
+    Ok(version(&lib.data).unwrap_or_else(|| "oneTBB (interface 12)".into()))
 }
 
 /// `oneTBB 2021.8` from the text `oneTBB: VERSION\t\t2021.8` in the library's data.
 fn version(data: &[u8]) -> Option<String> {
-    const KEY: &[u8] = b"oneTBB: VERSION";
-    let at = data.windows(KEY.len()).position(|w| w == KEY)? + KEY.len();
-    let end = data[at..].iter().position(|&b| b == 0 || b == b'\n')?;
-    let text = std::str::from_utf8(&data[at..at + end]).ok()?.trim();
-    (!text.is_empty() && text.len() < 40).then(|| format!("oneTBB {text}"))
+    text_after(data, b"oneTBB: VERSION").map(|v| format!("oneTBB {v}"))
 }
 
 #[cfg(test)]

@@ -9,19 +9,29 @@ use std::path::Path;
 use crate::check::{Linked, RuntimeError, RuntimeLibrary};
 use crate::wire::Counter;
 
+/// What names a runtime and tells a program that uses it, once per runtime.
+#[derive(Debug)]
+pub struct Description {
+    /// Its name in the report (`runtime.name` in the JSON), e.g. `libgomp`.
+    pub name: &'static str,
+    /// The programming model it runs, e.g. `OpenMP` (the report's section title).
+    pub model: &'static str,
+    /// The option of `run` that measures it, e.g. `--openmp`.
+    pub option: &'static str,
+    /// How a program gets it, e.g. `gcc -fopenmp`.
+    pub built_with: &'static str,
+    /// The beginnings of its libraries' names among a program's needed libraries, e.g.
+    /// `libgomp.so`.
+    pub libraries: &'static [&'static str],
+    /// The library files, for the error where none is needed, e.g. `libgomp.so.1`.
+    pub files: &'static str,
+}
+
 /// A runtime whose entry points a preload library wraps, so that an unmodified program runs as
 /// its serial elision with `cilkview.h` marks where its dag has spawns, syncs, loops and regions.
 pub trait Runtime: Sync {
-    /// Its name in the report (`runtime.name` in the JSON), e.g. `libgomp`.
-    fn name(&self) -> &'static str;
-    /// The programming model it runs, e.g. `OpenMP` (the report's section title).
-    fn model(&self) -> &'static str;
-    /// The option of `run` that measures it, e.g. `--openmp`.
-    fn option(&self) -> &'static str;
-    /// How a program gets it, e.g. `gcc -fopenmp`.
-    fn built_with(&self) -> &'static str;
-    /// Whether the program links this runtime (its needed libraries name it).
-    fn uses(&self, program: &Linked) -> bool;
+    /// Its names and how programs use it.
+    fn description(&self) -> &'static Description;
     /// The runtime library the program will load, checked: one whose ABI the library knows;
     /// an error says what to do otherwise.
     fn check(&self, program: &Linked) -> Result<RuntimeLibrary, RuntimeError>;
@@ -40,6 +50,42 @@ pub trait Runtime: Sync {
     /// Whether its library runs a region as `--omp-team K`'s virtual threads.
     fn virtual_team(&self) -> bool {
         true
+    }
+
+    /// [`Description::name`].
+    fn name(&self) -> &'static str {
+        self.description().name
+    }
+    /// [`Description::model`].
+    fn model(&self) -> &'static str {
+        self.description().model
+    }
+    /// [`Description::option`].
+    fn option(&self) -> &'static str {
+        self.description().option
+    }
+    /// [`Description::built_with`].
+    fn built_with(&self) -> &'static str {
+        self.description().built_with
+    }
+    /// Whether the program links this runtime (its needed libraries name it).
+    fn uses(&self, program: &Linked) -> bool {
+        program.needs(self.description().libraries).is_some()
+    }
+    /// Where the runtime library `program` needs is (as the loader finds it); an error where it
+    /// needs none or it is not found.
+    fn library_of(&self, program: &Linked) -> Result<std::path::PathBuf, RuntimeError> {
+        let d = self.description();
+        let Some(name) = program.needs(d.libraries) else {
+            return Err(RuntimeError::NotUsed {
+                path: program.path.clone(),
+                option: d.option,
+                runtime: d.name,
+                files: d.files,
+                built_with: d.built_with,
+            });
+        };
+        program.find(name)
     }
 
     /// The variables to set for the program only: `LD_PRELOAD` with `library` appended to the
