@@ -8,18 +8,42 @@ use nix::errno::Errno;
 use nix::libc;
 
 use super::counting::Counting;
-use super::{gone_ok, regs_unless_gone, trap_flag, Thread, Tracer};
+use super::{ptrace_err, regs_unless_gone, restart, trap_flag, unless_gone, Thread, Tracer};
 use crate::kill_point::{self, Phase};
 use crate::procfs::{self, Mem};
-use crate::sys::{self, Tid, Wait};
+use crate::sys::{self, Restart, Stop, Tid, Wait};
 use crate::{
     AttachOptions, AttachOutcome, CounterInfo, Ending, EventSink, ExitStatus, TraceError,
     TraceEvent,
 };
 
-/// In the resume map of `stop_all`: the thread is in a group-stop; resume it
-/// with `PTRACE_LISTEN` (it stays stopped until SIGCONT, as without the tool).
-const LISTEN: i32 = -1;
+/// How a thread that `stop_all` holds goes on when it is resumed or detached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Held {
+    /// Delivering this signal (0: none).
+    Signal(i32),
+    /// In a group-stop: resumed with `PTRACE_LISTEN` it stays stopped until SIGCONT, as without
+    /// the tool; detached, it stays stopped.
+    GroupStopped,
+}
+
+impl Held {
+    /// The signal to deliver as the thread is detached.
+    fn detach_signal(self) -> i32 {
+        match self {
+            Held::Signal(sig) => sig,
+            Held::GroupStopped => 0,
+        }
+    }
+}
+
+/// What `stop_all` ended with.
+enum AllStopped {
+    /// Every thread is in a ptrace-stop: how each goes on.
+    Held(HashMap<Tid, Held>),
+    /// The process ended meanwhile.
+    ProcessEnded(ExitStatus),
+}
 
 /// Options of a seized thread: as `run`, minus `EXITKILL` (the process must
 /// survive the tool).
@@ -110,11 +134,7 @@ impl<C: Counting> Tracer<'_, C> {
                 pid,
                 reason: procfs::attach_denied_reason(pid),
             },
-            e => TraceError::Ptrace {
-                op: "SEIZE",
-                tid: pid,
-                source: e,
-            },
+            e => ptrace_err("SEIZE", pid)(e),
         })?;
         self.core.threads.insert(pid, Thread::default());
         kill_point::reached(Phase::Seized);
@@ -141,13 +161,7 @@ impl<C: Counting> Tracer<'_, C> {
                             )
                             .as_deref()
                                 == Some(&me.to_string()) => {}
-                        Err(e) => {
-                            return Err(TraceError::Ptrace {
-                                op: "SEIZE",
-                                tid,
-                                source: e,
-                            })
-                        }
+                        Err(e) => return Err(ptrace_err("SEIZE", tid)(e)),
                     }
                     self.core.expected.remove(&tid);
                     self.core.threads.insert(tid, Thread::default());
@@ -157,9 +171,8 @@ impl<C: Counting> Tracer<'_, C> {
                     break;
                 }
             }
-            let resume = match self.stop_all(&[])? {
-                Ok(r) => r,
-                Err(_) => return Err(TraceError::ExitedDuringAttach { pid }),
+            let AllStopped::Held(resume) = self.stop_all(&[])? else {
+                return Err(TraceError::ExitedDuringAttach { pid });
             };
             let tasks = procfs::tasks(pid).map_err(|_| TraceError::ExitedDuringAttach { pid })?;
             if tasks.iter().all(|t| self.core.threads.contains_key(t)) {
@@ -172,7 +185,7 @@ impl<C: Counting> Tracer<'_, C> {
             return Err(TraceError::ExitedDuringAttach { pid });
         }
         kill_point::reached(Phase::Stopped);
-        let group_stopped = resume.values().any(|&sig| sig == LISTEN);
+        let group_stopped = resume.values().any(|&h| h == Held::GroupStopped);
         if let Some(reason) = self.counting.refuses(pid, group_stopped) {
             // Nothing is changed yet: each thread goes back to what it was doing (a stopped
             // one stays stopped).
@@ -193,7 +206,7 @@ impl<C: Counting> Tracer<'_, C> {
     /// Every thread stopped by `stop_all` (`resume`: its signal): note each thread's trap flag as
     /// the program has it (given back at detach: see `trap_flag`), arm, open counters, report the
     /// start, resume. Returns when measuring started.
-    fn start_measuring(&mut self, resume: &HashMap<Tid, i32>) -> Result<Instant, TraceError> {
+    fn start_measuring(&mut self, resume: &HashMap<Tid, Held>) -> Result<Instant, TraceError> {
         let pid = self.core.pid;
         let mut tids: Vec<Tid> = self.core.threads.keys().copied().collect();
         tids.sort_unstable();
@@ -223,8 +236,8 @@ impl<C: Counting> Tracer<'_, C> {
         for &tid in &tids {
             self.counting.at_boundary(&mut self.core, tid)?;
         }
-        for (&tid, &sig) in resume {
-            self.resume_from_stop(tid, sig)?;
+        for (&tid, &held) in resume {
+            self.resume_from_stop(tid, held)?;
         }
         kill_point::reached(Phase::Measuring);
         Ok(started)
@@ -269,8 +282,8 @@ impl<C: Counting> Tracer<'_, C> {
         };
         alarm.cancel();
         match self.stop_all(&[])? {
-            Err(status) => Ok((Ending::Exited(status), started.elapsed())),
-            Ok(stopped) => {
+            AllStopped::ProcessEnded(status) => Ok((Ending::Exited(status), started.elapsed())),
+            AllStopped::Held(stopped) => {
                 let elapsed = started.elapsed();
                 self.detach_all(&stopped)?;
                 Ok((ending, elapsed))
@@ -278,76 +291,63 @@ impl<C: Counting> Tracer<'_, C> {
         }
     }
 
-    /// Resume a thread stopped by `stop_all` with the signal it recorded.
-    fn resume_from_stop(&mut self, tid: Tid, sig: i32) -> Result<(), TraceError> {
-        if sig == LISTEN {
-            return gone_ok("LISTEN", tid, sys::listen(tid));
+    /// Resume a thread held by `stop_all` as it recorded.
+    fn resume_from_stop(&mut self, tid: Tid, held: Held) -> Result<(), TraceError> {
+        match held {
+            Held::GroupStopped => restart(tid, Restart::Listen),
+            Held::Signal(sig) => self.counting.resume(tid, sig),
         }
-        self.counting.resume(tid, sig)
     }
 
     /// Stop every thread (`PTRACE_INTERRUPT`) and wait until each one (and
     /// every task announced by a clone/fork event) is in a ptrace-stop or
-    /// gone. Returns, per stopped thread, the signal to deliver when it is
-    /// resumed or detached (0 none, `LISTEN` group-stop), or the process's
-    /// exit status if it ended meanwhile. Stops met on the way are accounted
-    /// as usual (hits, steps, thread exits) once measuring has started.
-    #[allow(clippy::type_complexity)]
-    fn stop_all(
-        &mut self,
-        held: &[Tid],
-    ) -> Result<Result<HashMap<Tid, i32>, ExitStatus>, TraceError> {
+    /// gone. Returns how each stopped thread goes on when it is resumed or
+    /// detached, or the process's exit status if it ended meanwhile. Stops met
+    /// on the way are accounted as usual (hits, steps, thread exits) once
+    /// measuring has started.
+    fn stop_all(&mut self, held: &[Tid]) -> Result<AllStopped, TraceError> {
         // `held`: threads already in a ptrace-stop the tracer saw; an interrupt would not make
         // them report again.
-        let mut stopped: HashMap<Tid, i32> = held.iter().map(|&t| (t, 0)).collect();
+        let mut stopped: HashMap<Tid, Held> = held.iter().map(|&t| (t, Held::Signal(0))).collect();
         let mut awaiting: HashSet<Tid> = self.core.threads.keys().copied().collect();
         awaiting.retain(|t| !stopped.contains_key(t));
         for &tid in &awaiting {
-            match sys::interrupt(tid) {
-                Ok(()) | Err(Errno::ESRCH) => {}
-                Err(e) => {
-                    return Err(TraceError::Ptrace {
-                        op: "INTERRUPT",
-                        tid,
-                        source: e,
-                    })
-                }
-            }
+            unless_gone("INTERRUPT", tid, sys::interrupt(tid))?;
         }
         awaiting.extend(self.core.expected.iter().copied());
         loop {
             // Safety net: a task that no longer exists will never report.
             awaiting.retain(|&t| procfs::exists(t));
             if awaiting.is_empty() {
-                return Ok(Ok(stopped));
+                return Ok(AllStopped::Held(stopped));
             }
-            let (tid, sig, event) = match sys::wait_any().map_err(TraceError::Wait)? {
+            let (tid, stop) = match sys::wait_any().map_err(TraceError::Wait)? {
                 Wait::Exited(tid, code) => {
                     self.gone(tid, &mut awaiting, &mut stopped);
                     if tid == self.core.pid {
-                        return Ok(Err(ExitStatus::Exited(code)));
+                        return Ok(AllStopped::ProcessEnded(ExitStatus::Exited(code)));
                     }
                     continue;
                 }
                 Wait::Signaled(tid, s) => {
                     self.gone(tid, &mut awaiting, &mut stopped);
                     if tid == self.core.pid {
-                        return Ok(Err(ExitStatus::Signaled(s)));
+                        return Ok(AllStopped::ProcessEnded(ExitStatus::Signaled(s)));
                     }
                     continue;
                 }
-                Wait::Stopped { tid, sig, event } => (tid, sig, event),
+                Wait::Stopped { tid, stop } => (tid, stop),
             };
             self.counting.stopped(tid);
             awaiting.remove(&tid);
             if !self.core.threads.contains_key(&tid) {
-                if let Some(inject) = self.new_task_stopped(tid, sig, event)? {
-                    stopped.insert(tid, inject);
+                if let Some(inject) = self.new_task_stopped(tid, stop)? {
+                    stopped.insert(tid, Held::Signal(inject));
                 }
                 continue;
             }
-            match event {
-                0 if sig == libc::SIGTRAP => {
+            match stop {
+                Stop::Signal(libc::SIGTRAP) => {
                     let inject = if self.core.execed {
                         self.counting.sigtrap(&mut self.core, tid)?
                     } else {
@@ -355,49 +355,40 @@ impl<C: Counting> Tracer<'_, C> {
                     };
                     if let Some(inject) = inject {
                         self.counting.interrupted(tid);
-                        stopped.insert(tid, inject);
+                        stopped.insert(tid, Held::Signal(inject));
                     }
                 }
-                0 => {
+                Stop::Signal(sig) => {
                     // Signal-delivery-stop: keep the signal for the resume/detach.
                     // (A pending step trap would have come first.)
                     self.counting.interrupted(tid);
-                    stopped.insert(tid, sig);
+                    stopped.insert(tid, Held::Signal(sig));
                 }
-                sys::PTRACE_EVENT_STOP => {
+                Stop::Group(_) | Stop::Interrupt => {
                     // The interrupt (or a group-stop) is reported before pending
                     // signals: a step's or a probe's SIGTRAP may still be queued.
                     // Let it be dequeued (no instruction runs before that) so it
                     // is accounted and never reaches the detached program.
                     if procfs::thread_signal_pending(self.core.pid, tid, libc::SIGTRAP) {
-                        match sys::cont(tid, 0) {
-                            Ok(()) => {
-                                awaiting.insert(tid);
-                                continue;
-                            }
-                            Err(Errno::ESRCH) => continue,
-                            Err(e) => {
-                                return Err(TraceError::Ptrace {
-                                    op: "CONT",
-                                    tid,
-                                    source: e,
-                                })
-                            }
+                        let how = Restart::Continue(0);
+                        if unless_gone(how.request(), tid, sys::restart(tid, how))?.is_some() {
+                            awaiting.insert(tid);
                         }
+                        continue;
                     }
                     self.counting.interrupted(tid); // the step had not executed
-                    let group_stop = matches!(
-                        sig,
-                        libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU
-                    );
-                    stopped.insert(tid, if group_stop { LISTEN } else { 0 });
+                    let held = match stop {
+                        Stop::Group(_) => Held::GroupStopped,
+                        _ => Held::Signal(0),
+                    };
+                    stopped.insert(tid, held);
                 }
-                sys::PTRACE_EVENT_EXIT => {
+                Stop::Exit => {
                     // Exiting: account its tail and let it go; it is not detached.
                     stopped.remove(&tid);
-                    self.on_stop(tid, sig, event)?;
+                    self.on_stop(tid, stop)?;
                 }
-                sys::PTRACE_EVENT_EXEC => {
+                Stop::Exec => {
                     // The process exec'd: the old image and its patches are gone,
                     // the other threads too. Only the exec'ing thread remains.
                     let former = sys::geteventmsg(tid).map(|m| m as Tid).unwrap_or(tid);
@@ -414,26 +405,26 @@ impl<C: Counting> Tracer<'_, C> {
                     self.core.armed = Default::default();
                     awaiting.clear();
                     stopped.clear();
-                    stopped.insert(tid, 0);
+                    stopped.insert(tid, Held::Signal(0));
                 }
-                libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK | libc::PTRACE_EVENT_CLONE => {
+                Stop::Created => {
                     self.core.note_new(tid);
                     if let Ok(new) = sys::geteventmsg(tid) {
                         if self.core.expected.contains(&(new as Tid)) {
                             awaiting.insert(new as Tid);
                         }
                     }
-                    stopped.insert(tid, 0);
+                    stopped.insert(tid, Held::Signal(0));
                 }
-                _ => {
-                    stopped.insert(tid, 0);
+                Stop::Other { .. } => {
+                    stopped.insert(tid, Held::Signal(0));
                 }
             }
         }
     }
 
     /// A task died while stopping everything.
-    fn gone(&mut self, tid: Tid, awaiting: &mut HashSet<Tid>, stopped: &mut HashMap<Tid, i32>) {
+    fn gone(&mut self, tid: Tid, awaiting: &mut HashSet<Tid>, stopped: &mut HashMap<Tid, Held>) {
         awaiting.remove(&tid);
         stopped.remove(&tid);
         if !self.core.threads.contains_key(&tid) {
@@ -445,7 +436,7 @@ impl<C: Counting> Tracer<'_, C> {
     /// All threads are stopped: restore the probes, move threads stopped
     /// just past an `int3` back onto the (restored) mark, report each
     /// thread's tail and detach everything, delivering recorded signals.
-    fn detach_all(&mut self, stopped: &HashMap<Tid, i32>) -> Result<(), TraceError> {
+    fn detach_all(&mut self, stopped: &HashMap<Tid, Held>) -> Result<(), TraceError> {
         let mut first_err = None;
         let patches: Vec<_> = self.core.armed.patched.drain(..).collect();
         let patched: HashSet<u64> = patches.iter().map(|p| p.addr).collect();
@@ -477,11 +468,7 @@ impl<C: Counting> Tracer<'_, C> {
                     // the loader hook's first instruction): rerun it whole.
                     regs.rip -= 1;
                     if let Err(e) = sys::setregs(tid, regs) {
-                        first_err.get_or_insert(TraceError::Ptrace {
-                            op: "SETREGS",
-                            tid,
-                            source: e,
-                        });
+                        first_err.get_or_insert(ptrace_err("SETREGS", tid)(e));
                     }
                 }
             }
@@ -507,16 +494,8 @@ impl<C: Counting> Tracer<'_, C> {
             if let Err(e) = trap_flag::put_back(tid, tf) {
                 first_err.get_or_insert(e);
             }
-            let sig = stopped[&tid];
-            match sys::detach_sig(tid, if sig == LISTEN { 0 } else { sig }) {
-                Ok(()) | Err(Errno::ESRCH) => {}
-                Err(e) => {
-                    first_err.get_or_insert(TraceError::Ptrace {
-                        op: "DETACH",
-                        tid,
-                        source: e,
-                    });
-                }
+            if let Err(e) = restart(tid, Restart::Detach(stopped[&tid].detach_signal())) {
+                first_err.get_or_insert(e);
             }
         }
         self.core.threads.clear();
@@ -525,9 +504,9 @@ impl<C: Counting> Tracer<'_, C> {
 
     /// Detach every thread stopped by `stop_all` before anything was changed in the process,
     /// each with the signal it stopped with (a group-stopped one stays stopped).
-    fn release(&mut self, stopped: &HashMap<Tid, i32>) {
-        for (&tid, &sig) in stopped {
-            let _ = sys::detach_sig(tid, if sig == LISTEN { 0 } else { sig });
+    fn release(&mut self, stopped: &HashMap<Tid, Held>) {
+        for (&tid, &held) in stopped {
+            let _ = sys::restart(tid, Restart::Detach(held.detach_signal()));
         }
         self.core.threads.clear();
     }
@@ -542,7 +521,7 @@ impl<C: Counting> Tracer<'_, C> {
         let held: Vec<Tid> = (self.core.threads.keys().copied())
             .filter(|&t| procfs::in_trace_stop(t))
             .collect();
-        if let Ok(Ok(stopped)) = self.stop_all(&held) {
+        if let Ok(AllStopped::Held(stopped)) = self.stop_all(&held) {
             let _ = self.detach_all(&stopped);
         }
     }

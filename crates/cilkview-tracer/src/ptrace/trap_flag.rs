@@ -8,10 +8,9 @@
 //! once it is no longer traced. So whoever steps a thread and then lets it run gives it back the
 //! flag the program had: [`put_back`].
 
-use nix::errno::Errno;
 use nix::libc;
 
-use super::{ptrace_err, regs_unless_gone};
+use super::{regs_unless_gone, unless_gone};
 use crate::sys::{self, Tid};
 use crate::TraceError;
 
@@ -35,11 +34,7 @@ pub(crate) fn put_back_in(
         return Ok(true);
     }
     regs.eflags = (regs.eflags & !TRAP_FLAG) | tf;
-    match sys::setregs(tid, regs) {
-        Ok(()) => Ok(true),
-        Err(Errno::ESRCH) => Ok(false),
-        Err(e) => Err(ptrace_err("SETREGS", tid)(e)),
-    }
+    Ok(unless_gone("SETREGS", tid, sys::setregs(tid, regs))?.is_some())
 }
 
 /// [`put_back_in`] with the thread's current registers. Returns false if the thread is gone.

@@ -3,13 +3,12 @@
 
 use std::collections::HashMap;
 
-use nix::errno::Errno;
 use nix::libc;
 
 use super::sigtrap_guard::Guard;
 use super::Counting;
-use crate::ptrace::{ptrace_err, regs_unless_gone, Core};
-use crate::sys::{self, Tid};
+use crate::ptrace::{regs_unless_gone, restart, unless_gone, Core};
+use crate::sys::{self, Restart, Tid};
 use crate::{TraceError, TraceEvent};
 
 #[derive(Default)]
@@ -139,10 +138,7 @@ impl Counting for Stepping {
         let th = self.thread(tid);
         let sig = th.guard.before_step(tid, sig);
         self.thread(tid).in_flight = true;
-        match sys::step(tid, sig) {
-            Ok(()) | Err(Errno::ESRCH) => Ok(()), // ESRCH: killed meanwhile; its exit will be reported
-            Err(e) => Err(ptrace_err("SINGLESTEP", tid)(e)),
-        }
+        restart(tid, Restart::Step(sig))
     }
 
     fn exec(&mut self, former: Tid, tid: Tid) -> Result<u64, TraceError> {
@@ -171,10 +167,8 @@ impl Counting for Stepping {
     }
 
     fn sigtrap(&mut self, core: &mut Core<'_>, tid: Tid) -> Result<Option<i32>, TraceError> {
-        let code = match sys::siginfo_code(tid) {
-            Ok(c) => c,
-            Err(Errno::ESRCH) => return Ok(None),
-            Err(e) => return Err(ptrace_err("GETSIGINFO", tid)(e)),
+        let Some(code) = unless_gone("GETSIGINFO", tid, sys::siginfo_code(tid))? else {
+            return Ok(None);
         };
         // Did the in-flight step execute an instruction?
         let Some(regs) = regs_unless_gone(tid)? else {
