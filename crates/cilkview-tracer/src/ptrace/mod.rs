@@ -7,19 +7,23 @@
 //! - `threads.rs`: new threads, forked children, execs;
 //! - `probes.rs`: the mapped files and their probes, patched bytes;
 //! - `loader_hook.rs`: the dynamic loader's hook (breakpoints mode);
-//! - `attach.rs`: attaching to a running process and detaching from it;
+//! - `window.rs`: attaching to a running process and measuring a window of it;
+//! - `stop_all.rs`: stopping every thread of it, each held with how it goes on;
+//! - `detach.rs`: detaching from it, its probes restored;
 //! - `trap_flag.rs`: the program's trap flag, given back after single-steps.
 
-mod attach;
 pub(crate) mod counting;
+mod detach;
 mod launch;
 mod loader_hook;
 mod probes;
+mod stop_all;
 mod threads;
 mod trap_flag;
+mod window;
 
-pub(crate) use attach::attach;
 pub(crate) use launch::run;
+pub(crate) use window::attach;
 
 use std::collections::{HashMap, HashSet};
 
