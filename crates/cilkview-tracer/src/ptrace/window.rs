@@ -96,61 +96,7 @@ impl<C: Counting> Tracer<'_, C> {
         alarm: &mut Alarm,
     ) -> Result<(Ending, std::time::Duration), TraceError> {
         let pid = self.core.pid;
-        // Seize the leader, then every thread until /proc/PID/task shows no
-        // new one (threads may be created meanwhile); stop them all.
-        sys::seize(pid, ATTACH_OPTIONS).map_err(|e| match e {
-            Errno::ESRCH => TraceError::NoSuchProcess { pid },
-            Errno::EPERM => TraceError::AttachDenied {
-                pid,
-                reason: procfs::attach_denied_reason(pid),
-            },
-            e => ptrace_err("SEIZE", pid)(e),
-        })?;
-        self.core.threads.insert(pid, Thread::default());
-        kill_point::reached(Phase::Seized);
-        let me = sys::gettid();
-        let resume = loop {
-            loop {
-                let tasks =
-                    procfs::tasks(pid).map_err(|_| TraceError::ExitedDuringAttach { pid })?;
-                let mut new = false;
-                for tid in tasks {
-                    if self.core.threads.contains_key(&tid) {
-                        continue;
-                    }
-                    match sys::seize(tid, ATTACH_OPTIONS) {
-                        Ok(()) => {}
-                        Err(Errno::ESRCH) => continue, // exited meanwhile
-                        // Exiting meanwhile (a thread that has begun to exit cannot be seized).
-                        Err(Errno::EPERM) if procfs::thread_exiting(pid, tid) => continue,
-                        // Created by a seized thread: already ours (TRACECLONE).
-                        Err(Errno::EPERM)
-                            if procfs::status_field(
-                                &format!("/proc/{pid}/task/{tid}/status"),
-                                "TracerPid",
-                            )
-                            .as_deref()
-                                == Some(&me.to_string()) => {}
-                        Err(e) => return Err(ptrace_err("SEIZE", tid)(e)),
-                    }
-                    self.core.expected.remove(&tid);
-                    self.core.threads.insert(tid, Thread::default());
-                    new = true;
-                }
-                if !new {
-                    break;
-                }
-            }
-            let AllStopped::Held(resume) = self.stop_all(&[])? else {
-                return Err(TraceError::ExitedDuringAttach { pid });
-            };
-            let tasks = procfs::tasks(pid).map_err(|_| TraceError::ExitedDuringAttach { pid })?;
-            if tasks.iter().all(|t| self.core.threads.contains_key(t)) {
-                break resume;
-            }
-            // A thread appeared that no event announced: seize it too.
-            // The stopped ones stay stopped (a second interrupt is harmless).
-        };
+        let resume = self.seize_and_stop_all()?;
         if !self.core.threads.contains_key(&pid) {
             return Err(TraceError::ExitedDuringAttach { pid });
         }
@@ -171,6 +117,66 @@ impl<C: Counting> Tracer<'_, C> {
                 Err(e)
             }
         }
+    }
+
+    /// Seizes the leader, then every thread until /proc/PID/task shows no new one (threads may
+    /// be created meanwhile), and stops them all: how each stopped thread goes on.
+    fn seize_and_stop_all(&mut self) -> Result<HashMap<Tid, Held>, TraceError> {
+        let pid = self.core.pid;
+        sys::seize(pid, ATTACH_OPTIONS).map_err(|e| match e {
+            Errno::ESRCH => TraceError::NoSuchProcess { pid },
+            Errno::EPERM => TraceError::AttachDenied {
+                pid,
+                reason: procfs::attach_denied_reason(pid),
+            },
+            e => ptrace_err("SEIZE", pid)(e),
+        })?;
+        self.core.threads.insert(pid, Thread::default());
+        kill_point::reached(Phase::Seized);
+        loop {
+            while self.seize_new_threads()? {}
+            let AllStopped::Held(resume) = self.stop_all(&[])? else {
+                return Err(TraceError::ExitedDuringAttach { pid });
+            };
+            let tasks = procfs::tasks(pid).map_err(|_| TraceError::ExitedDuringAttach { pid })?;
+            if tasks.iter().all(|t| self.core.threads.contains_key(t)) {
+                return Ok(resume);
+            }
+            // A thread appeared that no event announced: seize it too.
+            // The stopped ones stay stopped (a second interrupt is harmless).
+        }
+    }
+
+    /// Seizes each thread of /proc/PID/task not seized yet. Returns whether it seized any.
+    fn seize_new_threads(&mut self) -> Result<bool, TraceError> {
+        let pid = self.core.pid;
+        let me = sys::gettid();
+        let tasks = procfs::tasks(pid).map_err(|_| TraceError::ExitedDuringAttach { pid })?;
+        let mut new = false;
+        for tid in tasks {
+            if self.core.threads.contains_key(&tid) {
+                continue;
+            }
+            match sys::seize(tid, ATTACH_OPTIONS) {
+                Ok(()) => {}
+                Err(Errno::ESRCH) => continue, // exited meanwhile
+                // Exiting meanwhile (a thread that has begun to exit cannot be seized).
+                Err(Errno::EPERM) if procfs::thread_exiting(pid, tid) => continue,
+                // Created by a seized thread: already ours (TRACECLONE).
+                Err(Errno::EPERM)
+                    if procfs::status_field(
+                        &format!("/proc/{pid}/task/{tid}/status"),
+                        "TracerPid",
+                    )
+                    .as_deref()
+                        == Some(&me.to_string()) => {}
+                Err(e) => return Err(ptrace_err("SEIZE", tid)(e)),
+            }
+            self.core.expected.remove(&tid);
+            self.core.threads.insert(tid, Thread::default());
+            new = true;
+        }
+        Ok(new)
     }
 
     /// Every thread stopped by `stop_all` (`resume`: its signal): note each thread's trap flag as
