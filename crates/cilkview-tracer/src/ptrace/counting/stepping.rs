@@ -7,7 +7,7 @@ use nix::libc;
 
 use super::sigtrap_guard::Guard;
 use super::Counting;
-use crate::ptrace::{regs_unless_gone, restart, unless_gone, Core};
+use crate::ptrace::{regs_unless_gone, restart, trap_flag, unless_gone, Core};
 use crate::sys::{self, Restart, Tid};
 use crate::{TraceError, TraceEvent};
 
@@ -19,6 +19,8 @@ struct Thread {
     in_flight: bool,
     /// rip the in-flight step started from.
     step_from: u64,
+    /// rsp the in-flight step started from.
+    rsp_from: u64,
     /// A hit reported at this rip, whose NOP has not executed yet.
     reported_at: Option<u64>,
     /// Just exec'd: the exec syscall's completion report is not an instruction.
@@ -54,6 +56,7 @@ impl Stepping {
         let hit = core.probe_at(rip);
         let th = self.thread(tid);
         th.step_from = rip;
+        th.rsp_from = regs.rsp;
         th.guard.at_boundary(tid, regs);
         if let Some(at) = hit {
             if th.reported_at != Some(rip) {
@@ -198,6 +201,10 @@ impl Counting for Stepping {
         th.after_exec = false;
         th.in_flight = false;
         th.pending += executed;
+        let own_trap_flag = core.threads.get(&tid).map_or(0, |t| t.trap_flag);
+        if code == sys::TRAP_TRACE && executed == 1 && own_trap_flag == 0 {
+            trap_flag::clear_pushed(tid, th.step_from, th.rsp_from, &regs)?;
+        }
         if executed == 1 && th.reported_at == Some(th.step_from) {
             th.reported_at = None;
         }
