@@ -19,7 +19,7 @@ fn help_has_headings_wraps_and_names_no_repository_path() {
                 "CI gates:",
                 "Call-site profile:",
                 "Benchmark:",
-                "OpenMP:",
+                "OpenMP and oneTBB:",
             ][..],
         ),
         ("attach", &["Arguments:", "Counting:", "Outputs:"]),
