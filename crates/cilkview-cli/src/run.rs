@@ -5,57 +5,18 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use cilkview_analysis::{
-    check_program, forward_signals, ignore_terminal_interrupts, RunRequest, FORWARDED_SIGNALS,
+    check_program, forward_signals, ignore_terminal_interrupts, Analysis, Chosen, RunRequest,
+    FORWARDED_SIGNALS,
 };
 use cilkview_report::ExportManager;
 
 use crate::cli::RunArgs;
 use crate::counter_checks::{check_binding, check_costs, check_host_dispatch, check_repeat, Use};
+use crate::openmp::OpenMpRun;
 
 pub fn run(args: RunArgs) -> Result<ExitCode> {
-    args.output
-        .what_if
-        .check_request(args.output.profile.profile_region.as_deref())?;
-    let program = crate::program::resolve(args.program())?;
-    // Not ELF, wrong architecture, truncated, corrupt marks: say so before running anything.
-    check_program(&program).with_context(|| format!("cannot analyze {}", program.display()))?;
-    let openmp = crate::openmp::prepare(&args.openmp, &program).with_context(|| {
-        let option = args.openmp.runtime_option().unwrap_or("--openmp");
-        format!("cannot analyze {} with {option}", program.display())
-    })?;
-    let locks = crate::locks::prepare(&args.locks, &program)?;
-    crate::program::check_region_labels(
-        &program,
-        openmp.as_ref().map(|o| o.library()),
-        &program.display().to_string(),
-        &args.output,
-    )?;
-    args.output.what_if.check_functions(
-        &program,
-        openmp.as_ref().map(|o| o.library()),
-        &program.display().to_string(),
-    )?;
-    // The program's own environment (never the tool's nor the emulator's).
-    let mut env = openmp.as_ref().map(|o| o.environment()).unwrap_or_default();
-    crate::locks::add_to(locks.as_ref(), &mut env);
-    if cilkview_analysis::has_rayon_marks(&program) {
-        // Marked with the Rust `cilkview` crate: its joins, scopes and loops run serially, in the
-        // serial elision's order, on one thread (crates/cilkview).
-        env.push(("RAYON_NUM_THREADS".into(), "1".into()));
-    }
-    let request = RunRequest {
-        program: program.clone(),
-        name: args.program().to_string_lossy().into_owned(),
-        args: args.args().to_vec(),
-        counter: args.counter,
-        bind_cpu: !args.no_cpu_binding,
-        host_dispatch: args.host_dispatch,
-        model: (&args.model).into(),
-        profile: args.output.profile.enabled() || args.output.what_if.needs_profile(),
-        profile_region: args.output.profile.profile_region.clone(),
-        env,
-        repeat: args.repeat,
-    };
+    let (request, openmp) = request(&args)?;
+    let program = request.program.clone();
     // The counter that will run (`auto` resolved), and the options checked against it.
     let chosen = cilkview_analysis::choose_for_run(&request)
         .with_context(|| format!("cannot analyze {}", program.display()))?;
@@ -73,26 +34,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         bench_outputs = Some(ExportManager::bench_after_analysis()?);
     }
 
-    // The program writes to our terminal (its stderr is ours): no spinner while it runs, one
-    // line saying what runs instead.
-    let mut progress = ();
-    if std::io::stderr().is_terminal() {
-        eprintln!(
-            "cilkview-rs: measuring {}; the report follows when it ends",
-            args.program().to_string_lossy()
-        );
-    }
-    // Ctrl-C at the terminal goes to the program (same process group); the tool lives on to
-    // report what it measured.
-    let interrupts = ignore_terminal_interrupts();
-    // `kill PID` of the tool (SIGTERM, SIGHUP, SIGUSR1, …) is meant for the program: it gets the signal and
-    // ends as it would without the tool, which lives on to write the report of what was measured.
-    let forwarding = forward_signals(&FORWARDED_SIGNALS)
-        .context("cannot install the handlers that forward signals to the program")?;
-    let analysis = cilkview_analysis::run_chosen(&request, chosen, &mut progress);
-    drop(forwarding);
-    drop(interrupts);
-    let mut analysis = analysis.with_context(|| format!("cannot analyze {}", program.display()))?;
+    let mut analysis = measure(&args, &request, chosen)?;
     match openmp {
         Some(openmp) => openmp.finish(&mut analysis.report, &program),
         None => crate::openmp::suggest_runtime(&mut analysis.report, &program),
@@ -130,4 +72,79 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     } else {
         crate::gate_exit_code(gates_passed)
     })
+}
+
+/// What to run, the program and the options that need no counter checked first (the program
+/// itself, `--openmp`, `--locks`, region labels, `--what-if`), with the environment they give the
+/// program; and the `--openmp` run to finish the report with.
+fn request(args: &RunArgs) -> Result<(RunRequest, Option<OpenMpRun>)> {
+    args.output
+        .what_if
+        .check_request(args.output.profile.profile_region.as_deref())?;
+    let program = crate::program::resolve(args.program())?;
+    // Not ELF, wrong architecture, truncated, corrupt marks: say so before running anything.
+    check_program(&program).with_context(|| format!("cannot analyze {}", program.display()))?;
+    let openmp = crate::openmp::prepare(&args.openmp, &program).with_context(|| {
+        let option = args.openmp.runtime_option().unwrap_or("--openmp");
+        format!("cannot analyze {} with {option}", program.display())
+    })?;
+    let locks = crate::locks::prepare(&args.locks, &program)?;
+    crate::program::check_region_labels(
+        &program,
+        openmp.as_ref().map(|o| o.library()),
+        &program.display().to_string(),
+        &args.output,
+    )?;
+    args.output.what_if.check_functions(
+        &program,
+        openmp.as_ref().map(|o| o.library()),
+        &program.display().to_string(),
+    )?;
+    // The program's own environment (never the tool's nor the emulator's).
+    let mut env = openmp.as_ref().map(|o| o.environment()).unwrap_or_default();
+    crate::locks::add_to(locks.as_ref(), &mut env);
+    if cilkview_analysis::has_rayon_marks(&program) {
+        // Marked with the Rust `cilkview` crate: its joins, scopes and loops run serially, in the
+        // serial elision's order, on one thread (crates/cilkview).
+        env.push(("RAYON_NUM_THREADS".into(), "1".into()));
+    }
+    let request = RunRequest {
+        program,
+        name: args.program().to_string_lossy().into_owned(),
+        args: args.args().to_vec(),
+        counter: args.counter,
+        bind_cpu: !args.no_cpu_binding,
+        host_dispatch: args.host_dispatch,
+        model: (&args.model).into(),
+        profile: args.output.profile.enabled() || args.output.what_if.needs_profile(),
+        profile_region: args.output.profile.profile_region.clone(),
+        env,
+        repeat: args.repeat,
+    };
+    Ok((request, openmp))
+}
+
+/// Runs the program under counter `chosen`, the terminal's interrupts and the signals sent to
+/// the tool going to the program meanwhile.
+fn measure(args: &RunArgs, request: &RunRequest, chosen: Chosen) -> Result<Analysis> {
+    // The program writes to our terminal (its stderr is ours): no spinner while it runs, one
+    // line saying what runs instead.
+    let mut progress = ();
+    if std::io::stderr().is_terminal() {
+        eprintln!(
+            "cilkview-rs: measuring {}; the report follows when it ends",
+            args.program().to_string_lossy()
+        );
+    }
+    // Ctrl-C at the terminal goes to the program (same process group); the tool lives on to
+    // report what it measured.
+    let interrupts = ignore_terminal_interrupts();
+    // `kill PID` of the tool (SIGTERM, SIGHUP, SIGUSR1, …) is meant for the program: it gets the signal and
+    // ends as it would without the tool, which lives on to write the report of what was measured.
+    let forwarding = forward_signals(&FORWARDED_SIGNALS)
+        .context("cannot install the handlers that forward signals to the program")?;
+    let analysis = cilkview_analysis::run_chosen(request, chosen, &mut progress);
+    drop(forwarding);
+    drop(interrupts);
+    analysis.with_context(|| format!("cannot analyze {}", request.program.display()))
 }

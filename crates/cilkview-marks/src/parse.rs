@@ -50,6 +50,20 @@ pub fn parse_marks(data: &[u8]) -> Result<MarkedImage, MarksError> {
 /// [`object::ReadCache`]: only the headers and the marks section are read).
 pub fn parse_marks_in<'data, R: ReadRef<'data>>(data: R) -> Result<MarkedImage, MarksError> {
     let len = data.len().map_err(|()| MarksError::NotElf)?;
+    check_identification(data, len)?;
+    let (header, position_independent) = file_header(data)?;
+    let (base_vaddr, exec_ranges) = load_segments(header, data, len)?;
+    let marks = marks_sections(header, data, len, &exec_ranges)?;
+    Ok(MarkedImage {
+        marks,
+        base_vaddr,
+        position_independent,
+    })
+}
+
+/// Checks the ELF identification (magic, class, byte order) and that the file header is all
+/// there, before `object` reads it.
+fn check_identification<'data, R: ReadRef<'data>>(data: R, len: u64) -> Result<(), MarksError> {
     // The identification and the file header, as far as the file has them.
     let head = data
         .read_bytes_at(
@@ -82,6 +96,14 @@ pub fn parse_marks_in<'data, R: ReadRef<'data>>(data: R) -> Result<MarkedImage, 
     if head.len() < std::mem::size_of::<elf::FileHeader64<LE>>() {
         return Err(truncated("the ELF file header"));
     }
+    Ok(())
+}
+
+/// The file header of a linked x86-64 image, and whether the image is position-independent
+/// (`ET_DYN`) rather than at fixed addresses (`ET_EXEC`).
+fn file_header<'data, R: ReadRef<'data>>(
+    data: R,
+) -> Result<(&'data elf::FileHeader64<LE>, bool), MarksError> {
     let header = elf::FileHeader64::<LE>::parse(data)
         .map_err(|e| malformed(0, format!("bad ELF file header: {e}")))?;
     let endian = LE;
@@ -100,8 +122,17 @@ pub fn parse_marks_in<'data, R: ReadRef<'data>>(data: R) -> Result<MarkedImage, 
             ))
         }
     };
+    Ok((header, position_independent))
+}
 
-    // Program headers: the base address and the executable ranges.
+/// From the program headers: the image's base address (its lowest `PT_LOAD`, page-aligned) and
+/// the address ranges of its executable `PT_LOAD` segments.
+fn load_segments<'data, R: ReadRef<'data>>(
+    header: &elf::FileHeader64<LE>,
+    data: R,
+    len: u64,
+) -> Result<(u64, Vec<(u64, u64)>), MarksError> {
+    let endian = LE;
     let phoff = header.e_phoff(endian);
     let phentsize = u64::from(header.e_phentsize(endian));
     if header.e_phnum(endian) != 0
@@ -138,8 +169,18 @@ pub fn parse_marks_in<'data, R: ReadRef<'data>>(data: R) -> Result<MarkedImage, 
             (start, start.saturating_add(ph.p_memsz(endian)))
         })
         .collect();
+    Ok((base_vaddr, exec_ranges))
+}
 
-    // Section headers.
+/// The marks of every `.cilkview_marks` section (found through the section headers), each
+/// record's NOP located in `exec_ranges`.
+fn marks_sections<'data, R: ReadRef<'data>>(
+    header: &elf::FileHeader64<LE>,
+    data: R,
+    len: u64,
+    exec_ranges: &[(u64, u64)],
+) -> Result<Vec<Mark>, MarksError> {
+    let endian = LE;
     let shoff = header.e_shoff(endian);
     let shnum = header
         .shnum(endian, data)
@@ -170,38 +211,45 @@ pub fn parse_marks_in<'data, R: ReadRef<'data>>(data: R) -> Result<MarkedImage, 
         if name != SECTION_NAME.as_bytes() {
             continue;
         }
-        let sh_offset = section.sh_offset(endian);
-        if section.sh_type(endian) == elf::SHT_NOBITS {
-            return Err(malformed(
-                sh_offset,
-                "the .cilkview_marks section has no contents (SHT_NOBITS): is this a separate \
-                 debug-info file? Give cilkview-rs the program itself",
-            ));
-        }
-        if section.sh_flags(endian) & u64::from(elf::SHF_COMPRESSED) != 0 {
-            return Err(malformed(
-                sh_offset,
-                "the .cilkview_marks section is compressed (SHF_COMPRESSED), which cilkview-rs \
-                 does not support",
-            ));
-        }
-        check_table(
-            len,
-            sh_offset,
-            1,
-            section.sh_size(endian),
-            "the .cilkview_marks section",
-        )?;
-        let bytes = section
-            .data(endian, data)
-            .map_err(|e| malformed(sh_offset, format!("bad .cilkview_marks section: {e}")))?;
-        parse_records(bytes, sh_offset, &exec_ranges, &mut marks)?;
+        let bytes = marks_section_bytes(section, data, len)?;
+        parse_records(bytes, section.sh_offset(endian), exec_ranges, &mut marks)?;
     }
-    Ok(MarkedImage {
-        marks,
-        base_vaddr,
-        position_independent,
-    })
+    Ok(marks)
+}
+
+/// The contents of a `.cilkview_marks` section, refused if it has none in the file (a separate
+/// debug-info file), is compressed, or runs past the file's end.
+fn marks_section_bytes<'data, R: ReadRef<'data>>(
+    section: &elf::SectionHeader64<LE>,
+    data: R,
+    len: u64,
+) -> Result<&'data [u8], MarksError> {
+    let endian = LE;
+    let sh_offset = section.sh_offset(endian);
+    if section.sh_type(endian) == elf::SHT_NOBITS {
+        return Err(malformed(
+            sh_offset,
+            "the .cilkview_marks section has no contents (SHT_NOBITS): is this a separate \
+             debug-info file? Give cilkview-rs the program itself",
+        ));
+    }
+    if section.sh_flags(endian) & u64::from(elf::SHF_COMPRESSED) != 0 {
+        return Err(malformed(
+            sh_offset,
+            "the .cilkview_marks section is compressed (SHF_COMPRESSED), which cilkview-rs \
+             does not support",
+        ));
+    }
+    check_table(
+        len,
+        sh_offset,
+        1,
+        section.sh_size(endian),
+        "the .cilkview_marks section",
+    )?;
+    section
+        .data(endian, data)
+        .map_err(|e| malformed(sh_offset, format!("bad .cilkview_marks section: {e}")))
 }
 
 fn read_u32(bytes: &[u8], at: usize) -> u32 {

@@ -47,55 +47,84 @@ impl Exporter for GnuplotExporter {
 
     fn render(&self, report: &RunReport) -> Result<Vec<Artifact>, ExportError> {
         let report = report.focused(self.region.as_deref())?;
-        let m = report.measures.measured();
         let widest = report.measured.iter().map(|m| m.cores).max().unwrap_or(1);
         let max = report.max_cores().max(2).max(widest);
         let what_if = what_if_range(&report, max);
-        // The ranges of the plotters picture (plot/draw.rs): x from 0.8 to P + 0.2, y to 1.45
-        // times the highest upper bound or measured point, leaving room for the legend.
-        let top = (1..=max)
-            .map(|p| {
-                speedup_with_task_cost(&m, p, report.span_coefficient, report.task_cost())
-                    .within(report.lock_bound())
-                    .upper
-            })
-            .chain(report.measured.iter().map(|m| m.max))
-            .chain(what_if.iter().flatten().map(|w| w.upper))
-            .fold(1.0f64, f64::max);
-        let mut dat = String::new();
+        let dat = data(&report, max, what_if.as_deref());
+        let plt = self.script(&report, max, y_top(&report, max, what_if.as_deref()));
+        Ok(vec![
+            Artifact {
+                destination: Destination::File(self.path("dat")),
+                bytes: dat.into_bytes(),
+            },
+            Artifact {
+                destination: Destination::File(self.path("plt")),
+                bytes: plt.into_bytes(),
+            },
+        ])
+    }
+}
+
+/// The top of the y range: as in the plotters picture (plot/draw.rs), 1.45 times the highest
+/// upper bound or measured point, leaving room for the legend.
+fn y_top(report: &RunReport, max: u32, what_if: Option<&[crate::Speedup]>) -> f64 {
+    let m = report.measures.measured();
+    let top = (1..=max)
+        .map(|p| {
+            speedup_with_task_cost(&m, p, report.span_coefficient, report.task_cost())
+                .within(report.lock_bound())
+                .upper
+        })
+        .chain(report.measured.iter().map(|m| m.max))
+        .chain(what_if.iter().copied().flatten().map(|w| w.upper))
+        .fold(1.0f64, f64::max);
+    top * 1.45
+}
+
+/// The `.dat` file: the prediction at P = 1..=max (`index 0`, with the what-if range's two
+/// columns if there is one), then the measured speedups (`index 1`) if any.
+fn data(report: &RunReport, max: u32, what_if: Option<&[crate::Speedup]>) -> String {
+    let m = report.measures.measured();
+    let mut dat = String::new();
+    let _ = writeln!(
+        dat,
+        "# cilkview-rs scalability profile of {}\n# work {} span {} burdened_span {} span_coefficient {}\n# cores\twork_law\tspan_law\tburdened_lower\tupper{}",
+        report.program, report.measures.work, report.measures.span, report.measures.burdened_span, report.span_coefficient,
+        if what_if.is_some() { "\twhat_if_lower\twhat_if_upper" } else { "" }
+    );
+    for p in 1..=max {
+        let s = speedup_with_task_cost(&m, p, report.span_coefficient, report.task_cost())
+            .within(report.lock_bound());
+        let _ = write!(
+            dat,
+            "{p}\t{p}\t{:.6}\t{:.6}\t{:.6}",
+            report.measures.parallelism, s.lower, s.upper
+        );
+        if let Some(w) = what_if.and_then(|w| w.get(p as usize - 1)) {
+            let _ = write!(dat, "\t{:.6}\t{:.6}", w.lower, w.upper);
+        }
+        dat.push('\n');
+    }
+    if !report.measured.is_empty() {
         let _ = writeln!(
             dat,
-            "# cilkview-rs scalability profile of {}\n# work {} span {} burdened_span {} span_coefficient {}\n# cores\twork_law\tspan_law\tburdened_lower\tupper{}",
-            report.program, report.measures.work, report.measures.span, report.measures.burdened_span, report.span_coefficient,
-            if what_if.is_some() { "\twhat_if_lower\twhat_if_upper" } else { "" }
+            "\n\n# measured speedup (index 1)\n# cores\tmedian\tmin\tmax"
         );
-        for p in 1..=max {
-            let s = speedup_with_task_cost(&m, p, report.span_coefficient, report.task_cost())
-                .within(report.lock_bound());
-            let _ = write!(
-                dat,
-                "{p}\t{p}\t{:.6}\t{:.6}\t{:.6}",
-                report.measures.parallelism, s.lower, s.upper
-            );
-            if let Some(w) = what_if.as_ref().and_then(|w| w.get(p as usize - 1)) {
-                let _ = write!(dat, "\t{:.6}\t{:.6}", w.lower, w.upper);
-            }
-            dat.push('\n');
-        }
-        if !report.measured.is_empty() {
+        for m in &report.measured {
             let _ = writeln!(
                 dat,
-                "\n\n# measured speedup (index 1)\n# cores\tmedian\tmin\tmax"
+                "{}\t{:.6}\t{:.6}\t{:.6}",
+                m.cores, m.median, m.min, m.max
             );
-            for m in &report.measured {
-                let _ = writeln!(
-                    dat,
-                    "{}\t{:.6}\t{:.6}\t{:.6}",
-                    m.cores, m.median, m.min, m.max
-                );
-            }
         }
-        let dat_path = self.path("dat");
+    }
+    dat
+}
+
+impl GnuplotExporter {
+    /// The `.plt` script: from its own folder, it draws the `.dat` into `PREFIX.png` with the
+    /// plotters picture's title, axes (x to `max` cores, y to `top`) and legend.
+    fn script(&self, report: &RunReport, max: u32, top: f64) -> String {
         let png = {
             let mut s = file_name(&self.prefix);
             s.push_str(".png");
@@ -137,25 +166,16 @@ impl Exporter for GnuplotExporter {
             plt,
             "set xrange [0.8:{:.1}]\nset yrange [0:{:.3}]",
             f64::from(max) + 0.2,
-            top * 1.45
+            top
         );
-        let dat_name = quoted(&file_name(&dat_path));
+        let dat_name = quoted(&file_name(&self.path("dat")));
         let _ = writeln!(
             plt,
             "plot {dat_name} index 0 using 1:4:5 with filledcurves lc rgb '#bcd6ee' title 'Estimated speedup range', \\\n     {dat_name} index 0 using 1:2 with lines lw 2 lc rgb '#444444' title 'Work law: speedup ≤ P', \\\n     {dat_name} index 0 using 1:3 with lines lw 2 lc rgb '#d62728' title 'Span law: speedup ≤ parallelism ({:.2})', \\\n     {dat_name} index 0 using 1:4 with lines lw 2 lc rgb '#1f77b4' title 'Burdened speedup (lower bound)'{}",
             report.measures.parallelism,
-            extra_series(&report, &dat_name)
+            extra_series(report, &dat_name)
         );
-        Ok(vec![
-            Artifact {
-                destination: Destination::File(dat_path),
-                bytes: dat.into_bytes(),
-            },
-            Artifact {
-                destination: Destination::File(self.path("plt")),
-                bytes: plt.into_bytes(),
-            },
-        ])
+        plt
     }
 }
 

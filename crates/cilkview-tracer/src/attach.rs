@@ -1,5 +1,6 @@
 //! Public API of `attach`: what to attach to, the outcome, and the entry point. The ptrace work
-//! is in `ptrace/attach.rs`; the stop request and the tool's signal guards in `signals/`.
+//! is in `ptrace/window.rs` (with `ptrace/stop_all.rs`, `ptrace/detach.rs`); the stop request
+//! and the tool's signal guards in `signals/`.
 
 use std::path::Path;
 use std::time::Duration;

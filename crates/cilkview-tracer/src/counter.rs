@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 use perf_event::events::Hardware;
 use perf_event::{Builder, Counter};
 
-use crate::sys::{self, Tid, Wait};
+use crate::sys::{self, Restart, Stop, Tid, Wait};
 
 /// Loop counts of the calibration child; the two must give the same bias.
 const N1: u64 = 1000;
@@ -124,14 +124,16 @@ fn run_self_test() -> Result<u64, SelfTestError> {
                 Wait::Exited(_, 0) => break,
                 Wait::Exited(_, c) => return Err(SelfTestError::ChildExited(c)),
                 Wait::Signaled(_, s) => return Err(SelfTestError::ChildKilled(s)),
-                Wait::Stopped { sig, event, .. } => {
+                Wait::Stopped { stop, .. } => {
                     let mut inject = 0;
-                    if sig == nix::libc::SIGTRAP && event == 0 {
-                        reads.push(ctr.read().map_err(SelfTestError::Read)?);
-                    } else if event == 0 {
-                        inject = sig;
+                    match stop {
+                        Stop::Signal(nix::libc::SIGTRAP) => {
+                            reads.push(ctr.read().map_err(SelfTestError::Read)?)
+                        }
+                        Stop::Signal(sig) => inject = sig,
+                        _ => {}
                     }
-                    sys::cont(pid, inject).map_err(ptrace_err("CONT"))?;
+                    sys::restart(pid, Restart::Continue(inject)).map_err(ptrace_err("CONT"))?;
                 }
             }
         }

@@ -75,6 +75,34 @@ fn handler_installed_before_pthread_create_survives_single_step() {
     assert_eq!(step_run(&p.exe), ExitStatus::Exited(0));
 }
 
+/// Saves its flags with each form of `pushf` (`9c`, `48 9c`, `66 9c`) and exits 1 if one has the
+/// trap flag set. Natively none has; stepped, each saved the step's trap flag, and a program
+/// detached between such a `pushf` and its `popf` set the flag itself and died of the next
+/// trap (fixtures/popf_rounds.c under `attach --counter step`).
+const SAVES_ITS_FLAGS: &str = r#"
+#include <stdio.h>
+int main(void) {
+    unsigned long q, r;
+    unsigned short w;
+    __asm__ __volatile__("pushfq\n\tpopq %0" : "=r"(q) :: "memory");
+    __asm__ __volatile__(".byte 0x48, 0x9c\n\tpopq %0" : "=r"(r) :: "memory");
+    __asm__ __volatile__("pushfw\n\tpopw %0" : "=r"(w) :: "memory");
+    printf("TF %lu %lu %u\n", (q >> 8) & 1, (r >> 8) & 1, (unsigned)(w >> 8) & 1);
+    return ((q | r | w) & 0x100) ? 1 : 0;
+}"#;
+
+#[test]
+#[ignore = "slow: traces compiled programs"]
+fn a_stepped_pushf_saves_the_flags_without_the_steps_trap_flag() {
+    // No red zone: the pushes inside the asm must not overwrite the compiler's locals.
+    let p = compile(SAVES_ITS_FLAGS, &["-mno-red-zone"]);
+    assert!(cilkview_fixtures::command(&p.exe)
+        .status()
+        .unwrap()
+        .success());
+    assert_eq!(step_run(&p.exe), ExitStatus::Exited(0));
+}
+
 /// Spends most of its time with every signal blocked, and regularly takes a SIGTRAP in its
 /// handler; after the attach window it must go on doing so.
 const BLOCKS_ALL: &str = r#"

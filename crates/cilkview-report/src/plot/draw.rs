@@ -6,7 +6,7 @@ use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::SpeedupPlot;
+use super::{MeasuredPoint, Prediction, SpeedupPlot};
 
 const BAND: RGBColor = RGBColor(0xbc, 0xd6, 0xee);
 const WORK: RGBColor = RGBColor(0x55, 0x55, 0x55);
@@ -67,8 +67,7 @@ pub fn draw<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     plot: &SpeedupPlot,
 ) -> Result<(), String> {
-    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
-    root.fill(&WHITE).map_err(e)?;
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
     let curve = plot.curve();
     let what_if = plot.what_if_curve();
     let xmax = f64::from(plot.max_cores.max(2));
@@ -82,6 +81,41 @@ pub fn draw<DB: DrawingBackend>(
         .fold(1.0f64, f64::max);
     let ymax = top * 1.45;
 
+    let mut chart = axes(root, plot, xmax, ymax)?;
+    if let (Some(curve), Some(pred)) = (&curve, &plot.prediction) {
+        draw_prediction(&mut chart, curve, pred, xmax, ymax)?;
+        if let (Some(what_if), Some(after)) = (&what_if, pred.what_if) {
+            draw_what_if(&mut chart, what_if, after.parallelism())?;
+        }
+    } else if !plot.measured.is_empty() {
+        // No prediction: the work law alone, for scale.
+        work_law(&mut chart, xmax.min(ymax), "Linear speedup")?;
+    }
+    if !plot.measured.is_empty() {
+        draw_measured(&mut chart, &plot.measured)?;
+    }
+
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .label_font(("sans-serif", 15))
+        .background_style(WHITE)
+        .border_style(BLACK.mix(0.4))
+        .margin(12)
+        .draw()
+        .map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// The chart's frame on `root`: its title, axes from 1 to `xmax` cores and 0 to `ymax` speedup,
+/// their labels and grid.
+fn axes<'a, DB: DrawingBackend>(
+    root: &'a DrawingArea<DB, Shift>,
+    plot: &SpeedupPlot,
+    xmax: f64,
+    ymax: f64,
+) -> Result<Chart<'a, DB>, String> {
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     let mut chart = ChartBuilder::on(root)
         .caption(title(plot), ("sans-serif", 24).into_font())
         .margin(18)
@@ -108,80 +142,81 @@ pub fn draw<DB: DrawingBackend>(
         .light_line_style(TRANSPARENT)
         .draw()
         .map_err(e)?;
+    Ok(chart)
+}
 
-    if let (Some(curve), Some(pred)) = (&curve, &plot.prediction) {
-        let mut band: Vec<(f64, f64)> = curve.iter().map(|c| (c.0, c.1)).collect();
-        band.extend(curve.iter().rev().map(|c| (c.0, c.2)));
-        chart
-            .draw_series(std::iter::once(Polygon::new(band, BAND.filled())))
-            .map_err(e)?
-            .label("Estimated speedup range")
-            .legend(|(x, y)| Rectangle::new([(x, y - 6), (x + 24, y + 6)], BAND.filled()));
+/// The prediction: the estimated speedup range (`curve`: cores, burdened lower bound, upper
+/// bound) as a band, the work and span laws, and the burdened speedup line.
+fn draw_prediction<DB: DrawingBackend>(
+    chart: &mut Chart<'_, DB>,
+    curve: &[(f64, f64, f64)],
+    pred: &Prediction,
+    xmax: f64,
+    ymax: f64,
+) -> Result<(), String> {
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    let mut band: Vec<(f64, f64)> = curve.iter().map(|c| (c.0, c.1)).collect();
+    band.extend(curve.iter().rev().map(|c| (c.0, c.2)));
+    chart
+        .draw_series(std::iter::once(Polygon::new(band, BAND.filled())))
+        .map_err(e)?
+        .label("Estimated speedup range")
+        .legend(|(x, y)| Rectangle::new([(x, y - 6), (x + 24, y + 6)], BAND.filled()));
 
-        work_law(&mut chart, xmax.min(ymax), "Work law: speedup ≤ P")?;
+    work_law(chart, xmax.min(ymax), "Work law: speedup ≤ P")?;
 
-        let par = pred.measures.parallelism();
-        let label = format!("Span law: speedup ≤ parallelism ({par:.2})");
-        let span_line: Vec<(f64, f64)> = if par <= ymax {
-            vec![(1.0, par), (xmax, par)]
-        } else {
-            Vec::new() // above the chart: the legend still names it
-        };
-        chart
-            .draw_series(LineSeries::new(span_line, SPAN.stroke_width(2)))
-            .map_err(e)?
-            .label(label)
-            .legend(|(x, y)| PathElement::new([(x, y), (x + 24, y)], SPAN.stroke_width(2)));
-
-        chart
-            .draw_series(LineSeries::new(
-                curve.iter().map(|c| (c.0, c.1)),
-                BURDENED.stroke_width(3),
-            ))
-            .map_err(e)?
-            .label("Burdened speedup (lower bound)")
-            .legend(|(x, y)| PathElement::new([(x, y), (x + 24, y)], BURDENED.stroke_width(3)));
-        if let (Some(what_if), Some(after)) = (&what_if, pred.what_if) {
-            draw_what_if(&mut chart, what_if, after.parallelism())?;
-        }
-    } else if !plot.measured.is_empty() {
-        // No prediction: the work law alone, for scale.
-        work_law(&mut chart, xmax.min(ymax), "Linear speedup")?;
-    }
-
-    if !plot.measured.is_empty() {
-        chart
-            .draw_series(plot.measured.iter().map(|m| {
-                ErrorBar::new_vertical(
-                    f64::from(m.cores),
-                    m.min,
-                    m.median,
-                    m.max,
-                    MEASURED.stroke_width(2),
-                    12,
-                )
-            }))
-            .map_err(e)?;
-        chart
-            .draw_series(
-                plot.measured.iter().map(|m| {
-                    Cross::new((f64::from(m.cores), m.median), 7, MEASURED.stroke_width(3))
-                }),
-            )
-            .map_err(e)?
-            .label("Measured speedup (median; bar: fastest to slowest trial)")
-            .legend(|(x, y)| Cross::new((x + 12, y), 6, MEASURED.stroke_width(3)));
-    }
+    let par = pred.measures.parallelism();
+    let label = format!("Span law: speedup ≤ parallelism ({par:.2})");
+    let span_line: Vec<(f64, f64)> = if par <= ymax {
+        vec![(1.0, par), (xmax, par)]
+    } else {
+        Vec::new() // above the chart: the legend still names it
+    };
+    chart
+        .draw_series(LineSeries::new(span_line, SPAN.stroke_width(2)))
+        .map_err(e)?
+        .label(label)
+        .legend(|(x, y)| PathElement::new([(x, y), (x + 24, y)], SPAN.stroke_width(2)));
 
     chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .label_font(("sans-serif", 15))
-        .background_style(WHITE)
-        .border_style(BLACK.mix(0.4))
-        .margin(12)
-        .draw()
+        .draw_series(LineSeries::new(
+            curve.iter().map(|c| (c.0, c.1)),
+            BURDENED.stroke_width(3),
+        ))
+        .map_err(e)?
+        .label("Burdened speedup (lower bound)")
+        .legend(|(x, y)| PathElement::new([(x, y), (x + 24, y)], BURDENED.stroke_width(3)));
+    Ok(())
+}
+
+/// The measured speedups: per core count, a bar from the fastest to the slowest trial and a
+/// cross at the median.
+fn draw_measured<DB: DrawingBackend>(
+    chart: &mut Chart<'_, DB>,
+    measured: &[MeasuredPoint],
+) -> Result<(), String> {
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    chart
+        .draw_series(measured.iter().map(|m| {
+            ErrorBar::new_vertical(
+                f64::from(m.cores),
+                m.min,
+                m.median,
+                m.max,
+                MEASURED.stroke_width(2),
+                12,
+            )
+        }))
         .map_err(e)?;
+    chart
+        .draw_series(
+            measured
+                .iter()
+                .map(|m| Cross::new((f64::from(m.cores), m.median), 7, MEASURED.stroke_width(3))),
+        )
+        .map_err(e)?
+        .label("Measured speedup (median; bar: fastest to slowest trial)")
+        .legend(|(x, y)| Cross::new((x + 12, y), 6, MEASURED.stroke_width(3)));
     Ok(())
 }
 

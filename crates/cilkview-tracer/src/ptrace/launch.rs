@@ -8,8 +8,8 @@ use nix::errno::Errno;
 use nix::libc;
 
 use super::counting::Counting;
-use super::{Thread, Tracer};
-use crate::sys::{self, Tid, Wait};
+use super::{ptrace_err, Thread, Tracer};
+use crate::sys::{self, Restart, Tid, Wait};
 use crate::{CounterInfo, EventSink, ExitStatus, Outcome, TraceError, TraceOptions};
 
 /// Run `opts.program` to completion under ptrace, counting with `counting`.
@@ -86,11 +86,7 @@ impl<C: Counting> Tracer<'_, C> {
         let pid = self.core.pid;
         sys::seize(pid, options).map_err(|e| match e {
             Errno::EPERM => TraceError::PtraceDenied,
-            e => TraceError::Ptrace {
-                op: "SEIZE",
-                tid: pid,
-                source: e,
-            },
+            e => ptrace_err("SEIZE", pid)(e),
         })?;
         // Counted from the exec on: the launcher's own instructions are not the program's.
         self.counting.add_thread(pid, true)?;
@@ -132,7 +128,7 @@ impl<C: Counting> Tracer<'_, C> {
             match sys::wait_any() {
                 Ok(Wait::Exited(tid, _) | Wait::Signaled(tid, _)) if tid == pid => break,
                 Ok(Wait::Stopped { tid, .. }) => {
-                    let _ = sys::cont(tid, 0);
+                    let _ = sys::restart(tid, Restart::Continue(0));
                 }
                 Ok(_) => {}
                 Err(_) => break,

@@ -7,19 +7,23 @@
 //! - `threads.rs`: new threads, forked children, execs;
 //! - `probes.rs`: the mapped files and their probes, patched bytes;
 //! - `loader_hook.rs`: the dynamic loader's hook (breakpoints mode);
-//! - `attach.rs`: attaching to a running process and detaching from it;
+//! - `window.rs`: attaching to a running process and measuring a window of it;
+//! - `stop_all.rs`: stopping every thread of it, each held with how it goes on;
+//! - `detach.rs`: detaching from it, its probes restored;
 //! - `trap_flag.rs`: the program's trap flag, given back after single-steps.
 
-mod attach;
 pub(crate) mod counting;
+mod detach;
 mod launch;
 mod loader_hook;
 mod probes;
+mod stop_all;
 mod threads;
 mod trap_flag;
+mod window;
 
-pub(crate) use attach::attach;
 pub(crate) use launch::run;
+pub(crate) use window::attach;
 
 use std::collections::{HashMap, HashSet};
 
@@ -28,7 +32,7 @@ use nix::libc;
 
 use self::counting::Counting;
 use self::probes::Armed;
-use crate::sys::{self, Tid, Wait};
+use crate::sys::{self, Restart, Stop, Tid, Wait};
 use crate::{EventSink, ExitStatus, TraceError, TraceEvent};
 
 /// What the event loop keeps of each thread (counting keeps its own state).
@@ -104,26 +108,36 @@ pub(crate) struct Tracer<'s, C> {
     counting: C,
 }
 
+/// The one constructor of [`TraceError::Ptrace`]: request `op` on thread `tid` failed.
 pub(crate) fn ptrace_err(op: &'static str, tid: Tid) -> impl FnOnce(Errno) -> TraceError {
     move |source| TraceError::Ptrace { op, tid, source }
 }
 
-/// The registers of stopped thread `tid`; `None` if it was killed meanwhile (a SIGKILL from
-/// outside can come between two requests about one stop: its exit will be reported).
-pub(crate) fn regs_unless_gone(tid: Tid) -> Result<Option<libc::user_regs_struct>, TraceError> {
-    match sys::getregs(tid) {
-        Ok(regs) => Ok(Some(regs)),
+/// The result `r` of request `op` about stopped thread `tid`; `None` if the thread is gone
+/// (ESRCH: a SIGKILL from outside can come between two requests about one stop; its exit will be
+/// reported). The one place ESRCH is read as "gone" (pete's `died_if_esrch`).
+pub(crate) fn unless_gone<T>(
+    op: &'static str,
+    tid: Tid,
+    r: nix::Result<T>,
+) -> Result<Option<T>, TraceError> {
+    match r {
+        Ok(v) => Ok(Some(v)),
         Err(Errno::ESRCH) => Ok(None),
-        Err(e) => Err(ptrace_err("GETREGS", tid)(e)),
+        Err(e) => Err(ptrace_err(op, tid)(e)),
     }
 }
 
-/// `Ok` for success or ESRCH (the thread was killed meanwhile: its exit will be reported).
-fn gone_ok(op: &'static str, tid: Tid, r: nix::Result<()>) -> Result<(), TraceError> {
-    match r {
-        Ok(()) | Err(Errno::ESRCH) => Ok(()),
-        Err(e) => Err(ptrace_err(op, tid)(e)),
-    }
+/// The registers of stopped thread `tid`; `None` if it was killed meanwhile (see
+/// [`unless_gone`]).
+pub(crate) fn regs_unless_gone(tid: Tid) -> Result<Option<libc::user_regs_struct>, TraceError> {
+    unless_gone("GETREGS", tid, sys::getregs(tid))
+}
+
+/// Restarts stopped thread `tid` as `how` says; one killed meanwhile is no error (see
+/// [`unless_gone`]).
+pub(crate) fn restart(tid: Tid, how: Restart) -> Result<(), TraceError> {
+    unless_gone(how.request(), tid, sys::restart(tid, how)).map(drop)
 }
 
 /// The value of DWARF x86-64 register `dwarf` (0 rax, 1 rdx, 2 rcx, 3 rbx, 4 rsi, 5 rdi, 6 rbp,
@@ -176,8 +190,8 @@ impl<'s, C: Counting> Tracer<'s, C> {
             }
             Wait::Exited(tid, code) => (tid, ExitStatus::Exited(code)),
             Wait::Signaled(tid, sig) => (tid, ExitStatus::Signaled(sig)),
-            Wait::Stopped { tid, sig, event } => {
-                self.on_stop(tid, sig, event)?;
+            Wait::Stopped { tid, stop } => {
+                self.on_stop(tid, stop)?;
                 return Ok(None);
             }
         };
@@ -214,38 +228,31 @@ impl<'s, C: Counting> Tracer<'s, C> {
         }
     }
 
-    fn on_stop(&mut self, tid: Tid, sig: i32, event: i32) -> Result<(), TraceError> {
+    fn on_stop(&mut self, tid: Tid, stop: Stop) -> Result<(), TraceError> {
         if !self.core.threads.contains_key(&tid) {
-            return self.new_task(tid, sig, event);
+            return self.new_task(tid, stop);
         }
         self.counting.stopped(tid);
-        match event {
-            0 if sig == libc::SIGTRAP => match self.counting.sigtrap(&mut self.core, tid)? {
+        match stop {
+            Stop::Signal(libc::SIGTRAP) => match self.counting.sigtrap(&mut self.core, tid)? {
                 Some(inject) => self.counting.resume(tid, inject),
                 None => Ok(()),
             },
-            0 => self.counting.resume(tid, sig), // signal-delivery-stop: re-inject unchanged
-            sys::PTRACE_EVENT_EXEC => self.on_exec(tid),
-            sys::PTRACE_EVENT_EXIT => {
+            Stop::Signal(sig) => self.counting.resume(tid, sig), // re-injected unchanged
+            Stop::Exec => self.on_exec(tid),
+            Stop::Exit => {
                 self.report_exit(tid);
-                gone_ok("CONT", tid, sys::cont(tid, 0))
+                restart(tid, Restart::Continue(0))
             }
-            sys::PTRACE_EVENT_STOP
-                if matches!(
-                    sig,
-                    libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU
-                ) =>
-            {
-                // Group-stop: stay stopped (as without the tool) until SIGCONT.
-                gone_ok("LISTEN", tid, sys::listen(tid))
-            }
-            libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK | libc::PTRACE_EVENT_CLONE => {
+            // Stay stopped (as without the tool) until SIGCONT.
+            Stop::Group(_) => restart(tid, Restart::Listen),
+            Stop::Created => {
                 // The new task is handled at its own first stop.
                 self.core.note_new(tid);
                 self.counting.resume(tid, 0)
             }
-            // PTRACE_EVENT_STOP after LISTEN or an interrupt, anything else: just go on.
-            _ => self.counting.resume(tid, 0),
+            // After LISTEN or an interrupt, anything else: just go on.
+            Stop::Interrupt | Stop::Other { .. } => self.counting.resume(tid, 0),
         }
     }
 }

@@ -4,9 +4,9 @@
 use nix::libc;
 
 use super::counting::Counting;
-use super::{gone_ok, trap_flag, Core, Thread, Tracer};
+use super::{restart, trap_flag, Core, Thread, Tracer};
 use crate::procfs::{self, Mem};
-use crate::sys::{self, Tid};
+use crate::sys::{self, Restart, Stop, Tid};
 use crate::{TraceError, TraceEvent};
 
 impl Core<'_> {
@@ -36,8 +36,8 @@ impl Core<'_> {
 impl<C: Counting> Tracer<'_, C> {
     /// First stop of a task we do not know: a new thread of the program, or a
     /// forked process to hand back untraced.
-    pub(super) fn new_task(&mut self, tid: Tid, sig: i32, event: i32) -> Result<(), TraceError> {
-        match self.new_task_stopped(tid, sig, event)? {
+    pub(super) fn new_task(&mut self, tid: Tid, stop: Stop) -> Result<(), TraceError> {
+        match self.new_task_stopped(tid, stop)? {
             Some(inject) => self.counting.resume(tid, inject),
             None => Ok(()),
         }
@@ -49,8 +49,7 @@ impl<C: Counting> Tracer<'_, C> {
     pub(super) fn new_task_stopped(
         &mut self,
         tid: Tid,
-        sig: i32,
-        event: i32,
+        stop: Stop,
     ) -> Result<Option<i32>, TraceError> {
         let core = &mut self.core;
         // The program's trap flag is its creator's (a task seen before its creator's event: clear).
@@ -79,7 +78,7 @@ impl<C: Counting> Tracer<'_, C> {
             if !trap_flag::put_back(tid, tf)? {
                 return Ok(None); // gone
             }
-            gone_ok("DETACH", tid, sys::detach(tid))?;
+            restart(tid, Restart::Detach(0))?;
             return Ok(None);
         }
         core.threads.insert(
@@ -92,16 +91,15 @@ impl<C: Counting> Tracer<'_, C> {
         if !core.execed {
             // Attaching, not measuring yet: counting starts and starts are
             // reported for all threads at once when measuring begins.
-            return Ok(Some(if event == 0 { sig } else { 0 }));
+            return Ok(Some(stop.signal().unwrap_or(0)));
         }
         self.counting.add_thread(tid, false)?;
         self.core.nthreads += 1;
         self.core.emit(TraceEvent::ThreadStart { tid });
         self.counting.at_boundary(&mut self.core, tid)?;
-        let inject = if event == 0 && sig != libc::SIGTRAP && sig != libc::SIGSTOP {
-            sig
-        } else {
-            0
+        let inject = match stop {
+            Stop::Signal(sig) if sig != libc::SIGTRAP && sig != libc::SIGSTOP => sig,
+            _ => 0,
         };
         Ok(Some(inject))
     }

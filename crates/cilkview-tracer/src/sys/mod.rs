@@ -17,9 +17,11 @@ pub mod native;
 pub mod rdpmc;
 mod shared_map;
 mod spawn;
+mod stop;
 pub mod switches;
 pub use shared_map::SharedMap;
 pub use spawn::{exec_in_order, high_fds, prepare_child, spawn_blocked, spawn_fn, Child};
+pub use stop::{restart, wait_any, wait_any_nohang, wait_for, Restart, Stop, Wait};
 
 pub type Tid = i32;
 
@@ -59,33 +61,10 @@ pub fn user_only(
     attr
 }
 
-pub const PTRACE_EVENT_EXEC: i32 = libc::PTRACE_EVENT_EXEC;
-pub const PTRACE_EVENT_EXIT: i32 = libc::PTRACE_EVENT_EXIT;
-pub const PTRACE_EVENT_STOP: i32 = 128;
-
 /// `si_code` values of SIGTRAP (x86-64).
 pub const TRAP_BRKPT: i32 = 1;
 pub const TRAP_TRACE: i32 = 2;
 pub const SI_KERNEL: i32 = 0x80;
-
-/// What `waitpid` reported.
-#[derive(Clone, Copy, Debug)]
-pub enum Wait {
-    Exited(Tid, i32),
-    Signaled(Tid, i32),
-    /// A ptrace stop: `event` is `status >> 16` (0 for a signal-delivery-stop).
-    Stopped {
-        tid: Tid,
-        sig: i32,
-        event: i32,
-    },
-}
-
-/// Wait for any tracee of *this thread* (`__WALL | __WNOTHREAD`), so that
-/// several tracers may run in different threads of one process (tests).
-pub fn wait_any() -> io::Result<Wait> {
-    wait_for(-1)
-}
 
 /// The shell's `SIGINT`/`SIGQUIT` dispositions while a
 /// [`crate::TerminalInterruptGuard`] is alive: bit 0 (SIGINT) / bit 1 (SIGQUIT)
@@ -254,35 +233,6 @@ pub fn split_off_worker_single_threaded(forward: &[i32], on_death: i32) -> io::R
     unsafe { split_off_worker(forward, on_death) }
 }
 
-pub fn wait_for(pid: Tid) -> io::Result<Wait> {
-    loop {
-        let mut status: c_int = 0;
-        // SAFETY: plain syscall writing into a local.
-        let r = unsafe { libc::waitpid(pid, &mut status, libc::__WALL | libc::__WNOTHREAD) };
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        if libc::WIFEXITED(status) {
-            return Ok(Wait::Exited(r, libc::WEXITSTATUS(status)));
-        }
-        if libc::WIFSIGNALED(status) {
-            return Ok(Wait::Signaled(r, libc::WTERMSIG(status)));
-        }
-        if libc::WIFSTOPPED(status) {
-            return Ok(Wait::Stopped {
-                tid: r,
-                sig: libc::WSTOPSIG(status),
-                event: status >> 16,
-            });
-        }
-        // WIFCONTINUED is not requested; ignore anything else.
-    }
-}
-
 /// `ptrace(req, tid, addr, data)`, its result or errno (signals as plain integers: see the
 /// module's comment).
 ///
@@ -307,31 +257,6 @@ unsafe fn ptrace_raw(req: c_int, tid: Tid, addr: usize, data: usize) -> nix::Res
 pub fn seize(tid: Tid, options: c_int) -> nix::Result<()> {
     // SAFETY: integer arguments; only the tracee is touched.
     unsafe { ptrace_raw(libc::PTRACE_SEIZE as c_int, tid, 0, options as usize).map(drop) }
-}
-
-pub fn cont(tid: Tid, sig: i32) -> nix::Result<()> {
-    // SAFETY: integer arguments; only the tracee is touched.
-    unsafe { ptrace_raw(libc::PTRACE_CONT as c_int, tid, 0, sig as usize).map(drop) }
-}
-
-pub fn step(tid: Tid, sig: i32) -> nix::Result<()> {
-    // SAFETY: integer arguments; only the tracee is touched.
-    unsafe { ptrace_raw(libc::PTRACE_SINGLESTEP as c_int, tid, 0, sig as usize).map(drop) }
-}
-
-pub fn listen(tid: Tid) -> nix::Result<()> {
-    // SAFETY: integer arguments; only the tracee is touched.
-    unsafe { ptrace_raw(libc::PTRACE_LISTEN as c_int, tid, 0, 0).map(drop) }
-}
-
-pub fn detach(tid: Tid) -> nix::Result<()> {
-    detach_sig(tid, 0)
-}
-
-/// Detach, delivering `sig` (0 = none) as the thread resumes.
-pub fn detach_sig(tid: Tid, sig: i32) -> nix::Result<()> {
-    // SAFETY: integer arguments; only the tracee is touched.
-    unsafe { ptrace_raw(libc::PTRACE_DETACH as c_int, tid, 0, sig as usize).map(drop) }
 }
 
 /// Stop a seized thread (it reports `PTRACE_EVENT_STOP`).

@@ -1,12 +1,12 @@
 //! The native backend's unsafe parts in the tool: the time-stamp counter, a page of generated
 //! code run on a thread whose `%gs` points at a record slot (the start-up calibration of the
-//! per-hit cost, and the tests that execute the stubs), and a non-blocking wait.
+//! per-hit cost, and the tests that execute the stubs), and the event loop's sleep that a
+//! tracee's stop ends (`ChildEvents`).
 
 use std::io;
 
-use nix::libc::{self, c_int};
+use nix::libc::{self};
 
-use super::Wait;
 use crate::ptrace::counting::native::stub::{
     self, Reading, StubOperand, COUNTER_PAGE, FIRST_STUB, LIMIT, RING, RING_RECORDS, SLOT_BYTES,
     STUB_BYTES,
@@ -16,45 +16,6 @@ use crate::ptrace::counting::native::stub::{
 pub fn rdtsc() -> u64 {
     // SAFETY: rdtsc has no memory effects; x86-64 always has it.
     unsafe { core::arch::x86_64::_rdtsc() }
-}
-
-/// [`super::wait_any`] without blocking: `None` if no tracee of this thread has anything to
-/// report.
-pub fn wait_any_nohang() -> io::Result<Option<Wait>> {
-    loop {
-        let mut status: c_int = 0;
-        // SAFETY: plain syscall writing into a local.
-        let r = unsafe {
-            libc::waitpid(
-                -1,
-                &mut status,
-                libc::__WALL | libc::__WNOTHREAD | libc::WNOHANG,
-            )
-        };
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        if r == 0 {
-            return Ok(None);
-        }
-        if libc::WIFEXITED(status) {
-            return Ok(Some(Wait::Exited(r, libc::WEXITSTATUS(status))));
-        }
-        if libc::WIFSIGNALED(status) {
-            return Ok(Some(Wait::Signaled(r, libc::WTERMSIG(status))));
-        }
-        if libc::WIFSTOPPED(status) {
-            return Ok(Some(Wait::Stopped {
-                tid: r,
-                sig: libc::WSTOPSIG(status),
-                event: status >> 16,
-            }));
-        }
-    }
 }
 
 /// While held, the calling thread's SIGCHLD is blocked, so that [`ChildEvents::sleep`] can wait

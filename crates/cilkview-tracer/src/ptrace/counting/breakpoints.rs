@@ -5,14 +5,13 @@
 use std::collections::HashMap;
 use std::io;
 
-use nix::errno::Errno;
 use nix::libc;
 
 use super::{patched_sigtrap, Counting, PatchedTrap};
 use crate::counter;
 use crate::ptrace::loader_hook::{self, LoaderHook};
-use crate::ptrace::{ptrace_err, Core};
-use crate::sys::{self, Tid};
+use crate::ptrace::{restart, Core};
+use crate::sys::{Restart, Tid};
 use crate::{TraceError, TraceEvent};
 
 /// A per-thread instruction counter.
@@ -152,10 +151,7 @@ impl<K: InstructionCounter> Counting for Breakpoints<K> {
     }
 
     fn resume(&mut self, tid: Tid, sig: i32) -> Result<(), TraceError> {
-        match sys::cont(tid, sig) {
-            Ok(()) | Err(Errno::ESRCH) => Ok(()), // ESRCH: killed meanwhile; its exit will be reported
-            Err(e) => Err(ptrace_err("CONT", tid)(e)),
-        }
+        restart(tid, Restart::Continue(sig))
     }
 
     fn exec(&mut self, former: Tid, tid: Tid) -> Result<u64, TraceError> {

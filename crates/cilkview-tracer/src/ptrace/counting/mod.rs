@@ -27,11 +27,10 @@ pub use native::ClockUnavailable;
 pub(crate) use native::{calibrated as native_clock, Native};
 pub(crate) use stepping::Stepping;
 
-use nix::errno::Errno;
 use nix::libc;
 
 use super::loader_hook::{self, LoaderHook};
-use super::{ptrace_err, regs_unless_gone, Core};
+use super::{regs_unless_gone, unless_gone, Core};
 use crate::sys::{self, Tid, Wait};
 use crate::TraceError;
 
@@ -128,10 +127,8 @@ pub(crate) fn patched_sigtrap(
     tid: Tid,
     hook: Option<LoaderHook>,
 ) -> Result<PatchedTrap, TraceError> {
-    let code = match sys::siginfo_code(tid) {
-        Ok(c) => c,
-        Err(Errno::ESRCH) => return Ok(PatchedTrap::Gone),
-        Err(e) => return Err(ptrace_err("GETSIGINFO", tid)(e)),
+    let Some(code) = unless_gone("GETSIGINFO", tid, sys::siginfo_code(tid))? else {
+        return Ok(PatchedTrap::Gone);
     };
     if code != sys::SI_KERNEL {
         return Ok(PatchedTrap::Program);

@@ -3,13 +3,12 @@
 
 use std::collections::HashMap;
 
-use nix::errno::Errno;
 use nix::libc;
 
 use super::sigtrap_guard::Guard;
 use super::Counting;
-use crate::ptrace::{ptrace_err, regs_unless_gone, Core};
-use crate::sys::{self, Tid};
+use crate::ptrace::{regs_unless_gone, restart, trap_flag, unless_gone, Core};
+use crate::sys::{self, Restart, Tid};
 use crate::{TraceError, TraceEvent};
 
 #[derive(Default)]
@@ -20,6 +19,8 @@ struct Thread {
     in_flight: bool,
     /// rip the in-flight step started from.
     step_from: u64,
+    /// rsp the in-flight step started from.
+    rsp_from: u64,
     /// A hit reported at this rip, whose NOP has not executed yet.
     reported_at: Option<u64>,
     /// Just exec'd: the exec syscall's completion report is not an instruction.
@@ -55,6 +56,7 @@ impl Stepping {
         let hit = core.probe_at(rip);
         let th = self.thread(tid);
         th.step_from = rip;
+        th.rsp_from = regs.rsp;
         th.guard.at_boundary(tid, regs);
         if let Some(at) = hit {
             if th.reported_at != Some(rip) {
@@ -139,10 +141,7 @@ impl Counting for Stepping {
         let th = self.thread(tid);
         let sig = th.guard.before_step(tid, sig);
         self.thread(tid).in_flight = true;
-        match sys::step(tid, sig) {
-            Ok(()) | Err(Errno::ESRCH) => Ok(()), // ESRCH: killed meanwhile; its exit will be reported
-            Err(e) => Err(ptrace_err("SINGLESTEP", tid)(e)),
-        }
+        restart(tid, Restart::Step(sig))
     }
 
     fn exec(&mut self, former: Tid, tid: Tid) -> Result<u64, TraceError> {
@@ -171,10 +170,8 @@ impl Counting for Stepping {
     }
 
     fn sigtrap(&mut self, core: &mut Core<'_>, tid: Tid) -> Result<Option<i32>, TraceError> {
-        let code = match sys::siginfo_code(tid) {
-            Ok(c) => c,
-            Err(Errno::ESRCH) => return Ok(None),
-            Err(e) => return Err(ptrace_err("GETSIGINFO", tid)(e)),
+        let Some(code) = unless_gone("GETSIGINFO", tid, sys::siginfo_code(tid))? else {
+            return Ok(None);
         };
         // Did the in-flight step execute an instruction?
         let Some(regs) = regs_unless_gone(tid)? else {
@@ -204,6 +201,10 @@ impl Counting for Stepping {
         th.after_exec = false;
         th.in_flight = false;
         th.pending += executed;
+        let own_trap_flag = core.threads.get(&tid).map_or(0, |t| t.trap_flag);
+        if code == sys::TRAP_TRACE && executed == 1 && own_trap_flag == 0 {
+            trap_flag::clear_pushed(tid, th.step_from, th.rsp_from, &regs)?;
+        }
         if executed == 1 && th.reported_at == Some(th.step_from) {
             th.reported_at = None;
         }

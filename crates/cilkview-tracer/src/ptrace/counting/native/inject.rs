@@ -8,7 +8,7 @@ use super::stub::{GADGET_CODE, GADGET_STEPS_LEN};
 use crate::kill_point::{self, Phase};
 use crate::procfs::{self, Mem};
 use crate::ptrace::{ptrace_err, regs_unless_gone};
-use crate::sys::{self, Tid, Wait};
+use crate::sys::{self, Restart, Stop, Tid, Wait};
 use crate::TraceError;
 
 /// An error of the native backend's set-up in the tracee.
@@ -77,9 +77,12 @@ pub(super) fn syscall(
         sys::setregs(tid, regs).map_err(ptrace_err("SETREGS", tid))?;
         kill_point::reached(Phase::Injecting);
         loop {
-            sys::step(tid, 0).map_err(ptrace_err("SINGLESTEP", tid))?;
+            sys::restart(tid, Restart::Step(0)).map_err(ptrace_err("SINGLESTEP", tid))?;
             match sys::wait_for(tid).map_err(TraceError::Wait)? {
-                Wait::Stopped { sig, event: 0, .. } if !sent(tid, sig) => {
+                Wait::Stopped {
+                    stop: Stop::Signal(sig),
+                    ..
+                } if !sent(tid, sig) => {
                     let after = sys::getregs(tid).map_err(ptrace_err("GETREGS", tid))?;
                     if after.rip == at + GADGET_STEPS_LEN {
                         // At the gadget's `int3`.
@@ -88,7 +91,10 @@ pub(super) fn syscall(
                     }
                     // After the `mov`: step over the `syscall`.
                 }
-                Wait::Stopped { sig, event: 0, .. } => deferred.push(sig),
+                Wait::Stopped {
+                    stop: Stop::Signal(sig),
+                    ..
+                } => deferred.push(sig),
                 Wait::Stopped { .. } => {} // an event stop (e.g. an interrupt): step again
                 Wait::Exited(..) | Wait::Signaled(..) => {
                     return Err(setup_err(tid, "the thread ended during set-up".into()))
@@ -130,10 +136,16 @@ fn in_system_call(tid: Tid) -> bool {
 /// its next instruction), its result in `%rax`.
 fn finish_system_call(tid: Tid, deferred: &mut Vec<i32>) -> Result<(), TraceError> {
     loop {
-        sys::step(tid, 0).map_err(ptrace_err("SINGLESTEP", tid))?;
+        sys::restart(tid, Restart::Step(0)).map_err(ptrace_err("SINGLESTEP", tid))?;
         match sys::wait_for(tid).map_err(TraceError::Wait)? {
-            Wait::Stopped { sig, event: 0, .. } if !sent(tid, sig) => return Ok(()),
-            Wait::Stopped { sig, event: 0, .. } => deferred.push(sig),
+            Wait::Stopped {
+                stop: Stop::Signal(sig),
+                ..
+            } if !sent(tid, sig) => return Ok(()),
+            Wait::Stopped {
+                stop: Stop::Signal(sig),
+                ..
+            } => deferred.push(sig),
             Wait::Stopped { .. } => {} // another event stop: step again
             Wait::Exited(..) | Wait::Signaled(..) => {
                 return Err(setup_err(tid, "the thread ended during set-up".into()))
@@ -150,10 +162,16 @@ fn finish_system_call(tid: Tid, deferred: &mut Vec<i32>) -> Result<(), TraceErro
 /// SIGTRAP killing the program it no longer traced. A `PTRACE_CONT` clears the mark.
 pub(super) fn run_over_int3(tid: Tid, deferred: &mut Vec<i32>) -> Result<(), TraceError> {
     loop {
-        sys::cont(tid, 0).map_err(ptrace_err("CONT", tid))?;
+        sys::restart(tid, Restart::Continue(0)).map_err(ptrace_err("CONT", tid))?;
         match sys::wait_for(tid).map_err(TraceError::Wait)? {
-            Wait::Stopped { sig, event: 0, .. } if !sent(tid, sig) => return Ok(()),
-            Wait::Stopped { sig, event: 0, .. } => deferred.push(sig),
+            Wait::Stopped {
+                stop: Stop::Signal(sig),
+                ..
+            } if !sent(tid, sig) => return Ok(()),
+            Wait::Stopped {
+                stop: Stop::Signal(sig),
+                ..
+            } => deferred.push(sig),
             Wait::Stopped { .. } => {} // an event stop (e.g. an interrupt): go on
             Wait::Exited(..) | Wait::Signaled(..) => {
                 return Err(setup_err(tid, "the thread ended during set-up".into()))

@@ -30,7 +30,6 @@ pub use clock::ClockUnavailable;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use nix::errno::Errno;
 use nix::libc;
 
 use self::clock::Clock;
@@ -45,10 +44,11 @@ use crate::kill_point::{self, Phase};
 use crate::procfs::{self, Mem};
 use crate::ptrace::loader_hook::{self, LoaderHook};
 use crate::ptrace::probes::Patch;
-use crate::ptrace::{ptrace_err, regs_unless_gone, Core};
-use crate::sys::native::{rdtsc, wait_any_nohang, ChildEvents};
+use crate::ptrace::{regs_unless_gone, restart, unless_gone, Core};
+use crate::sys::native::{rdtsc, ChildEvents};
 use crate::sys::switches::SwitchLog;
-use crate::sys::{self, Tid, Wait};
+use crate::sys::wait_any_nohang;
+use crate::sys::{self, Restart, Tid, Wait};
 use crate::{TraceError, TraceEvent};
 use cilkview_events::PackedHit;
 use cilkview_marks::MARK_NOP;
@@ -353,10 +353,7 @@ impl Counting for Native {
             return Ok(());
         };
         regs.gs_base = region.discard();
-        match sys::setregs(tid, regs) {
-            Ok(()) | Err(Errno::ESRCH) => Ok(()),
-            Err(e) => Err(ptrace_err("SETREGS", tid)(e)),
-        }
+        unless_gone("SETREGS", tid, sys::setregs(tid, regs)).map(drop)
     }
 
     fn remove_thread(&mut self, tid: Tid) {
@@ -413,10 +410,7 @@ impl Counting for Native {
                 th.pending.push(Item::Pause { from, to: rdtsc() });
             }
         }
-        match sys::cont(tid, sig) {
-            Ok(()) | Err(Errno::ESRCH) => Ok(()),
-            Err(e) => Err(ptrace_err("CONT", tid)(e)),
-        }
+        restart(tid, Restart::Continue(sig))
     }
 
     fn exec(&mut self, former: Tid, tid: Tid) -> Result<u64, TraceError> {

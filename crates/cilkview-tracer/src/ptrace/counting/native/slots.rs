@@ -2,13 +2,12 @@
 //! `gs_base` pointed at it, its pages mapped, and, for stubs reading instructions, its own
 //! counter opened (`instructions.rs`).
 
-use nix::errno::Errno;
 use nix::libc;
 
 use super::inject::{self, setup_err};
 use super::stub::{Reading, SLOT_BYTES};
 use super::{instructions, region, Native};
-use crate::ptrace::{ptrace_err, regs_unless_gone};
+use crate::ptrace::{regs_unless_gone, unless_gone};
 use crate::sys::{self, Tid};
 use crate::TraceError;
 
@@ -37,10 +36,8 @@ impl Native {
         th.slot = Some(slot);
         th.next = 0;
         regs.gs_base = at;
-        match sys::setregs(tid, regs) {
-            Ok(()) => {}
-            Err(Errno::ESRCH) => return Ok(()),
-            Err(e) => return Err(ptrace_err("SETREGS", tid)(e)),
+        if unless_gone("SETREGS", tid, sys::setregs(tid, regs))?.is_none() {
+            return Ok(());
         }
         // The slot's pages mapped in the program now: each first write to a page of it would
         // otherwise fault (~3 µs in a virtual machine, every 170 records: measured as a strand

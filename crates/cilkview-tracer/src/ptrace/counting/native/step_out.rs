@@ -2,13 +2,11 @@
 //! to it, or past a mark's NOP about to be replaced; leaving the program's signals and flags as
 //! they were.
 
-use nix::errno::Errno;
-
 use super::inject::{end_stepping, sent, STEPPING_MASK};
 use super::stub::GADGET_STEPS_LEN;
 use super::Native;
-use crate::ptrace::{ptrace_err, regs_unless_gone, trap_flag};
-use crate::sys::{self, Tid, Wait};
+use crate::ptrace::{ptrace_err, regs_unless_gone, trap_flag, unless_gone};
+use crate::sys::{self, Restart, Stop, Tid, Wait};
 use crate::TraceError;
 
 impl Native {
@@ -30,17 +28,13 @@ impl Native {
         if !region.in_stubs(regs.rip) {
             return Ok(());
         }
-        let mask = match sys::getsigmask(tid) {
-            Ok(m) => m,
-            Err(Errno::ESRCH) => return Ok(()),
-            Err(e) => return Err(ptrace_err("GETSIGMASK", tid)(e)),
+        let Some(mask) = unless_gone("GETSIGMASK", tid, sys::getsigmask(tid))? else {
+            return Ok(());
         };
         // None at a stop that is not a signal-delivery stop: nothing to put back.
         let info = sys::getsiginfo(tid).ok();
-        match sys::setsigmask(tid, STEPPING_MASK) {
-            Ok(()) => {}
-            Err(Errno::ESRCH) => return Ok(()),
-            Err(e) => return Err(ptrace_err("SETSIGMASK", tid)(e)),
+        if unless_gone("SETSIGMASK", tid, sys::setsigmask(tid, STEPPING_MASK))?.is_none() {
+            return Ok(());
         }
         if !self.step_out_of_stubs(tid)? {
             return Ok(()); // the thread is gone
@@ -52,10 +46,7 @@ impl Native {
             // Best effort: if refused, the signal goes with the last stop's siginfo.
             let _ = sys::setsiginfo(tid, &info);
         }
-        match sys::setsigmask(tid, mask) {
-            Ok(()) | Err(Errno::ESRCH) => Ok(()),
-            Err(e) => Err(ptrace_err("SETSIGMASK", tid)(e)),
-        }
+        unless_gone("SETSIGMASK", tid, sys::setsigmask(tid, mask)).map(drop)
     }
 
     /// Single-step `tid` until its `%rip` is out of the stub pages (a stub and its slow path
@@ -77,17 +68,17 @@ impl Native {
                 return trap_flag::put_back_in(tid, regs, tf);
             }
             self.collect(tid);
-            match sys::step(tid, 0) {
-                Ok(()) => {}
-                Err(Errno::ESRCH) => return Ok(false),
-                Err(e) => return Err(ptrace_err("SINGLESTEP", tid)(e)),
+            let how = Restart::Step(0);
+            if unless_gone(how.request(), tid, sys::restart(tid, how))?.is_none() {
+                return Ok(false);
             }
             match sys::wait_for(tid).map_err(TraceError::Wait)? {
                 // Only what cannot be blocked stops it here (SIGSTOP, a SIGTRAP that is not
                 // the step's): delivered at its next resume.
-                Wait::Stopped { sig, event: 0, .. } if sent(tid, sig) => {
-                    self.deferred.entry(tid).or_default().push(sig)
-                }
+                Wait::Stopped {
+                    stop: Stop::Signal(sig),
+                    ..
+                } if sent(tid, sig) => self.deferred.entry(tid).or_default().push(sig),
                 Wait::Stopped { .. } => {}
                 Wait::Exited(..) | Wait::Signaled(..) => return Ok(false),
             }
@@ -122,9 +113,12 @@ pub(super) fn step_out_of(
         if regs.rip <= mark || regs.rip >= mark + 5 {
             return end_stepping(tid, int3, deferred);
         }
-        sys::step(tid, 0).map_err(ptrace_err("SINGLESTEP", tid))?;
+        sys::restart(tid, Restart::Step(0)).map_err(ptrace_err("SINGLESTEP", tid))?;
         match sys::wait_for(tid).map_err(TraceError::Wait)? {
-            Wait::Stopped { sig, event: 0, .. } if sent(tid, sig) => deferred.push(sig),
+            Wait::Stopped {
+                stop: Stop::Signal(sig),
+                ..
+            } if sent(tid, sig) => deferred.push(sig),
             Wait::Exited(..) | Wait::Signaled(..) => return Ok(()),
             _ => {}
         }
