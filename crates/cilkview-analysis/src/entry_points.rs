@@ -199,7 +199,7 @@ pub fn run_chosen(
     let mut session = Session::new(burden, progress)
         .with_profiling(request.profile, request.profile_region.as_deref());
     let began = std::time::Instant::now();
-    let repeats = counter.kind == CounterMode::Native && request.repeat.repeats();
+    let repeats = backend.repeats() && request.repeat.repeats();
     let info = |counter: &cilkview_events::CounterInfo, ending| RunInfo {
         program: request.name.clone(),
         args: request
