@@ -8,6 +8,7 @@ use cilkview_analysis::{
     check_program, forward_signals, ignore_terminal_interrupts, Analysis, Chosen, RunRequest,
     FORWARDED_SIGNALS,
 };
+use cilkview_openmp::LockPreload;
 use cilkview_report::ExportManager;
 
 use crate::cli::RunArgs;
@@ -15,7 +16,8 @@ use crate::counter_checks::{check_binding, check_costs, check_host_dispatch, che
 use crate::openmp::OpenMpRun;
 
 pub fn run(args: RunArgs) -> Result<ExitCode> {
-    let (request, openmp) = request(&args)?;
+    // `_locks` keeps the --locks library's file until the program has run.
+    let (request, openmp, _locks) = request(&args)?;
     let program = request.program.clone();
     // The counter that will run (`auto` resolved), and the options checked against it.
     let chosen = cilkview_analysis::choose_for_run(&request)
@@ -76,8 +78,9 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
 
 /// What to run, the program and the options that need no counter checked first (the program
 /// itself, `--openmp`, `--locks`, region labels, `--what-if`), with the environment they give the
-/// program; and the `--openmp` run to finish the report with.
-fn request(args: &RunArgs) -> Result<(RunRequest, Option<OpenMpRun>)> {
+/// program; the `--openmp` run to finish the report with; and the `--locks` library, whose file
+/// must outlive the run.
+fn request(args: &RunArgs) -> Result<(RunRequest, Option<OpenMpRun>, Option<LockPreload>)> {
     args.output
         .what_if
         .check_request(args.output.profile.profile_region.as_deref())?;
@@ -121,7 +124,7 @@ fn request(args: &RunArgs) -> Result<(RunRequest, Option<OpenMpRun>)> {
         env,
         repeat: args.repeat,
     };
-    Ok((request, openmp))
+    Ok((request, openmp, locks))
 }
 
 /// Runs the program under counter `chosen`, the terminal's interrupts and the signals sent to
