@@ -135,23 +135,7 @@ fn in_system_call(tid: Tid) -> bool {
 /// call, single-stepped, so that it stops at the call's exit (the step's trap there, or after
 /// its next instruction), its result in `%rax`.
 fn finish_system_call(tid: Tid, deferred: &mut Vec<i32>) -> Result<(), TraceError> {
-    loop {
-        sys::restart(tid, Restart::Step(0)).map_err(ptrace_err("SINGLESTEP", tid))?;
-        match sys::wait_for(tid).map_err(TraceError::Wait)? {
-            Wait::Stopped {
-                stop: Stop::Signal(sig),
-                ..
-            } if !sent(tid, sig) => return Ok(()),
-            Wait::Stopped {
-                stop: Stop::Signal(sig),
-                ..
-            } => deferred.push(sig),
-            Wait::Stopped { .. } => {} // another event stop: step again
-            Wait::Exited(..) | Wait::Signaled(..) => {
-                return Err(setup_err(tid, "the thread ended during set-up".into()))
-            }
-        }
-    }
+    resume_until_its_trap(tid, Restart::Step(0), deferred)
 }
 
 /// Thread `tid`, stopped after single-steps, its `%rip` at an `int3`: run it over the `int3`
@@ -161,8 +145,19 @@ fn finish_system_call(tid: Tid, deferred: &mut Vec<i32>) -> Result<(), TraceErro
 /// an injected call and the end of the set-up) let the thread trap at its next system call, the
 /// SIGTRAP killing the program it no longer traced. A `PTRACE_CONT` clears the mark.
 pub(super) fn run_over_int3(tid: Tid, deferred: &mut Vec<i32>) -> Result<(), TraceError> {
+    resume_until_its_trap(tid, Restart::Continue(0), deferred)
+}
+
+/// Resumes thread `tid` as `how` says until the trap that resuming gives (a step's, an `int3`'s):
+/// signals for the program met meanwhile go to `deferred`, event stops (an interrupt) are
+/// resumed again.
+fn resume_until_its_trap(
+    tid: Tid,
+    how: Restart,
+    deferred: &mut Vec<i32>,
+) -> Result<(), TraceError> {
     loop {
-        sys::restart(tid, Restart::Continue(0)).map_err(ptrace_err("CONT", tid))?;
+        sys::restart(tid, how).map_err(ptrace_err(how.request(), tid))?;
         match sys::wait_for(tid).map_err(TraceError::Wait)? {
             Wait::Stopped {
                 stop: Stop::Signal(sig),
@@ -172,7 +167,7 @@ pub(super) fn run_over_int3(tid: Tid, deferred: &mut Vec<i32>) -> Result<(), Tra
                 stop: Stop::Signal(sig),
                 ..
             } => deferred.push(sig),
-            Wait::Stopped { .. } => {} // an event stop (e.g. an interrupt): go on
+            Wait::Stopped { .. } => {} // an event stop (e.g. an interrupt): resume again
             Wait::Exited(..) | Wait::Signaled(..) => {
                 return Err(setup_err(tid, "the thread ended during set-up".into()))
             }
