@@ -199,14 +199,28 @@ impl LibraryFile {
         })
     }
 
-    /// The first of `symbols` it does not export.
-    pub fn missing<'a>(&self, symbols: &[&'a str]) -> Result<Option<&'a str>, RuntimeError> {
+    /// That it exports every one of `symbols`, the entry points `option`'s library needs; else
+    /// an unknown ABI naming the first missing one and what `option` knows (`known`).
+    pub fn require(
+        &self,
+        symbols: &[&str],
+        option: &'static str,
+        known: &'static str,
+    ) -> Result<(), RuntimeError> {
         let file = self.parse()?;
         let exported: Vec<&str> = file
             .dynamic_symbols()
             .filter_map(|s| s.name().ok())
             .collect();
-        Ok(symbols.iter().copied().find(|s| !exported.contains(s)))
+        match symbols.iter().find(|s| !exported.contains(s)) {
+            None => Ok(()),
+            Some(missing) => Err(RuntimeError::UnknownAbi {
+                path: self.path.clone(),
+                found: format!("no {missing}"),
+                option,
+                known,
+            }),
+        }
     }
 }
 

@@ -73,14 +73,11 @@ impl Runtime for Libomp {
 /// The library's OpenMP API version (its `@(#) … OMP API version: 5.0 (201611)` string), once
 /// the entry points the preload library needs are found among its dynamic symbols.
 fn abi_of(lib: &LibraryFile) -> Result<String, RuntimeError> {
-    if let Some(missing) = lib.missing(&REQUIRED)? {
-        return Err(RuntimeError::UnknownAbi {
-            path: lib.path.clone(),
-            found: format!("no {missing}"),
-            option: "--openmp",
-            known: "it knows libomp's __kmpc_ entry points: LLVM 14 and later, tested with 14",
-        });
-    }
+    lib.require(
+        &REQUIRED,
+        "--openmp",
+        "it knows libomp's __kmpc_ entry points: LLVM 14 and later, tested with 14",
+    )?;
     Ok(api_version(&lib.data).unwrap_or_else(|| "__kmpc".into()))
 }
 

@@ -57,15 +57,12 @@ impl Runtime for Libtbb {
 /// preload library wraps are found among its dynamic symbols.
 fn abi_of(lib: &LibraryFile) -> Result<String, RuntimeError> {
     let symbols: Vec<&str> = TBB_ENTRY_POINTS.iter().map(|(_, symbol)| *symbol).collect();
-    if let Some(missing) = lib.missing(&symbols)? {
-        return Err(RuntimeError::UnknownAbi {
-            path: lib.path.clone(),
-            found: format!("no {missing}"),
-            option: "--tbb",
-            known: "it knows oneTBB 2021's tbb::detail::r1 entry points (libtbb.so.12), \
-                    tested with 2021.8; the older TBB 2020 (libtbb.so.2) is not known",
-        });
-    }
+    lib.require(
+        &symbols,
+        "--tbb",
+        "it knows oneTBB 2021's tbb::detail::r1 entry points (libtbb.so.12), tested with \
+         2021.8; the older TBB 2020 (libtbb.so.2) is not known",
+    )?;
     Ok(version(&lib.data).unwrap_or_else(|| "oneTBB (interface 12)".into()))
 }
 
