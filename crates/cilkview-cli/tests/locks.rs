@@ -7,7 +7,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use cilkview_fixtures::{build, compile_source, skip, BuildOptions, Lang};
+use cilkview_fixtures::{build, skip, BuildOptions};
 use common::{analyze_with, bin, openmp, static_opts};
 use serde_json::Value;
 
@@ -288,21 +288,9 @@ fn an_openmp_critical_section_under_libomp_is_a_lock_too() {
     if let Err(why) = cilkview_fixtures::emulator() {
         return skip(why);
     }
-    let clang = BuildOptions::default()
-        .compiler("clang")
-        .opt(2)
-        .flag("-fopenmp")
-        .disabled();
-    let source =
-        std::fs::read_to_string(cilkview_fixtures::fixtures_dir().join("omp_critical_known.c"))
-            .unwrap();
-    let built = cilkview_fixtures::has_compiler("clang")
-        .then(|| compile_source("omp_critical_known", &source, Lang::C, &clang).ok())
-        .flatten();
-    let Some(exe) = built else {
-        return skip(
-            "clang -fopenmp (libomp) not available: scripts/setup.sh installs clang, libomp-dev",
-        );
+    let opts = BuildOptions::default().opt(2).flag("-fopenmp").disabled();
+    let Some(exe) = common::clang_openmp("omp_critical_known", opts) else {
+        return;
     };
     const N: u64 = 250_000;
     let (json, _) = measure_with(&exe, &["--openmp", "--counter", "emulate"]);

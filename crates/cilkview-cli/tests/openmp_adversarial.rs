@@ -9,7 +9,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use cilkview_fixtures::{build, compile_source, has_compiler, skip, BuildOptions, Lang};
+use cilkview_fixtures::{build, BuildOptions};
 use common::bin;
 use serde_json::Value;
 
@@ -63,19 +63,12 @@ fn options(compiler: &str) -> BuildOptions {
 
 /// The clang build (libomp), `None` said aloud where clang -fopenmp cannot build.
 fn clang_build(define: Option<&str>) -> Option<PathBuf> {
-    let probe = "#include <omp.h>\nint main(void) { return omp_get_max_threads() < 1; }\n";
     let opts = options("clang");
-    if !has_compiler("clang") || compile_source("omp_clang_works", probe, Lang::C, &opts).is_err() {
-        skip("clang -fopenmp (libomp) not available: scripts/setup.sh installs clang, libomp-dev");
-        return None;
-    }
-    Some(build(
-        "omp_adversarial",
-        &match define {
-            Some(d) => opts.define(d),
-            None => opts,
-        },
-    ))
+    let opts = match define {
+        Some(d) => opts.define(d),
+        None => opts,
+    };
+    common::clang_openmp("omp_adversarial", opts)
 }
 
 /// The program's (stdout, status) without the tool.

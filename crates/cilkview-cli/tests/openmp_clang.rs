@@ -6,7 +6,7 @@ mod common;
 
 use std::path::PathBuf;
 
-use cilkview_fixtures::{build, compile_source, has_compiler, skip, BuildOptions, Lang};
+use cilkview_fixtures::{build, BuildOptions};
 use common::omp_known::{count, step_and_emulate, twin, u, N, UNIT, W};
 use common::{analyze_with, bin};
 use serde_json::Value;
@@ -19,17 +19,10 @@ fn options(compiler: &str) -> BuildOptions {
         .disabled()
 }
 
-/// The clang -fopenmp build of a fixture; `None`, said aloud, where clang or libomp is missing
-/// (scripts/setup.sh installs clang and libomp-dev).
+/// The clang -fopenmp build of a fixture, marks compiled out; `None`, said aloud, where clang or
+/// libomp is missing.
 fn clang_openmp(name: &str) -> Option<PathBuf> {
-    let probe = "#include <omp.h>\nint main(void) { return omp_get_max_threads() < 1; }\n";
-    if !has_compiler("clang")
-        || compile_source("omp_clang_works", probe, Lang::C, &options("clang")).is_err()
-    {
-        skip("clang -fopenmp (libomp) not available: scripts/setup.sh installs clang, libomp-dev");
-        return None;
-    }
-    Some(build(name, &options("clang")))
+    common::clang_openmp(name, options("clang"))
 }
 
 fn gcc_openmp(name: &str) -> PathBuf {

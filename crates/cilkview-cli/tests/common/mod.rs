@@ -111,6 +111,23 @@ pub fn openmp(name: &str) -> PathBuf {
     )
 }
 
+/// Fixture `name` built by clang -fopenmp (LLVM's libomp) with `opts` (whose compiler is set to
+/// clang); `None`, said aloud, where clang or libomp is missing (scripts/setup.sh installs clang
+/// and libomp-dev).
+pub fn clang_openmp(name: &str, opts: BuildOptions) -> Option<PathBuf> {
+    let opts = opts.compiler("clang");
+    let probe = "#include <omp.h>\nint main(void) { return omp_get_max_threads() < 1; }\n";
+    if !cilkview_fixtures::has_compiler("clang")
+        || compile_source("omp_clang_works", probe, Lang::C, &opts).is_err()
+    {
+        cilkview_fixtures::skip(
+            "clang -fopenmp (libomp) not available: scripts/setup.sh installs clang, libomp-dev",
+        );
+        return None;
+    }
+    Some(build(name, &opts))
+}
+
 /// cilkview-rs with `args` (killed after 60 s): its exit status, stdout and stderr.
 pub fn run_tool(args: &[&std::ffi::OsStr]) -> Output {
     bin()
