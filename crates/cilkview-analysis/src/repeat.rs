@@ -1,23 +1,23 @@
-//! `run --repeat N` (the native counter): each strand's time is **the mean of its N runs**
-//! where they agree (within 1/64 of the shortest, at least 40 ns); else the mean of the
-//! others where only its longest run was disturbed; else its shortest run. A time-based strand is its
-//! instructions' time plus whatever interrupted it (a timer tick, the hypervisor: 15–40 µs each
-//! on a VM, hundreds a second; under load, stretches where the virtual CPU runs slower), and the
-//! span, a longest path, collects those interruptions; the same strand of another run is rarely
-//! interrupted again, so leaving out the interrupted runs leaves its own time. The minimum over
-//! runs leaves it too, and is what strands that runs disagree on get, but for every strand it
-//! keeps the luckiest run: for strands of tens of ns, whose time varies by a few ns from run to
-//! run, the minimum of 5 took half the work away, the mean less the longest still a third
-//! (docs/tracer.md, "How exact"). The minima are also the low end of the span's noise bound
-//! ([`RecordedRun::replay`], [`Estimate`]).
+//! `run --repeat N` (the native counter): each strand's time is **the median of its N runs**
+//! (of two runs, their mean where they agree within 1/64 of the shorter, at least 40 ns, else
+//! the shorter). A time-based strand is its instructions' time plus whatever interrupted it (a
+//! timer tick, the hypervisor: 15–40 µs each on a VM, hundreds a second; under load, stretches
+//! where the virtual CPU runs up to 2x slower), and the span, a longest path, collects those
+//! interruptions; the same strand of another run is rarely interrupted again, so the median
+//! leaves them out where fewer than half its runs were interrupted. It keeps the strand's own
+//! spread (caches, the stub's cost varying by a few ns), which the program's own CPU time has
+//! too: the shortest run of each strand summed to 0.61–0.75 of the untraced CPU time on
+//! cilkbench's kernels, its luckiest run every time (docs/tracer.md, "How exact"). The minima are
+//! the low end of the span's noise bound ([`RecordedRun::replay`], [`Estimate`]).
 //!
 //! The first run is recorded ([`Recorder`]): the backend's calls and events in order, and for
 //! each thread the sequence of what ended its strands (a probe, an exec, the thread's exit) with
 //! their costs. Each further run is folded into it ([`Folder`]): its threads (matched by order of
-//! appearance) must end their strands the same way in the same order, each cost becomes the
-//! smaller of the two; where a thread's sequence departs from the first run's ([`Divergence`]),
+//! appearance) must end their strands the same way in the same order, each cost is kept beside
+//! the others' (the first [`SAMPLED_RUNS`] runs'; the shortest and the sum of all); where a thread's sequence departs from the first run's ([`Divergence`]),
 //! the rest of that thread's run is not used. The result is replayed into the analysis
-//! ([`RecordedRun::replay`]) as if one run had measured it. Memory: 12 bytes per hit.
+//! ([`RecordedRun::replay`]) as if one run had measured it. Memory: 12 bytes per hit and 4 per
+//! strand and run.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -46,72 +46,108 @@ enum Item {
     },
 }
 
-/// One thread's strands: what ended each (a probe's number, [`EXEC`] or [`THREAD_EXIT`]) and
-/// its costs over the runs folded in: the smallest, the largest, their sum and how many.
+/// One thread's strands: what ended each (a probe's number, [`EXEC`] or [`THREAD_EXIT`]), its
+/// shortest cost and the sum of its costs over the runs folded in, and each of the first
+/// [`SAMPLED_RUNS`] runs' costs (a run that departed has fewer: its strands up to there).
 struct Strands {
     tid: i32,
     ends: Vec<u32>,
-    costs: Vec<u64>,
-    largest: Vec<u64>,
+    least: Vec<u64>,
     sums: Vec<u64>,
     runs: Vec<u16>,
+    /// `samples[r][i]`: run `r`'s cost of strand `i`, as `f32` (exact to 2^24 ns, ~17 ms;
+    /// within 6·10^-8 beyond: 4 bytes per run and strand).
+    samples: Vec<Vec<f32>>,
 }
+
+/// The runs whose costs are kept for each strand's median (`--repeat auto` may run up to 100:
+/// the shortest and the mean cover them all, the median the first 15).
+pub(crate) const SAMPLED_RUNS: usize = 15;
 
 impl Strands {
     fn new(tid: i32) -> Strands {
         Strands {
             tid,
             ends: Vec::new(),
-            costs: Vec::new(),
-            largest: Vec::new(),
+            least: Vec::new(),
             sums: Vec::new(),
             runs: Vec::new(),
+            samples: vec![Vec::new()],
         }
     }
 
+    /// The first run's strand.
     fn push(&mut self, end: u32, cost: u64) {
         self.ends.push(end);
-        self.costs.push(cost);
-        self.largest.push(cost);
+        self.least.push(cost);
         self.sums.push(cost);
         self.runs.push(1);
+        self.samples[0].push(cost as f32);
+    }
+
+    /// A later run's cost of strand `i`, the run's `run`-th (from 0: the first run's).
+    fn fold(&mut self, run: usize, i: usize, cost: u64) {
+        self.least[i] = self.least[i].min(cost);
+        self.sums[i] += cost;
+        self.runs[i] = self.runs[i].saturating_add(1);
+        if run < SAMPLED_RUNS {
+            if self.samples.len() <= run {
+                self.samples.resize_with(run + 1, Vec::new);
+            }
+            // A run folds its strands in order: its column reaches `i` unless it departed.
+            if self.samples[run].len() == i {
+                self.samples[run].push(cost as f32);
+            }
+        }
     }
 
     /// Strand `i`'s cost by `estimate`.
     fn cost(&self, i: usize, estimate: Estimate) -> u64 {
         let n = u64::from(self.runs[i]);
         match estimate {
-            Estimate::Minimum => self.costs[i],
+            Estimate::Minimum => self.least[i],
             Estimate::Typical if n < 2 => self.sums[i],
-            Estimate::Typical => {
-                let (least, most) = (self.costs[i], self.largest[i]);
-                let rest = (self.sums[i] - most) / (n - 1);
-                let agree = agreement(least);
-                if most - least <= agree {
-                    self.sums[i] / n
-                } else if rest - least <= agree {
-                    rest
+            Estimate::Typical if n == 2 => {
+                let least = self.least[i];
+                if self.sums[i] - 2 * least <= agreement(least) {
+                    self.sums[i] / 2
                 } else {
                     least
                 }
             }
+            Estimate::Typical => self.median(i),
         }
+    }
+
+    /// The median of strand `i`'s sampled runs (the mean of the middle two of an even count).
+    fn median(&self, i: usize) -> u64 {
+        let mut costs: Vec<f32> = self
+            .samples
+            .iter()
+            .filter_map(|run| run.get(i).copied())
+            .collect();
+        costs.sort_unstable_by(f32::total_cmp);
+        let mid = costs.len() / 2;
+        let median = if costs.len() % 2 == 1 {
+            f64::from(costs[mid])
+        } else {
+            (f64::from(costs[mid - 1]) + f64::from(costs[mid])) / 2.0
+        };
+        median as u64
     }
 }
 
-/// How much longer than its shortest run (`least`) a strand's run may be and still agree with
-/// it: 1/[`AGREEMENT_FRACTION`] of it, at least [`AGREEMENT_FLOOR_NS`]. Within it, run-to-run
-/// differences are the strand's own (its caches, the stub's cost varying by a few ns) and are
-/// averaged; beyond it, the machine took time from that run (a timer tick of 15–40 µs, a
-/// preemption's edges, and under load stretches where the virtual CPU runs slower, up to 2x
-/// beside a busy sibling: time, not a few ns; docs/tracer.md). An eighth averaged those
-/// stretches into coarse strands: a spawn tree of 16 leaves of 1.5 ms read 11–14.7 against 16
-/// with one busy loop beside it on 2 vCPUs (the shortest runs: 15.3–15.7).
+/// How much longer than its shorter run (`least`) the other of two runs may be and still agree
+/// with it: 1/[`AGREEMENT_FRACTION`] of it, at least [`AGREEMENT_FLOOR_NS`]. Within it, the
+/// difference is the strand's own (its caches, the stub's cost varying by a few ns) and the two
+/// are averaged; beyond it, the machine took time from the longer run (a timer tick of 15–40 µs,
+/// a preemption's edges, a stretch where a busy sibling vCPU slowed it) and the shorter is
+/// kept. Three runs or more give the median, which needs no threshold.
 pub(crate) fn agreement(least: u64) -> u64 {
     (least / AGREEMENT_FRACTION).max(AGREEMENT_FLOOR_NS)
 }
 
-/// A strand's runs agree within 1/64 of its shortest...
+/// Two runs of a strand agree within 1/64 of the shorter...
 pub(crate) const AGREEMENT_FRACTION: u64 = 64;
 /// ... or 40 ns, a few times the stub's own spread.
 pub(crate) const AGREEMENT_FLOOR_NS: u64 = 40;
@@ -119,8 +155,8 @@ pub(crate) const AGREEMENT_FLOOR_NS: u64 = 40;
 /// Which cost of each strand a replay gives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Estimate {
-    /// The mean of its runs where they agree ([`agreement`]); else the mean of the
-    /// others where only the longest was interrupted; else the shortest: the report's.
+    /// The median of its runs (of two, their mean where they agree ([`agreement`]), else the
+    /// shorter): the report's.
     Typical,
     /// Its shortest run: the low end of the noise bound.
     Minimum,
@@ -135,6 +171,8 @@ pub struct RecordedRun {
     /// Each run's work (the sum of its strands' costs), for the runs that matched the first
     /// one's strands all through.
     run_work: Vec<u64>,
+    /// The runs recorded or folded in so far, departed ones too.
+    runs: usize,
 }
 
 /// Where a later run departed from the first: its strands from there on were not used.
@@ -217,6 +255,7 @@ impl<'a> Recorder<'a> {
                 threads: Vec::new(),
                 answers: Vec::new(),
                 run_work: Vec::new(),
+                runs: 1,
             },
             answerer,
             order: ThreadOrder::default(),
@@ -286,11 +325,15 @@ pub struct Folder<'r> {
     divergence: Option<Divergence>,
     /// The sum of this run's costs so far.
     work: u64,
+    /// This run's number among the runs (the first run's is 0).
+    index: usize,
 }
 
 impl<'r> Folder<'r> {
     pub fn new(run: &'r mut RecordedRun) -> Folder<'r> {
         let next = vec![Some(0); run.threads.len()];
+        let index = run.runs;
+        run.runs += 1;
         Folder {
             run,
             calls: 0,
@@ -298,6 +341,7 @@ impl<'r> Folder<'r> {
             next,
             divergence: None,
             work: 0,
+            index,
         }
     }
 
@@ -338,10 +382,7 @@ impl<'r> Folder<'r> {
         let strands = &mut self.run.threads[thread];
         match strands.ends.get(i) {
             Some(&e) if e == end => {
-                strands.costs[i] = strands.costs[i].min(cost);
-                strands.largest[i] = strands.largest[i].max(cost);
-                strands.sums[i] += cost;
-                strands.runs[i] = strands.runs[i].saturating_add(1);
+                strands.fold(self.index, i, cost);
                 self.work += cost;
                 self.next[thread] = Some(i + 1);
             }

@@ -213,16 +213,10 @@ pub(crate) fn run_repeatedly(
         .map_err(|(image, message)| TraceError::Probes { image, message })?;
     outcome.total_cost = recorded.total();
     if done > 1 {
-        outcome.counter.notes.push(cilkview_events::Note::new(
-            "repeat",
-            format!(
-                "each strand the mean of its {done} runs where they agree (within 1/{} of \
-                 the shortest or {} ns), else of the runs not disturbed, else its shortest \
-                 (--repeat)",
-                crate::repeat::AGREEMENT_FRACTION,
-                crate::repeat::AGREEMENT_FLOOR_NS
-            ),
-        ));
+        outcome
+            .counter
+            .notes
+            .push(cilkview_events::Note::new("repeat", estimate_note(done)));
     }
     Ok((
         outcome,
@@ -238,6 +232,21 @@ fn status_words(status: ExitStatus) -> String {
     match status {
         ExitStatus::Exited(code) => format!("status {code}"),
         ExitStatus::Signaled(signal) => format!("signal {signal}"),
+    }
+}
+
+/// How each strand's time was estimated from `runs` runs (two or more), for the report's note.
+fn estimate_note(runs: u32) -> String {
+    use crate::repeat::{AGREEMENT_FLOOR_NS, AGREEMENT_FRACTION, SAMPLED_RUNS};
+    match runs {
+        2 => format!(
+            "each strand the mean of its 2 runs where they agree (within 1/{AGREEMENT_FRACTION} \
+             of the shorter or {AGREEMENT_FLOOR_NS} ns), else the shorter (--repeat)"
+        ),
+        _ if runs as usize > SAMPLED_RUNS => {
+            format!("each strand the median of its first {SAMPLED_RUNS} of {runs} runs (--repeat)")
+        }
+        _ => format!("each strand the median of its {runs} runs (--repeat)"),
     }
 }
 

@@ -198,9 +198,9 @@ pub struct RunArgs {
     /// pin them to the emulated CPU's, so that all of them count the same instructions.
     #[arg(long, help_heading = "Counting")]
     pub host_dispatch: bool,
-    /// With --counter native: run the program N times; each strand's time is the mean of its
-    /// runs, less the runs an interruption of the machine lengthened (it rarely lands in the same
-    /// strand twice);
+    /// With --counter native: run the program N times; each strand's time is the median of its
+    /// runs, which leaves out the runs an interruption of the machine lengthened (it rarely lands
+    /// in the same strand twice);
     /// the report states the noise bound of work and span.
     /// The program's output appears N times; its marks must be hit in the same order each run
     /// (standard input reaches the first run only).

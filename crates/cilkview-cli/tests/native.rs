@@ -291,7 +291,7 @@ fn coarse_parallelism_matches_emulation() {
 /// noisy row times) lengthens the span, none shortens it (measured 21–54 against 252; above the
 /// exact value would mean strands shortened by the tool: a hit cost or an off-CPU interval taken
 /// off twice). Each strand estimated over 100 runs (28 ms each) should leave the rows' own times,
-/// within 5%: measured 241–245 against 252 with each row's minimum, 186–192 with the typical time
+/// within 5%: measured 241–245 against 252 with each row's minimum, 183–185 with the median (the runs 44–190% apart)
 /// (docs/tracer.md, "How exact"); skipped where the runs' own work differs by more than 5%, as on
 /// this project's 2-vCPU VM (40–200% over 100 runs).
 #[test]

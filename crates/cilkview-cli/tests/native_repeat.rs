@@ -39,10 +39,7 @@ fn repeat_runs_the_program_n_times_and_says_so() {
     assert_eq!(five.json["counter"]["runs"], 5);
     let reason = &common::counter_says(&five.json);
     assert!(
-        reason.ends_with(
-            "each strand the mean of its 5 runs where they agree (within 1/64 of the shortest or 40 ns), \
-             else of the runs not disturbed, else its shortest (--repeat)"
-        ),
+        reason.ends_with("each strand the median of its 5 runs (--repeat)"),
         "{reason}"
     );
     // The noise bound: the runs' work around the work, the span by the minima below the span.
@@ -149,8 +146,8 @@ fn a_run_that_ends_otherwise_ends_the_repetitions() {
     let reason = &common::counter_says(&a.json);
     assert!(
         reason.ends_with(
-            "each strand the mean of its 2 runs where they agree (within 1/64 of the shortest or 40 ns), \
-             else of the runs not disturbed, else its shortest (--repeat)"
+            "each strand the mean of its 2 runs where they agree (within 1/64 of the shorter or 40 ns), \
+             else the shorter (--repeat)"
         ),
         "{reason}"
     );
