@@ -375,6 +375,13 @@ pub struct ReportArgs {
     #[arg(long, value_name = "INSTRUCTIONS|TIME", value_parser = parse_burden,
           allow_negative_numbers = true, help_heading = "Model")]
     pub burden: Option<Cost>,
+    /// An exact report (`run --counter emulate --json`, or step, hw) of the same program and
+    /// arguments, set beside FILE, a report by time: nanoseconds per instruction over the work
+    /// and over the span of the whole program and of each region both have, and a line where
+    /// the critical path runs twice as slow per instruction or more (its strands wait on memory
+    /// or the kernel).
+    #[arg(long, value_name = "EXACT.json")]
+    pub against: Option<PathBuf>,
     #[command(flatten)]
     pub output: OutputOptions,
 }

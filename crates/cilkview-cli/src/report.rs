@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use anyhow::{bail, Result};
-use cilkview_report::{read_json, ExportManager};
+use cilkview_report::{read_json, time_against_exact, ExportManager};
 
 use crate::cli::ReportArgs;
 
@@ -21,6 +21,15 @@ pub fn report(args: ReportArgs) -> Result<ExitCode> {
             report.burden,
             report.unit
         );
+    }
+    if let Some(exact_file) = &args.against {
+        let exact = read_json(exact_file)?;
+        report.against = Some(time_against_exact(
+            &report,
+            &args.file.display().to_string(),
+            &exact,
+            &exact_file.display().to_string(),
+        )?);
     }
     // What the measures and the model determine, the report need not hold.
     report.derive(args.max_cores, args.span_coefficient);

@@ -2,8 +2,9 @@
 //! `cpu_timed_tree` fixture prints its region's CPU time (CLOCK_PROCESS_CPUTIME_ID), its
 //! preemptions and its mark hits. The region's CPU time includes the stubs (~10–25 ns a hit),
 //! which the work leaves out: work lies between the CPU time less 40 ns a hit and the CPU time,
-//! and within 10% of it for strands of ~2 µs (docs/benchmarks.md, "The time counter on real
-//! programs"). Compared within one run, as the machine's load moves both alike.
+//! and within 10% of it for strands of ~2 µs; with `--repeat`, within 10% of the median run's
+//! (docs/benchmarks.md, "The time counter on real programs"). Compared within one run, as the
+//! machine's load moves both alike.
 
 mod common;
 
@@ -25,7 +26,7 @@ fn printed(stdout: &str) -> Vec<(f64, u64, u64)> {
         .collect()
 }
 
-/// Each try's (work, least CPU time of its runs, preemptions): the first within bounds returns; none is a
+/// Each try's (work, the median CPU time of its runs, preemptions): the first within bounds returns; none is a
 /// failure where no run was preempted on a machine with a CPU to spare, else a visible skip.
 fn work_matches_cpu_time(flags: &[&str]) {
     let exe = build("cpu_timed_tree", &static_opts());
@@ -34,13 +35,23 @@ fn work_matches_cpu_time(flags: &[&str]) {
         let a = analyze_with(&exe, flags, &["10", "5000"]);
         assert_eq!(a.code(), Some(0), "{}", a.stderr());
         let runs = printed(&a.stdout());
-        // The least: repeated runs leave out what disturbed a strand in some runs.
-        let cpu = runs.iter().map(|r| r.0).fold(f64::MAX, f64::min);
+        // The median run's: repeated runs give each strand its median over the runs.
+        let mut cpus: Vec<f64> = runs.iter().map(|r| r.0).collect();
+        cpus.sort_by(f64::total_cmp);
+        let cpu = cpus[cpus.len() / 2];
         let preempted: u64 = runs.iter().map(|r| r.1).sum();
         let hits = runs[0].2 as f64;
         let work = a.region("tree")["work"].as_u64().unwrap() as f64;
-        // The stubs are in the CPU time, not in the work.
-        let within = work <= cpu * 1.02 && work >= cpu - hits * 40.0 && work >= 0.9 * cpu;
+        // The stubs are in the CPU time, not in the work. Each strand's median over runs also
+        // leaves out its own tail (a cache miss lengthens a run, nothing shortens one): 4-6% of
+        // this tree's work (its runs' means sum to 0.99-1.02 of the median run's CPU time, their
+        // medians to 0.93-0.96), so repeated runs are held within 10% only.
+        let least = if runs.len() > 1 {
+            0.9 * cpu
+        } else {
+            (cpu - hits * 40.0).max(0.9 * cpu)
+        };
+        let within = least <= work && work <= cpu * 1.02;
         eprintln!("{flags:?}: work {work} ns, CPU time {cpu} ns, {preempted} preemptions");
         if within {
             return;

@@ -35,6 +35,7 @@ impl RunReport {
             target_plan: None,
             // The locks' shares are of the whole run's work.
             locks: None,
+            against: None,
             ..self.clone()
         })
     }

@@ -10,6 +10,7 @@
 
 #![forbid(unsafe_code)]
 
+mod against;
 mod bench;
 mod callgrind;
 mod export;
@@ -32,6 +33,7 @@ mod what_if_text;
 
 use std::path::{Path, PathBuf};
 
+pub use against::{time_against_exact, AgainstError, AgainstPart, AgainstReport, SLOWER_PATH};
 pub use bench::{
     compare, measured_points, BenchCsvExporter, BenchExportOptions, BenchPlotExporter,
     BenchTableExporter,

@@ -255,6 +255,10 @@ pub struct RunReport {
     /// the speedup table is bounded by the most held one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub locks: Option<crate::LocksReport>,
+    /// `report --against EXACT.json`: a report by time beside an exact one of the same program,
+    /// time per instruction over the work and over the span (docs/counters.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub against: Option<crate::AgainstReport>,
     /// Things the user should know (no marks found, partial stream, …). Shown in the text report;
     /// not part of the JSON schema.
     #[serde(skip)]
@@ -353,6 +357,7 @@ impl RunReport {
             target_plan: None,
             runtime: None,
             locks: None,
+            against: None,
             warnings: Vec::new(),
             measured: Vec::new(),
         }

@@ -208,6 +208,7 @@ impl TextExporter {
         }
         crate::locks::section(&mut out, report);
         crate::what_if_text::sections(&mut out, report);
+        crate::against::section(&mut out, report);
         out
     }
 }
