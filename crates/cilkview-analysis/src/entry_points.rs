@@ -72,6 +72,18 @@ pub struct Chosen {
 }
 
 impl Chosen {
+    /// A backend that is not one of the tracer's (a test's counter: docs/architecture.md,
+    /// "Where a change goes"), checked here as [`choose_for_run`] checks the tracer's.
+    pub fn of(backend: Box<dyn Backend>) -> Result<Chosen, TraceError> {
+        let info = backend
+            .check()
+            .map_err(|why| TraceError::CounterUnavailable {
+                mode: backend.mode(),
+                reason: why.to_string(),
+            })?;
+        Ok(Chosen { backend, info })
+    }
+
     /// The counter that will run, why, and in which unit.
     pub fn info(&self) -> &CounterInfo {
         &self.info

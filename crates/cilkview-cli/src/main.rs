@@ -13,6 +13,8 @@ mod counter_checks;
 mod exit;
 mod locks;
 mod man;
+#[cfg(test)]
+mod new_counter_tests;
 mod openmp;
 #[cfg(test)]
 mod options_reference;
