@@ -101,12 +101,34 @@ struct Settling {
 }
 
 impl Settling {
+    /// For `--repeat auto`; `None` for a number of runs.
+    fn of(repeat: Repeat) -> Option<Settling> {
+        match repeat {
+            Repeat::Auto {
+                tolerance, budget, ..
+            } => Some(Settling {
+                tolerance,
+                budget,
+                spans: Vec::new(),
+            }),
+            Repeat::Runs(_) => None,
+        }
+    }
+
     /// The last run's change of the span, as a fraction.
     fn change(&self) -> Option<f64> {
         let [.., before, last] = self.spans[..] else {
             return None;
         };
         Some((last as f64 - before as f64).abs() / (last.max(1) as f64))
+    }
+
+    /// The warning after the most runs allowed, the span not settled.
+    fn unsettled(runs: u32) -> String {
+        format!(
+            "--repeat auto: stopped at {runs} runs before the span settled: its noise bound says \
+             how far to trust it"
+        )
     }
 
     /// Why to stop after `runs` runs that took `elapsed` (the last one `last`), if so.
@@ -153,16 +175,7 @@ pub(crate) fn run_repeatedly(
     let began = Instant::now();
     let mut outcome = backend.run(options, counter.clone(), &mut recorder)?;
     let mut recorded = recorder.finish();
-    let mut settling = match request.repeat {
-        Repeat::Auto {
-            tolerance, budget, ..
-        } => Some(Settling {
-            tolerance,
-            budget,
-            spans: Vec::new(),
-        }),
-        Repeat::Runs(_) => None,
-    };
+    let mut settling = Settling::of(request.repeat);
     let runs = request.repeat.most();
     let mut done = 1;
     let mut warnings = Vec::new();
@@ -173,17 +186,8 @@ pub(crate) fn run_repeatedly(
         let divergence = folder.finish();
         done = run;
         if later.status != outcome.status {
-            let rest = match (runs - run, &settling) {
-                (_, Some(_)) | (0, None) => String::new(),
-                (1, None) => format!("; run {runs} was not made"),
-                _ => format!("; runs {} to {runs} were not made", run + 1),
-            };
-            warnings.push(format!(
-                "--repeat: run {run} ended with {} where run 1 ended with {}: its strands were used \
-                 where its marks matched run 1's{rest}",
-                status_words(later.status),
-                status_words(outcome.status)
-            ));
+            let planned = if settling.is_some() { run } else { runs };
+            warnings.push(ended_otherwise(run, planned, later.status, outcome.status));
             break;
         }
         if let Some(divergence) = divergence {
@@ -201,10 +205,7 @@ pub(crate) fn run_repeatedly(
                 break;
             }
             if run == runs {
-                warnings.push(format!(
-                    "--repeat auto: stopped at {runs} runs before the span settled: its noise \
-                     bound says how far to trust it"
-                ));
+                warnings.push(Settling::unsettled(runs));
             }
         }
     }
@@ -226,6 +227,22 @@ pub(crate) fn run_repeatedly(
             recorded,
         },
     ))
+}
+
+/// The warning of run `run` of `planned` ending with `status` where run 1 ended with `first`:
+/// its strands were used where they matched, and the runs after it are not made.
+fn ended_otherwise(run: u32, planned: u32, status: ExitStatus, first: ExitStatus) -> String {
+    let rest = match planned - run {
+        0 => String::new(),
+        1 => format!("; run {planned} was not made"),
+        _ => format!("; runs {} to {planned} were not made", run + 1),
+    };
+    format!(
+        "--repeat: run {run} ended with {} where run 1 ended with {}: its strands were used \
+         where its marks matched run 1's{rest}",
+        status_words(status),
+        status_words(first)
+    )
 }
 
 fn status_words(status: ExitStatus) -> String {
