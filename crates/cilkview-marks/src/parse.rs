@@ -280,94 +280,107 @@ fn parse_records(
             pos += 1;
             continue;
         }
-        let offset = base + pos as u64;
-        let rest = &bytes[pos..];
-        let version = rest[0];
-        if version != FORMAT_VERSION {
-            return Err(malformed(
-                offset,
-                format!(
-                    "record version {version}, but this cilkview-rs reads version \
-                     {FORMAT_VERSION} only (a newer cilkview.h? then update cilkview-rs)"
-                ),
-            ));
-        }
-        if rest.len() < 16 {
-            return Err(malformed(
-                offset,
-                format!(
-                    "record header cut short: {} bytes left in the section, a record needs 16",
-                    rest.len()
-                ),
-            ));
-        }
-        let len = read_u32(rest, 4) as usize;
-        if len < 16 || len % 8 != 0 {
-            return Err(malformed(
-                offset,
-                format!("record length {len} (must be a multiple of 8, at least 16)"),
-            ));
-        }
-        if len > rest.len() {
-            return Err(malformed(
-                offset,
-                format!(
-                    "record length {len} runs past the end of the section ({} bytes left)",
-                    rest.len()
-                ),
-            ));
-        }
-        let code = rest[1];
-        let Some(kind) = MarkKind::from_code(code) else {
-            return Err(malformed(
-                offset,
-                format!(
-                    "unknown mark kind {code} (known: 1..={})",
-                    MarkKind::ALL.len()
-                ),
-            ));
-        };
-        let operand = match rest[2] {
-            0xff => None,
-            reg => Some(u16::from(reg)),
-        };
-        let flags = rest[3];
-        if flags != 0 {
-            return Err(malformed(
-                offset,
-                format!("record flags {flags:#x}: version 1 defines no flags"),
-            ));
-        }
-        let address = read_u64(rest, 8);
-        let label = if kind.has_label() {
-            let tail = &rest[16..len];
-            let Some(nul) = tail.iter().position(|&b| b == 0) else {
-                return Err(malformed(
-                    offset,
-                    format!("{kind} record has no NUL-terminated label"),
-                ));
-            };
-            match std::str::from_utf8(&tail[..nul]) {
-                Ok(s) => Some(s.to_owned()),
-                Err(e) => return Err(malformed(offset, format!("{kind} label is not UTF-8: {e}"))),
-            }
-        } else {
-            None
-        };
+        let (len, mark) = parse_record(&bytes[pos..], base + pos as u64)?;
         pos += len;
         let live = exec_ranges
             .iter()
-            .any(|&(start, end)| address >= start && address.saturating_add(5) <= end);
+            .any(|&(start, end)| mark.address >= start && mark.address.saturating_add(5) <= end);
         if live {
-            marks.push(Mark {
-                kind,
-                address,
-                operand,
-                label,
-            });
+            marks.push(mark);
         }
     }
     Ok(())
+}
+
+/// The record at the start of `rest` (at file offset `offset`): its length and its mark.
+fn parse_record(rest: &[u8], offset: u64) -> Result<(usize, Mark), MarksError> {
+    let version = rest[0];
+    if version != FORMAT_VERSION {
+        return Err(malformed(
+            offset,
+            format!(
+                "record version {version}, but this cilkview-rs reads version \
+                 {FORMAT_VERSION} only (a newer cilkview.h? then update cilkview-rs)"
+            ),
+        ));
+    }
+    let len = record_length(rest, offset)?;
+    let code = rest[1];
+    let Some(kind) = MarkKind::from_code(code) else {
+        return Err(malformed(
+            offset,
+            format!(
+                "unknown mark kind {code} (known: 1..={})",
+                MarkKind::ALL.len()
+            ),
+        ));
+    };
+    let operand = match rest[2] {
+        0xff => None,
+        reg => Some(u16::from(reg)),
+    };
+    let flags = rest[3];
+    if flags != 0 {
+        return Err(malformed(
+            offset,
+            format!("record flags {flags:#x}: version 1 defines no flags"),
+        ));
+    }
+    let mark = Mark {
+        kind,
+        address: read_u64(rest, 8),
+        operand,
+        label: record_label(kind, &rest[16..len], offset)?,
+    };
+    Ok((len, mark))
+}
+
+/// The length of the record at the start of `rest`, checked: a multiple of 8, at least its
+/// 16-byte header, within the section.
+fn record_length(rest: &[u8], offset: u64) -> Result<usize, MarksError> {
+    if rest.len() < 16 {
+        return Err(malformed(
+            offset,
+            format!(
+                "record header cut short: {} bytes left in the section, a record needs 16",
+                rest.len()
+            ),
+        ));
+    }
+    let len = read_u32(rest, 4) as usize;
+    if len < 16 || len % 8 != 0 {
+        return Err(malformed(
+            offset,
+            format!("record length {len} (must be a multiple of 8, at least 16)"),
+        ));
+    }
+    if len > rest.len() {
+        return Err(malformed(
+            offset,
+            format!(
+                "record length {len} runs past the end of the section ({} bytes left)",
+                rest.len()
+            ),
+        ));
+    }
+    Ok(len)
+}
+
+/// The label after a record's header (`tail`), for the kinds that have one.
+fn record_label(kind: MarkKind, tail: &[u8], offset: u64) -> Result<Option<String>, MarksError> {
+    if !kind.has_label() {
+        return Ok(None);
+    }
+    let Some(nul) = tail.iter().position(|&b| b == 0) else {
+        return Err(malformed(
+            offset,
+            format!("{kind} record has no NUL-terminated label"),
+        ));
+    };
+    match std::str::from_utf8(&tail[..nul]) {
+        Ok(s) => Ok(Some(s.to_owned())),
+        Err(e) => Err(malformed(offset, format!("{kind} label is not UTF-8: {e}"))),
+    }
 }
 
 #[cfg(test)]
