@@ -37,15 +37,25 @@ programs=$(bots_programs)
 echo "machine: $(uname -m), $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(date -u +%F), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "BOTS: $(git -C "$bots" rev-parse --short HEAD 2>/dev/null || echo "$bots"); $(gcc --version | head -1); counter $counter"
 echo
-header="| program | arguments | check | tasks | instructions per spawn | region parallelism | predicted at 2 (Cilkview) | predicted at 2 (--openmp) |"
+header="| program | arguments | check | tasks | work per spawn | region parallelism | predicted at 2 (Cilkview) | predicted at 2 (--openmp) |"
 rule="|---|---|---|---:|---:|---:|---|---|"
 if [ "${TIMING:-0}" = 1 ]; then
     header="$header measured at 2 |"
     rule="$rule---:|"
 fi
+if [ "$counter" = native ]; then
+    # The whole program's work by time against its CPU time (user + system) in the same traced
+    # run, printed at its exit by a preloaded library (bench/cpu_at_exit.c). It holds the
+    # stubs' ~10 ns per hit and the loader's start-up, which the work does not.
+    gcc -O2 -shared -fPIC scripts/bench/cpu_at_exit.c -o "$work/cpu_at_exit.so"
+    preload=(env "LD_PRELOAD=$work/cpu_at_exit.so")
+    header="$header work / CPU time (the same run) |"
+    rule="$rule---:|"
+fi
 echo "$header"
 echo "$rule"
 failed=0
+[ "$counter" = native ] || preload=()
 while IFS='|' read -r name dir sources defines libs args; do
     [ -n "$name" ] || continue
     if [ -n "${ONLY:-}" ] && [[ ",$ONLY," != *",$name,"* ]]; then
@@ -55,7 +65,7 @@ while IFS='|' read -r name dir sources defines libs args; do
     bots_build "$name" "$dir" "$sources" "$defines" "$libs" "$exe"
     args=$(bots_args "$args")
     # shellcheck disable=SC2086
-    if ! "$tool" run --openmp --counter "$counter" --json "$work/$name.json" "$exe" $args -c \
+    if ! "${preload[@]}" "$tool" run --openmp --counter "$counter" --json "$work/$name.json" "$exe" $args -c \
         >"$work/$name.out" 2>"$work/$name.err"; then
         echo "| $name | \`$args\` | tool failed: $(grep -m1 error "$work/$name.err") | | | | | |"
         failed=1
@@ -83,9 +93,9 @@ print(f"{statistics.median(ratios):.2f}")
 PY
 )
     fi
-    python3 - "$work/$name.json" "$name" "$args" "$check" "$speedup" "$in" <<'PY'
-import json, sys
-path, name, args, check, speedup, inputs = sys.argv[1:7]
+    python3 - "$work/$name.json" "$name" "$args" "$check" "$speedup" "$in" "$work/$name.err" <<'PY'
+import json, re, sys
+path, name, args, check, speedup, inputs, err = sys.argv[1:8]
 r = json.load(open(path))
 region = next(g for g in r["regions"] if g["label"] == "parallel")
 w, spawns, bspan = region["work"], region["spawns"], region["burdened_span"]
@@ -102,6 +112,9 @@ if speedup:
     s = float(speedup)
     place = "inside" if lower(cost) - 0.05 <= s <= upper + 0.05 else ("above" if s > upper else "BELOW")
     row += f" {s:.2f} ({place}) |"
+if r["unit"] == "nanoseconds":
+    cpu = re.search(rf"CPUAT \d+ ([0-9.]+) ([0-9.]+) \d+ {name[:15]}\n", open(err).read())
+    row += f" {r['work'] / ((float(cpu[1]) + float(cpu[2])) * 1e9):.2f} |" if cpu else " - |"
 print(row)
 PY
 done <<<"$programs"

@@ -74,6 +74,64 @@ static void flush_marks(struct pending_marks *pm, struct fold *fo)
     pm->n = 0;
 }
 
+/* The index of the first probe of file `f` at or after guest address `v`. */
+static size_t first_probe_from(const struct file *f, uint64_t v)
+{
+    size_t a = 0, b = f->n;
+    while (a < b) {
+        size_t m = (a + b) / 2;
+        if (f->probes[m].gaddr < v)
+            a = m + 1;
+        else
+            b = m;
+    }
+    return a;
+}
+
+/* The index of the first wanted function entry of file `f` at or after guest address `v`. */
+static size_t first_entry_from(const struct file *f, uint64_t v)
+{
+    size_t a = 0, b = f->nentries;
+    while (a < b) {
+        size_t m = (a + b) / 2;
+        if (f->entries[m] < v)
+            a = m + 1;
+        else
+            b = m;
+    }
+    return a;
+}
+
+/* The callback of mark `p` at instruction `insn` (the block's `i`-th), `tail` block-counted
+ * instructions from its end: a plain small hit joins the pending run `pm`, others close the
+ * run and the fold and get their own callback. */
+static void register_mark(struct qemu_plugin_insn *insn, size_t i, const struct probe *p, uint64_t tail,
+                          struct pending_marks *pm, struct fold *fo)
+{
+    if (!p->ra && p->operand < 0 && p->index < (1u << SMALL_PROBE_BITS)) {
+        pm->insn[pm->n] = insn;
+        pm->index[pm->n] = (uint32_t)p->index;
+        pm->tail[pm->n] = (uint32_t)tail;
+        pm->n++;
+        return;
+    }
+    flush_marks(pm, fo);
+    close_fold(fo);
+    if (p->ra)
+        qemu_plugin_register_vcpu_insn_exec_cb(insn, mark_ra_cb, QEMU_PLUGIN_CB_NO_REGS,
+                                               (void *)(uintptr_t)((p->index << TAIL_BITS) | tail));
+    else if (p->operand < 0) /* a probe index too large for a small hit */
+        qemu_plugin_register_vcpu_insn_exec_cb(insn, mark_big_cb, QEMU_PLUGIN_CB_NO_REGS,
+                                               (void *)(uintptr_t)((p->index << TAIL_BITS) | tail));
+    else if (i == 0)
+        qemu_plugin_register_vcpu_insn_exec_cb(
+            insn, cv_mark_op_tramp, QEMU_PLUGIN_CB_R_REGS,
+            (void *)(uintptr_t)((p->index << 14) | ((uint64_t)p->operand << TAIL_BITS) | tail));
+    else
+        qemu_plugin_register_vcpu_insn_exec_cb(insn, mark_no_operand_cb, QEMU_PLUGIN_CB_NO_REGS,
+                                               (void *)(uintptr_t)p->index);
+}
+
 static void vcpu_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 {
     (void)id;
@@ -110,36 +168,19 @@ static void vcpu_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
     }
     struct fold fo = {.open = counted == n, .done = 0, .counted = (uint32_t)counted};
 
-    /* Probes of this block, if its file has any. */
+    /* Probes of this block, and function entries whose return address is wanted, if its
+     * file has any. */
+    uint64_t vlast = qemu_plugin_insn_vaddr(qemu_plugin_tb_get_insn(tb, n - 1));
     struct probe *p = NULL, *pend = NULL;
     if (f && f->n) {
-        uint64_t vlast = qemu_plugin_insn_vaddr(qemu_plugin_tb_get_insn(tb, n - 1));
-        size_t a = 0, b = f->n;
-        while (a < b) {
-            size_t m = (a + b) / 2;
-            if (f->probes[m].gaddr < v0)
-                a = m + 1;
-            else
-                b = m;
-        }
-        p = f->probes + a;
+        p = f->probes + first_probe_from(f, v0);
         pend = p;
         while (pend < f->probes + f->n && pend->gaddr <= vlast)
             pend++;
     }
-    /* Function entries of this block whose return address is wanted. */
     uint64_t *e = NULL, *eend = NULL;
     if (f && f->nentries) {
-        uint64_t vlast = qemu_plugin_insn_vaddr(qemu_plugin_tb_get_insn(tb, n - 1));
-        size_t a = 0, b = f->nentries;
-        while (a < b) {
-            size_t m = (a + b) / 2;
-            if (f->entries[m] < v0)
-                a = m + 1;
-            else
-                b = m;
-        }
-        e = f->entries + a;
+        e = f->entries + first_entry_from(f, v0);
         eend = e;
         while (eend < f->entries + f->nentries && *eend <= vlast)
             eend++;
@@ -168,27 +209,8 @@ static void vcpu_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
         while (p && p < pend && p->gaddr < v)
             p++;
         if (p && p < pend && p->gaddr == v && qemu_plugin_insn_size(insn) == 5 &&
-            !memcmp(qemu_plugin_insn_data(insn), MARK_NOP, 5)) {
-            uint64_t tail = after + alone[i];
-            if (!p->ra && p->operand < 0 && p->index < (1u << SMALL_PROBE_BITS)) {
-                pm.insn[pm.n] = insn;
-                pm.index[pm.n] = (uint32_t)p->index;
-                pm.tail[pm.n] = (uint32_t)tail;
-                pm.n++;
-            } else if ((flush_marks(&pm, &fo), close_fold(&fo), p->ra))
-                qemu_plugin_register_vcpu_insn_exec_cb(insn, mark_ra_cb, QEMU_PLUGIN_CB_NO_REGS,
-                                                       (void *)(uintptr_t)((p->index << TAIL_BITS) | tail));
-            else if (p->operand < 0) /* a probe index too large for a small hit */
-                qemu_plugin_register_vcpu_insn_exec_cb(insn, mark_big_cb, QEMU_PLUGIN_CB_NO_REGS,
-                                                       (void *)(uintptr_t)((p->index << TAIL_BITS) | tail));
-            else if (i == 0)
-                qemu_plugin_register_vcpu_insn_exec_cb(
-                    insn, cv_mark_op_tramp, QEMU_PLUGIN_CB_R_REGS,
-                    (void *)(uintptr_t)((p->index << 14) | ((uint64_t)p->operand << TAIL_BITS) | tail));
-            else
-                qemu_plugin_register_vcpu_insn_exec_cb(insn, mark_no_operand_cb, QEMU_PLUGIN_CB_NO_REGS,
-                                                       (void *)(uintptr_t)p->index);
-        }
+            !memcmp(qemu_plugin_insn_data(insn), MARK_NOP, 5))
+            register_mark(insn, i, p, after + alone[i], &pm, &fo);
         if (i == n - 1 && is_rep_string(qemu_plugin_insn_data(insn), qemu_plugin_insn_size(insn))) {
             flush_marks(&pm, &fo);
             close_fold(&fo);
