@@ -34,20 +34,8 @@ fn a_time_report_beside_an_exact_one() {
         dir.path().join("time.json"),
         dir.path().join("both.json"),
     );
-    for (counter, file) in [
-        (&["emulate"][..], &exact),
-        (&["native", "--repeat", "3"], &time),
-    ] {
-        bin()
-            .args(["run", "--counter"])
-            .args(counter)
-            .arg("--json")
-            .arg(file)
-            .arg(&exe)
-            .args(["4", "2000000"])
-            .assert()
-            .success();
-    }
+    measure(&exe, &["emulate"], &exact);
+    measure(&exe, &["native", "--repeat", "3"], &time);
     let out = bin()
         .arg("report")
         .arg(&time)
@@ -84,13 +72,29 @@ fn a_time_report_beside_an_exact_one() {
         assert!(u(part, "span_slower") < 2.0, "{part}");
     }
     assert!(!text.contains("the critical path runs"), "{text}");
+    the_other_way_round_is_refused(&exact, &time);
+}
 
-    // The other way round, or another program's report: one line, before anything is written.
+/// The tree measured by `counter` into `file`.
+fn measure(exe: &Path, counter: &[&str], file: &Path) {
+    bin()
+        .args(["run", "--counter"])
+        .args(counter)
+        .arg("--json")
+        .arg(file)
+        .arg(exe)
+        .args(["4", "2000000"])
+        .assert()
+        .success();
+}
+
+/// The exact report given as the time one: one line, before anything is written.
+fn the_other_way_round_is_refused(exact: &Path, time: &Path) {
     let wrong = bin()
         .arg("report")
-        .arg(&exact)
+        .arg(exact)
         .arg("--against")
-        .arg(&time)
+        .arg(time)
         .output()
         .unwrap();
     assert_eq!(wrong.status.code(), Some(125));
