@@ -45,77 +45,88 @@ impl BenchTableExporter {
             let _ = write!(out, "  {:>15}  measured vs predicted", "predicted");
         }
         let _ = writeln!(out);
-        for r in &report.results {
+        rows(&mut out, report);
+        findings(&mut out, report);
+        out
+    }
+}
+
+/// One line per worker count: time, speedup, efficiency, and the prediction where there is one.
+fn rows(out: &mut String, report: &BenchReport) {
+    for r in &report.results {
+        let _ = write!(
+            out,
+            "{:>4}  {:>26}  {:>22}  {:>9.0}%",
+            r.cores,
+            format!(
+                "{:.4} [{:.4} – {:.4}]",
+                r.time.median, r.time.min, r.time.max
+            ),
+            format!(
+                "{:.2} [{:.2} – {:.2}]",
+                r.speedup.median, r.speedup.min, r.speedup.max
+            ),
+            r.efficiency * 100.0
+        );
+        if let (Some(p), Some(place)) = (&r.predicted, r.placement) {
             let _ = write!(
                 out,
-                "{:>4}  {:>26}  {:>22}  {:>9.0}%",
-                r.cores,
-                format!(
-                    "{:.4} [{:.4} – {:.4}]",
-                    r.time.median, r.time.min, r.time.max
-                ),
-                format!(
-                    "{:.2} [{:.2} – {:.2}]",
-                    r.speedup.median, r.speedup.min, r.speedup.max
-                ),
-                r.efficiency * 100.0
+                "  {:>15}  {}",
+                format!("{:.2} – {:.2}", p.lower, p.upper),
+                match place {
+                    Placement::Inside => "inside",
+                    Placement::Above => "ABOVE (faster than predicted)",
+                    Placement::Below => "BELOW (slower than predicted)",
+                }
             );
-            if let (Some(p), Some(place)) = (&r.predicted, r.placement) {
-                let _ = write!(
-                    out,
-                    "  {:>15}  {}",
-                    format!("{:.2} – {:.2}", p.lower, p.upper),
-                    match place {
-                        Placement::Inside => "inside",
-                        Placement::Above => "ABOVE (faster than predicted)",
-                        Placement::Below => "BELOW (slower than predicted)",
-                    }
-                );
-            }
-            let _ = writeln!(out);
         }
-        if report
-            .results
-            .iter()
-            .any(|r| r.placement == Some(Placement::Below))
-        {
-            let _ = writeln!(
-                out,
-                "Below the predicted range: something the instruction counts cannot see holds the \
+        let _ = writeln!(out);
+    }
+}
+
+/// What the table says beyond its numbers: below the prediction, runs too short to time, the
+/// memory bandwidth.
+fn findings(out: &mut String, report: &BenchReport) {
+    if report
+        .results
+        .iter()
+        .any(|r| r.placement == Some(Placement::Below))
+    {
+        let _ = writeln!(
+            out,
+            "Below the predicted range: something the instruction counts cannot see holds the \
                  program back (memory bandwidth, contention, false sharing, the runtime's own \
                  costs). Try --bandwidth."
-            );
-        }
-        if let Some(fastest) = report
-            .results
-            .iter()
-            .map(|r| r.time.min)
-            .filter(|t| t.is_finite())
-            .min_by(f64::total_cmp)
-            .filter(|&t| t < SHORT_RUN_SECONDS)
-        {
-            let _ = writeln!(
-                out,
-                "warning: the fastest run took {:.1} ms: under {:.0} ms, starting the process and \
+        );
+    }
+    if let Some(fastest) = report
+        .results
+        .iter()
+        .map(|r| r.time.min)
+        .filter(|t| t.is_finite())
+        .min_by(f64::total_cmp)
+        .filter(|&t| t < SHORT_RUN_SECONDS)
+    {
+        let _ = writeln!(
+            out,
+            "warning: the fastest run took {:.1} ms: under {:.0} ms, starting the process and \
                  the clock's noise weigh on every speedup; give the program more work (a larger \
                  input)",
-                fastest * 1e3,
-                SHORT_RUN_SECONDS * 1e3
-            );
-        }
-        if let Some(b) = &report.bandwidth {
-            let _ = writeln!(
-                out,
-                "Memory bandwidth: {} copies at once {:.4} s [{:.4} – {:.4}], one alone {:.4} s: {}",
-                b.copies,
-                b.together.median,
-                b.together.min,
-                b.together.max,
-                b.alone.median,
-                b.explain()
-            );
-        }
-        out
+            fastest * 1e3,
+            SHORT_RUN_SECONDS * 1e3
+        );
+    }
+    if let Some(b) = &report.bandwidth {
+        let _ = writeln!(
+            out,
+            "Memory bandwidth: {} copies at once {:.4} s [{:.4} – {:.4}], one alone {:.4} s: {}",
+            b.copies,
+            b.together.median,
+            b.together.min,
+            b.together.max,
+            b.alone.median,
+            b.explain()
+        );
     }
 }
 
