@@ -67,12 +67,6 @@ impl TopSitesExporter {
             "par. on span",
             "par. on work",
         ];
-        let mut width: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-        for r in &rows {
-            for (w, c) in width.iter_mut().zip(r) {
-                *w = (*w).max(c.chars().count());
-            }
-        }
         let mut out = String::new();
         let shown = rows.len();
         let of = match &report.profile_region {
@@ -90,22 +84,7 @@ impl TopSitesExporter {
                 String::new()
             }
         );
-        let line = |out: &mut String, cells: &[String]| {
-            let mut l = String::new();
-            for (i, (c, w)) in cells.iter().zip(&width).enumerate() {
-                let pad = w - c.chars().count();
-                if i < 3 {
-                    let _ = write!(l, "{c}{}  ", " ".repeat(pad));
-                } else {
-                    let _ = write!(l, "{}{c}  ", " ".repeat(pad));
-                }
-            }
-            let _ = writeln!(out, "  {}", l.trim_end());
-        };
-        line(&mut out, &header.map(String::from));
-        for r in &rows {
-            line(&mut out, r);
-        }
+        table(&mut out, &header.map(String::from), &rows);
         let outside = report.outside_call_sites();
         let _ = writeln!(
             out,
@@ -121,6 +100,29 @@ impl TopSitesExporter {
             );
         }
         out
+    }
+}
+
+/// The header and rows, each column as wide as its widest cell: the first three (location,
+/// function, kind) aligned left, the numbers right.
+fn table(out: &mut String, header: &[String; 7], rows: &[[String; 7]]) {
+    let mut width: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (w, c) in width.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    for cells in std::iter::once(header).chain(rows) {
+        let mut l = String::new();
+        for (i, (c, w)) in cells.iter().zip(&width).enumerate() {
+            let pad = w - c.chars().count();
+            if i < 3 {
+                let _ = write!(l, "{c}{}  ", " ".repeat(pad));
+            } else {
+                let _ = write!(l, "{}{c}  ", " ".repeat(pad));
+            }
+        }
+        let _ = writeln!(out, "  {}", l.trim_end());
     }
 }
 
