@@ -190,26 +190,31 @@ impl TextExporter {
         if !report.regions.is_empty() {
             side_by_side(&mut out, report);
         }
-        let max_cores = report.max_cores();
-        for (i, r) in report.regions.iter().enumerate() {
-            let _ = writeln!(out);
-            let _ = writeln!(out, "{}) Region \"{}\"", i + 3, printable(&r.label));
-            profile(&mut out, &r.measures.measured(), report.unit);
-            let _ = writeln!(out, "Speedup Estimate");
-            table(
-                &mut out,
-                &crate::speedup_table(
-                    &r.measures.measured(),
-                    max_cores,
-                    report.span_coefficient,
-                    report.task_cost(),
-                ),
-            );
-        }
+        region_sections(&mut out, report);
         crate::locks::section(&mut out, report);
         crate::what_if_text::sections(&mut out, report);
         crate::against::section(&mut out, report);
         out
+    }
+}
+
+/// Each region's profile and speedup table, numbered after the whole run's two sections.
+fn region_sections(out: &mut String, report: &RunReport) {
+    let max_cores = report.max_cores();
+    for (i, r) in report.regions.iter().enumerate() {
+        let _ = writeln!(out);
+        let _ = writeln!(out, "{}) Region \"{}\"", i + 3, printable(&r.label));
+        profile(out, &r.measures.measured(), report.unit);
+        let _ = writeln!(out, "Speedup Estimate");
+        table(
+            out,
+            &crate::speedup_table(
+                &r.measures.measured(),
+                max_cores,
+                report.span_coefficient,
+                report.task_cost(),
+            ),
+        );
     }
 }
 
