@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::cores::{available_cpus, single_cpu};
-use crate::{BenchError, BenchOptions, Progress, Summary};
+use crate::{BenchError, BenchOptions, Launch, Progress, Summary};
 
 /// Ratio (copies / alone) from which the verdict is [`BandwidthVerdict::Limited`]: the copies
 /// lose a fifth of their speed or more (at P copies, P/1.25 = 0.8·P is then the best speedup
@@ -65,6 +65,33 @@ impl BandwidthReport {
     }
 }
 
+/// Trial `t`'s `copies` copies at once, copy `i` on CPU `cpu(i)`: each one's time. Each copy is
+/// started and waited for by its own thread, so that one copy's end is timed when it happens,
+/// not when the others let us look.
+fn copies_at_once(
+    launch: &Launch,
+    copies: u32,
+    t: u32,
+    cpu: &dyn Fn(u32) -> usize,
+) -> Result<Vec<f64>, BenchError> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..copies)
+            .map(|i| {
+                let set = single_cpu(cpu(i));
+                s.spawn(move || -> Result<f64, BenchError> {
+                    let label = format!("bandwidth test, trial {t}, copy {}", i + 1);
+                    let done = launch.start(1, set?)?.wait()?.check(1, label)?;
+                    Ok(done.elapsed.as_secs_f64())
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a bandwidth-test thread panicked"))
+            .collect::<Result<Vec<f64>, BenchError>>()
+    })
+}
+
 /// Runs the test with `copies` copies (1 worker each), `opts.trials` times.
 pub fn bandwidth(
     opts: &BenchOptions,
@@ -104,25 +131,7 @@ pub fn bandwidth(
             trial: Some(t),
             seconds: one.elapsed.as_secs_f64(),
         });
-        // Each copy is started and waited for by its own thread, so that one copy's end is
-        // timed when it happens, not when the others let us look.
-        let ends = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..copies)
-                .map(|i| {
-                    let launch = &launch;
-                    let set = single_cpu(cpu(i));
-                    s.spawn(move || -> Result<f64, BenchError> {
-                        let label = format!("bandwidth test, trial {t}, copy {}", i + 1);
-                        let done = launch.start(1, set?)?.wait()?.check(1, label)?;
-                        Ok(done.elapsed.as_secs_f64())
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().expect("a bandwidth-test thread panicked"))
-                .collect::<Result<Vec<f64>, BenchError>>()
-        })?;
+        let ends = copies_at_once(&launch, copies, t, &cpu)?;
         for &s in &ends {
             progress(Progress::Ran {
                 cores: copies,

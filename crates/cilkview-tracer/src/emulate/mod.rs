@@ -355,21 +355,7 @@ impl EmulatedRun {
                 let _ = replies.write_all(&bytes);
                 answer?;
             }
-            Record::Start => {
-                self.started = true;
-                let probes = self.next;
-                let (image, cost) = (self.images, std::mem::take(&mut self.exec_cost));
-                self.images += 1;
-                self.emit(
-                    sink,
-                    TraceEvent::Exec {
-                        image,
-                        tid: self.pid,
-                        cost,
-                        probes,
-                    },
-                );
-            }
+            Record::Start => self.start(sink),
             Record::Image => {
                 self.image_execed(sink);
                 // A failed write means QEMU is gone; its status tells why.
@@ -398,19 +384,26 @@ impl EmulatedRun {
             Record::World { what, detail } => {
                 self.world.insert((what, detail));
             }
-            Record::NoOperand { probe } => {
-                return Err(TraceError::Emulator {
-                    message: format!(
-                        "probe {probe} reports a register, but its mark does not begin a \
-                         translation block, so the emulator cannot read the register exactly; \
-                         rebuild the program with the current cilkview.h (its loop-begin mark \
-                         starts with a jmp), or {}",
-                        crate::backend::use_instead(CounterMode::Emulate)
-                    ),
-                })
-            }
+            Record::NoOperand { probe } => return Err(no_operand(probe)),
         }
         Ok(())
+    }
+
+    /// The program's image starts: its `Exec` event, the cost before it its own.
+    fn start(&mut self, sink: &mut dyn EventSink) {
+        self.started = true;
+        let probes = self.next;
+        let (image, cost) = (self.images, std::mem::take(&mut self.exec_cost));
+        self.images += 1;
+        self.emit(
+            sink,
+            TraceEvent::Exec {
+                image,
+                tid: self.pid,
+                cost,
+                probes,
+            },
+        );
     }
 
     /// The exec announced last succeeded, and the plugin followed it (a new QEMU runs the new
@@ -541,5 +534,17 @@ impl EmulatedRun {
             });
         }
         Ok(ExitStatus::Exited(code))
+    }
+}
+
+/// The plugin read no register for `probe`: its mark does not begin a translation block.
+fn no_operand(probe: u64) -> TraceError {
+    TraceError::Emulator {
+        message: format!(
+            "probe {probe} reports a register, but its mark does not begin a translation block, \
+             so the emulator cannot read the register exactly; rebuild the program with the \
+             current cilkview.h (its loop-begin mark starts with a jmp), or {}",
+            crate::backend::use_instead(CounterMode::Emulate)
+        ),
     }
 }
