@@ -14,8 +14,9 @@
 //! each thread the sequence of what ended its strands (a probe, an exec, the thread's exit) with
 //! their costs. Each further run is folded into it ([`Folder`]): its threads (matched by order of
 //! appearance) must end their strands the same way in the same order, each cost is kept beside
-//! the others' (the first [`SAMPLED_RUNS`] runs'; the shortest and the sum of all); where a thread's sequence departs from the first run's ([`Divergence`]),
-//! the rest of that thread's run is not used. The result is replayed into the analysis
+//! the others' (the first [`SAMPLED_RUNS`] runs'; the shortest and the sum of all); where a
+//! thread's sequence departs from the first run's ([`Divergence`]), the rest of that thread's
+//! run is not used. The result is replayed into the analysis
 //! ([`RecordedRun::replay`]) as if one run had measured it. Memory: 12 bytes per hit and 4 per
 //! strand and run.
 
@@ -121,11 +122,13 @@ impl Strands {
 
     /// The median of strand `i`'s sampled runs (the mean of the middle two of an even count).
     fn median(&self, i: usize) -> u64 {
-        let mut costs: Vec<f32> = self
-            .samples
-            .iter()
-            .filter_map(|run| run.get(i).copied())
-            .collect();
+        let mut buffer = [0f32; SAMPLED_RUNS];
+        let mut n = 0;
+        for cost in self.samples.iter().filter_map(|run| run.get(i)) {
+            buffer[n] = *cost;
+            n += 1;
+        }
+        let costs = &mut buffer[..n];
         costs.sort_unstable_by(f32::total_cmp);
         let mid = costs.len() / 2;
         let median = if costs.len() % 2 == 1 {
