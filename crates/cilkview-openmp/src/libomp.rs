@@ -64,10 +64,6 @@ impl Runtime for Libomp {
     fn counters(&self) -> &'static [Counter] {
         OPENMP_COUNTERS
     }
-
-    fn virtual_team(&self) -> bool {
-        false
-    }
 }
 
 /// The library's OpenMP API version (its `@(#) … OMP API version: 5.0 (201611)` string), once
