@@ -246,6 +246,40 @@ EXPORT void __kmpc_end_critical(ident_t *loc, kmp_int32 gtid, kmp_critical_name 
     REAL(__kmpc_end_critical)(loc, gtid, lock);
 }
 
+/* A reduction's combine: gcc combines one variable with an inline atomic instruction (no call,
+   nothing seen) and several under GOMP_atomic_start (an `atomic` region, the atomic lock);
+   clang calls __kmpc_reduce(_nowait) for any number. Where it returns 1 (this thread combines:
+   always in a team of one) and combines several variables, the combine is shown as gcc's: an
+   `atomic` region and lock; one variable, nothing, as gcc's inline atomic. */
+static char atomic_lock;
+static TLS unsigned reduce_marked; /* the combine being run is an `atomic` region */
+
+#define REDUCE(name)                                                                               \
+    EXPORT __attribute__((noinline)) kmp_int32 __kmpc_##name(                                      \
+        ident_t *loc, kmp_int32 gtid, kmp_int32 num_vars, size_t size, void *data,                 \
+        void (*func)(void *, void *), kmp_critical_name *lck)                                      \
+    {                                                                                              \
+        kmp_int32 r = REAL(__kmpc_##name)(loc, gtid, num_vars, size, data, func, lck);            \
+        reduce_marked = r == 1 && num_vars > 1;                                                    \
+        if (reduce_marked) {                                                                       \
+            COUNT(C_ATOMIC);                                                                       \
+            ACQUIRED(0, &atomic_lock);                                                             \
+            MARK_REGION_BEGIN("atomic");                                                           \
+        }                                                                                          \
+        return r;                                                                                  \
+    }                                                                                              \
+    EXPORT void __kmpc_end_##name(ident_t *loc, kmp_int32 gtid, kmp_critical_name *lck)            \
+    {                                                                                              \
+        if (reduce_marked) {                                                                       \
+            MARK_REGION_END("atomic");                                                             \
+            RELEASING(&atomic_lock);                                                               \
+            reduce_marked = 0;                                                                     \
+        }                                                                                          \
+        REAL(__kmpc_end_##name)(loc, gtid, lck);                                                   \
+    }
+REDUCE(reduce)
+REDUCE(reduce_nowait)
+
 EXPORT void __kmpc_ordered(ident_t *loc, kmp_int32 gtid)
 {
     REAL(__kmpc_ordered)(loc, gtid);
