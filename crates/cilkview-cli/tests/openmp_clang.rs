@@ -460,7 +460,8 @@ fn constructs_give_the_same_results_and_counts_under_both_runtimes() {
 /// through libatomic, not libomp, in the clang build: not seen (0). Work and span within
 /// `overhead(8)` of the gcc build's (measured: 41.1k and 20.4k at most, libomp's dispatch per
 /// chunk); the regions' work within 1,000 instructions per entry of 8 units (measured +739 to
-/// +871 in all, both builds).
+/// +871 in all, both builds). With `--omp-team 4` the two-variable reduction is combined once per
+/// virtual thread in both builds (`atomic` 4), the ordered loop gives the same spawns (11).
 #[test]
 #[ignore = "slow: runs cilkview-rs on compiled OpenMP programs"]
 fn exclusion_and_reductions_give_the_gcc_builds_regions() {
@@ -517,5 +518,22 @@ fn exclusion_and_reductions_give_the_gcc_builds_regions() {
                 "{mode}: {key}: clang {x}, gcc {y}"
             );
         }
+    }
+    for (mode, counter, counted) in [("reduction2", "atomic", 4), ("ordered", "ordered", 8)] {
+        let team = ["--openmp", "--omp-team", "4"];
+        let a = analyze_with(&clang, &team, &[mode, "8", "100000"]);
+        let g = analyze_with(&gcc, &team, &[mode, "8", "100000"]);
+        for (x, what) in [(&a, "clang"), (&g, "gcc")] {
+            assert_eq!(
+                x.stdout(),
+                format!("{mode} 28\n"),
+                "{mode} ({what}): {}",
+                x.stderr()
+            );
+            assert_eq!(count(x, counter), counted, "{mode} ({what})");
+            assert_eq!(count(x, "virtual_team_regions"), 1, "{mode} ({what})");
+        }
+        let (ra, rg) = (a.region("parallel"), g.region("parallel"));
+        assert_eq!(u(ra, "spawns"), u(rg, "spawns"), "{mode}: {ra} {rg}");
     }
 }
