@@ -457,7 +457,9 @@ fn constructs_give_the_same_results_and_counts_under_both_runtimes() {
 /// `ordered` regions of 8 entries holding 8 units; a reduction of one variable nothing (gcc's is an
 /// inline atomic), of two an `atomic` region and lock (gcc's GOMP_atomic_start, clang's
 /// __kmpc_reduce_nowait). The `omp atomic` of a long double is gcc's `atomic` region but goes
-/// through libatomic, not libomp, in the clang build: not seen (0). Work and span within
+/// through libatomic, not libomp, in the clang build: not seen (0). Task reductions (`taskred`:
+/// a taskgroup task_reduction of 8 tasks in_reduction, a taskloop reduction of 8 tasks), left to
+/// each runtime, give both builds 16 spawns and the right sum. Work and span within
 /// `overhead(8)` of the gcc build's (measured: 41.1k and 20.4k at most, libomp's dispatch per
 /// chunk); the regions' work within 1,000 instructions per entry of 8 units (measured +739 to
 /// +871 in all, both builds). With `--omp-team 4` the two-variable reduction is combined once per
@@ -479,6 +481,7 @@ fn exclusion_and_reductions_give_the_gcc_builds_regions() {
         ("reduction", "atomic", 0, 0),
         ("reduction2", "atomic", 1, 1),
         ("atomic", "atomic", 8, 0),
+        ("taskred", "atomic", 0, 0),
     ] {
         let a = analyze_with(&clang, &["--openmp"], &[mode, "8", "100000"]);
         let g = analyze_with(&gcc, &["--openmp"], &[mode, "8", "100000"]);
@@ -486,8 +489,19 @@ fn exclusion_and_reductions_give_the_gcc_builds_regions() {
             assert_eq!(x.code(), Some(0), "{mode} ({what}): {}", x.stderr());
             assert_eq!(x.stdout(), format!("{mode} 28\n"), "{mode} ({what})");
             assert_eq!(count(x, label), entries, "{mode} ({what})");
-            for c in ["loops", "chunks", "critical", "ordered"] {
+            for c in [
+                "loops",
+                "chunks",
+                "critical",
+                "ordered",
+                "tasks",
+                "taskloop_tasks",
+            ] {
                 assert_eq!(count(x, c), count(&g, c), "{mode} ({what}): {c}");
+            }
+            if mode == "taskred" {
+                assert_eq!(count(x, "tasks"), 8, "{what}");
+                assert_eq!(count(x, "taskloop_tasks"), 8, "{what}");
             }
             let region = x.json["regions"]
                 .as_array()
