@@ -403,7 +403,7 @@ fn profile_names_the_programs_pragma_lines_under_libomp() {
 /// counts but for what clang lowers otherwise: its sections are a static loop (a thread query,
 /// not 2 chunks), its taskloops come in a taskgroup of their own. (A tied task freed before an
 /// untied one was allocated at its address once made the library run the untied one as tied:
-/// libomp asserted.)
+/// libomp asserted.) The same under `--omp-team 4`.
 #[test]
 #[ignore = "slow: runs cilkview-rs on compiled OpenMP programs"]
 fn constructs_give_the_same_results_and_counts_under_both_runtimes() {
@@ -449,6 +449,26 @@ fn constructs_give_the_same_results_and_counts_under_both_runtimes() {
         u(a.region("parallel"), "spawns"),
         u(g.region("parallel"), "spawns") - 1
     );
+    // The same with 4 virtual threads: the checked line, the counts (20 barriers: 5 phases of 4).
+    let team = ["--openmp", "--omp-team", "4"];
+    let (a, g) = (
+        analyze_with(&clang, &team, &[]),
+        analyze_with(&gcc, &team, &[]),
+    );
+    for (x, what) in [(&a, "clang"), (&g, "gcc")] {
+        assert_eq!(x.stdout(), expected, "{what}: {}", x.stderr());
+        assert_eq!(count(x, "virtual_team_regions"), 1, "{what}");
+        assert_eq!(count(x, "barriers"), 20, "{what}");
+    }
+    for c in [
+        "tasks",
+        "taskloop_tasks",
+        "critical",
+        "ordered",
+        "taskwaits",
+    ] {
+        assert_eq!(count(&a, c), count(&g, c), "--omp-team 4: {c}");
+    }
 }
 
 /// Mutual exclusion and reductions (fixtures/omp_exclusion.c: a dynamic loop of 8 iterations of
