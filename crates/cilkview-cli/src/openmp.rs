@@ -32,13 +32,13 @@ pub struct OpenMpOptions {
     /// With --openmp or --tbb: the runtime's cost per task, charged per spawn to the work of the
     /// predicted lower bound on 2 cores or more: instructions, or a time such as `2.5us` with
     /// --counter native measuring time [default: libgomp's and libomp's 10000 instructions or
-    /// 2.5us (their locked task queue, calibrated at 2 threads); libtbb's 1000 or 300ns]
+    /// 2.5us (their locked task queues, each calibrated at 2 threads); libtbb's 1000 or 300ns]
     #[arg(long, value_name = "INSTRUCTIONS|TIME", value_parser = crate::cli::parse_task_cost,
           requires = "runtime")]
     pub task_cost: Option<Cost>,
     /// With --openmp: run each active parallel region as K virtual threads on one OS thread,
     /// switched at barriers, so that schedule(static) loops and thread-id code are split in K
-    /// (1: one thread, the serial elision); libgomp only.
+    /// (1: one thread, the serial elision); libgomp and libomp.
     #[arg(long, value_name = "K", default_value_t = 1, requires = "openmp", conflicts_with = "tbb",
           value_parser = clap::value_parser!(u32).range(1..=256))]
     pub omp_team: u32,

@@ -10,6 +10,8 @@
  *
  *   state.c, depend.c, regions.c   shared with libgomp's library
  *   kmp_tasks.c    tasks, if(0) tasks, dependences, taskwait, taskgroup, taskloop
+ *   team.c         --omp-team K: active regions as K virtual threads (shared with libgomp's)
+ *   kmp_team.c     --omp-team K: static loops split, single/master/masked/copyprivate
  *   kmp_parallel.c parallel regions, static and dynamic loops, barriers, critical/ordered
  */
 #define _GNU_SOURCE
@@ -19,4 +21,6 @@
 #include "depend.c"
 #include "regions.c"
 #include "kmp_tasks.c"
+#include "team.c"
+#include "kmp_team.c"
 #include "kmp_parallel.c"

@@ -42,7 +42,14 @@ typedef struct {
 } kmp_depend_info_t;
 #define KMP_DEP_IN 1u
 
-/* Schedules of __kmpc_dispatch_init_* (enum sched_type), the modifier bits aside. */
+/* Schedules of __kmpc_for_static_init_* and __kmpc_dispatch_init_* (enum sched_type), the
+   modifier bits aside. */
+#define KMP_SCH_STATIC_CHUNKED 33
+#define KMP_SCH_STATIC 34
+#define KMP_SCH_STATIC_BALANCED 41
+#define KMP_SCH_STATIC_BALANCED_CHUNKED 45
+#define KMP_ORD_STATIC_CHUNKED 65
+#define KMP_ORD_STATIC 66
 #define KMP_SCH_MONOTONIC (1 << 29)
 #define KMP_SCH_NONMONOTONIC (1 << 30)
 #define KMP_SCH_MODIFIERS (KMP_SCH_MONOTONIC | KMP_SCH_NONMONOTONIC)
@@ -71,6 +78,25 @@ void __kmpc_critical_with_hint(ident_t *, kmp_int32 gtid, kmp_critical_name *, u
 void __kmpc_end_critical(ident_t *, kmp_int32 gtid, kmp_critical_name *);
 void __kmpc_ordered(ident_t *, kmp_int32 gtid);
 void __kmpc_end_ordered(ident_t *, kmp_int32 gtid);
+kmp_int32 __kmpc_single(ident_t *, kmp_int32 gtid);
+void __kmpc_end_single(ident_t *, kmp_int32 gtid);
+kmp_int32 __kmpc_master(ident_t *, kmp_int32 gtid);
+void __kmpc_end_master(ident_t *, kmp_int32 gtid);
+kmp_int32 __kmpc_masked(ident_t *, kmp_int32 gtid, kmp_int32 filter);
+void __kmpc_end_masked(ident_t *, kmp_int32 gtid);
+void __kmpc_copyprivate(ident_t *, kmp_int32 gtid, size_t cpy_size, void *cpy_data,
+                        void (*cpy_func)(void *, void *), kmp_int32 didit);
+/* A reduction's combine of num_vars variables: returns 1 where this thread combines its copies
+   itself (always in a team of one), 2 where it combines them with atomics, 0 where another
+   thread does (the tree method). */
+kmp_int32 __kmpc_reduce(ident_t *, kmp_int32 gtid, kmp_int32 num_vars, size_t reduce_size,
+                        void *reduce_data, void (*reduce_func)(void *, void *),
+                        kmp_critical_name *lck);
+void __kmpc_end_reduce(ident_t *, kmp_int32 gtid, kmp_critical_name *lck);
+kmp_int32 __kmpc_reduce_nowait(ident_t *, kmp_int32 gtid, kmp_int32 num_vars, size_t reduce_size,
+                               void *reduce_data, void (*reduce_func)(void *, void *),
+                               kmp_critical_name *lck);
+void __kmpc_end_reduce_nowait(ident_t *, kmp_int32 gtid, kmp_critical_name *lck);
 
 /* kmp_tasking.cpp */
 kmp_task_t *__kmpc_omp_task_alloc(ident_t *, kmp_int32 gtid, kmp_int32 flags,
@@ -98,12 +124,13 @@ void __kmpc_omp_wait_deps(ident_t *, kmp_int32 gtid, kmp_int32 ndeps, kmp_depend
                           kmp_int32 ndeps_noalias, kmp_depend_info_t *);
 
 /* kmp_sched.cpp, kmp_dispatch.cpp: the loops of each bound type (4, 4u, 8, 8u). */
+/* (suffix, the bound type, its signed type, its unsigned type) */
 #define KMP_LOOP_TYPES(X)                                                                          \
-    X(4, kmp_int32, kmp_int32)                                                                     \
-    X(4u, kmp_uint32, kmp_int32)                                                                   \
-    X(8, kmp_int64, kmp_int64)                                                                     \
-    X(8u, kmp_uint64, kmp_int64)
-#define KMP_DECLARE_LOOP(suffix, T, ST)                                                            \
+    X(4, kmp_int32, kmp_int32, kmp_uint32)                                                         \
+    X(4u, kmp_uint32, kmp_int32, kmp_uint32)                                                       \
+    X(8, kmp_int64, kmp_int64, kmp_uint64)                                                         \
+    X(8u, kmp_uint64, kmp_int64, kmp_uint64)
+#define KMP_DECLARE_LOOP(suffix, T, ST, UT)                                                        \
     void __kmpc_for_static_init_##suffix(ident_t *, kmp_int32 gtid, kmp_int32 schedtype,          \
                                          kmp_int32 *plastiter, T *plower, T *pupper, ST *pstride, \
                                          ST incr, ST chunk);                                      \

@@ -42,12 +42,37 @@ static void warm_up(ident_t *loc, kmp_int32 gtid)
     REAL(omp_get_max_threads)();
 }
 
-/* A region runs in a team of one (__kmpc_push_num_threads 1 before libomp's fork); its
-   outlined function gets the program's arguments, passed on as they came (pointers), the
-   unused ones after them ignored as the SysV ABI allows. */
+/* A region of --omp-team's virtual team (team.c): each virtual thread calls the program's
+   microtask with its arguments, its own bound thread number, and libomp's thread number. */
+struct kmp_region {
+    kmpc_micro microtask;
+    kmp_int32 gtid;
+    void *a[FORK_ARGS];
+};
+
+static void kmp_vthread(void *data)
+{
+    struct kmp_region *r = data;
+    kmp_int32 gtid = r->gtid, btid = (kmp_int32)vteam->cur;
+    void **a = r->a;
+    r->microtask(&gtid, &btid, FORK_ARGS_LIST);
+}
+
+/* The microtask libomp's team of one runs for a virtual team: the virtual threads. */
+static void kmp_vteam_microtask(kmp_int32 *gtid, kmp_int32 *btid, struct vteam *t)
+{
+    (void)gtid, (void)btid;
+    vteam_trampoline(t);
+}
+
+/* A region runs in a team of one (__kmpc_push_num_threads 1 before libomp's fork), or as
+   --omp-team's virtual threads in it; its outlined function gets the program's arguments,
+   passed on as they came (pointers), the unused ones after them ignored as the SysV ABI
+   allows. */
 EXPORT void __kmpc_fork_call(ident_t *loc, kmp_int32 argc, kmpc_micro microtask, ...)
 {
-    void *a[FORK_ARGS] = {0};
+    struct kmp_region r = {.microtask = microtask};
+    void **a = r.a;
     if (argc < 0 || argc > FORK_ARGS) {
         static const char msg[] = "cilkview-rs --openmp: a parallel region passes more than 64 "
                                   "variables to libomp: not supported\n";
@@ -62,11 +87,18 @@ EXPORT void __kmpc_fork_call(ident_t *loc, kmp_int32 argc, kmpc_micro microtask,
     unsigned requested = pushed_threads > 0 ? (unsigned)pushed_threads : 0;
     pushed_threads = 0;
     kmp_int32 gtid = REAL(__kmpc_global_thread_num)(loc);
+    r.gtid = gtid;
     warm_up(loc, gtid);
     parallel_begin(requested);
+    struct vteam *t = vteam_open(kmp_vthread, &r);
     REAL(__kmpc_push_num_threads)(loc, gtid, 1);
     forking = 1;
-    REAL(__kmpc_fork_call)(loc, argc, microtask, FORK_ARGS_LIST);
+    if (t) {
+        REAL(__kmpc_fork_call)(loc, 1, (kmpc_micro)kmp_vteam_microtask, t);
+        vteam_close(t);
+    } else {
+        REAL(__kmpc_fork_call)(loc, argc, microtask, FORK_ARGS_LIST);
+    }
     forking = 0;
     parallel_end();
 }
@@ -107,12 +139,30 @@ EXPORT void __kmpc_end_serialized_parallel(ident_t *loc, kmp_int32 gtid)
 /* ---- loops ---- */
 
 /* schedule(static): libomp gives the one thread the whole range, one strand, as gcc's inlined
-   static loops: a thread query, reported by call site. */
-#define STATIC_INIT(suffix, T, ST)                                                                 \
+   static loops: a thread query, reported by call site.  In a virtual team each virtual thread
+   gets its part (kmp_team.c) without libomp (whose answer for a team of one costs ~5.5k
+   instructions a call: measured by callgrind); a schedule it does not know is libomp's, run by
+   the first virtual thread to reach it. */
+#define STATIC_INIT(suffix, T, ST, UT)                                                             \
     EXPORT void __kmpc_for_static_init_##suffix(ident_t *loc, kmp_int32 gtid, kmp_int32 sched,     \
                                                 kmp_int32 *plastiter, T *plower, T *pupper,        \
                                                 ST *pstride, ST incr, ST chunk)                    \
     {                                                                                              \
+        if (vteam_answers()) {                                                                     \
+            T lower = *plower, upper = *pupper;                                                    \
+            if (incr > 0 ? upper < lower : lower < upper) {                                        \
+                *plastiter = 0, *pstride = incr; /* no iterations, as libomp says */               \
+                return;                                                                            \
+            }                                                                                      \
+            if (vteam_static_##suffix(sched, plastiter, plower, pupper, pstride, incr, chunk,      \
+                                      vteam->cur, vteam->k))                                       \
+                return;                                                                            \
+            REAL(__kmpc_for_static_init_##suffix)(loc, gtid, sched, plastiter, plower, pupper,     \
+                                                  pstride, incr, chunk);                           \
+            if (!vteam_claim())                                                                    \
+                *plower = (T)(upper + incr), *plastiter = 0;                                       \
+            return;                                                                                \
+        }                                                                                          \
         note_thread_query(__builtin_return_address(0));                                            \
         REAL(__kmpc_for_static_init_##suffix)(loc, gtid, sched, plastiter, plower, pupper,         \
                                               pstride, incr, chunk);                               \
@@ -140,16 +190,20 @@ static kmp_int32 dispatch_schedule(kmp_int32 sched)
 }
 
 /* schedule(dynamic|guided|runtime): each chunk is an iteration of a parallel loop (regions.c). */
-#define DISPATCH(suffix, T, ST)                                                                    \
+#define DISPATCH(suffix, T, ST, UT)                                                                \
     EXPORT void __kmpc_dispatch_init_##suffix(ident_t *loc, kmp_int32 gtid, kmp_int32 sched, T lb, \
                                               T ub, ST st, ST chunk)                               \
     {                                                                                              \
+        if (in_vteam() && !vteam_claim())                                                          \
+            return;                                                                                \
         REAL(__kmpc_dispatch_init_##suffix)(loc, gtid, dispatch_schedule(sched), lb, ub, st,       \
                                             chunk);                                                \
     }                                                                                              \
     EXPORT int __kmpc_dispatch_next_##suffix(ident_t *loc, kmp_int32 gtid, kmp_int32 *p_last,      \
                                              T *p_lb, T *p_ub, ST *p_st)                           \
     {                                                                                              \
+        if (vteam_skipped())                                                                       \
+            return 0;                                                                              \
         int r = REAL(__kmpc_dispatch_next_##suffix)(loc, gtid, p_last, p_lb, p_ub, p_st);          \
         ws_next(r != 0, C_LOOPS);                                                                  \
         return r;                                                                                  \
@@ -166,6 +220,7 @@ EXPORT void __kmpc_barrier(ident_t *loc, kmp_int32 gtid)
         MARK_SYNC();
         deps_synced();
     }
+    vbarrier();
 }
 
 /* ---- mutual exclusion, shown as regions (how much work runs under it) and as locks (the
@@ -198,6 +253,40 @@ EXPORT void __kmpc_end_critical(ident_t *loc, kmp_int32 gtid, kmp_critical_name 
     REAL(__kmpc_end_critical)(loc, gtid, lock);
 }
 
+/* A reduction's combine: gcc combines one variable with an inline atomic instruction (no call,
+   nothing seen) and several under GOMP_atomic_start (an `atomic` region, the atomic lock);
+   clang calls __kmpc_reduce(_nowait) for any number. Where it returns 1 (this thread combines:
+   always in a team of one) and combines several variables, the combine is shown as gcc's: an
+   `atomic` region and lock; one variable, nothing, as gcc's inline atomic. */
+static char atomic_lock;
+static TLS unsigned reduce_marked; /* the combine being run is an `atomic` region */
+
+#define REDUCE(name)                                                                               \
+    EXPORT __attribute__((noinline)) kmp_int32 __kmpc_##name(                                      \
+        ident_t *loc, kmp_int32 gtid, kmp_int32 num_vars, size_t size, void *data,                 \
+        void (*func)(void *, void *), kmp_critical_name *lck)                                      \
+    {                                                                                              \
+        kmp_int32 r = REAL(__kmpc_##name)(loc, gtid, num_vars, size, data, func, lck);            \
+        reduce_marked = r == 1 && num_vars > 1;                                                    \
+        if (reduce_marked) {                                                                       \
+            COUNT(C_ATOMIC);                                                                       \
+            ACQUIRED(0, &atomic_lock);                                                             \
+            MARK_REGION_BEGIN("atomic");                                                           \
+        }                                                                                          \
+        return r;                                                                                  \
+    }                                                                                              \
+    EXPORT void __kmpc_end_##name(ident_t *loc, kmp_int32 gtid, kmp_critical_name *lck)            \
+    {                                                                                              \
+        if (reduce_marked) {                                                                       \
+            MARK_REGION_END("atomic");                                                             \
+            RELEASING(&atomic_lock);                                                               \
+            reduce_marked = 0;                                                                     \
+        }                                                                                          \
+        REAL(__kmpc_end_##name)(loc, gtid, lck);                                                   \
+    }
+REDUCE(reduce)
+REDUCE(reduce_nowait)
+
 EXPORT void __kmpc_ordered(ident_t *loc, kmp_int32 gtid)
 {
     REAL(__kmpc_ordered)(loc, gtid);
@@ -211,16 +300,30 @@ EXPORT void __kmpc_end_ordered(ident_t *loc, kmp_int32 gtid)
     REAL(__kmpc_end_ordered)(loc, gtid);
 }
 
-/* ---- the thread queries: code split by thread id, by call site ---- */
+/* ---- the thread queries: code split by thread id, by call site; a virtual thread's answers
+   (team.c) ---- */
+
+/* With --omp-team K, outside the regions: K, the team a region would get (programs size their
+   per-thread arrays with it). */
+EXPORT int omp_get_max_threads(void)
+{
+    if (team_size > 1 && (level == 0 || in_vteam()))
+        return (int)team_size;
+    return REAL(omp_get_max_threads)();
+}
 
 EXPORT int omp_get_num_threads(void)
 {
+    if (vteam_answers())
+        return (int)vteam->k;
     note_thread_query(__builtin_return_address(0));
     return REAL(omp_get_num_threads)();
 }
 
 EXPORT int omp_get_thread_num(void)
 {
+    if (vteam_answers())
+        return (int)vteam->cur;
     note_thread_query(__builtin_return_address(0));
     return REAL(omp_get_thread_num)();
 }

@@ -1,14 +1,14 @@
-/* team.c -- `--omp-team K`: an active parallel region runs as K virtual threads on this
+/* team.c -- `--omp-team K` (both runtimes' libraries): an active parallel region runs as K virtual threads on this
  * one OS thread, each on its own stack, switched at barriers.  Code that splits work by thread
  * number (schedule(static) loops, omp_get_thread_num()) then runs as K strands between
  * barriers: a spawn per virtual thread's segment, a sync at each barrier.
  *
  * The virtual threads answer omp_get_thread_num()/omp_get_num_threads(); a worksharing
- * construct (loop, sections, single) is run, through libgomp's team of one, by the first
+ * construct (loop, sections, single) is run, through the runtime's team of one, by the first
  * virtual thread that reaches it, and the others find it done (no iterations, not the single
  * one; copyprivate data from the one that ran it).  An active region nested in a virtual thread
  * (max-active-levels > 1) gets a virtual team of its own, run inside that thread's segment.
- * threadprivate data (gcc: the executable's thread-local storage) is each virtual thread's:
+ * threadprivate data (gcc's and clang's: the executable's thread-local storage) is each virtual thread's:
  * the executable's TLS block is swapped with a copy of the virtual thread's own while it runs
  * (thread 0's is the OS thread's), and the copies persist from region to region, as a real
  * team's threads keep theirs. */
@@ -20,8 +20,12 @@
 #define VT_MAX 256
 #define VT_STACK (8UL << 20)
 
+/* What each virtual thread runs: the region's outlined function (libgomp's), or one that calls
+   libomp's microtask with the region's arguments (kmp_parallel.c). */
+typedef void (*vteam_fn)(void *);
+
 struct vteam {
-    gomp_fn fn;
+    vteam_fn fn;
     void *data;
     unsigned k, cur;
     unsigned claimed; /* worksharing constructs begun by some virtual thread */
@@ -159,7 +163,7 @@ static int vteam_skipped(void)
     return in_vteam() && vteam->skipping[vteam->cur];
 }
 
-/* Runs in libgomp's team of one: the virtual threads, phase by phase. */
+/* Runs in the runtime's team of one: the virtual threads, phase by phase. */
 static void vteam_trampoline(void *arg)
 {
     struct vteam *t = arg;
@@ -195,7 +199,7 @@ static void vteam_trampoline(void *arg)
 /* A virtual team for the region just begun, if wanted (--omp-team, an active region: the
    outermost, or one nested in a virtual thread of the team below when max-active-levels lets
    it be parallel); NULL: run it as a team of one. */
-static struct vteam *vteam_open(gomp_fn fn, void *data)
+static struct vteam *vteam_open(vteam_fn fn, void *data)
 {
     if (team_size < 2 || level >= MAX_LEVELS || !parallel_active[level])
         return NULL;

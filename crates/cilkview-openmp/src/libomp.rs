@@ -2,7 +2,7 @@
 //! ABI): the check that a program uses one whose entry points the preload library knows.
 
 use crate::check::{text_after, LibraryFile, Linked, RuntimeError, RuntimeLibrary};
-use crate::runtime::{Description, Runtime};
+use crate::runtime::{Description, Runtime, TaskCost};
 use crate::wire::{Counter, OPENMP_COUNTERS};
 
 /// LLVM's OpenMP runtime (`clang -fopenmp`, `libomp.so.5`; `libiomp5.so`).
@@ -61,12 +61,19 @@ impl Runtime for Libomp {
         crate::KMP_SO
     }
 
-    fn counters(&self) -> &'static [Counter] {
-        OPENMP_COUNTERS
+    /// libomp's cost per task at 2 threads, measured as libgomp's (`CC=clang
+    /// scripts/bench-omp-task-cost.sh`, docs/openmp.md "libomp's cost per task"): 0.5–2.1 µs,
+    /// 8k–15k instructions for the finest tasks, the same order as libgomp's: the same default
+    /// keeps the lower bound below every speedup measured.
+    fn task_cost(&self) -> TaskCost {
+        TaskCost {
+            instructions: crate::DEFAULT_TASK_COST,
+            nanoseconds: crate::DEFAULT_TASK_COST_NS,
+        }
     }
 
-    fn virtual_team(&self) -> bool {
-        false
+    fn counters(&self) -> &'static [Counter] {
+        OPENMP_COUNTERS
     }
 }
 
