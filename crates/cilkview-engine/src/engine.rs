@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use crate::event::{Event, EventKind, RegionId};
-use crate::frame::{Frame, FrameKind, OpenRegion, Spares, FRAME_KINDS};
+use crate::frame::{Frame, FrameKind, OpenRegion, Spares};
 use crate::measures::{Anomalies, Measures, RegionMeasures, Report};
 use crate::observer::Observer;
 use crate::paths::{Cost, End, Paths};
@@ -43,7 +43,8 @@ pub struct Engine {
     config: Config,
     /// `stack[0]` is the implicit root frame and is never popped.
     stack: Vec<Frame>,
-    open: [usize; FRAME_KINDS],
+    /// Loop frames on `stack` (an `IterationBegin` with none is stray).
+    loops_open: usize,
     spawns: u64,
     syncs: u64,
     events: u64,
@@ -86,12 +87,10 @@ impl Default for Engine {
 
 impl Engine {
     pub fn new(config: Config) -> Self {
-        let mut open = [0; FRAME_KINDS];
-        open[FrameKind::Root as usize] = 1;
         Engine {
             config,
             stack: vec![Frame::new(FrameKind::Root, 0)],
-            open,
+            loops_open: 0,
             spawns: 0,
             syncs: 0,
             events: 0,
@@ -244,6 +243,7 @@ impl Engine {
             }
             EventKind::LoopBegin { grain } => {
                 let frame = Frame::new_loop(grain, self.acc, &mut self.spares);
+                self.loops_open += 1;
                 self.push(frame);
                 o.push_loop(grain);
             }
@@ -252,7 +252,7 @@ impl Engine {
             EventKind::IterationEnd => self.close(o, FrameKind::Iteration),
             EventKind::LoopEnd => self.close(o, FrameKind::Loop),
             EventKind::IterationBegin => {
-                if self.open[FrameKind::Loop as usize] == 0 {
+                if self.loops_open == 0 {
                     self.anomaly().stray_iterations += 1;
                     return;
                 }
@@ -422,7 +422,6 @@ impl Engine {
 
     fn push(&mut self, mut frame: Frame) {
         frame.base = self.ends.len();
-        self.open[frame.kind as usize] += 1;
         self.stack.push(frame);
     }
 
@@ -431,7 +430,20 @@ impl Engine {
     /// of the frame the stream saw: everything open is closed and the root syncs.
     #[inline(always)]
     fn close<O: Observer>(&mut self, o: &mut O, kind: FrameKind) {
-        if self.open[kind as usize] == 0 {
+        if self.stack.last().expect("root frame is never popped").kind != kind {
+            self.close_through(o, kind);
+            return;
+        }
+        self.pop(o);
+    }
+
+    /// [`Engine::close`] when the top frame is not of `kind`: the frames above the innermost
+    /// one of that kind end implicitly. (The stack is searched: what is searched is popped,
+    /// or, with none of that kind, everything is: O(1) amortized per pushed frame.)
+    #[cold]
+    #[inline(never)]
+    fn close_through<O: Observer>(&mut self, o: &mut O, kind: FrameKind) {
+        if !self.stack.iter().any(|f| f.kind == kind) {
             self.anomaly().unmatched_closers += 1;
             while self.stack.len() > 1 {
                 self.pop_implicit(o);
@@ -478,7 +490,6 @@ impl Engine {
                 } else {
                     parent.paths.serial(measured);
                 }
-                self.open[kind as usize] -= 1;
                 // Its extra is none: nothing to drop (a plain `pop` would test it again).
                 std::mem::forget(self.stack.pop());
                 return;
@@ -490,7 +501,9 @@ impl Engine {
     #[cold]
     fn pop_general<O: Observer>(&mut self, o: &mut O) {
         let mut frame = self.stack.pop().expect("never pops the root");
-        self.open[frame.kind as usize] -= 1;
+        if frame.kind == FrameKind::Loop {
+            self.loops_open -= 1;
+        }
         self.fold_into_parent(o, &mut frame);
         if let Some(x) = frame.extra.take() {
             self.spares.keep_extra(x);

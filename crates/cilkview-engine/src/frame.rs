@@ -14,8 +14,6 @@ pub(crate) enum FrameKind {
     Loop = 4,
 }
 
-pub(crate) const FRAME_KINDS: usize = 5;
-
 #[derive(Clone, Debug)]
 pub(crate) struct OpenRegion {
     pub(crate) id: RegionId,
