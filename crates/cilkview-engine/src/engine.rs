@@ -310,7 +310,13 @@ impl Engine {
                 let top = self.stack.last_mut().expect("root frame is never popped");
                 match top.regions().iter().rposition(|r| r.id == id) {
                     Some(i) => {
-                        let r = top.extra.as_mut().expect("a region").regions.remove(i);
+                        let regions = &mut top.extra.as_mut().expect("a region").regions;
+                        // The innermost, as a rule: popped (`remove` moves it out by a call).
+                        let r = if i + 1 == regions.len() {
+                            regions.pop().expect("a region")
+                        } else {
+                            regions.remove(i)
+                        };
                         top.release_idle_extra(&mut self.spares);
                         self.record_region(&r);
                     }
