@@ -286,44 +286,51 @@ impl Engine {
                 let top = self.stack.last_mut().expect("root frame is never popped");
                 top.wait_for(sibling, self.acc, &self.ends);
             }
-            EventKind::RegionBegin(id) => {
-                let (spawns_at_begin, syncs_at_begin, acc) = (self.spawns, self.syncs, self.acc);
-                let out = self.ends.len();
-                let top = self.stack.last_mut().expect("root frame is never popped");
-                let first = out - top.base;
-                if top.kind == FrameKind::Loop {
-                    self.anomaly().unmatched_regions += 1;
-                    return;
-                }
-                let extra = top.extra.get_or_insert_with(|| self.spares.extra());
-                extra.regions.push(OpenRegion {
-                    id,
-                    paths: Paths::new(acc),
-                    spawns_at_begin,
-                    syncs_at_begin,
-                    first,
-                    ends: Vec::new(),
-                    after: End::default(),
-                });
-            }
-            EventKind::RegionEnd(id) => {
-                let top = self.stack.last_mut().expect("root frame is never popped");
-                match top.regions().iter().rposition(|r| r.id == id) {
-                    Some(i) => {
-                        let regions = &mut top.extra.as_mut().expect("a region").regions;
-                        // The innermost, as a rule: popped (`remove` moves it out by a call).
-                        let r = if i + 1 == regions.len() {
-                            regions.pop().expect("a region")
-                        } else {
-                            regions.remove(i)
-                        };
-                        top.release_idle_extra(&mut self.spares);
-                        self.record_region(&r);
-                    }
-                    None => self.anomaly().unmatched_regions += 1,
-                }
-            }
+            EventKind::RegionBegin(id) => self.begin_region(id),
+            EventKind::RegionEnd(id) => self.end_region(id),
         }
+    }
+
+    /// A region begins in the current frame.
+    #[inline(always)]
+    fn begin_region(&mut self, id: RegionId) {
+        let (spawns_at_begin, syncs_at_begin, acc) = (self.spawns, self.syncs, self.acc);
+        let out = self.ends.len();
+        let top = self.stack.last_mut().expect("root frame is never popped");
+        let first = out - top.base;
+        if top.kind == FrameKind::Loop {
+            self.anomaly().unmatched_regions += 1;
+            return;
+        }
+        let extra = top.extra.get_or_insert_with(|| self.spares.extra());
+        extra.regions.push(OpenRegion {
+            id,
+            paths: Paths::new(acc),
+            spawns_at_begin,
+            syncs_at_begin,
+            first,
+            ends: Vec::new(),
+            after: End::default(),
+        });
+    }
+
+    /// The innermost region `id` open in the current frame ends.
+    #[inline(always)]
+    fn end_region(&mut self, id: RegionId) {
+        let top = self.stack.last_mut().expect("root frame is never popped");
+        let Some(i) = top.regions().iter().rposition(|r| r.id == id) else {
+            self.anomaly().unmatched_regions += 1;
+            return;
+        };
+        let regions = &mut top.extra.as_mut().expect("a region").regions;
+        // The innermost, as a rule: popped (`remove` moves it out by a call).
+        let r = if i + 1 == regions.len() {
+            regions.pop().expect("a region")
+        } else {
+            regions.remove(i)
+        };
+        top.release_idle_extra(&mut self.spares);
+        self.record_region(&r);
     }
 
     /// Charges the cost of a strand that no event ended: the tail of a run after its last event,
