@@ -492,25 +492,28 @@ impl HitPath<'_> {
         // The table's loop beginnings have grain 1, what a hit without an operand gives; its
         // spawn-afters and wait-fors name no sibling.
         let kind = match (entry.kind, operand) {
+            (kind, None) => kind,
             (EventKind::LoopBegin { .. }, Some(grain)) => EventKind::LoopBegin { grain },
             (EventKind::SpawnAfter { .. }, Some(sibling)) => EventKind::SpawnAfter { sibling },
             (EventKind::WaitFor { .. }, Some(sibling)) => EventKind::WaitFor { sibling },
-            (kind, _) => kind,
-        };
-        let site = match (kind, &mut *self.sites) {
-            (EventKind::FunctionEnter | EventKind::Spawn, Some(sites)) => {
-                sites.site(entry.site, operand, spawn_caller)
-            }
-            _ => None,
+            (kind, Some(_)) => kind,
         };
         if MAYBE_PROFILED {
+            let site = match (kind, &mut *self.sites) {
+                (EventKind::FunctionEnter | EventKind::Spawn, Some(sites)) => {
+                    sites.site(entry.site, operand, spawn_caller)
+                }
+                _ => None,
+            };
             let event = Event::at(cost, kind, site);
             engine.process(event);
             if let Some(region) = region {
                 region.event(engine, event);
             }
         } else {
-            engine.process_unprofiled(Event::at(cost, kind, site));
+            // No call sites: a session has them only with a profiling engine or region (`hits`
+            // then takes the profiled loop).
+            engine.process_unprofiled(Event::new(cost, kind));
         }
         if engine.anomaly_count() != *seen_count {
             let after = engine.anomalies();

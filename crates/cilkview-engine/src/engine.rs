@@ -4,10 +4,10 @@
 use std::collections::BTreeMap;
 
 use crate::event::{Event, EventKind, RegionId};
-use crate::frame::{Frame, FrameKind, OpenRegion, Spares, FRAME_KINDS};
+use crate::frame::{Frame, FrameKind, OpenRegion, Spares};
 use crate::measures::{Anomalies, Measures, RegionMeasures, Report};
 use crate::observer::Observer;
-use crate::paths::{End, Paths};
+use crate::paths::{Cost, End, Paths};
 use crate::profile::cilkprof::Profiler;
 use crate::profile::CallSite;
 
@@ -43,7 +43,8 @@ pub struct Engine {
     config: Config,
     /// `stack[0]` is the implicit root frame and is never popped.
     stack: Vec<Frame>,
-    open: [usize; FRAME_KINDS],
+    /// Loop frames on `stack` (an `IterationBegin` with none is stray).
+    loops_open: usize,
     spawns: u64,
     syncs: u64,
     events: u64,
@@ -53,10 +54,11 @@ pub struct Engine {
     /// Where the children spawned since their frame's last sync end, for `SpawnAfter`: those of
     /// each frame of the stack from its `base`, the top frame's last (O(1) per spawn and sync).
     ends: Vec<End>,
-    /// A function entered whose frame is not pushed yet: if the next event is its exit (a leaf
-    /// call, half of all calls in a recursion), the frame would have held that one strand, so
-    /// the strand goes to the parent and no frame is pushed or popped (unprofiled engines only).
-    leaf: bool,
+    /// A frame begun whose push waits for the next event: a function entered, or an iteration
+    /// begun. If that event is its end (a leaf call, half of all calls in a recursion; an
+    /// iteration with no marks inside), the frame would have held that one strand, so the strand
+    /// goes to the parent and no frame is pushed or popped (unprofiled engines only).
+    pending: Pending,
     regions: BTreeMap<RegionId, RegionMeasures>,
     anomalies: Anomalies,
     /// How many anomalies were absorbed (the sum of `anomalies`' counts).
@@ -67,6 +69,16 @@ pub struct Engine {
     spares: Spares,
 }
 
+/// What frame, begun, waits for the next event to be pushed (see `Engine::pending`): its
+/// `FrameKind`'s number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+enum Pending {
+    None = 0,
+    Function = FrameKind::Function as u8,
+    Iteration = FrameKind::Iteration as u8,
+}
+
 impl Default for Engine {
     fn default() -> Self {
         Engine::new(Config::default())
@@ -75,18 +87,16 @@ impl Default for Engine {
 
 impl Engine {
     pub fn new(config: Config) -> Self {
-        let mut open = [0; FRAME_KINDS];
-        open[FrameKind::Root as usize] = 1;
         Engine {
             config,
             stack: vec![Frame::new(FrameKind::Root, 0)],
-            open,
+            loops_open: 0,
             spawns: 0,
             syncs: 0,
             events: 0,
             acc: 0,
             ends: Vec::new(),
-            leaf: false,
+            pending: Pending::None,
             regions: BTreeMap::new(),
             anomalies: Anomalies::default(),
             anomaly_count: 0,
@@ -149,8 +159,8 @@ impl Engine {
     /// How many children the current frame spawned since its last sync (a `SpawnAfter`'s
     /// sibling numbers count from its first).
     pub fn children_out(&self) -> u64 {
-        if self.leaf {
-            return 0; // the frame of a function just entered
+        if self.pending != Pending::None {
+            return 0; // the frame of a function or iteration just begun
         }
         let top = self.stack.last().expect("root frame is never popped");
         (self.ends.len() - top.base) as u64
@@ -158,7 +168,7 @@ impl Engine {
 
     /// Current fork-join nesting depth (frames open above the implicit root).
     pub fn depth(&self) -> usize {
-        self.stack.len() - 1 + usize::from(self.leaf)
+        self.stack.len() - 1 + usize::from(self.pending != Pending::None)
     }
 
     /// Consumes a batch of events in order.
@@ -201,22 +211,27 @@ impl Engine {
     #[inline(always)]
     fn step<O: Observer>(&mut self, o: &mut O, event: Event) {
         self.events += 1;
-        if self.leaf {
-            self.leaf = false;
-            if event.kind == EventKind::FunctionExit {
+        if self.pending != Pending::None {
+            if event.kind == EventKind::FunctionExit && self.pending == Pending::Function {
+                self.pending = Pending::None;
                 // A leaf call: its frame's measures would be this strand, serial in the parent.
                 self.acc = self.acc.wrapping_add(event.cost);
                 return;
             }
-            // The call's frame began at its entry, before this event's strand.
-            self.push(Frame::new(FrameKind::Function, self.acc));
+            if event.kind == EventKind::IterationEnd && self.pending == Pending::Iteration {
+                self.pending = Pending::None;
+                self.leaf_iteration_ended(event.cost);
+                return;
+            }
+            // The frame began at its entry, before this event's strand.
+            self.push_pending();
         }
         // The strand that ends here ran in the current frame: it adds as much to the frame's
         // work as to its paths, which only the running total records (see `Paths`).
         self.acc = self.acc.wrapping_add(event.cost);
         o.strand(event.cost);
         match event.kind {
-            EventKind::FunctionEnter if !O::FRAMES => self.leaf = true,
+            EventKind::FunctionEnter if !O::FRAMES => self.pending = Pending::Function,
             EventKind::FunctionEnter => {
                 o.push(FrameKind::Function, event.site);
                 self.push(Frame::new(FrameKind::Function, self.acc));
@@ -228,6 +243,7 @@ impl Engine {
             }
             EventKind::LoopBegin { grain } => {
                 let frame = Frame::new_loop(grain, self.acc, &mut self.spares);
+                self.loops_open += 1;
                 self.push(frame);
                 o.push_loop(grain);
             }
@@ -236,7 +252,7 @@ impl Engine {
             EventKind::IterationEnd => self.close(o, FrameKind::Iteration),
             EventKind::LoopEnd => self.close(o, FrameKind::Loop),
             EventKind::IterationBegin => {
-                if self.open[FrameKind::Loop as usize] == 0 {
+                if self.loops_open == 0 {
                     self.anomaly().stray_iterations += 1;
                     return;
                 }
@@ -247,6 +263,10 @@ impl Engine {
                 let acc = self.acc;
                 if let Some(lp) = self.top().extra.as_mut().and_then(|x| x.settle(acc)) {
                     lp.begin_iteration();
+                }
+                if !O::FRAMES {
+                    self.pending = Pending::Iteration;
+                    return;
                 }
                 self.push(Frame::new(FrameKind::Iteration, acc));
                 o.begin_iteration();
@@ -266,43 +286,57 @@ impl Engine {
                 let top = self.stack.last_mut().expect("root frame is never popped");
                 top.wait_for(sibling, self.acc, &self.ends);
             }
-            EventKind::RegionBegin(id) => {
-                let (spawns_at_begin, syncs_at_begin, acc) = (self.spawns, self.syncs, self.acc);
-                let out = self.ends.len();
-                let top = self.stack.last_mut().expect("root frame is never popped");
-                let first = out - top.base;
-                if top.kind == FrameKind::Loop {
-                    self.anomaly().unmatched_regions += 1;
-                    return;
-                }
-                let extra = top.extra.get_or_insert_with(|| self.spares.extra());
-                extra.regions.push(OpenRegion {
-                    id,
-                    paths: Paths::new(acc),
-                    spawns_at_begin,
-                    syncs_at_begin,
-                    first,
-                    ends: Vec::new(),
-                    after: End::default(),
-                });
-            }
-            EventKind::RegionEnd(id) => {
-                let top = self.top();
-                match top.regions().iter().rposition(|r| r.id == id) {
-                    Some(i) => {
-                        let r = top.extra.as_mut().expect("a region").regions.remove(i);
-                        self.record_region(&r);
-                    }
-                    None => self.anomaly().unmatched_regions += 1,
-                }
-            }
+            EventKind::RegionBegin(id) => self.begin_region(id),
+            EventKind::RegionEnd(id) => self.end_region(id),
         }
+    }
+
+    /// A region begins in the current frame.
+    #[inline(always)]
+    fn begin_region(&mut self, id: RegionId) {
+        let (spawns_at_begin, syncs_at_begin, acc) = (self.spawns, self.syncs, self.acc);
+        let out = self.ends.len();
+        let top = self.stack.last_mut().expect("root frame is never popped");
+        let first = out - top.base;
+        if top.kind == FrameKind::Loop {
+            self.anomaly().unmatched_regions += 1;
+            return;
+        }
+        let extra = top.extra.get_or_insert_with(|| self.spares.extra());
+        extra.regions.push(OpenRegion {
+            id,
+            paths: Paths::new(acc),
+            spawns_at_begin,
+            syncs_at_begin,
+            first,
+            ends: Vec::new(),
+            after: End::default(),
+        });
+    }
+
+    /// The innermost region `id` open in the current frame ends.
+    #[inline(always)]
+    fn end_region(&mut self, id: RegionId) {
+        let top = self.stack.last_mut().expect("root frame is never popped");
+        let Some(i) = top.regions().iter().rposition(|r| r.id == id) else {
+            self.anomaly().unmatched_regions += 1;
+            return;
+        };
+        let regions = &mut top.extra.as_mut().expect("a region").regions;
+        // The innermost, as a rule: popped (`remove` moves it out by a call).
+        let r = if i + 1 == regions.len() {
+            regions.pop().expect("a region")
+        } else {
+            regions.remove(i)
+        };
+        top.release_idle_extra(&mut self.spares);
+        self.record_region(&r);
     }
 
     /// Charges the cost of a strand that no event ended: the tail of a run after its last event,
     /// or instructions of threads that hit no mark. It runs in the current frame.
     pub fn charge(&mut self, cost: u64) {
-        self.push_leaf();
+        self.push_pending();
         self.acc = self.acc.wrapping_add(cost);
         if let Some(p) = &mut self.profiler {
             p.strand(cost);
@@ -317,7 +351,7 @@ impl Engine {
 
     /// Ends every open frame and region (implicit syncs) and returns the measures.
     pub fn finish(mut self) -> Report {
-        self.push_leaf();
+        self.push_pending();
         let mut profiler = self.profiler.take();
         while self.stack.len() > 1 {
             match &mut profiler {
@@ -347,12 +381,38 @@ impl Engine {
         }
     }
 
-    /// The frame of a function entered and not pushed yet (see `leaf`), pushed now.
-    fn push_leaf(&mut self) {
-        if self.leaf {
-            self.leaf = false;
-            self.push(Frame::new(FrameKind::Function, self.acc));
+    /// The pending iteration (see `pending`) ends at the next event, whose strand of `cost` is
+    /// all it held.
+    #[inline(always)]
+    fn leaf_iteration_ended(&mut self, cost: u64) {
+        let start = self.acc;
+        self.acc = start.wrapping_add(cost);
+        // A leaf iteration: this strand, ended in the loop (the top frame), whose own strands
+        // were settled up to `start` at the iteration's begin.
+        let (acc, burden, strand) = (self.acc, self.config.burden, Cost::strand(cost));
+        let top = self.stack.last_mut().expect("root frame is never popped");
+        match top
+            .extra
+            .as_mut()
+            .and_then(|x| x.lp.as_mut().map(|lp| (lp, &mut x.settled)))
+        {
+            Some((lp, settled)) => {
+                lp.end_iteration(strand, burden);
+                *settled = acc;
+            }
+            None => top.iteration_ended(strand, start, burden, acc),
         }
+    }
+
+    /// The frame begun and not pushed yet (see `pending`), if any, pushed now.
+    #[inline(always)]
+    fn push_pending(&mut self) {
+        let kind = match std::mem::replace(&mut self.pending, Pending::None) {
+            Pending::None => return,
+            Pending::Function => FrameKind::Function,
+            Pending::Iteration => FrameKind::Iteration,
+        };
+        self.push(Frame::new(kind, self.acc));
     }
 
     /// The anomaly counters, to count one more.
@@ -366,6 +426,7 @@ impl Engine {
     }
 
     /// Syncs the top frame; returns whether it had children out.
+    #[inline]
     fn sync_top<O: Observer>(&mut self, o: &mut O) -> bool {
         o.sync();
         let top = self.stack.last_mut().expect("root frame is never popped");
@@ -374,7 +435,6 @@ impl Engine {
 
     fn push(&mut self, mut frame: Frame) {
         frame.base = self.ends.len();
-        self.open[frame.kind as usize] += 1;
         self.stack.push(frame);
     }
 
@@ -383,7 +443,20 @@ impl Engine {
     /// of the frame the stream saw: everything open is closed and the root syncs.
     #[inline(always)]
     fn close<O: Observer>(&mut self, o: &mut O, kind: FrameKind) {
-        if self.open[kind as usize] == 0 {
+        if self.stack.last().expect("root frame is never popped").kind != kind {
+            self.close_through(o, kind);
+            return;
+        }
+        self.pop(o);
+    }
+
+    /// [`Engine::close`] when the top frame is not of `kind`: the frames above the innermost
+    /// one of that kind end implicitly. (The stack is searched: what is searched is popped,
+    /// or, with none of that kind, everything is: O(1) amortized per pushed frame.)
+    #[cold]
+    #[inline(never)]
+    fn close_through<O: Observer>(&mut self, o: &mut O, kind: FrameKind) {
+        if !self.stack.iter().any(|f| f.kind == kind) {
             self.anomaly().unmatched_closers += 1;
             while self.stack.len() > 1 {
                 self.pop_implicit(o);
@@ -430,8 +503,8 @@ impl Engine {
                 } else {
                     parent.paths.serial(measured);
                 }
-                self.open[kind as usize] -= 1;
-                self.stack.pop();
+                // Its extra is none: nothing to drop (a plain `pop` would test it again).
+                std::mem::forget(self.stack.pop());
                 return;
             }
         }
@@ -441,7 +514,9 @@ impl Engine {
     #[cold]
     fn pop_general<O: Observer>(&mut self, o: &mut O) {
         let mut frame = self.stack.pop().expect("never pops the root");
-        self.open[frame.kind as usize] -= 1;
+        if frame.kind == FrameKind::Loop {
+            self.loops_open -= 1;
+        }
         self.fold_into_parent(o, &mut frame);
         if let Some(x) = frame.extra.take() {
             self.spares.keep_extra(x);
@@ -452,14 +527,10 @@ impl Engine {
     fn fold_into_parent<O: Observer>(&mut self, o: &mut O, frame: &mut Frame) {
         let (burden, acc, start) = (self.config.burden, self.acc, frame.paths.start);
         // A loop: its control code up to here, then its tree.
-        let lp = frame.extra.as_mut().and_then(|x| {
-            x.settle(acc);
-            x.lp.take()
-        });
-        if let Some(mut lp) = lp {
+        // (Its state stays in its extra, which `pop_general` keeps for a later loop.)
+        if let Some(lp) = frame.extra.as_mut().and_then(|x| x.settle(acc)) {
             o.pop(frame.kind, 0, 0);
             let (tree, chunks, tail) = lp.finish(burden);
-            self.spares.keep_loop(lp);
             let internal = chunks.saturating_sub(1);
             self.spawns += internal;
             self.syncs += internal;

@@ -14,8 +14,6 @@ pub(crate) enum FrameKind {
     Loop = 4,
 }
 
-pub(crate) const FRAME_KINDS: usize = 5;
-
 #[derive(Clone, Debug)]
 pub(crate) struct OpenRegion {
     pub(crate) id: RegionId,
@@ -81,15 +79,17 @@ impl FrameExtra {
 /// usual program (loops in loops, regions in recursion); beyond it, boxes are freed as before.
 const SPARES: usize = 64;
 
-/// Frame extras and loop states of frames that ended, kept for the next ones: loops and regions
-/// in a recursion then cost no allocation per event (a loop's frame and its subtree stack, a
-/// region's frame extra). Bounded by [`SPARES`]: memory stays flat.
+/// Frame extras of frames that ended, kept for the next ones: loops and regions in a recursion
+/// then cost no allocation per event (a loop's frame and its subtree stack, a region's frame
+/// extra). A loop's extra is kept with its state in place, apart from the others (which have no
+/// loop state): a new loop resets it where it is. Bounded by [`SPARES`]: memory stays flat.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Spares {
     // The boxes themselves are what is reused (a frame holds its extra boxed).
     #[allow(clippy::vec_box)]
     extras: Vec<Box<FrameExtra>>,
-    loops: Vec<LoopState>,
+    #[allow(clippy::vec_box)]
+    loops: Vec<Box<FrameExtra>>,
 }
 
 impl Spares {
@@ -98,34 +98,36 @@ impl Spares {
         self.extras.pop().unwrap_or_default()
     }
 
-    /// A new loop's state.
-    pub(crate) fn loop_state(&mut self, grain: u64) -> LoopState {
-        match self.loops.pop() {
-            Some(mut lp) => {
-                lp.reset(grain);
-                lp
+    /// The extra of a new loop's frame: the loop's state for chunks of `grain`, its strands
+    /// settled up to the running total `acc`.
+    pub(crate) fn loop_extra(&mut self, grain: u64, acc: u64) -> Box<FrameExtra> {
+        let mut x = match self.loops.pop() {
+            Some(mut x) => {
+                if let Some(lp) = &mut x.lp {
+                    lp.reset(grain);
+                }
+                x
             }
-            None => LoopState::new(grain),
-        }
+            None => Box::new(FrameExtra {
+                lp: Some(LoopState::new(grain)),
+                ..FrameExtra::default()
+            }),
+        };
+        x.settled = acc;
+        x
     }
 
-    /// The extra of a frame that ended, emptied, for a later frame.
+    /// The extra of a frame that ended, emptied, for a later frame (a loop's with its state).
     pub(crate) fn keep_extra(&mut self, mut x: Box<FrameExtra>) {
-        if self.extras.len() < SPARES {
+        let pool = match x.lp {
+            Some(_) => &mut self.loops,
+            None => &mut self.extras,
+        };
+        if pool.len() < SPARES {
             x.regions.clear();
-            if let Some(lp) = x.lp.take() {
-                self.keep_loop(lp);
-            }
             x.settled = 0;
             x.after = End::default();
-            self.extras.push(x);
-        }
-    }
-
-    /// The state of a loop that ended, for a later loop.
-    pub(crate) fn keep_loop(&mut self, lp: LoopState) {
-        if self.loops.len() < SPARES {
-            self.loops.push(lp);
+            pool.push(x);
         }
     }
 }
@@ -154,12 +156,22 @@ impl Frame {
     /// A loop's frame, its extra taken from `spares` (no allocation once the engine has run a
     /// loop as deep as this one).
     pub(crate) fn new_loop(grain: u64, acc: u64, spares: &mut Spares) -> Self {
-        let mut extra = spares.extra();
-        extra.lp = Some(spares.loop_state(grain));
-        extra.settled = acc;
         Frame {
-            extra: Some(extra),
+            extra: Some(spares.loop_extra(grain, acc)),
             ..Frame::new(FrameKind::Loop, acc)
+        }
+    }
+
+    /// The frame's extra, if it holds nothing any more (no region open, no loop, no pending
+    /// `SpawnAfter`: the frame behaves as one without), given back to `spares`: the frame then
+    /// ends on the short path of a plain call or spawn.
+    pub(crate) fn release_idle_extra(&mut self, spares: &mut Spares) {
+        let idle =
+            |x: &FrameExtra| x.regions.is_empty() && x.lp.is_none() && x.after == End::default();
+        if self.extra.as_deref().is_some_and(idle) {
+            if let Some(x) = self.extra.take() {
+                spares.keep_extra(x);
+            }
         }
     }
 

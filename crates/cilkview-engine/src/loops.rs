@@ -45,6 +45,7 @@ impl LoopState {
         self.subtrees.clear();
     }
 
+    #[inline]
     pub fn serial(&mut self, c: Cost) {
         match &mut self.chunk {
             Some(chunk) => chunk.add(c),
@@ -52,12 +53,14 @@ impl LoopState {
         }
     }
 
+    #[inline]
     pub fn begin_iteration(&mut self) {
         if self.chunk.is_none() {
             self.chunk = Some(std::mem::take(&mut self.control));
         }
     }
 
+    #[inline]
     pub fn end_iteration(&mut self, iteration: Cost, burden: u64) {
         self.serial(iteration);
         self.in_chunk += 1;
