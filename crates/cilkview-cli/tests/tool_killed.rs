@@ -11,13 +11,19 @@ use std::time::{Duration, Instant};
 use cilkview_fixtures::build;
 use common::{static_opts, std_bin};
 
-/// Not "injecting": a thread whose registers are set to an injected call runs that call if the
-/// tool dies before putting them back, and the first call (which maps the page the others run
-/// from) runs on code written over the program's at the thread's `%rip`: the program dies
-/// (SIGTRAP). That window (a few system calls at the start of set-up) is not closed yet.
+/// The injected system calls of the set-up (`native/inject.rs`) at each of their phases: the
+/// registers set to the call, its entry, its end with the registers not yet put back; for the
+/// first call (which maps the page the others run from, run from spare bytes of the program's
+/// own code) and later ones (`@3`: the region's `mmap`, `@5`: the first slot's `madvise`).
 const PHASES: &[&str] = &[
     "seized",
     "stopped",
+    "injecting@1",
+    "in-call@1",
+    "call-done@1",
+    "injecting@3",
+    "in-call@3",
+    "call-done@5",
     "patching",
     "measuring",
     "restoring",

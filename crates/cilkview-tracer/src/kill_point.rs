@@ -1,7 +1,8 @@
-//! A hook for the tests only: in a debug build, `CILKVIEW_TEST_KILL_AT=PHASE` in the tool's
-//! environment makes it SIGKILL itself when it reaches that phase of an attach, so that a test
-//! can check what every phase leaves the process in when the tool dies there (the process must
-//! run on unharmed). A release build reads no such variable; it is no option of the user's.
+//! A hook for the tests only: in a debug build, `CILKVIEW_TEST_KILL_AT=PHASE` (or `PHASE@N`: the
+//! `N`th time it is reached, 1 first) in the tool's environment makes it SIGKILL itself when it
+//! reaches that phase of an attach, so that a test can check what every phase leaves the process
+//! in when the tool dies there (the process must run on unharmed). A release build reads no such
+//! variable; it is no option of the user's.
 
 /// A phase of `attach` (named by `CILKVIEW_TEST_KILL_AT`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -12,6 +13,10 @@ pub(crate) enum Phase {
     Stopped,
     /// A thread's registers are set to an injected system call, not yet run.
     Injecting,
+    /// An injected system call's entry (its syscall-entry stop).
+    InCall,
+    /// An injected system call done (its syscall-exit stop), the registers not yet put back.
+    CallDone,
     /// The first mark is patched, the others not yet.
     Patching,
     /// Measuring: every thread resumed with the marks patched.
@@ -30,6 +35,8 @@ impl Phase {
             Phase::Seized => "seized",
             Phase::Stopped => "stopped",
             Phase::Injecting => "injecting",
+            Phase::InCall => "in-call",
+            Phase::CallDone => "call-done",
             Phase::Patching => "patching",
             Phase::Measuring => "measuring",
             Phase::Restoring => "restoring",
@@ -42,14 +49,18 @@ impl Phase {
 pub(crate) fn reached(phase: Phase) {
     #[cfg(debug_assertions)]
     {
-        static ASKED: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static ASKED: std::sync::OnceLock<Option<(String, u64)>> = std::sync::OnceLock::new();
+        static REACHED: AtomicU64 = AtomicU64::new(0);
         let asked = ASKED.get_or_init(|| {
-            std::env::var("CILKVIEW_TEST_KILL_AT")
-                .ok()
-                .filter(|v| !v.is_empty())
+            let v = std::env::var("CILKVIEW_TEST_KILL_AT").ok()?;
+            let (name, nth) = v.split_once('@').unwrap_or((&v, "1"));
+            Some((name.to_string(), nth.parse().ok()?)).filter(|(n, _)| !n.is_empty())
         });
-        if asked.as_deref() == Some(phase.name()) {
-            let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+        if let Some((name, nth)) = asked {
+            if name == phase.name() && REACHED.fetch_add(1, Ordering::Relaxed) + 1 == *nth {
+                let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+            }
         }
     }
     #[cfg(not(debug_assertions))]

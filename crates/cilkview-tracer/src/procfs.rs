@@ -178,6 +178,9 @@ pub struct Mapping {
     pub start: u64,
     pub end: u64,
     pub exec: bool,
+    pub readable: bool,
+    /// Offset in the file of `start`.
+    pub offset: u64,
     pub dev: String,
     pub inode: u64,
     /// File path as the kernel prints it (may end with " (deleted)"), or
@@ -191,7 +194,7 @@ pub fn maps(pid: Tid) -> io::Result<Vec<Mapping>> {
     for line in text.lines() {
         // start-end perms offset dev inode pathname
         let mut f = line.splitn(6, ' ');
-        let (Some(range), Some(perms), Some(_off), Some(dev), Some(inode)) =
+        let (Some(range), Some(perms), Some(off), Some(dev), Some(inode)) =
             (f.next(), f.next(), f.next(), f.next(), f.next())
         else {
             continue;
@@ -208,6 +211,8 @@ pub fn maps(pid: Tid) -> io::Result<Vec<Mapping>> {
             start,
             end,
             exec: perms.as_bytes().get(2) == Some(&b'x'),
+            readable: perms.as_bytes().first() == Some(&b'r'),
+            offset: u64::from_str_radix(off, 16).unwrap_or(0),
             dev: dev.to_string(),
             inode: inode.parse().unwrap_or(0),
             path,

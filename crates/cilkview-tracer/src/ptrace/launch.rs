@@ -77,7 +77,9 @@ pub(crate) fn run<C: Counting>(
 
 impl<C: Counting> Tracer<'_, C> {
     fn start(&mut self, child: &mut sys::Child) -> Result<(), TraceError> {
-        let options = libc::PTRACE_O_TRACECLONE
+        // TRACESYSGOOD: syscall stops (injected calls, `native/inject.rs`) told apart.
+        let options = libc::PTRACE_O_TRACESYSGOOD
+            | libc::PTRACE_O_TRACECLONE
             | libc::PTRACE_O_TRACEFORK
             | libc::PTRACE_O_TRACEVFORK
             | libc::PTRACE_O_TRACEEXEC

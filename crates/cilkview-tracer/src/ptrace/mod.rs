@@ -252,7 +252,7 @@ impl<'s, C: Counting> Tracer<'s, C> {
                 self.counting.resume(tid, 0)
             }
             // After LISTEN or an interrupt, anything else: just go on.
-            Stop::Interrupt | Stop::Other { .. } => self.counting.resume(tid, 0),
+            Stop::Interrupt | Stop::Syscall | Stop::Other { .. } => self.counting.resume(tid, 0),
         }
     }
 }

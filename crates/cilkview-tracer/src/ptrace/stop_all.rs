@@ -164,7 +164,7 @@ impl<C: Counting> Tracer<'_, C> {
                 }
                 st.stopped.insert(tid, Held::Signal(0));
             }
-            Stop::Other { .. } => {
+            Stop::Syscall | Stop::Other { .. } => {
                 st.stopped.insert(tid, Held::Signal(0));
             }
         }

@@ -17,7 +17,8 @@ use crate::{AttachOptions, AttachOutcome, CounterInfo, Ending, EventSink, TraceE
 
 /// Options of a seized thread: as `run`, minus `EXITKILL` (the process must
 /// survive the tool).
-const ATTACH_OPTIONS: libc::c_int = libc::PTRACE_O_TRACECLONE
+const ATTACH_OPTIONS: libc::c_int = libc::PTRACE_O_TRACESYSGOOD
+    | libc::PTRACE_O_TRACECLONE
     | libc::PTRACE_O_TRACEFORK
     | libc::PTRACE_O_TRACEVFORK
     | libc::PTRACE_O_TRACEEXEC

@@ -36,6 +36,10 @@ pub enum Stop {
     /// Any other `PTRACE_EVENT_STOP`: after `PTRACE_INTERRUPT` or `PTRACE_LISTEN`, or a new
     /// task's first stop.
     Interrupt,
+    /// Syscall-entry or syscall-exit stop (`SIGTRAP | 0x80`: `PTRACE_O_TRACESYSGOOD`), after
+    /// [`Restart::Syscall`] only. A tracer that dies while a thread is in one sends it nothing
+    /// (the kernel re-sends the stop's code as a signal, and `SIGTRAP | 0x80` is none).
+    Syscall,
     /// `PTRACE_EVENT_EXEC`: the thread exec'd (the event message is its former id).
     Exec,
     /// `PTRACE_EVENT_EXIT`: the thread is exiting.
@@ -52,6 +56,7 @@ impl Stop {
     fn from_status(status: c_int) -> Stop {
         let sig = libc::WSTOPSIG(status);
         match status >> 16 {
+            0 if sig == libc::SIGTRAP | 0x80 => Stop::Syscall,
             0 => Stop::Signal(sig),
             PTRACE_EVENT_STOP
                 if matches!(
@@ -107,6 +112,8 @@ pub enum Restart {
     Continue(i32),
     /// `PTRACE_SINGLESTEP`.
     Step(i32),
+    /// `PTRACE_SYSCALL`: to the next syscall-entry or syscall-exit stop ([`Stop::Syscall`]).
+    Syscall(i32),
     /// `PTRACE_LISTEN`: a group-stopped thread stays stopped, reporting its SIGCONT.
     Listen,
     /// `PTRACE_DETACH`: the thread runs on untraced.
@@ -119,6 +126,7 @@ impl Restart {
         match self {
             Restart::Continue(_) => "CONT",
             Restart::Step(_) => "SINGLESTEP",
+            Restart::Syscall(_) => "SYSCALL",
             Restart::Listen => "LISTEN",
             Restart::Detach(_) => "DETACH",
         }
@@ -130,6 +138,7 @@ pub fn restart(tid: Tid, how: Restart) -> nix::Result<()> {
     let (req, sig) = match how {
         Restart::Continue(sig) => (libc::PTRACE_CONT, sig),
         Restart::Step(sig) => (libc::PTRACE_SINGLESTEP, sig),
+        Restart::Syscall(sig) => (libc::PTRACE_SYSCALL, sig),
         Restart::Listen => (libc::PTRACE_LISTEN, 0),
         Restart::Detach(sig) => (libc::PTRACE_DETACH, sig),
     };

@@ -1,10 +1,10 @@
-//! System calls run inside a stopped tracee thread (its registers saved, set to the call,
-//! single-stepped over `mov rax, r11; syscall`, restored), and the memory the native backend
-//! maps with them: the shared record region and the stub pages near each marked file.
+//! System calls run inside a stopped tracee thread (its registers saved, set to the call on a
+//! kill-safe gadget, run to the call's syscall-exit stop, restored), and the memory the native
+//! backend maps with them: the shared record region and the stub pages near each marked file.
 
 use nix::libc;
 
-use super::stub::{GADGET_CODE, GADGET_STEPS_LEN};
+use super::call_gadget::{self, Gadget};
 use crate::kill_point::{self, Phase};
 use crate::procfs::{self, Mem};
 use crate::ptrace::{ptrace_err, regs_unless_gone};
@@ -35,83 +35,105 @@ pub(super) fn sent(tid: Tid, sig: i32) -> bool {
     sig != libc::SIGTRAP || matches!(sys::siginfo_code(tid), Ok(code) if code <= 0)
 }
 
-/// Run system call `nr` with `args` in stopped thread `tid`, on the gadget at `gadget` or, if
-/// `None`, on one written for the moment at the thread's `%rip` (only while no other thread of
-/// the process runs). Signals that arrive meanwhile are returned in `deferred` (to deliver at the
-/// thread's next resume). Returns the call's result (a negative errno on failure).
+/// Run system call `nr` with `args` in stopped thread `tid`, on the call gadget at `gadget`
+/// (`call_gadget.rs`: in spare bytes of the program's code for the first call, in the region's
+/// page after). Returns the call's result (a negative errno on failure).
+///
+/// The thread runs to the call's syscall-exit stop (`PTRACE_SYSCALL`: no single-step, no trap),
+/// its registers are put back there, and it stays there: resumed with a signal from that stop,
+/// the kernel sends it the signal, as a signal-delivery stop would deliver it. A system call
+/// that the stop interrupted is restarted explicitly ([`restarted`]). Signals for the program
+/// that stop it meanwhile are returned in `deferred` (to deliver at its next resume).
+///
+/// Kill-safe: whenever the tool dies (ptrace lets the thread go as it is), the thread finishes
+/// the call (its effect stays: a mapping, at worst a descriptor) and returns, through the
+/// gadget's data, to where it was with its own registers. Nothing is ever written over the
+/// program's code, and its signal mask is never changed.
 pub(super) fn syscall(
     tid: Tid,
-    gadget: Option<u64>,
+    gadget: Gadget,
     nr: i64,
     args: [u64; 6],
     deferred: &mut Vec<i32>,
 ) -> Result<i64, TraceError> {
-    let mask = sys::getsigmask(tid).map_err(ptrace_err("GETSIGMASK", tid))?;
-    sys::setsigmask(tid, STEPPING_MASK).map_err(ptrace_err("SETSIGMASK", tid))?;
     if in_system_call(tid) {
-        if let Err(e) = finish_system_call(tid, deferred) {
-            let _ = sys::setsigmask(tid, mask);
-            return Err(e);
-        }
+        finish_system_call(tid, deferred)?;
     }
-    let saved = sys::getregs(tid).map_err(ptrace_err("GETREGS", tid))?;
+    let back = restarted(sys::getregs(tid).map_err(ptrace_err("GETREGS", tid))?);
     let mem = Mem::open(tid).map_err(|source| TraceError::Proc { pid: tid, source })?;
-    let mut orig = [0u8; GADGET_CODE.len()];
-    let at = match gadget {
-        Some(g) => g,
-        None => {
-            mem.read(saved.rip, &mut orig)
-                .map_err(|source| TraceError::Proc { pid: tid, source })?;
-            mem.write(saved.rip, &GADGET_CODE)
-                .map_err(|source| TraceError::Proc { pid: tid, source })?;
-            saved.rip
-        }
-    };
-    let mut regs = saved;
-    regs.rip = at;
+    mem.write(gadget.data, &call_gadget::data(&back))
+        .map_err(|source| TraceError::Proc { pid: tid, source })?;
+    let mut regs = back;
+    regs.rip = gadget.code;
     regs.r11 = nr as u64;
-    // orig_rax -1: no system call restart on the way out of this stop.
-    regs.orig_rax = u64::MAX;
     [regs.rdi, regs.rsi, regs.rdx, regs.r10, regs.r8, regs.r9] = args;
-    let result = (|| {
-        sys::setregs(tid, regs).map_err(ptrace_err("SETREGS", tid))?;
-        kill_point::reached(Phase::Injecting);
-        loop {
-            sys::restart(tid, Restart::Step(0)).map_err(ptrace_err("SINGLESTEP", tid))?;
-            match sys::wait_for(tid).map_err(TraceError::Wait)? {
-                Wait::Stopped {
-                    stop: Stop::Signal(sig),
-                    ..
-                } if !sent(tid, sig) => {
-                    let after = sys::getregs(tid).map_err(ptrace_err("GETREGS", tid))?;
-                    if after.rip == at + GADGET_STEPS_LEN {
-                        // At the gadget's `int3`.
-                        run_over_int3(tid, deferred)?;
-                        return Ok(after.rax as i64);
-                    }
-                    // After the `mov`: step over the `syscall`.
-                }
-                Wait::Stopped {
-                    stop: Stop::Signal(sig),
-                    ..
-                } => deferred.push(sig),
-                Wait::Stopped { .. } => {} // an event stop (e.g. an interrupt): step again
-                Wait::Exited(..) | Wait::Signaled(..) => {
-                    return Err(setup_err(tid, "the thread ended during set-up".into()))
-                }
-            }
-        }
-    })();
-    if gadget.is_none() {
-        let _ = mem.write(saved.rip, &orig);
+    sys::setregs(tid, regs).map_err(ptrace_err("SETREGS", tid))?;
+    kill_point::reached(Phase::Injecting);
+    let result = run_call(tid, gadget, deferred);
+    if result.is_ok() || regs_unless_gone(tid)?.is_some() {
+        sys::setregs(tid, back).map_err(ptrace_err("SETREGS", tid))?;
     }
-    sys::setregs(tid, saved).map_err(ptrace_err("SETREGS", tid))?;
-    sys::setsigmask(tid, mask).map_err(ptrace_err("SETSIGMASK", tid))?;
     result
 }
 
+/// Thread `tid`'s registers `regs` at a stop, an interrupted system call's restart made
+/// explicit as the kernel makes it on a resume that runs no handler (`-ERESTARTSYS`,
+/// `-ERESTARTNOINTR`, `-ERESTARTNOHAND`: the call again; `-ERESTART_RESTARTBLOCK`:
+/// `restart_syscall`), and `orig_rax` -1 (no restart on the way out of the stop). The kernel
+/// would look at these only on the way out of a signal-delivery stop or one like it; the thread
+/// leaves the injection from a syscall-exit stop, where it does not. A signal delivered at that
+/// resume then finds the call restarted (as with `SA_RESTART`) where it could have returned
+/// `EINTR`.
+fn restarted(mut regs: libc::user_regs_struct) -> libc::user_regs_struct {
+    if (regs.orig_rax as i64) >= 0 {
+        match -(regs.rax as i64) {
+            512..=514 => (regs.rax, regs.rip) = (regs.orig_rax, regs.rip - 2),
+            516 => (regs.rax, regs.rip) = (libc::SYS_restart_syscall as u64, regs.rip - 2),
+            _ => {}
+        }
+    }
+    regs.orig_rax = u64::MAX;
+    regs
+}
+
+/// Thread `tid`, its registers set to a call on `gadget`: run it to the call's syscall-exit
+/// stop; the call's result.
+fn run_call(tid: Tid, gadget: Gadget, deferred: &mut Vec<i32>) -> Result<i64, TraceError> {
+    let mut entered = false;
+    loop {
+        let how = Restart::Syscall(0);
+        sys::restart(tid, how).map_err(ptrace_err(how.request(), tid))?;
+        match sys::wait_for(tid).map_err(TraceError::Wait)? {
+            Wait::Stopped {
+                stop: Stop::Syscall,
+                ..
+            } => {
+                let regs = sys::getregs(tid).map_err(ptrace_err("GETREGS", tid))?;
+                if regs.rip != gadget.code + call_gadget::AFTER_SYSCALL {
+                    return Err(setup_err(tid, format!("syscall stop at {:#x}", regs.rip)));
+                }
+                if entered {
+                    kill_point::reached(Phase::CallDone);
+                    return Ok(regs.rax as i64);
+                }
+                entered = true;
+                kill_point::reached(Phase::InCall);
+            }
+            Wait::Stopped {
+                stop: Stop::Signal(sig),
+                ..
+            } => deferred.push(sig),
+            Wait::Stopped { .. } => {} // an event stop (e.g. an interrupt): go on
+            Wait::Exited(..) | Wait::Signaled(..) => {
+                return Err(setup_err(tid, "the thread ended during set-up".into()))
+            }
+        }
+    }
+}
+
 /// Whether stopped thread `tid` is at an event stop inside a system call (the parent's stop at a
-/// `clone`, `fork` or `vfork`, or at the end of a `vfork`): the call's result is written into
+/// `clone`, `fork` or `vfork`, at the end of a `vfork`, at an `exec`: the call's exit would
+/// otherwise be the first syscall stop of an injected call): the call's result is written into
 /// `%rax` only when the thread goes on, into whatever registers it has then. A call injected
 /// there got the result in its own registers, and the restored `%rax` said `-ENOSYS`: a thread
 /// seized in `clone3` by `attach`, given its slot there, saw `clone3` fail, and glibc's
@@ -119,7 +141,8 @@ pub(super) fn syscall(
 /// died at address 0: `attach --counter native` to a program starting threads all the time,
 /// about 1 attach in 12).
 fn in_system_call(tid: Tid) -> bool {
-    const EVENTS: [i32; 4] = [
+    const EVENTS: [i32; 5] = [
+        libc::PTRACE_EVENT_EXEC,
         libc::PTRACE_EVENT_CLONE,
         libc::PTRACE_EVENT_FORK,
         libc::PTRACE_EVENT_VFORK,
@@ -132,10 +155,26 @@ fn in_system_call(tid: Tid) -> bool {
 }
 
 /// Thread `tid`, at an event stop inside a system call ([`in_system_call`]): let it finish the
-/// call, single-stepped, so that it stops at the call's exit (the step's trap there, or after
-/// its next instruction), its result in `%rax`.
+/// call, to its syscall-exit stop (its result in `%rax`; a stop the tool may die in).
 fn finish_system_call(tid: Tid, deferred: &mut Vec<i32>) -> Result<(), TraceError> {
-    resume_until_its_trap(tid, Restart::Step(0), deferred)
+    loop {
+        let how = Restart::Syscall(0);
+        sys::restart(tid, how).map_err(ptrace_err(how.request(), tid))?;
+        match sys::wait_for(tid).map_err(TraceError::Wait)? {
+            Wait::Stopped {
+                stop: Stop::Syscall,
+                ..
+            } => return Ok(()),
+            Wait::Stopped {
+                stop: Stop::Signal(sig),
+                ..
+            } => deferred.push(sig),
+            Wait::Stopped { .. } => {} // e.g. the end of a vfork
+            Wait::Exited(..) | Wait::Signaled(..) => {
+                return Err(setup_err(tid, "the thread ended during set-up".into()))
+            }
+        }
+    }
 }
 
 /// Thread `tid`, stopped after single-steps, its `%rip` at an `int3`: run it over the `int3`
@@ -197,7 +236,7 @@ const MAP_FIXED_NOREPLACE: u64 = 0x100000;
 /// the process of `tid`, readable and executable (writes go through `/proc/PID/mem`).
 pub(super) fn map_code(
     tid: Tid,
-    gadget: Option<u64>,
+    gadget: Gadget,
     at: u64,
     len: u64,
     deferred: &mut Vec<i32>,

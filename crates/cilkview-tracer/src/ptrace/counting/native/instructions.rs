@@ -26,7 +26,7 @@ pub(super) fn open(
     slot: usize,
     deferred: &mut Vec<i32>,
 ) -> Result<File, TraceError> {
-    let gadget = Some(region.gadget);
+    let gadget = region.injector;
     let call = |nr, args, deferred: &mut Vec<i32>| inject::syscall(tid, gadget, nr, args, deferred);
     let failed = |what: &str, r: i64| {
         setup_err(

@@ -11,6 +11,7 @@
 //! stub waited for room is charged to no strand; the measured cost of one hit is taken off each
 //! strand that ends at a hit.
 
+mod call_gadget;
 mod clock;
 mod inject;
 mod instructions;
@@ -18,6 +19,7 @@ mod polling;
 mod refusals;
 mod region;
 mod slots;
+mod spare_code;
 mod step_out;
 mod strands;
 pub(crate) mod stub;
@@ -38,7 +40,7 @@ use self::polling::{next_sleep, IDLE_MIN};
 use self::region::{Record, Region};
 use self::step_out::step_out_of;
 use self::strands::{Item, Strands, TickScale};
-use self::stub::{Reading, StubOperand, FIRST_STUB, GADGET_STEPS_LEN, STUB_BYTES};
+use self::stub::{Reading, StubOperand, FIRST_STUB, STUB_BYTES};
 use super::Counting;
 use crate::kill_point::{self, Phase};
 use crate::procfs::{self, Mem};
@@ -269,7 +271,7 @@ impl Native {
             let len = (FIRST_STUB + group.len() as u64 * STUB_BYTES).next_multiple_of(4096);
             let (lo, hi) = (group[0], *group.last().unwrap());
             let page = inject::place_near(pid, lo, hi, len)?;
-            inject::map_code(tid, Some(region.gadget), page, len, &mut deferred)?;
+            inject::map_code(tid, region.injector, page, len, &mut deferred)?;
             region.pages.push((page, page + len));
             let reading = self.clock.reading;
             let mut code = stub::page_head(reading);
@@ -305,7 +307,7 @@ impl Native {
                 let at = page + FIRST_STUB + (code_index(&group, addr)) as u64 * STUB_BYTES;
                 for &(t, rip) in &rips {
                     if rip > addr && rip < addr + 5 {
-                        step_out_of(t, addr, region.gadget + GADGET_STEPS_LEN, &mut deferred)?;
+                        step_out_of(t, addr, region.int3, &mut deferred)?;
                     }
                 }
                 let jump = stub::jump(addr, at).expect("placed in reach");

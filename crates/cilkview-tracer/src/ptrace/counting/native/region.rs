@@ -5,14 +5,19 @@ use std::fs::OpenOptions;
 
 use nix::libc;
 
+use super::call_gadget::{self, Gadget};
 use super::inject::{self, setup_err, PROT_RW};
+use super::spare_code;
 use super::stub::{
-    self, Reading, ATTR, COUNTER_PAGE, GADGET, GONE, HEAD, IDLE_PAGE, LIMIT, RECORD, RING,
-    RING_RECORDS, SLOT_BYTES, TOOL_PID,
+    self, Reading, ATTR, COUNTER_PAGE, GADGET, GADGET_STEPS_LEN, GONE, HEAD, IDLE_PAGE, LIMIT,
+    RECORD, RING, RING_RECORDS, SLOT_BYTES, TOOL_PID,
 };
 use crate::procfs::Mem;
 use crate::sys::{SharedMap, Tid};
 use crate::TraceError;
+
+/// Offset of the call gadget in the region's first page (after the head and the name).
+const INJECTOR: u64 = 0x800;
 
 /// Slots of the region: one per measured thread, the last one for [`Region::discard`].
 const SLOT_COUNT: usize = 256;
@@ -33,8 +38,10 @@ pub(super) struct Region {
     map: SharedMap,
     /// Its address in the program.
     base: u64,
-    /// The `syscall; int3` to run injected calls on.
-    pub(super) gadget: u64,
+    /// The `int3` after the `syscall` of the page's head (`stub.rs`), run over to end stepping.
+    pub(super) int3: u64,
+    /// The gadget injected calls run on (`call_gadget.rs`), at [`INJECTOR`] in the first page.
+    pub(super) injector: Gadget,
     free: Vec<usize>,
     /// Stub pages mapped in the program: (start, end).
     pub(super) pages: Vec<(u64, u64)>,
@@ -45,8 +52,9 @@ pub(super) struct Region {
 }
 
 impl Region {
-    /// Map a code page (slow path + gadget) and the region into process `pid`, stopped in
-    /// thread `tid` while no other thread runs (the first call runs on the thread's own `%rip`).
+    /// Map a code page (slow path, gadgets) and the region into process `pid`, stopped in
+    /// thread `tid`. The first call (the page's `mmap`) runs on a gadget written for the moment
+    /// in spare bytes of the program's mappings (`spare_code.rs`), its code put back after.
     pub(super) fn create(
         pid: Tid,
         tid: Tid,
@@ -54,12 +62,32 @@ impl Region {
         deferred: &mut Vec<i32>,
     ) -> Result<Region, TraceError> {
         let proc_err = |source| TraceError::Proc { pid, source };
-        let page = inject::map_code(tid, None, 0, 4096, deferred)?;
         let mem = Mem::open(pid).map_err(proc_err)?;
+        let spare = spare_code::gadget(pid).ok_or_else(|| {
+            setup_err(
+                pid,
+                "no spare bytes in the program's mappings to start from".into(),
+            )
+        })?;
+        let mut was = vec![0; call_gadget::CODE_LEN as usize];
+        let mut was_data = vec![0; call_gadget::DATA_LEN as usize];
+        mem.read(spare.code, &mut was).map_err(proc_err)?;
+        mem.read(spare.data, &mut was_data).map_err(proc_err)?;
+        let code = spare.code().expect("placed in reach");
+        mem.write(spare.code, &code).map_err(proc_err)?;
+        let page = inject::map_code(tid, spare, 0, 4096, deferred);
+        mem.write(spare.code, &was).map_err(proc_err)?;
+        mem.write(spare.data, &was_data).map_err(proc_err)?;
+        let page = page?;
+        let gadget = Gadget {
+            code: page + INJECTOR,
+            data: page + INJECTOR + call_gadget::CODE_LEN.next_multiple_of(8),
+        };
         let mut head = stub::page_head(reading);
         head.extend_from_slice(b"cilkview-records\0");
+        head.resize(INJECTOR as usize, 0xcc);
+        head.extend_from_slice(&gadget.code().expect("in one page"));
         mem.write(page, &head).map_err(proc_err)?;
-        let gadget = Some(page + GADGET);
         let name = page + stub::FIRST_STUB;
         let fd = inject::syscall(
             tid,
@@ -124,7 +152,8 @@ impl Region {
         Ok(Region {
             map,
             base: base as u64,
-            gadget: page + GADGET,
+            int3: page + GADGET + GADGET_STEPS_LEN,
+            injector: gadget,
             free: (0..SLOTS).rev().collect(),
             pages: vec![(page, page + 4096)],
             reading,

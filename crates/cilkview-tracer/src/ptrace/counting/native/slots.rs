@@ -45,8 +45,13 @@ impl Native {
         // MADV_POPULATE_WRITE (5.14) refuses it: the faults then stay.
         let mut deferred = Vec::new();
         let populate = [at, SLOT_BYTES, libc::MADV_POPULATE_WRITE as u64, 0, 0, 0];
-        let gadget = Some(region.gadget);
-        if let Err(e) = inject::syscall(tid, gadget, libc::SYS_madvise, populate, &mut deferred) {
+        if let Err(e) = inject::syscall(
+            tid,
+            region.injector,
+            libc::SYS_madvise,
+            populate,
+            &mut deferred,
+        ) {
             // Killed meanwhile (another thread's exit_group): its exit is reported as usual.
             if regs_unless_gone(tid)?.is_some() {
                 return Err(e);

@@ -3,7 +3,6 @@
 //! they were.
 
 use super::inject::{end_stepping, sent, STEPPING_MASK};
-use super::stub::GADGET_STEPS_LEN;
 use super::Native;
 use crate::ptrace::{ptrace_err, regs_unless_gone, trap_flag, unless_gone};
 use crate::sys::{self, Restart, Stop, Tid, Wait};
@@ -92,10 +91,7 @@ impl Native {
 
 /// The `int3` of the region's gadget (see [`end_stepping`]).
 fn region_int3(native: &Native) -> u64 {
-    native
-        .region
-        .as_ref()
-        .map_or(0, |r| r.gadget + GADGET_STEPS_LEN)
+    native.region.as_ref().map_or(0, |r| r.int3)
 }
 
 /// Thread `tid` is stopped inside the NOP at `mark`: step it past the NOP (then over the `int3`
