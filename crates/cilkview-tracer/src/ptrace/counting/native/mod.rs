@@ -247,8 +247,6 @@ impl Native {
         let tid = self.current.unwrap_or(pid);
         let proc_err = |source| TraceError::Proc { pid, source };
         let mem = Mem::open(pid).map_err(proc_err)?;
-        let mut sorted = addrs.to_vec();
-        sorted.sort_unstable();
         // Threads stopped inside a mark's NOP (not at its start) must not see it change.
         let mut rips = Vec::new();
         if all_stopped {
@@ -258,16 +256,8 @@ impl Native {
                 }
             }
         }
-        // Groups of marks within 1 GiB of each other share a stub page.
-        let mut groups: Vec<Vec<u64>> = Vec::new();
-        for a in sorted {
-            match groups.last_mut() {
-                Some(g) if a - g[0] < (1 << 30) => g.push(a),
-                _ => groups.push(vec![a]),
-            }
-        }
         let mut deferred = Vec::new();
-        for group in groups {
+        for group in stub_page_groups(addrs) {
             let len = (FIRST_STUB + group.len() as u64 * STUB_BYTES).next_multiple_of(4096);
             let (lo, hi) = (group[0], *group.last().unwrap());
             let page = inject::place_near(pid, lo, hi, len)?;
@@ -325,6 +315,20 @@ impl Native {
         }
         Ok(())
     }
+}
+
+/// The marks at `addrs` in groups that share a stub page: within 1 GiB of each other, in order.
+fn stub_page_groups(addrs: &[u64]) -> Vec<Vec<u64>> {
+    let mut sorted = addrs.to_vec();
+    sorted.sort_unstable();
+    let mut groups: Vec<Vec<u64>> = Vec::new();
+    for a in sorted {
+        match groups.last_mut() {
+            Some(g) if a - g[0] < (1 << 30) => g.push(a),
+            _ => groups.push(vec![a]),
+        }
+    }
+    groups
 }
 
 /// The index of `addr` in its group.

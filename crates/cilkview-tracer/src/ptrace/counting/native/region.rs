@@ -62,6 +62,41 @@ impl Region {
         deferred: &mut Vec<i32>,
     ) -> Result<Region, TraceError> {
         let proc_err = |source| TraceError::Proc { pid, source };
+        let (page, gadget) = Region::first_page(pid, tid, reading, deferred)?;
+        let len = SLOT_COUNT as u64 * SLOT_BYTES;
+        let (file, base) =
+            Region::shared_records(pid, tid, gadget, page + stub::FIRST_STUB, len, deferred)?;
+        let map = SharedMap::new(&file, len as usize).map_err(proc_err)?;
+        // The discard slot: `head` = `limit` = 0 sends every hit to the slow path, which finds
+        // `gone` set and drops it.
+        let discard = SLOTS * SLOT_BYTES as usize;
+        map.store64(discard + GONE as usize, 1);
+        map.store64(
+            discard + COUNTER_PAGE as usize,
+            base as u64 + (discard as u64) + IDLE_PAGE,
+        );
+        Ok(Region {
+            map,
+            base: base as u64,
+            int3: page + GADGET + GADGET_STEPS_LEN,
+            injector: gadget,
+            free: (0..SLOTS).rev().collect(),
+            pages: vec![(page, page + 4096)],
+            reading,
+            counter_pages: vec![None; SLOTS],
+        })
+    }
+
+    /// The program's first page of the tool's: mapped by a first call run from spare bytes of
+    /// its mappings (put back after), its head (the stubs' page head, a name, the injector
+    /// gadget) written. The page and its gadget.
+    fn first_page(
+        pid: Tid,
+        tid: Tid,
+        reading: Reading,
+        deferred: &mut Vec<i32>,
+    ) -> Result<(u64, Gadget), TraceError> {
+        let proc_err = |source| TraceError::Proc { pid, source };
         let mem = Mem::open(pid).map_err(proc_err)?;
         let spare = spare_code::gadget(pid).ok_or_else(|| {
             setup_err(
@@ -88,7 +123,21 @@ impl Region {
         head.resize(INJECTOR as usize, 0xcc);
         head.extend_from_slice(&gadget.code().expect("in one page"));
         mem.write(page, &head).map_err(proc_err)?;
-        let name = page + stub::FIRST_STUB;
+        Ok((page, gadget))
+    }
+
+    /// The records' memory, `len` bytes shared by the tool and the program: a memfd created in
+    /// the program (named by the string at `name`), sized and opened by the tool, mapped in the
+    /// program and closed there. The tool's file and the program's address of the mapping.
+    fn shared_records(
+        pid: Tid,
+        tid: Tid,
+        gadget: Gadget,
+        name: u64,
+        len: u64,
+        deferred: &mut Vec<i32>,
+    ) -> Result<(std::fs::File, i64), TraceError> {
+        let proc_err = |source| TraceError::Proc { pid, source };
         let fd = inject::syscall(
             tid,
             gadget,
@@ -105,7 +154,6 @@ impl Region {
                 ),
             ));
         }
-        let len = SLOT_COUNT as u64 * SLOT_BYTES;
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -140,25 +188,7 @@ impl Region {
                 ),
             ));
         }
-        let map = SharedMap::new(&file, len as usize).map_err(proc_err)?;
-        // The discard slot: `head` = `limit` = 0 sends every hit to the slow path, which finds
-        // `gone` set and drops it.
-        let discard = SLOTS * SLOT_BYTES as usize;
-        map.store64(discard + GONE as usize, 1);
-        map.store64(
-            discard + COUNTER_PAGE as usize,
-            base as u64 + (discard as u64) + IDLE_PAGE,
-        );
-        Ok(Region {
-            map,
-            base: base as u64,
-            int3: page + GADGET + GADGET_STEPS_LEN,
-            injector: gadget,
-            free: (0..SLOTS).rev().collect(),
-            pages: vec![(page, page + 4096)],
-            reading,
-            counter_pages: vec![None; SLOTS],
-        })
+        Ok((file, base))
     }
 
     /// A free slot, its header set for a new thread; its address in the program (the thread's
