@@ -169,17 +169,19 @@ pub fn check_binding(no_cpu_binding: bool, requested: CounterMode, chosen: &Chos
     );
 }
 
+/// `--burden cost`, as the tests give it.
+#[cfg(test)]
+pub(crate) fn burden(cost: Cost) -> CostOption {
+    CostOption {
+        flag: "--burden",
+        cost: Some(cost),
+        examples: BURDEN_EXAMPLES,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn burden(cost: Cost) -> CostOption {
-        CostOption {
-            flag: "--burden",
-            cost: Some(cost),
-            examples: BURDEN_EXAMPLES,
-        }
-    }
 
     #[test]
     fn a_cost_in_the_wrong_unit_names_the_counter_and_what_to_write() {

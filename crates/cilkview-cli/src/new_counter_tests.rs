@@ -17,7 +17,7 @@ use cilkview_analysis::{
 use cilkview_events::{Outcome, Probe, ProbesError};
 use cilkview_tracer::{Step, TraceOptions, Unavailable};
 
-use crate::counter_checks::{check_costs, check_repeat, CostOption, Use, BURDEN_EXAMPLES};
+use crate::counter_checks::{burden, check_costs, check_repeat, Use};
 
 /// Single-stepping's count, each cost doubled and called nanoseconds; counts its runs.
 struct DoubledStep {
@@ -97,14 +97,6 @@ fn request(program: &Path, counter: CounterMode, repeat: Repeat) -> RunRequest {
         profile_region: None,
         env: Vec::new(),
         repeat,
-    }
-}
-
-fn burden(cost: Cost) -> CostOption {
-    CostOption {
-        flag: "--burden",
-        cost: Some(cost),
-        examples: BURDEN_EXAMPLES,
     }
 }
 
