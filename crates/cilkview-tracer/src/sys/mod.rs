@@ -19,6 +19,8 @@ mod shared_map;
 mod spawn;
 mod stop;
 pub mod switches;
+#[cfg(test)]
+mod unwind_tests;
 pub use shared_map::SharedMap;
 pub use spawn::{exec_in_order, high_fds, prepare_child, spawn_blocked, spawn_fn, Child};
 pub use stop::{restart, wait_any, wait_any_nohang, wait_for, Restart, Stop, Wait};

@@ -315,6 +315,27 @@ fn median_hit(reading: Reading) -> io::Result<u64> {
     Ok(deltas[deltas.len() / 2])
 }
 
+/// Test aid: a page with one stub reading `reading` for probe 42, whose mark is at the entry
+/// of a function `mark; ret` in the page's second half; returns the page and the entry's
+/// offset.
+#[cfg(test)]
+pub(crate) fn one_mark_reading(reading: Reading, operand: StubOperand) -> (CodePage, usize) {
+    let mut page = CodePage::new(8192).unwrap();
+    let base = page.addr();
+    page.write(0, &stub::page_head(reading));
+    let at = base + FIRST_STUB;
+    let entry = 4096usize;
+    let mark = base + entry as u64;
+    page.write(
+        FIRST_STUB as usize,
+        &stub::stub(reading, at, mark, base, 42, operand).unwrap(),
+    );
+    page.write(entry, &stub::jump(mark, at).unwrap());
+    page.write(entry + 5, &[0xc3]);
+    page.seal().unwrap();
+    (page, entry)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -323,23 +344,6 @@ mod tests {
     /// and the entry's offset.
     fn one_mark(operand: StubOperand) -> (CodePage, usize) {
         one_mark_reading(Reading::Tsc, operand)
-    }
-
-    fn one_mark_reading(reading: Reading, operand: StubOperand) -> (CodePage, usize) {
-        let mut page = CodePage::new(8192).unwrap();
-        let base = page.addr();
-        page.write(0, &stub::page_head(reading));
-        let at = base + FIRST_STUB;
-        let entry = 4096usize;
-        let mark = base + entry as u64;
-        page.write(
-            FIRST_STUB as usize,
-            &stub::stub(reading, at, mark, base, 42, operand).unwrap(),
-        );
-        page.write(entry, &stub::jump(mark, at).unwrap());
-        page.write(entry + 5, &[0xc3]);
-        page.seal().unwrap();
-        (page, entry)
     }
 
     #[test]

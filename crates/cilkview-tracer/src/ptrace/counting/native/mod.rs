@@ -23,6 +23,7 @@ mod spare_code;
 mod step_out;
 mod strands;
 pub(crate) mod stub;
+pub(crate) mod unwind;
 
 pub(crate) use clock::calibrated;
 #[cfg(feature = "testing")]

@@ -12,6 +12,7 @@ use super::stub::{
     self, Reading, ATTR, COUNTER_PAGE, GADGET, GADGET_STEPS_LEN, GONE, HEAD, IDLE_PAGE, LIMIT,
     RECORD, RING, RING_RECORDS, SLOT_BYTES, TOOL_PID,
 };
+use super::unwind::{self, Piece};
 use crate::procfs::Mem;
 use crate::sys::{SharedMap, Tid};
 use crate::TraceError;
@@ -288,5 +289,15 @@ impl Region {
     /// Whether `rip` is in code of ours (a stub page).
     pub(super) fn in_stubs(&self, rip: u64) -> bool {
         self.pages.iter().any(|&(s, e)| (s..e).contains(&rip))
+    }
+
+    /// The piece of generated code at `rip` (a stub, a page's slow path or `READ`) as the
+    /// program's memory `mem` holds it; `None` elsewhere (the gadgets, the first page, which
+    /// has no stubs, outside the stub pages).
+    pub(super) fn piece_at(&self, rip: u64, mem: &Mem) -> Option<Piece> {
+        let &(page, _) = self.pages[1..]
+            .iter()
+            .find(|&&(s, e)| (s..e).contains(&rip))?;
+        unwind::piece_in_page(page, self.reading, rip, |at, buf| mem.read(at, buf).is_ok())
     }
 }

@@ -1,22 +1,21 @@
-//! Single-stepping a thread out of the way: out of the stub pages before a signal is delivered
-//! to it, or past a mark's NOP about to be replaced; leaving the program's signals and flags as
-//! they were.
+//! Taking a thread out of the way: out of the stub pages before a signal is delivered to it
+//! (its registers set, or, waiting for room, single-stepped), or past a mark's NOP about to be
+//! replaced (single-stepped); leaving the program's signals and flags as they were.
 
 use super::inject::{end_stepping, sent, STEPPING_MASK};
+use super::unwind::{self, Out};
 use super::Native;
+use crate::procfs::Mem;
 use crate::ptrace::{ptrace_err, regs_unless_gone, trap_flag, unless_gone};
 use crate::sys::{self, Restart, Stop, Tid, Wait};
 use crate::TraceError;
 
 impl Native {
-    /// Signal `sig` is about to be delivered to `tid`: if the thread is inside a stub, run it
-    /// out first (a handler hitting a mark would share the stub's record), draining its slot
-    /// so that a stub waiting for room goes on. Every signal but SIGTRAP is blocked meanwhile
-    /// (`PTRACE_SETSIGMASK`, the program's mask put back after): signals arriving during the
-    /// steps stay pending for the program instead of stopping it before each step, which,
-    /// with signals coming faster than a step's round trip (a fast timer, a loaded machine),
-    /// kept the thread from ever leaving the stub. The signal's siginfo is put back after the
-    /// steps (each step's trap replaced it: the handler would get the last one's).
+    /// Signal `sig` is about to be delivered to `tid`: if the thread is inside a stub, take it
+    /// out first (a handler hitting a mark would share the stub's record). Its registers are
+    /// put where they would be had the stub not begun or had it ended ([`unwind`]): nothing
+    /// runs, so the signal, its siginfo and the program's mask stay as they are. Only a thread
+    /// waiting for room in the slow path runs on, single-stepped ([`Native::run_out_of_stubs`]).
     pub(super) fn leave_stubs(&mut self, tid: Tid) -> Result<(), TraceError> {
         let Some(region) = self.region.as_ref() else {
             return Ok(());
@@ -27,6 +26,28 @@ impl Native {
         if !region.in_stubs(regs.rip) {
             return Ok(());
         }
+        let mem = Mem::open(tid).map_err(|source| TraceError::Proc { pid: tid, source })?;
+        let word = |at: u64| {
+            let mut b = [0u8; 8];
+            mem.read(at, &mut b).ok().map(|()| u64::from_le_bytes(b))
+        };
+        match unwind::out_of_stubs(&regs, |rip| region.piece_at(rip, &mem), word) {
+            Some(Out::Regs(out)) => unless_gone("SETREGS", tid, sys::setregs(tid, *out)).map(drop),
+            Some(Out::Waiting) => self.run_out_of_stubs(tid),
+            None => Ok(()), // in a gadget: no record taken
+        }
+    }
+
+    /// Run `tid`, stopped in the slow path waiting for room, out of the stub pages: single-
+    /// stepped, its slot drained meanwhile. Every signal but SIGTRAP is blocked meanwhile
+    /// (`PTRACE_SETSIGMASK`, the program's mask put back after): signals arriving during the
+    /// steps stay pending for the program instead of stopping it before each step, which,
+    /// with signals coming faster than a step's round trip (a fast timer, a loaded machine),
+    /// kept the thread from ever leaving the stub. The signal's siginfo is put back after the
+    /// steps (each step's trap replaced it: the handler would get the last one's). (A SIGTRAP
+    /// the program sends itself at the instant a step traps is one pending SIGTRAP with the
+    /// step's: lost. Only here, with the ring full as the signal comes.)
+    fn run_out_of_stubs(&mut self, tid: Tid) -> Result<(), TraceError> {
         let Some(mask) = unless_gone("GETSIGMASK", tid, sys::getsigmask(tid))? else {
             return Ok(());
         };
