@@ -79,6 +79,12 @@ pub(crate) trait Counting {
     fn refuses(&self, _pid: Tid, _group_stopped: bool) -> Option<String> {
         None
     }
+    /// Whether `stop_all` may deliver a program's signal at once with [`Counting::resume`]
+    /// (then hold the thread at the interrupt after it) instead of holding the thread at its
+    /// signal-delivery stop: a counter whose resume runs the thread on as it is (not a step).
+    fn delivers_while_stopping(&self) -> bool {
+        false
+    }
     /// A stop (interrupt, signal) came before the last resume took effect: nothing ran.
     fn interrupted(&mut self, _tid: Tid) {}
     /// Thread `tid` reported a stop; called before anything else looks at it.

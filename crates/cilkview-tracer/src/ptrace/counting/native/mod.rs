@@ -480,6 +480,10 @@ impl Counting for Native {
         refusals::refusal(pid, group_stopped).or_else(|| refusals::gs_refusal(pid))
     }
 
+    fn delivers_while_stopping(&self) -> bool {
+        true // `resume` takes the thread out of the stubs and continues it
+    }
+
     fn at_boundary(&mut self, _: &mut Core<'_>, _: Tid) -> Result<(), TraceError> {
         Ok(()) // a mark right here is a jump: the stub records it
     }
