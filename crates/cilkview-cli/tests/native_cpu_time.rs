@@ -104,7 +104,7 @@ fn fine_printed(stdout: &str) -> (f64, u64, f64, u64, u64) {
     (n[0] as f64, n[1], n[2] as f64, n[3], n[4])
 }
 
-/// Strands of ~18 ns (a mark hit every ~18 ns of the program's own time, cholesky's grain; the
+/// Strands of ~20 ns (a mark hit every ~20 ns of the program's own time, cholesky's grain; the
 /// stub costs ~13 ns): one run's work by time within 10% of the CPU time of the same tree
 /// without its marks, run natively in the same process. What is taken off each strand is the
 /// cost of a hit measured in the program (its sync and exit marks lie back to back: 32k empty
