@@ -40,7 +40,7 @@ use self::inject::setup_err;
 use self::polling::{next_sleep, IDLE_MIN};
 use self::region::{Record, Region};
 use self::step_out::step_out_of;
-use self::strands::{HitCost, Item, Strands, TickScale};
+use self::strands::{HitCost, Item, Strands, TickScale, FOLLOWS_NONE};
 use self::stub::{Reading, StubOperand, FIRST_STUB, STUB_BYTES};
 use super::Counting;
 use crate::kill_point::{self, Phase};
@@ -72,7 +72,7 @@ enum Operand {
 struct ProbeStub {
     operand: Operand,
     hit_cost: HitCost,
-    follows: Option<u32>,
+    follows: u32,
 }
 
 pub(crate) struct Native {
@@ -129,7 +129,7 @@ impl Hits<'_> {
         let stub = self.stubs.get(probe).copied().unwrap_or(ProbeStub {
             operand: Operand::None,
             hit_cost: self.unpatched_cost,
-            follows: None,
+            follows: FOLLOWS_NONE,
         });
         let off = th.off_between(th.last, r.tsc);
         let at = (r.tsc, off, self.interruption);
@@ -292,7 +292,7 @@ impl Native {
                     let unpatched = ProbeStub {
                         operand: Operand::None,
                         hit_cost: self.clock.per_hit,
-                        follows: None,
+                        follows: FOLLOWS_NONE,
                     };
                     self.stubs.resize(probe.index + 1, unpatched);
                 }
@@ -303,8 +303,9 @@ impl Native {
                             HitCost::whole(stub::rdpmc_hit_instructions(operand));
                     }
                     Reading::Tsc => {
-                        self.stubs[probe.index].follows =
-                            core.probe_at(addr - 5).map(|p| p.index as u32);
+                        self.stubs[probe.index].follows = core
+                            .probe_at(addr - 5)
+                            .map_or(FOLLOWS_NONE, |p| p.index as u32);
                     }
                 }
                 let at = page + FIRST_STUB + i as u64 * STUB_BYTES;

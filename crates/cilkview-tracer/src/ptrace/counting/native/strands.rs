@@ -53,6 +53,9 @@ pub(super) struct Strands {
 
 /// [`Strands::prev`] before a thread's first hit.
 const NO_PROBE: u32 = u32::MAX;
+/// A probe's `follows` where no probe's mark ends where its own begins (never a probe, nor
+/// [`NO_PROBE`]).
+pub(super) const FOLLOWS_NONE: u32 = u32::MAX - 1;
 
 /// A cost per mark hit in 1/256 ticks (or instructions): a mean of the clock's readings, whose
 /// fraction matters where the clock moves in steps (~10 ns on an AMD guest's TSC: a hit of ~13
@@ -83,13 +86,26 @@ impl HitCost {
 /// one's stub returns onto the second: no instruction of the program between them), which are
 /// what a hit costs in this program (its caches, its branch history, the analysis draining the
 /// records on the other core) rather than in the start-up measurement.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 struct EmptyStrands {
     sum: u64,
     n: u64,
     /// Their mean (1/256 ticks) once trusted, brought up to date every 256 gaps (no division
-    /// per hit).
+    /// per hit) ...
     mean: Option<u64>,
+    /// ... in this many more.
+    refresh_in: u64,
+}
+
+impl Default for EmptyStrands {
+    fn default() -> EmptyStrands {
+        EmptyStrands {
+            sum: 0,
+            n: 0,
+            mean: None,
+            refresh_in: EMPTY_STRANDS_TRUSTED,
+        }
+    }
 }
 
 /// Empty strands measured before their mean replaces the start-up value (the mean of 1024 gaps
@@ -149,24 +165,26 @@ impl Strands {
     /// the CPU) for the hit's own cost: `startup`, or, once the thread has hit
     /// [`EMPTY_STRANDS_TRUSTED`] empty strands, their mean; the fraction carried to the next.
     /// The strand is empty when `probe`'s mark follows the last hit's directly (`follows`:
-    /// the probe whose mark ends where `probe`'s begins); its gap, unless longer than `cut`
+    /// the probe whose mark ends where `probe`'s begins, else [`FOLLOWS_NONE`]); its gap, unless longer than `cut`
     /// ticks (an interruption), is then measured.
     #[inline(always)]
     pub(super) fn hit_skip(
         &mut self,
         probe: u32,
-        follows: Option<u32>,
+        follows: u32,
         startup: HitCost,
         (tsc, off, cut): (u64, u64, u64),
     ) -> u64 {
-        if follows == Some(self.prev) {
+        if follows == self.prev {
             let gap = (self.strand + tsc.saturating_sub(self.last)).saturating_sub(off);
             if gap <= cut {
                 let e = &mut self.empty;
                 e.sum += gap;
                 e.n += 1;
-                if e.n % 256 == 0 && e.n >= EMPTY_STRANDS_TRUSTED {
+                e.refresh_in -= 1;
+                if e.refresh_in == 0 {
                     e.mean = Some((e.sum << 8) / e.n);
+                    e.refresh_in = 256;
                 }
             }
         }
@@ -345,7 +363,7 @@ mod tests {
         let mut th = Strands::new(0);
         let half = HitCost((10 << 8) + 128);
         let skips: Vec<u64> = (0..4)
-            .map(|i| th.hit_skip(i, None, half, (100, 0, 1000)))
+            .map(|i| th.hit_skip(i, FOLLOWS_NONE, half, (100, 0, 1000)))
             .collect();
         assert_eq!(skips, [10, 11, 10, 11]);
     }
@@ -361,9 +379,9 @@ mod tests {
         let mut skips = Vec::new();
         for i in 0..3 * EMPTY_STRANDS_TRUSTED as u32 + 3 {
             let (probe, follows, gap) = match i % 3 {
-                0 => (0, None, 100),
-                1 => (1, Some(0), if i % 9 == 1 { 26 } else { 13 }),
-                _ => (2, None, 100),
+                0 => (0, FOLLOWS_NONE, 100),
+                1 => (1, 0, if i % 9 == 1 { 26 } else { 13 }),
+                _ => (2, FOLLOWS_NONE, 100),
             };
             tsc += gap;
             let skip = th.hit_skip(probe, follows, startup, (tsc, 0, 1000));
@@ -383,11 +401,11 @@ mod tests {
         // An interruption in an empty strand is not the hit's cost; a gap from another probe
         // (not the one before the mark) is a strand, not measured.
         let mut th = Strands::new(0);
-        th.hit_skip(0, None, startup, (10, 0, 1000));
+        th.hit_skip(0, FOLLOWS_NONE, startup, (10, 0, 1000));
         th.last = 10;
-        th.hit_skip(1, Some(0), startup, (5000, 0, 1000));
+        th.hit_skip(1, 0, startup, (5000, 0, 1000));
         th.last = 5000;
-        th.hit_skip(1, Some(0), startup, (5013, 0, 1000));
+        th.hit_skip(1, 0, startup, (5013, 0, 1000));
         assert_eq!(th.empty.n, 0);
     }
 
