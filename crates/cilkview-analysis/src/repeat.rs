@@ -1,6 +1,8 @@
-//! `run --repeat N` (the native counter): each strand's time is **the median of its N runs**
-//! (of two runs, their mean where they agree within 1/64 of the shorter, at least 40 ns, else
-//! the shorter). A time-based strand is its instructions' time plus whatever interrupted it (a
+//! `run --repeat N` (the native counter): each strand's time is **the median of its N runs**,
+//! more exactly the mean of its runs near the median (within 1/64 of it, at least 40 ns: a
+//! clock that moves in ~10-ns steps reads a strand of a few steps as one step or the next, and
+//! the median alone is a step) (of two runs, their mean where they agree within 1/64 of the
+//! shorter, at least 40 ns, else the shorter). A time-based strand is its instructions' time plus whatever interrupted it (a
 //! timer tick, the hypervisor: 15–40 µs each on a VM, hundreds a second; under load, stretches
 //! where the virtual CPU runs up to 2x slower), and the span, a longest path, collects those
 //! interruptions; the same strand of another run is rarely interrupted again, so the median
@@ -120,7 +122,12 @@ impl Strands {
         }
     }
 
-    /// The median of strand `i`'s sampled runs (the mean of the middle two of an even count).
+    /// The mean of strand `i`'s sampled runs that agree with their median ([`agreement`]): the
+    /// median leaves out the runs that an interruption lengthened, the mean of the others keeps
+    /// what a clock moving in steps (~10 ns on an AMD guest's TSC) spreads over one step or the
+    /// next: a strand of ~25 ns less the hit's cost reads 16 ns in most runs and 26 in the
+    /// others, and their median, 16, is one step, not the strand (cilkbench's cholesky, strands
+    /// of ~20 ns: work by the median 0.5-0.85 of its CPU time untraced).
     fn median(&self, i: usize) -> u64 {
         let mut buffer = [0f32; SAMPLED_RUNS];
         let mut n = 0;
@@ -136,7 +143,13 @@ impl Strands {
         } else {
             (f64::from(costs[mid - 1]) + f64::from(costs[mid])) / 2.0
         };
-        median as u64
+        let near = agreement(median as u64) as f64;
+        let (sum, kept) = costs
+            .iter()
+            .map(|&c| f64::from(c))
+            .filter(|c| (c - median).abs() <= near)
+            .fold((0.0, 0u32), |(s, k), c| (s + c, k + 1));
+        (sum / f64::from(kept)).round() as u64
     }
 }
 

@@ -233,24 +233,28 @@ pub unsafe fn with_gs<R>(slot: *mut u64, f: impl FnOnce() -> R) -> R {
 const MARKS: usize = 256;
 const CALLS: usize = 64;
 
-/// The native backend's per-hit cost in ticks: the median time between consecutive records of
-/// back-to-back marks, measured by running the stubs (`MARKS` marks patched into jumps to
-/// their stubs, then `ret`) on a thread of the tool whose `%gs` points at a slot.
-pub fn stub_hit_ticks() -> io::Result<u64> {
-    median_hit(Reading::Tsc)
+/// The gaps (ticks, sorted) between consecutive records of back-to-back marks, measured by
+/// running the stubs (`MARKS` marks patched into jumps to their stubs, then `ret`) on a thread
+/// of the tool whose `%gs` points at a slot: what one mark hit costs, as often as measured (the
+/// native backend takes their mean: on a guest whose TSC moves in steps of ~10 ns, a hit of
+/// ~13 ns reads one step or two, and the median is one of the steps, not the cost).
+pub fn stub_hit_gaps() -> io::Result<Vec<u64>> {
+    hit_gaps(Reading::Tsc)
 }
 
 /// The instructions one hit of an `rdpmc` stub adds to a strand, measured as
-/// [`stub_hit_ticks`] measures time, the calling thread's instructions counted by its own event
+/// [`stub_hit_gaps`] measures time, the calling thread's instructions counted by its own event
 /// (where user space can read it): the median gap between back-to-back marks, less the mark's
 /// own `jmp` (the NOP it stands for is the program's).
 #[cfg(test)]
 pub fn stub_hit_instructions() -> io::Result<u64> {
-    Ok(median_hit(Reading::Rdpmc)? - 1)
+    let gaps = hit_gaps(Reading::Rdpmc)?;
+    Ok(gaps[gaps.len() / 2] - 1)
 }
 
-/// The median gap between the clock values recorded by back-to-back marks' stubs of `reading`.
-fn median_hit(reading: Reading) -> io::Result<u64> {
+/// The gaps between the clock values recorded by back-to-back marks' stubs of `reading`,
+/// sorted.
+fn hit_gaps(reading: Reading) -> io::Result<Vec<u64>> {
     let marks_at = FIRST_STUB as usize + MARKS * STUB_BYTES as usize;
     let len = (marks_at + MARKS * 5 + 1).next_multiple_of(4096);
     let mut page = CodePage::new(len)?;
@@ -312,7 +316,7 @@ fn median_hit(reading: Reading) -> io::Result<u64> {
         .map(|n| record(n).wrapping_sub(record(n - 1)))
         .collect();
     deltas.sort_unstable();
-    Ok(deltas[deltas.len() / 2])
+    Ok(deltas)
 }
 
 /// Test aid: a page with one stub reading `reading` for probe 42, whose mark is at the entry

@@ -1,6 +1,7 @@
 //! The native backend's clock: the invariant time-stamp counter, its frequency calibrated
 //! against `CLOCK_MONOTONIC_RAW`, and the cost of one mark hit (the stub's time between two
-//! consecutive `rdtsc` reads), measured once per process by running the stubs themselves.
+//! consecutive `rdtsc` reads), measured once per process by running the stubs themselves (the
+//! start-up value; each thread then measures it again in the program where it can, `strands.rs`).
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -9,8 +10,9 @@ use std::time::Duration;
 
 use cilkview_events::CostUnit;
 
+use super::strands::HitCost;
 use super::stub::{Reading, RDPMC_HIT_INSTRUCTIONS};
-use crate::sys::native::{rdtsc, stub_hit_ticks as per_hit_ticks};
+use crate::sys::native::{rdtsc, stub_hit_gaps};
 use crate::sys::rdpmc::RdpmcUnavailable;
 use crate::sys::switches::{raw_clock_ns, SwitchLog};
 
@@ -33,8 +35,12 @@ pub enum ClockUnavailable {
 pub(crate) struct Clock {
     /// TSC ticks per second.
     pub(crate) hz: f64,
-    /// Ticks one mark hit adds to a strand (taken off each strand that ends at a hit).
-    pub(crate) per_hit: u64,
+    /// What one mark hit adds to a strand, measured at start-up (taken off each strand that
+    /// ends at a hit until the thread has measured it in the program).
+    pub(crate) per_hit: HitCost,
+    /// Ticks of 1 µs: a gap between two marks longer than this, where the program ran none of
+    /// its own code, was an interruption (a tick, a fault), not the stub.
+    pub(crate) interruption: u64,
     /// A `CLOCK_MONOTONIC_RAW` time and the TSC then (to place the kernel's switch records).
     mono0: u64,
     tsc0: u64,
@@ -101,9 +107,11 @@ impl Clock {
         }
         format!(
             "time on the CPU: invariant TSC at {:.3} GHz (calibrated against CLOCK_MONOTONIC_RAW), \
-             {:.1} ns per mark hit measured at start-up and taken off each strand; {}; {}",
+             {:.1} ns per mark hit measured at start-up (the mean over back-to-back marks) and \
+             taken off each strand, measured again in the program where its marks lie back to \
+             back; {}; {}",
             self.hz / 1e9,
-            self.per_hit as f64 * self.ns_per_tick(),
+            self.per_hit.ticks() * self.ns_per_tick(),
             match &self.switches {
                 Ok(()) => "time off the CPU (preempted, sleeping, blocked) taken off through the \
                            kernel's context-switch records"
@@ -154,12 +162,15 @@ fn calibrate() -> Result<Clock, ClockUnavailable> {
         return Err(ClockUnavailable::NotInvariant);
     }
     let hz = frequency();
-    let per_hit = per_hit_ticks().map_err(|e| ClockUnavailable::Stubs(Arc::new(e)))?;
+    let interruption = (hz / 1e6) as u64;
+    let gaps = stub_hit_gaps().map_err(|e| ClockUnavailable::Stubs(Arc::new(e)))?;
+    let per_hit = HitCost::mean_below(&gaps, interruption);
     let switches = SwitchLog::open(0).map(drop).map_err(Arc::new);
     let rdpmc = crate::sys::rdpmc::user_instructions_counter().map_err(Arc::new);
     let mut clock = Clock {
         hz,
         per_hit,
+        interruption,
         mono0: 0,
         tsc0: 0,
         switches,
@@ -208,7 +219,7 @@ mod tests {
             cilkview_fixtures::skip("no invariant TSC");
             return;
         };
-        let ns = clock.per_hit as f64 * clock.ns_per_tick();
+        let ns = clock.per_hit.ticks() * clock.ns_per_tick();
         assert!(clock.hz > 1e8 && clock.hz < 1e10, "{clock:?}");
         assert!(ns > 0.5 && ns < 200.0, "{ns} ns per hit");
     }

@@ -9,7 +9,8 @@
 //!
 //! Time the program spends stopped by the tracer (set-up, library loads, signals) and time a
 //! stub waited for room is charged to no strand; the measured cost of one hit is taken off each
-//! strand that ends at a hit.
+//! strand that ends at a hit (measured at start-up, then by each thread in the program where two
+//! marks lie back to back: `strands.rs`).
 
 mod call_gadget;
 mod clock;
@@ -40,7 +41,7 @@ use self::inject::setup_err;
 use self::polling::{next_sleep, IDLE_MIN};
 use self::region::{Record, Region};
 use self::step_out::step_out_of;
-use self::strands::{Item, Strands, TickScale};
+use self::strands::{HitCost, Item, Strands, TickScale, FOLLOWS_NONE};
 use self::stub::{Reading, StubOperand, FIRST_STUB, STUB_BYTES};
 use super::Counting;
 use crate::kill_point::{self, Phase};
@@ -65,11 +66,14 @@ enum Operand {
     ReturnAddress(u64),
 }
 
-/// What the drain needs of a probe: its operand, and what one hit adds to the strand it ends.
+/// What the drain needs of a probe: its operand, what one hit adds to the strand it ends, and
+/// (time only) the probe whose mark lies just before its own (a strand from that one's hit to
+/// this one's is empty).
 #[derive(Clone, Copy)]
 struct ProbeStub {
     operand: Operand,
-    hit_cost: u64,
+    hit_cost: HitCost,
+    follows: u32,
 }
 
 pub(crate) struct Native {
@@ -93,6 +97,8 @@ pub(crate) struct Native {
     /// Hits whose stub waited for room, and the ticks they waited.
     waits: u64,
     waited: u64,
+    /// The empty strands' gaps of threads gone (`Strands::empty_gaps`): sum, number.
+    empty_gaps: (u64, u64),
 }
 
 /// One thread's records being reported: each ends a strand; hits without an operand go to the
@@ -102,7 +108,9 @@ struct Hits<'a> {
     tid: Tid,
     stubs: &'a [ProbeStub],
     /// What a hit of a probe without a stub adds to its strand.
-    unpatched_cost: u64,
+    unpatched_cost: HitCost,
+    /// Ticks: a longer gap between back-to-back marks was an interruption.
+    interruption: u64,
     scale: TickScale,
     packed: &'a mut Vec<u64>,
     waits: &'a mut u64,
@@ -122,9 +130,12 @@ impl Hits<'_> {
         let stub = self.stubs.get(probe).copied().unwrap_or(ProbeStub {
             operand: Operand::None,
             hit_cost: self.unpatched_cost,
+            follows: FOLLOWS_NONE,
         });
         let off = th.off_between(th.last, r.tsc);
-        let cost = th.end(r.tsc, stub.hit_cost + off, self.scale);
+        let at = (r.tsc, off, self.interruption);
+        let skip = th.hit_skip(r.probe, stub.follows, stub.hit_cost, at);
+        let cost = th.end(r.tsc, skip + off, self.scale);
         th.last = r.tsc + r.waited;
         self.n += 1;
         let operand = match stub.operand {
@@ -180,6 +191,7 @@ impl Native {
             packed: Vec::with_capacity(PACKED_RUN),
             waits: 0,
             waited: 0,
+            empty_gaps: (0, 0),
         }
     }
 
@@ -215,6 +227,7 @@ impl Native {
             tid,
             stubs: &self.stubs,
             unpatched_cost: self.clock.per_hit,
+            interruption: self.clock.interruption,
             scale: self.scale,
             packed: &mut self.packed,
             waits: &mut self.waits,
@@ -280,12 +293,21 @@ impl Native {
                     let unpatched = ProbeStub {
                         operand: Operand::None,
                         hit_cost: self.clock.per_hit,
+                        follows: FOLLOWS_NONE,
                     };
                     self.stubs.resize(probe.index + 1, unpatched);
                 }
                 self.stubs[probe.index].operand = kind;
-                if reading == Reading::Rdpmc {
-                    self.stubs[probe.index].hit_cost = stub::rdpmc_hit_instructions(operand);
+                match reading {
+                    Reading::Rdpmc => {
+                        self.stubs[probe.index].hit_cost =
+                            HitCost::whole(stub::rdpmc_hit_instructions(operand));
+                    }
+                    Reading::Tsc => {
+                        self.stubs[probe.index].follows = core
+                            .probe_at(addr - 5)
+                            .map_or(FOLLOWS_NONE, |p| p.index as u32);
+                    }
                 }
                 let at = page + FIRST_STUB + i as u64 * STUB_BYTES;
                 let s = stub::stub(reading, at, addr, page, probe.index as u32, operand)
@@ -365,6 +387,8 @@ impl Counting for Native {
 
     fn remove_thread(&mut self, tid: Tid) {
         if let Some(th) = self.threads.remove(&tid) {
+            let (sum, n) = th.empty_gaps();
+            self.empty_gaps = (self.empty_gaps.0 + sum, self.empty_gaps.1 + n);
             if let (Some(region), Some(slot)) = (self.region.as_mut(), th.slot) {
                 region.release(slot);
             }
@@ -514,22 +538,19 @@ impl Counting for Native {
     }
 
     fn summary(&self) -> Option<String> {
-        Some(if self.waits == 0 {
-            "the program never waited for the analysis".into()
-        } else {
-            let waited = match self.clock.reading {
-                Reading::Tsc => format!(
-                    "{:.1} ms",
-                    self.waited as f64 * self.clock.ns_per_tick() / 1e6
-                ),
-                Reading::Rdpmc => format!("{} instructions", self.waited),
-            };
-            format!(
-                "the program waited for the analysis at {} mark hits, {waited} in all (charged \
-                 to no strand)",
-                self.waits,
-            )
-        })
+        let waits = self.waits_summary();
+        let (sum, n) = (self.threads.values().map(Strands::empty_gaps))
+            .fold(self.empty_gaps, |a, b| (a.0 + b.0, a.1 + b.1));
+        if n == 0 {
+            return Some(waits);
+        }
+        let ns = |ticks: f64| ticks * self.clock.ns_per_tick();
+        Some(format!(
+            "{waits}; a mark hit cost {:.1} ns in the program (the mean of {n} gaps between marks \
+             back to back, taken off its strands from the 1024th on), {:.1} ns at start-up",
+            ns(sum as f64 / n as f64),
+            ns(self.clock.per_hit.ticks()),
+        ))
     }
 
     fn wait(&mut self, core: &mut Core<'_>) -> Result<Wait, TraceError> {
@@ -550,6 +571,28 @@ impl Counting for Native {
             }
             self.idle = next_sleep(self.idle, fullest);
             events.sleep(self.idle);
+        }
+    }
+}
+
+impl Native {
+    /// Whether and how long the program waited for the analysis.
+    fn waits_summary(&self) -> String {
+        if self.waits == 0 {
+            "the program never waited for the analysis".into()
+        } else {
+            let waited = match self.clock.reading {
+                Reading::Tsc => format!(
+                    "{:.1} ms",
+                    self.waited as f64 * self.clock.ns_per_tick() / 1e6
+                ),
+                Reading::Rdpmc => format!("{} instructions", self.waited),
+            };
+            format!(
+                "the program waited for the analysis at {} mark hits, {waited} in all (charged \
+                 to no strand)",
+                self.waits,
+            )
         }
     }
 }

@@ -43,7 +43,74 @@ pub(super) struct Strands {
     pub(super) off: VecDeque<(u64, u64)>,
     /// The tool's copy of its instructions counter ([`Reading::Rdpmc`]).
     pub(super) counter: Option<File>,
+    /// The probe of its last hit ([`NO_PROBE`] before the first).
+    prev: u32,
+    /// What its hits cost where the program ran nothing between two (see [`Strands::hit_skip`]).
+    empty: EmptyStrands,
+    /// The fraction (1/256 ticks) of the hit costs not yet taken off.
+    carry: u64,
 }
+
+/// [`Strands::prev`] before a thread's first hit.
+const NO_PROBE: u32 = u32::MAX;
+/// A probe's `follows` where no probe's mark ends where its own begins (never a probe, nor
+/// [`NO_PROBE`]).
+pub(super) const FOLLOWS_NONE: u32 = u32::MAX - 1;
+
+/// A cost per mark hit in 1/256 ticks (or instructions): a mean of the clock's readings, whose
+/// fraction matters where the clock moves in steps (~10 ns on an AMD guest's TSC: a hit of ~13
+/// ns reads as one step or two; taking 13 ns off each strand and not 10 or 20 needs the mean).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct HitCost(u64);
+
+impl HitCost {
+    /// A whole number of ticks (instructions).
+    pub(super) fn whole(ticks: u64) -> HitCost {
+        HitCost(ticks << 8)
+    }
+
+    /// The mean of the `gaps` (ticks) at or below `cut`; 0 if none.
+    pub(super) fn mean_below(gaps: &[u64], cut: u64) -> HitCost {
+        let kept = gaps.iter().filter(|&&g| g <= cut);
+        let (sum, n) = kept.fold((0u64, 0u64), |(s, n), &g| (s + g, n + 1));
+        HitCost((sum << 8).checked_div(n).unwrap_or(0))
+    }
+
+    /// In ticks.
+    pub(super) fn ticks(self) -> f64 {
+        self.0 as f64 / 256.0
+    }
+}
+
+/// The gaps between a thread's hits of two marks that lie back to back in the code (the first
+/// one's stub returns onto the second: no instruction of the program between them), which are
+/// what a hit costs in this program (its caches, its branch history, the analysis draining the
+/// records on the other core) rather than in the start-up measurement.
+#[derive(Clone, Copy, Debug)]
+struct EmptyStrands {
+    sum: u64,
+    n: u64,
+    /// Their mean (1/256 ticks) once trusted, brought up to date every 256 gaps (no division
+    /// per hit) ...
+    mean: Option<u64>,
+    /// ... in this many more.
+    refresh_in: u64,
+}
+
+impl Default for EmptyStrands {
+    fn default() -> EmptyStrands {
+        EmptyStrands {
+            sum: 0,
+            n: 0,
+            mean: None,
+            refresh_in: EMPTY_STRANDS_TRUSTED,
+        }
+    }
+}
+
+/// Empty strands measured before their mean replaces the start-up value (the mean of 1024 gaps
+/// of one or two ~10-ns steps is within ~0.4 ticks of the cost).
+const EMPTY_STRANDS_TRUSTED: u64 = 1024;
 
 /// Ticks to the report's unit (nanoseconds, or instructions at 1 per tick) as a 32.32 fixed-point
 /// factor: a multiply and a shift per strand, where the `f64` round trip (`u64` ↔ `f64` has no
@@ -88,7 +155,51 @@ impl Strands {
             switches: None,
             off: VecDeque::new(),
             counter: None,
+            prev: NO_PROBE,
+            empty: EmptyStrands::default(),
+            carry: 0,
         }
+    }
+
+    /// The ticks to take off the strand that a hit of `probe` at `tsc` ends (`off` of it off
+    /// the CPU) for the hit's own cost: `startup`, or, once the thread has hit
+    /// [`EMPTY_STRANDS_TRUSTED`] empty strands, their mean; the fraction carried to the next.
+    /// The strand is empty when `probe`'s mark follows the last hit's directly (`follows`:
+    /// the probe whose mark ends where `probe`'s begins, else [`FOLLOWS_NONE`]); its gap, unless longer than `cut`
+    /// ticks (an interruption), is then measured.
+    #[inline(always)]
+    pub(super) fn hit_skip(
+        &mut self,
+        probe: u32,
+        follows: u32,
+        startup: HitCost,
+        (tsc, off, cut): (u64, u64, u64),
+    ) -> u64 {
+        if follows == self.prev {
+            let gap = (self.strand + tsc.saturating_sub(self.last)).saturating_sub(off);
+            if gap <= cut {
+                let e = &mut self.empty;
+                e.sum += gap;
+                e.n += 1;
+                e.refresh_in -= 1;
+                if e.refresh_in == 0 {
+                    e.mean = Some((e.sum << 8) / e.n);
+                    e.refresh_in = 256;
+                }
+            }
+        }
+        self.prev = probe;
+        let cost = self.empty.mean.unwrap_or(startup.0);
+        let q8 = self.carry + cost;
+        self.carry = q8 & 255;
+        q8 >> 8
+    }
+
+    /// The gaps of its empty strands that replaced the start-up cost: their sum (ticks) and
+    /// number, (0, 0) if too few.
+    pub(super) fn empty_gaps(&self) -> (u64, u64) {
+        let e = &self.empty;
+        e.mean.map_or((0, 0), |_| (e.sum, e.n))
     }
 
     /// Read the thread's new context-switch records into `off`.
@@ -239,6 +350,63 @@ mod tests {
             1,
             "the ended interval is forgotten, the open one kept"
         );
+    }
+
+    #[test]
+    fn a_hit_costs_the_mean_of_the_clock_steps_with_its_fraction() {
+        // A hit of ~12 ticks on a clock moving in steps of 10: gaps of 10 and 20; the gap of
+        // an interruption (5000) is left out.
+        let cost = HitCost::mean_below(&[10, 10, 10, 20, 10, 5000], 1000);
+        assert_eq!(cost, HitCost(12 << 8));
+        assert_eq!(HitCost::mean_below(&[], 1000), HitCost(0));
+        // 10.5 ticks off each of 4 strands: 10, 11, 10, 11 — 42 in all, not 40 or 44.
+        let mut th = Strands::new(0);
+        let half = HitCost((10 << 8) + 128);
+        let skips: Vec<u64> = (0..4)
+            .map(|i| th.hit_skip(i, FOLLOWS_NONE, half, (100, 0, 1000)))
+            .collect();
+        assert_eq!(skips, [10, 11, 10, 11]);
+    }
+
+    #[test]
+    fn empty_strands_measure_the_hit_cost_in_the_program() {
+        // Probe 1's mark follows probe 0's. Hits alternate 0, 1, 2: the gap from a hit of 0 to
+        // one of 1 is 13 ticks, every third gap 26 (13.0 + 13 / 3 on average), strands to 2 of
+        // 100 ticks; the start-up cost is 10.
+        let startup = HitCost::whole(10);
+        let mut th = Strands::new(0);
+        let mut tsc = 0;
+        let mut skips = Vec::new();
+        for i in 0..3 * EMPTY_STRANDS_TRUSTED as u32 + 3 {
+            let (probe, follows, gap) = match i % 3 {
+                0 => (0, FOLLOWS_NONE, 100),
+                1 => (1, 0, if i % 9 == 1 { 26 } else { 13 }),
+                _ => (2, FOLLOWS_NONE, 100),
+            };
+            tsc += gap;
+            let skip = th.hit_skip(probe, follows, startup, (tsc, 0, 1000));
+            th.end(tsc, skip, TickScale::new(1.0));
+            th.last = tsc;
+            skips.push(skip);
+        }
+        // The start-up cost until 1024 empty strands were measured, then their mean.
+        assert!(skips[..3 * 1000].iter().all(|&s| s == 10));
+        let (sum, n) = th.empty_gaps();
+        assert_eq!(n, EMPTY_STRANDS_TRUSTED + 1);
+        let last: u64 = skips[skips.len() - 3..].iter().sum();
+        assert!(
+            (last as f64 - 3.0 * sum as f64 / n as f64).abs() <= 1.0,
+            "{skips:?}"
+        );
+        // An interruption in an empty strand is not the hit's cost; a gap from another probe
+        // (not the one before the mark) is a strand, not measured.
+        let mut th = Strands::new(0);
+        th.hit_skip(0, FOLLOWS_NONE, startup, (10, 0, 1000));
+        th.last = 10;
+        th.hit_skip(1, 0, startup, (5000, 0, 1000));
+        th.last = 5000;
+        th.hit_skip(1, 0, startup, (5013, 0, 1000));
+        assert_eq!(th.empty.n, 0);
     }
 
     #[test]
