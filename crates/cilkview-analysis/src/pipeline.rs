@@ -220,7 +220,12 @@ impl EventSink for Pipe {
     }
 
     fn hits(&mut self, tid: i32, hits: &[u64]) -> HitsTotal {
-        let total = PackedHit::for_each_in(hits, |_, _| {});
+        let total = PackedHit::total_of(hits);
+        self.hits_counted(tid, hits, total);
+        total
+    }
+
+    fn hits_counted(&mut self, tid: i32, hits: &[u64], _: HitsTotal) {
         let words = &mut self.batch.words;
         let from = words.len();
         words.extend_from_slice(hits);
@@ -235,7 +240,6 @@ impl EventSink for Pipe {
         if to >= BATCH_WORDS || self.batch.pieces.len() >= BATCH_PIECES {
             self.send_batch();
         }
-        total
     }
 }
 
