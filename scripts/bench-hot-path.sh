@@ -8,6 +8,7 @@
 # divided by 3N).
 # Then, with valgrind, the native counter's tool per mark hit (callgrind on the tool alone, fib 20
 # and 22: varies by ~10% between runs with the polls and context-switch records the load brings).
+# Then the same with the analysis on its own thread, each thread per mark hit.
 # Usage: scripts/bench-hot-path.sh [N]   (default: 10^7 events for timing; callgrind uses 10^6)
 set -euo pipefail
 cd "$(dirname "$0")/.."
