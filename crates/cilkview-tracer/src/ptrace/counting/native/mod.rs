@@ -174,6 +174,9 @@ impl Hits<'_> {
 /// Hits handed to the sink at once, at most.
 const PACKED_RUN: usize = 4096;
 
+/// Room for a thread's pending items kept from one report to the next (40 bytes each).
+const PENDING_KEPT: usize = 1024;
+
 impl Native {
     pub(crate) fn new(clock: Clock) -> Native {
         Native {
@@ -201,6 +204,8 @@ impl Native {
         if let Some(slot) = th.slot {
             let pending = &mut th.pending;
             let head = region.head(slot);
+            // Room for all at once (a stopped thread's slot is often a full ring): no doubling.
+            pending.reserve(head.saturating_sub(th.next) as usize);
             th.next = region.drain(slot, th.next, head, |r| pending.push(Item::Hit(r)));
         }
     }
@@ -232,7 +237,10 @@ impl Native {
             waited: &mut self.waited,
             n: 0,
         };
-        for item in std::mem::take(&mut th.pending) {
+        // Its room kept for the records of the next stops (up to a bound: `collect` grew it one
+        // record at a time, a realloc per doubling, at each stop).
+        let mut pending = std::mem::take(&mut th.pending);
+        for item in pending.drain(..) {
             match item {
                 Item::Hit(r) => {
                     hits.n += 1;
@@ -241,6 +249,8 @@ impl Native {
                 Item::Pause { from, to } => th.pause(from, to),
             }
         }
+        pending.shrink_to(PENDING_KEPT);
+        th.pending = pending;
         if let (Some(region), Some((slot, head))) = (self.region.as_ref(), head) {
             hits.n += head.saturating_sub(th.next);
             th.next = region.drain(slot, th.next, head, |r| hits.record(core, th, r));
