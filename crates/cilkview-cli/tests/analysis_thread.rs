@@ -18,6 +18,8 @@ type Outputs = (String, Option<i32>, String, Vec<(String, Vec<u8>)>);
 /// exit status, JSON report and the files of `--profile` (name and bytes), in `dir`.
 fn outputs(on: bool, dir: &Path, args: &[&str], exe: &Path, program_args: &[&str]) -> Outputs {
     let json = dir.join("r.json");
+    // The variable reaches the program's environment too: values of one length, so that the
+    // program's own start-up (the loader and libc read the environment) counts the same.
     let out = std_bin()
         .env("CILKVIEW_ANALYSIS_THREAD", if on { "1" } else { "0" })
         .arg("run")
