@@ -8,6 +8,7 @@
 # divided by 3N).
 # Then, with valgrind, the native counter's tool per mark hit (callgrind on the tool alone, fib 20
 # and 22: varies by ~10% between runs with the polls and context-switch records the load brings).
+# Then the same with the analysis on its own thread, each thread per mark hit.
 # Usage: scripts/bench-hot-path.sh [N]   (default: 10^7 events for timing; callgrind uses 10^6)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -62,4 +63,24 @@ hits() { # hits N: the mark hits of fib N (the report's events)
 one=$(tool_instructions 20)
 two=$(tool_instructions 22)
 echo "| run --counter native, the tool per mark hit (fib 20 and 22) | $(awk -v a="$one" -v b="$two" -v h1="$(hits 20)" -v h2="$(hits 22)" 'BEGIN { printf "%.1f", (b - a) / (h2 - h1) }') |"
+# The same with the analysis on a thread of its own (CILKVIEW_ANALYSIS_THREAD=1, the default on 3
+# cores or more): each thread's instructions per hit (callgrind --separate-threads=yes: the
+# tool's first thread drains and batches, the busiest other one is the analysis's).
+thread_instructions() { # thread_instructions N: "DRAIN ANALYSIS", the two threads measuring fib N
+    local out
+    out=$(mktemp -d)
+    CILKVIEW_ANALYSIS_THREAD=1 valgrind --tool=callgrind --trace-children=no --separate-threads=yes \
+        --callgrind-out-file="$out/cg" "$tool" run --counter native "$fib" "$1" >/dev/null 2>&1
+    local drain analysis
+    drain=$(sed -n 's/^totals: //p' "$out/cg-01")
+    analysis=$(find "$out" -name 'cg-*' ! -name 'cg-01' -exec sed -n 's/^totals: //p' {} + |
+        sort -n | tail -1)
+    rm -rf "$out"
+    echo "$drain $analysis"
+}
+read -r d1 a1 < <(thread_instructions 20)
+read -r d2 a2 < <(thread_instructions 22)
+h=$(($(hits 22) - $(hits 20)))
+echo "| the same, the analysis on its own thread: the drain's thread per mark hit | $(awk -v a="$d1" -v b="$d2" -v h="$h" 'BEGIN { printf "%.1f", (b - a) / h }') |"
+echo "| the same, the analysis's thread per mark hit | $(awk -v a="$a1" -v b="$a2" -v h="$h" 'BEGIN { printf "%.1f", (b - a) / h }') |"
 rm -rf "$(dirname "$fib")"

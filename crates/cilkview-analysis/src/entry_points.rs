@@ -7,12 +7,13 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use cilkview_engine::{DEFAULT_BURDEN, DEFAULT_BURDEN_NS, DEFAULT_SPAN_COEFFICIENT};
-use cilkview_events::{Cost, CostDefault, CostUnit, CounterInfo, CounterMode, Ending};
+use cilkview_events::{Cost, CostDefault, CostUnit, CounterInfo, CounterMode, Ending, EventSink};
 use cilkview_marks::{read_marks, MarksError};
 use cilkview_report::{AttachReport, RunInfo, RunReport};
 use cilkview_tracer::{AttachOptions, Backend, StopFlag, TraceError, TraceOptions};
 
 use crate::noise::{hit_cost_bound, NoiseLine};
+use crate::pipeline::pipelined;
 use crate::repeat::Estimate;
 use crate::repeat_runs::{replayed_span, run_repeatedly, Repeat, Repeated};
 use crate::{Progress, Session};
@@ -235,7 +236,14 @@ pub fn run_chosen(
         let repeated = run_repeatedly(request, &options, backend, counter, &scratch, &mut session)?;
         (repeated.0, Some(repeated.1))
     } else {
-        (backend.run(&options, counter, &mut session)?, None)
+        let kind = counter.kind;
+        let run = |sink: &mut dyn EventSink| backend.run(&options, counter, sink);
+        let outcome = if crate::pipeline::wanted(kind) {
+            pipelined(&mut session, run)
+        } else {
+            run(&mut session)
+        };
+        (outcome?, None)
     };
     let emulated_long = request.counter == CounterMode::Auto
         && outcome.counter.kind == CounterMode::Emulate
@@ -406,7 +414,13 @@ fn attach_with(
         stop: request.stop.clone(),
     };
     let started = SystemTime::now();
-    let outcome = backend.attach(&options, counter, &mut session)?;
+    let kind = counter.kind;
+    let attach = |sink: &mut dyn EventSink| backend.attach(&options, counter, sink);
+    let outcome = if crate::pipeline::wanted(kind) {
+        pipelined(&mut session, attach)?
+    } else {
+        attach(&mut session)?
+    };
     let ending = outcome.ending;
     let info = RunInfo {
         program: program.clone(),

@@ -23,6 +23,7 @@ mod labels;
 mod locks;
 mod nesting;
 mod noise;
+mod pipeline;
 mod progress;
 mod region_profile;
 mod repeat;
@@ -35,6 +36,7 @@ pub use entry_points::{
     run_chosen, Analysis, AttachRequest, Chosen, Model, RunRequest, BURDEN_DEFAULT,
 };
 pub use labels::{marked_functions, region_labels};
+pub use pipeline::pipelined;
 pub use progress::{Progress, HITS_STEP};
 pub use repeat_runs::Repeat;
 pub use session::{MarksReader, Session};

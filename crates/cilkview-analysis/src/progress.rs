@@ -3,8 +3,9 @@
 /// How many hits between two calls of [`Progress::hits`] (a power of two).
 pub const HITS_STEP: u64 = 4096;
 
-/// Progress of a measurement. Every method has an empty default; `()` ignores everything.
-pub trait Progress {
+/// Progress of a measurement. Every method has an empty default; `()` ignores everything. Heard
+/// on the analysis's thread (`Send`), which may not be the caller's.
+pub trait Progress: Send {
     /// Marks hit over all threads so far: called each time the count passes a multiple of
     /// [`HITS_STEP`] (the count may be a little past it), and once with the
     /// total when the stream ends (before [`Progress::finished`]). Under emulation that is

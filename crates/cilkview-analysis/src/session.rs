@@ -67,7 +67,7 @@ struct ProbeEntry {
 }
 
 /// How a session reads the marks of an image (the `.cilkview_marks` section by default).
-pub type MarksReader<'a> = Box<dyn FnMut(&Path) -> Result<MarkedImage, ProbesError> + 'a>;
+pub type MarksReader<'a> = Box<dyn FnMut(&Path) -> Result<MarkedImage, ProbesError> + Send + 'a>;
 
 /// One measurement in progress: an [`EventSink`] a backend feeds (the probes of each image, then
 /// every event), then [`Session::finish`] for the report.
@@ -158,7 +158,7 @@ impl<'a> Session<'a> {
     /// that come from elsewhere).
     pub fn with_marks_reader(
         mut self,
-        read: impl FnMut(&Path) -> Result<MarkedImage, ProbesError> + 'a,
+        read: impl FnMut(&Path) -> Result<MarkedImage, ProbesError> + Send + 'a,
     ) -> Session<'a> {
         self.read = Box::new(read);
         self

@@ -78,6 +78,23 @@ impl PackedHit {
         total
     }
 
+    /// How many hits the words of packed hits hold and the sum of their costs, as
+    /// [`PackedHit::for_each_in`] counts them, without calling anything per hit (for a sink
+    /// that only passes the words on): ~9 instructions a word (callgrind).
+    #[inline]
+    pub fn total_of(words: &[u64]) -> HitsTotal {
+        let (mut hits, mut cost) = (0u64, 0u64);
+        for &x in words {
+            let small = x & TAG_SMALL != 0;
+            let one = x >> 26;
+            // Bits 16–31 and, for a second small hit, bits 48–63.
+            let two = ((x >> 16) & Self::MAX_SMALL_COST) + (x >> 48);
+            hits += 1 + u64::from(small && x >> 32 != 0);
+            cost += if small { two } else { one };
+        }
+        HitsTotal { hits, cost }
+    }
+
     /// [`PackedHit::for_each_in`] without the totals (a caller that knows them otherwise).
     #[inline(always)]
     pub fn for_each_hit_in(words: &[u64], mut f: impl FnMut(usize, u64)) {
@@ -247,6 +264,7 @@ mod tests {
             prop_assert_eq!(&got, &expected);
             prop_assert_eq!(total.hits, expected.len() as u64);
             prop_assert_eq!(total.cost, expected.iter().map(|&(_, c)| c).sum::<u64>());
+            prop_assert_eq!(PackedHit::total_of(&words), total);
         }
     }
 

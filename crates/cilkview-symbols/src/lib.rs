@@ -26,7 +26,7 @@ mod unwind;
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
+use std::sync::Arc;
 
 use object::{Object, ObjectSection, ObjectSegment};
 
@@ -61,7 +61,7 @@ pub enum SymbolError {
     },
 }
 
-type Reader = gimli::EndianRcSlice<gimli::RunTimeEndian>;
+type Reader = gimli::EndianArcSlice<gimli::RunTimeEndian>;
 
 /// What is known about one address.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -188,7 +188,7 @@ fn load_dwarf(path: &Path, file: &object::File) -> Result<addr2line::Context<Rea
             .section_by_name(id.name())
             .and_then(|s| s.uncompressed_data().ok())
             .unwrap_or(Cow::Borrowed(&[]));
-        Ok(gimli::EndianRcSlice::new(Rc::from(&*data), endian))
+        Ok(gimli::EndianArcSlice::new(Arc::from(&*data), endian))
     })
     .map_err(|source| SymbolError::Dwarf {
         path: path.to_owned(),

@@ -54,7 +54,7 @@ use crate::sys::switches::SwitchLog;
 use crate::sys::wait_any_nohang;
 use crate::sys::{self, Restart, Tid, Wait};
 use crate::{TraceError, TraceEvent};
-use cilkview_events::PackedHit;
+use cilkview_events::{HitsTotal, PackedHit};
 use cilkview_marks::MARK_NOP;
 
 /// What the analysis gets as a hit's operand.
@@ -113,9 +113,11 @@ struct Hits<'a> {
     interruption: u64,
     scale: TickScale,
     packed: &'a mut Vec<u64>,
+    /// The sum of the costs in `packed`.
+    packed_cost: u64,
     waits: &'a mut u64,
     waited: &'a mut u64,
-    /// Records reported.
+    /// Records reported (counted by the caller, not per record).
     n: u64,
 }
 
@@ -127,21 +129,24 @@ impl Hits<'_> {
             *self.waited += r.waited;
         }
         let probe = r.probe as usize;
-        let stub = self.stubs.get(probe).copied().unwrap_or(ProbeStub {
-            operand: Operand::None,
-            hit_cost: self.unpatched_cost,
-            follows: FOLLOWS_NONE,
-        });
+        let stub = match self.stubs.get(probe) {
+            Some(&stub) => stub,
+            None => ProbeStub {
+                operand: Operand::None,
+                hit_cost: self.unpatched_cost,
+                follows: FOLLOWS_NONE,
+            },
+        };
         let off = th.off_between(th.last, r.tsc);
         let at = (r.tsc, off, self.interruption);
         let skip = th.hit_skip(r.probe, stub.follows, stub.hit_cost, at);
         let cost = th.end(r.tsc, skip + off, self.scale);
         th.last = r.tsc + r.waited;
-        self.n += 1;
         let operand = match stub.operand {
             Operand::None => match PackedHit::new(probe, cost) {
                 Some(w) => {
                     self.packed.push(w.0);
+                    self.packed_cost += cost;
                     if self.packed.len() >= PACKED_RUN {
                         self.flush(core);
                     }
@@ -164,16 +169,25 @@ impl Hits<'_> {
     /// Hand the packed hits to the sink.
     fn flush(&mut self, core: &mut Core<'_>) {
         if !self.packed.is_empty() {
-            let t = core.sink.hits(self.tid, self.packed);
+            // One hit per word (`PackedHit::new`), their costs summed as they were packed.
+            let t = HitsTotal {
+                hits: self.packed.len() as u64,
+                cost: self.packed_cost,
+            };
+            core.sink.hits_counted(self.tid, self.packed, t);
             core.hits += t.hits;
             core.total += t.cost;
             self.packed.clear();
+            self.packed_cost = 0;
         }
     }
 }
 
 /// Hits handed to the sink at once, at most.
 const PACKED_RUN: usize = 4096;
+
+/// Room for a thread's pending items kept from one report to the next (40 bytes each).
+const PENDING_KEPT: usize = 1024;
 
 impl Native {
     pub(crate) fn new(clock: Clock) -> Native {
@@ -203,6 +217,8 @@ impl Native {
         if let Some(slot) = th.slot {
             let pending = &mut th.pending;
             let head = region.head(slot);
+            // Room for all at once (a stopped thread's slot is often a full ring): no doubling.
+            pending.reserve(head.saturating_sub(th.next) as usize);
             th.next = region.drain(slot, th.next, head, |r| pending.push(Item::Hit(r)));
         }
     }
@@ -230,17 +246,27 @@ impl Native {
             interruption: self.clock.interruption,
             scale: self.scale,
             packed: &mut self.packed,
+            packed_cost: 0,
             waits: &mut self.waits,
             waited: &mut self.waited,
             n: 0,
         };
-        for item in std::mem::take(&mut th.pending) {
+        // Its room kept for the records of the next stops (up to a bound: `collect` grew it one
+        // record at a time, a realloc per doubling, at each stop).
+        let mut pending = std::mem::take(&mut th.pending);
+        for item in pending.drain(..) {
             match item {
-                Item::Hit(r) => hits.record(core, th, r),
+                Item::Hit(r) => {
+                    hits.n += 1;
+                    hits.record(core, th, r);
+                }
                 Item::Pause { from, to } => th.pause(from, to),
             }
         }
+        pending.shrink_to(PENDING_KEPT);
+        th.pending = pending;
         if let (Some(region), Some((slot, head))) = (self.region.as_ref(), head) {
+            hits.n += head.saturating_sub(th.next);
             th.next = region.drain(slot, th.next, head, |r| hits.record(core, th, r));
         }
         hits.flush(core);

@@ -264,15 +264,19 @@ impl Region {
     ) -> u64 {
         let at = slot * SLOT_BYTES as usize;
         const WORDS: usize = (RECORD / 8) as usize;
-        let ring = self
+        const RING_WORDS: usize = RING_RECORDS as usize * WORDS;
+        // As an array: the index below is in bounds by its type, no check per record.
+        let ring: &[u64; RING_WORDS] = self
             .map
-            .words(at + RING as usize, RING_RECORDS as usize * WORDS);
+            .words(at + RING as usize, RING_WORDS)
+            .try_into()
+            .expect("the ring's words");
         let shift = self.reading.wait_shift();
         for n in from..head {
             // The ring's index is `n`'s low 16 bits (RING_RECORDS = 2^16, as the stub's `movzx`).
             const _: () = assert!(RING_RECORDS == 1 << 16);
             let i = (n as u16) as usize * WORDS;
-            let w: &[u64; WORDS] = ring[i..i + WORDS].try_into().expect("3 words");
+            let w = [ring[i], ring[i + 1], ring[i + 2]];
             f(Record {
                 tsc: w[0],
                 operand: w[1],
