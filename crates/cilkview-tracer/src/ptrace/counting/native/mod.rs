@@ -14,6 +14,7 @@
 
 mod call_gadget;
 mod clock;
+mod hits;
 mod inject;
 mod instructions;
 mod polling;
@@ -37,9 +38,10 @@ use std::time::Duration;
 use nix::libc;
 
 use self::clock::Clock;
+use self::hits::{Hits, Operand, ProbeStub, PACKED_RUN};
 use self::inject::setup_err;
 use self::polling::{next_sleep, IDLE_MIN};
-use self::region::{Record, Region};
+use self::region::Region;
 use self::step_out::step_out_of;
 use self::strands::{HitCost, Item, Strands, TickScale, FOLLOWS_NONE};
 use self::stub::{Reading, StubOperand, FIRST_STUB, STUB_BYTES};
@@ -53,28 +55,8 @@ use crate::sys::native::{rdtsc, ChildEvents};
 use crate::sys::switches::SwitchLog;
 use crate::sys::wait_any_nohang;
 use crate::sys::{self, Restart, Tid, Wait};
-use crate::{TraceError, TraceEvent};
-use cilkview_events::{HitsTotal, PackedHit};
+use crate::TraceError;
 use cilkview_marks::MARK_NOP;
-
-/// What the analysis gets as a hit's operand.
-#[derive(Clone, Copy)]
-enum Operand {
-    None,
-    Value,
-    /// The return address, made relative to this load address.
-    ReturnAddress(u64),
-}
-
-/// What the drain needs of a probe: its operand, what one hit adds to the strand it ends, and
-/// (time only) the probe whose mark lies just before its own (a strand from that one's hit to
-/// this one's is empty).
-#[derive(Clone, Copy)]
-struct ProbeStub {
-    operand: Operand,
-    hit_cost: HitCost,
-    follows: u32,
-}
 
 pub(crate) struct Native {
     clock: Clock,
@@ -100,91 +82,6 @@ pub(crate) struct Native {
     /// The empty strands' gaps of threads gone (`Strands::empty_gaps`): sum, number.
     empty_gaps: (u64, u64),
 }
-
-/// One thread's records being reported: each ends a strand; hits without an operand go to the
-/// sink packed, a run at a time. The per-record path is inlined into the drain's loop (as a
-/// closure it was a call per hit, ~16 instructions of it; callgrind).
-struct Hits<'a> {
-    tid: Tid,
-    stubs: &'a [ProbeStub],
-    /// What a hit of a probe without a stub adds to its strand.
-    unpatched_cost: HitCost,
-    /// Ticks: a longer gap between back-to-back marks was an interruption.
-    interruption: u64,
-    scale: TickScale,
-    packed: &'a mut Vec<u64>,
-    /// The sum of the costs in `packed`.
-    packed_cost: u64,
-    waits: &'a mut u64,
-    waited: &'a mut u64,
-    /// Records reported (counted by the caller, not per record).
-    n: u64,
-}
-
-impl Hits<'_> {
-    #[inline(always)]
-    fn record(&mut self, core: &mut Core<'_>, th: &mut Strands, r: Record) {
-        if r.waited != 0 {
-            *self.waits += 1;
-            *self.waited += r.waited;
-        }
-        let probe = r.probe as usize;
-        let stub = match self.stubs.get(probe) {
-            Some(&stub) => stub,
-            None => ProbeStub {
-                operand: Operand::None,
-                hit_cost: self.unpatched_cost,
-                follows: FOLLOWS_NONE,
-            },
-        };
-        let off = th.off_between(th.last, r.tsc);
-        let at = (r.tsc, off, self.interruption);
-        let skip = th.hit_skip(r.probe, stub.follows, stub.hit_cost, at);
-        let cost = th.end(r.tsc, skip + off, self.scale);
-        th.last = r.tsc + r.waited;
-        let operand = match stub.operand {
-            Operand::None => match PackedHit::new(probe, cost) {
-                Some(w) => {
-                    self.packed.push(w.0);
-                    self.packed_cost += cost;
-                    if self.packed.len() >= PACKED_RUN {
-                        self.flush(core);
-                    }
-                    return;
-                }
-                None => None,
-            },
-            Operand::Value => Some(r.operand),
-            Operand::ReturnAddress(load) => Some(r.operand.wrapping_sub(load)),
-        };
-        self.flush(core);
-        core.emit(TraceEvent::Hit {
-            probe,
-            tid: self.tid,
-            cost,
-            operand,
-        });
-    }
-
-    /// Hand the packed hits to the sink.
-    fn flush(&mut self, core: &mut Core<'_>) {
-        if !self.packed.is_empty() {
-            // One hit per word (`PackedHit::new`), their costs summed as they were packed.
-            let t = HitsTotal {
-                hits: self.packed.len() as u64,
-                cost: self.packed_cost,
-            };
-            core.sink.hits_counted(self.tid, self.packed, t);
-            core.hits += t.hits;
-            core.total += t.cost;
-            self.packed.clear();
-            self.packed_cost = 0;
-        }
-    }
-}
-
-/// Hits handed to the sink at once, at most.
-const PACKED_RUN: usize = 4096;
 
 /// Room for a thread's pending items kept from one report to the next (40 bytes each).
 const PENDING_KEPT: usize = 1024;

@@ -1,0 +1,113 @@
+//! A thread's records as the drain reports them: each ends a strand; what a probe's stub
+//! gives the analysis.
+
+use cilkview_events::{HitsTotal, PackedHit};
+
+use super::region::Record;
+use super::strands::{HitCost, Strands, TickScale, FOLLOWS_NONE};
+use crate::ptrace::Core;
+use crate::sys::Tid;
+use crate::TraceEvent;
+/// What the analysis gets as a hit's operand.
+#[derive(Clone, Copy)]
+pub(super) enum Operand {
+    None,
+    Value,
+    /// The return address, made relative to this load address.
+    ReturnAddress(u64),
+}
+
+/// What the drain needs of a probe: its operand, what one hit adds to the strand it ends, and
+/// (time only) the probe whose mark lies just before its own (a strand from that one's hit to
+/// this one's is empty).
+#[derive(Clone, Copy)]
+pub(super) struct ProbeStub {
+    pub(super) operand: Operand,
+    pub(super) hit_cost: HitCost,
+    pub(super) follows: u32,
+}
+
+/// One thread's records being reported: each ends a strand; hits without an operand go to the
+/// sink packed, a run at a time. The per-record path is inlined into the drain's loop (as a
+/// closure it was a call per hit, ~16 instructions of it; callgrind).
+pub(super) struct Hits<'a> {
+    pub(super) tid: Tid,
+    pub(super) stubs: &'a [ProbeStub],
+    /// What a hit of a probe without a stub adds to its strand.
+    pub(super) unpatched_cost: HitCost,
+    /// Ticks: a longer gap between back-to-back marks was an interruption.
+    pub(super) interruption: u64,
+    pub(super) scale: TickScale,
+    pub(super) packed: &'a mut Vec<u64>,
+    /// The sum of the costs in `packed`.
+    pub(super) packed_cost: u64,
+    pub(super) waits: &'a mut u64,
+    pub(super) waited: &'a mut u64,
+    /// Records reported (counted by the caller, not per record).
+    pub(super) n: u64,
+}
+
+impl Hits<'_> {
+    #[inline(always)]
+    pub(super) fn record(&mut self, core: &mut Core<'_>, th: &mut Strands, r: Record) {
+        if r.waited != 0 {
+            *self.waits += 1;
+            *self.waited += r.waited;
+        }
+        let probe = r.probe as usize;
+        let stub = match self.stubs.get(probe) {
+            Some(&stub) => stub,
+            None => ProbeStub {
+                operand: Operand::None,
+                hit_cost: self.unpatched_cost,
+                follows: FOLLOWS_NONE,
+            },
+        };
+        let off = th.off_between(th.last, r.tsc);
+        let at = (r.tsc, off, self.interruption);
+        let skip = th.hit_skip(r.probe, stub.follows, stub.hit_cost, at);
+        let cost = th.end(r.tsc, skip + off, self.scale);
+        th.last = r.tsc + r.waited;
+        let operand = match stub.operand {
+            Operand::None => match PackedHit::new(probe, cost) {
+                Some(w) => {
+                    self.packed.push(w.0);
+                    self.packed_cost += cost;
+                    if self.packed.len() >= PACKED_RUN {
+                        self.flush(core);
+                    }
+                    return;
+                }
+                None => None,
+            },
+            Operand::Value => Some(r.operand),
+            Operand::ReturnAddress(load) => Some(r.operand.wrapping_sub(load)),
+        };
+        self.flush(core);
+        core.emit(TraceEvent::Hit {
+            probe,
+            tid: self.tid,
+            cost,
+            operand,
+        });
+    }
+
+    /// Hand the packed hits to the sink.
+    pub(super) fn flush(&mut self, core: &mut Core<'_>) {
+        if !self.packed.is_empty() {
+            // One hit per word (`PackedHit::new`), their costs summed as they were packed.
+            let t = HitsTotal {
+                hits: self.packed.len() as u64,
+                cost: self.packed_cost,
+            };
+            core.sink.hits_counted(self.tid, self.packed, t);
+            core.hits += t.hits;
+            core.total += t.cost;
+            self.packed.clear();
+            self.packed_cost = 0;
+        }
+    }
+}
+
+/// Hits handed to the sink at once, at most.
+pub(super) const PACKED_RUN: usize = 4096;
