@@ -81,98 +81,121 @@ fn render(page: &clap::Command, sub: Option<&str>, w: &mut Vec<u8>) -> std::io::
 }
 
 /// Each page's examples: what it does, then the command line.
-fn examples(sub: Option<&str>) -> &'static [(&'static str, &'static str)] {
+fn examples(sub: Option<&str>) -> Examples {
     match sub {
-        None => &[
-            (
-                "Analyse a marked program; the report goes to standard error:",
-                "cilkview-rs run ./fib 30",
-            ),
-            (
-                "Keep the report as JSON and draw the speedup bounds:",
-                "cilkview-rs run --json fib.json --plot fib.svg ./fib 30",
-            ),
-            (
-                "Measure a running process for 10 seconds:",
-                "cilkview-rs attach --duration 10 1234",
-            ),
-            (
-                "Compare real speedups with the saved prediction:",
-                "cilkview-rs bench --analysis fib.json ./fib 30",
-            ),
-        ],
-        Some("run") => &[
-            (
-                "Analyse a marked program (options end at PROGRAM):",
-                "cilkview-rs run ./fib 30",
-            ),
-            (
-                "Time strands at native speed instead of counting instructions:",
-                "cilkview-rs run --counter native ./fib 30",
-            ),
-            (
-                "Profile call sites; the 10 heaviest in the text:",
-                "cilkview-rs run --profile fib --top 10 ./fib 30",
-            ),
-            (
-                "Fail a CI job when parallelism drops below 8:",
-                "cilkview-rs run --fail-below parallelism=8 ./fib 30",
-            ),
-            (
-                "An unmodified OpenMP program, through libgomp's wrappers:",
-                "cilkview-rs run --openmp ./omp_app",
-            ),
-            (
-                "Analyse, then benchmark on 1, 2 and 4 cores:",
-                "cilkview-rs run --bench --cores 1,2,4 ./fib 30",
-            ),
-        ],
-        Some("attach") => &[
-            (
-                "Measure process 1234 until Ctrl-C:",
-                "cilkview-rs attach 1234",
-            ),
-            (
-                "Measure it for 10 seconds and keep the JSON:",
-                "cilkview-rs attach --duration 10 --json app.json 1234",
-            ),
-        ],
-        Some("report") => &[
-            (
-                "Show a saved report with a 64-core table:",
-                "cilkview-rs report --max-cores 64 fib.json",
-            ),
-            (
-                "Gate on a saved report:",
-                "cilkview-rs report --fail-below parallelism=8 fib.json",
-            ),
-        ],
-        Some("bench") => &[
-            (
-                "Run on 1, 2 and 4 cores, 5 trials each:",
-                "cilkview-rs bench --cores 1,2,4 --trials 5 ./fib 30",
-            ),
-            (
-                "Beside the predicted range of a saved analysis:",
-                "cilkview-rs bench --analysis fib.json ./fib 30",
-            ),
-        ],
-        Some("header") => &[(
-            "Write the annotation header:",
-            "cilkview-rs header > cilkview.h",
-        )],
-        Some("completions") => &[(
-            "Install bash completion:",
-            "cilkview-rs completions bash > ~/.local/share/bash-completion/completions/cilkview-rs",
-        )],
-        Some("man") => &[("Read the page of run:", "cilkview-rs man run | man -l -")],
-        Some("schema") => &[(
-            "The JSON Schema of run --json:",
-            "cilkview-rs schema run > run.schema.json",
-        )],
-        Some(_) => &[("Show this page:", "cilkview-rs man")],
+        None => TOP_EXAMPLES,
+        Some("run") => RUN_EXAMPLES,
+        Some("attach") => ATTACH_EXAMPLES,
+        Some("report") => REPORT_EXAMPLES,
+        Some("bench") => BENCH_EXAMPLES,
+        Some("header") => HEADER_EXAMPLES,
+        Some("completions") => COMPLETIONS_EXAMPLES,
+        Some("man") => MAN_EXAMPLES,
+        Some("schema") => SCHEMA_EXAMPLES,
+        Some(_) => OTHER_EXAMPLES,
     }
 }
+
+/// Examples of a page: (what it does, the command line).
+type Examples = &'static [(&'static str, &'static str)];
+
+const TOP_EXAMPLES: Examples = &[
+    (
+        "Analyse a marked program; the report goes to standard error:",
+        "cilkview-rs run ./fib 30",
+    ),
+    (
+        "Keep the report as JSON and draw the speedup bounds:",
+        "cilkview-rs run --json fib.json --plot fib.svg ./fib 30",
+    ),
+    (
+        "Measure a running process for 10 seconds:",
+        "cilkview-rs attach --duration 10 1234",
+    ),
+    (
+        "Compare real speedups with the saved prediction:",
+        "cilkview-rs bench --analysis fib.json ./fib 30",
+    ),
+];
+
+const RUN_EXAMPLES: Examples = &[
+    (
+        "Analyse a marked program (options end at PROGRAM):",
+        "cilkview-rs run ./fib 30",
+    ),
+    (
+        "Time strands at native speed instead of counting instructions:",
+        "cilkview-rs run --counter native ./fib 30",
+    ),
+    (
+        "Profile call sites; the 10 heaviest in the text:",
+        "cilkview-rs run --profile fib --top 10 ./fib 30",
+    ),
+    (
+        "Fail a CI job when parallelism drops below 8:",
+        "cilkview-rs run --fail-below parallelism=8 ./fib 30",
+    ),
+    (
+        "An unmodified OpenMP program, through libgomp's wrappers:",
+        "cilkview-rs run --openmp ./omp_app",
+    ),
+    (
+        "Analyse, then benchmark on 1, 2 and 4 cores:",
+        "cilkview-rs run --bench --cores 1,2,4 ./fib 30",
+    ),
+];
+
+const ATTACH_EXAMPLES: Examples = &[
+    (
+        "Measure process 1234 until Ctrl-C:",
+        "cilkview-rs attach 1234",
+    ),
+    (
+        "Measure it for 10 seconds and keep the JSON:",
+        "cilkview-rs attach --duration 10 --json app.json 1234",
+    ),
+];
+
+const REPORT_EXAMPLES: Examples = &[
+    (
+        "Show a saved report with a 64-core table:",
+        "cilkview-rs report --max-cores 64 fib.json",
+    ),
+    (
+        "Gate on a saved report:",
+        "cilkview-rs report --fail-below parallelism=8 fib.json",
+    ),
+];
+
+const BENCH_EXAMPLES: Examples = &[
+    (
+        "Run on 1, 2 and 4 cores, 5 trials each:",
+        "cilkview-rs bench --cores 1,2,4 --trials 5 ./fib 30",
+    ),
+    (
+        "Beside the predicted range of a saved analysis:",
+        "cilkview-rs bench --analysis fib.json ./fib 30",
+    ),
+];
+
+const HEADER_EXAMPLES: Examples = &[(
+    "Write the annotation header:",
+    "cilkview-rs header > cilkview.h",
+)];
+
+const COMPLETIONS_EXAMPLES: Examples = &[(
+    "Install bash completion:",
+    "cilkview-rs completions bash > ~/.local/share/bash-completion/completions/cilkview-rs",
+)];
+
+const MAN_EXAMPLES: Examples = &[("Read the page of run:", "cilkview-rs man run | man -l -")];
+
+const SCHEMA_EXAMPLES: Examples = &[(
+    "The JSON Schema of run --json:",
+    "cilkview-rs schema run > run.schema.json",
+)];
+
+const OTHER_EXAMPLES: Examples = &[("Show this page:", "cilkview-rs man")];
 
 #[cfg(test)]
 mod tests {
