@@ -112,11 +112,11 @@ pub fn check_program(opts: &TraceOptions) -> Result<(PathBuf, Runnable), TraceEr
     }
 }
 
+/// A program found and executable: its path, and how the emulator runs it or why it cannot.
+pub type Inspected = (PathBuf, Result<Runnable, Refusal>);
+
 /// The program to run, found and executable, and how the emulator runs it, or why it cannot.
-#[allow(clippy::type_complexity)]
-pub fn inspect_program(
-    opts: &TraceOptions,
-) -> Result<(PathBuf, Result<Runnable, Refusal>), TraceError> {
+pub fn inspect_program(opts: &TraceOptions) -> Result<Inspected, TraceError> {
     let exec_err = |source: std::io::Error| TraceError::Exec {
         program: opts.program.clone(),
         source,
