@@ -99,7 +99,25 @@ fn restarted(mut regs: libc::user_regs_struct) -> libc::user_regs_struct {
 /// Thread `tid`, its registers set to a call on `gadget`: run it to the call's syscall-exit
 /// stop; the call's result.
 fn run_call(tid: Tid, gadget: Gadget, deferred: &mut Vec<i32>) -> Result<i64, TraceError> {
-    let mut entered = false;
+    let at_gadget = || {
+        let regs = sys::getregs(tid).map_err(ptrace_err("GETREGS", tid))?;
+        if regs.rip != gadget.code + call_gadget::AFTER_SYSCALL {
+            return Err(setup_err(tid, format!("syscall stop at {:#x}", regs.rip)));
+        }
+        Ok(regs)
+    };
+    to_syscall_stop(tid, deferred)?;
+    at_gadget()?;
+    kill_point::reached(Phase::InCall);
+    to_syscall_stop(tid, deferred)?;
+    let regs = at_gadget()?;
+    kill_point::reached(Phase::CallDone);
+    Ok(regs.rax as i64)
+}
+
+/// Resume thread `tid` (`PTRACE_SYSCALL`) to its next syscall stop: signals for the program met
+/// meanwhile go to `deferred`, event stops (an interrupt, the end of a vfork) are resumed again.
+fn to_syscall_stop(tid: Tid, deferred: &mut Vec<i32>) -> Result<(), TraceError> {
     loop {
         let how = Restart::Syscall(0);
         sys::restart(tid, how).map_err(ptrace_err(how.request(), tid))?;
@@ -107,23 +125,12 @@ fn run_call(tid: Tid, gadget: Gadget, deferred: &mut Vec<i32>) -> Result<i64, Tr
             Wait::Stopped {
                 stop: Stop::Syscall,
                 ..
-            } => {
-                let regs = sys::getregs(tid).map_err(ptrace_err("GETREGS", tid))?;
-                if regs.rip != gadget.code + call_gadget::AFTER_SYSCALL {
-                    return Err(setup_err(tid, format!("syscall stop at {:#x}", regs.rip)));
-                }
-                if entered {
-                    kill_point::reached(Phase::CallDone);
-                    return Ok(regs.rax as i64);
-                }
-                entered = true;
-                kill_point::reached(Phase::InCall);
-            }
+            } => return Ok(()),
             Wait::Stopped {
                 stop: Stop::Signal(sig),
                 ..
             } => deferred.push(sig),
-            Wait::Stopped { .. } => {} // an event stop (e.g. an interrupt): go on
+            Wait::Stopped { .. } => {}
             Wait::Exited(..) | Wait::Signaled(..) => {
                 return Err(setup_err(tid, "the thread ended during set-up".into()))
             }
@@ -157,24 +164,7 @@ fn in_system_call(tid: Tid) -> bool {
 /// Thread `tid`, at an event stop inside a system call ([`in_system_call`]): let it finish the
 /// call, to its syscall-exit stop (its result in `%rax`; a stop the tool may die in).
 fn finish_system_call(tid: Tid, deferred: &mut Vec<i32>) -> Result<(), TraceError> {
-    loop {
-        let how = Restart::Syscall(0);
-        sys::restart(tid, how).map_err(ptrace_err(how.request(), tid))?;
-        match sys::wait_for(tid).map_err(TraceError::Wait)? {
-            Wait::Stopped {
-                stop: Stop::Syscall,
-                ..
-            } => return Ok(()),
-            Wait::Stopped {
-                stop: Stop::Signal(sig),
-                ..
-            } => deferred.push(sig),
-            Wait::Stopped { .. } => {} // e.g. the end of a vfork
-            Wait::Exited(..) | Wait::Signaled(..) => {
-                return Err(setup_err(tid, "the thread ended during set-up".into()))
-            }
-        }
-    }
+    to_syscall_stop(tid, deferred)
 }
 
 /// Thread `tid`, stopped after single-steps, its `%rip` at an `int3`: run it over the `int3`
