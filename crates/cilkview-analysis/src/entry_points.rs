@@ -258,6 +258,28 @@ pub fn run_chosen(
         add_repeated(&mut report, repeated, time, info);
         can_repeat = false;
     }
+    let emulated_for = emulated_long.then(|| began.elapsed());
+    measuring_warnings(
+        &mut report,
+        request,
+        &options,
+        &outcome,
+        can_repeat,
+        emulated_for,
+    );
+    Ok(Analysis { report, ending })
+}
+
+/// The report's warnings on how the run was measured: strands too short for a clock, `auto`
+/// single-stepping a program QEMU cannot run, an emulated run that took `emulated_for`.
+fn measuring_warnings(
+    report: &mut RunReport,
+    request: &RunRequest,
+    options: &TraceOptions,
+    outcome: &cilkview_events::Outcome,
+    can_repeat: bool,
+    emulated_for: Option<Duration>,
+) {
     if outcome.counter.unit == CostUnit::Nanoseconds {
         let work = report.measures.work;
         report
@@ -266,22 +288,21 @@ pub fn run_chosen(
         report.warnings.extend(hit_cost_bound(outcome.hits, work));
     }
     if request.counter == CounterMode::Auto && outcome.counter.kind == CounterMode::Step {
-        if let Some(what) = cilkview_tracer::emulated_cpu_lacks(&options) {
+        if let Some(what) = cilkview_tracer::emulated_cpu_lacks(options) {
             report.warnings.push(format!(
                 "not emulated: the program has instructions QEMU's CPU model lacks ({what}) and \
                  would die of SIGILL; single-stepped instead (exact, ~20 µs per instruction)"
             ));
         }
     }
-    if emulated_long {
+    if let Some(took) = emulated_for {
         report.warnings.push(format!(
             "this run was emulated for {:.0} s (exact instruction counts, {}); --counter \
              native measures time at native speed",
-            began.elapsed().as_secs_f64(),
+            took.as_secs_f64(),
             cilkview_events::EMULATION_SLOWDOWN
         ));
     }
-    Ok(Analysis { report, ending })
 }
 
 /// What repeated runs add to `report`: how many, their warnings and, measuring time, the noise

@@ -203,37 +203,10 @@ impl Native {
             let reading = self.clock.reading;
             let mut code = stub::page_head(reading);
             for (i, &addr) in group.iter().enumerate() {
-                let probe = core.probe_at(addr).expect("placed by core");
-                let (operand, kind) = match (probe.return_address, probe.operand) {
-                    (Some((ra, load)), _) => (
-                        StubOperand::Memory(ra.cfa_register, (ra.cfa_offset - 8) as i32),
-                        Operand::ReturnAddress(load),
-                    ),
-                    (None, Some(r)) => (StubOperand::Register(r), Operand::Value),
-                    (None, None) => (StubOperand::None, Operand::None),
-                };
-                if self.stubs.len() <= probe.index {
-                    let unpatched = ProbeStub {
-                        operand: Operand::None,
-                        hit_cost: self.clock.per_hit,
-                        follows: FOLLOWS_NONE,
-                    };
-                    self.stubs.resize(probe.index + 1, unpatched);
-                }
-                self.stubs[probe.index].operand = kind;
-                match reading {
-                    Reading::Rdpmc => {
-                        self.stubs[probe.index].hit_cost =
-                            HitCost::whole(stub::rdpmc_hit_instructions(operand));
-                    }
-                    Reading::Tsc => {
-                        self.stubs[probe.index].follows = core
-                            .probe_at(addr - 5)
-                            .map_or(FOLLOWS_NONE, |p| p.index as u32);
-                    }
-                }
+                let (index, operand) =
+                    describe_stub(&mut self.stubs, self.clock.per_hit, reading, core, addr);
                 let at = page + FIRST_STUB + i as u64 * STUB_BYTES;
-                let s = stub::stub(reading, at, addr, page, probe.index as u32, operand)
+                let s = stub::stub(reading, at, addr, page, index, operand)
                     .ok_or_else(|| setup_err(pid, format!("stub for {addr:#x} out of reach")))?;
                 code.resize((at - page) as usize, 0xcc);
                 code.extend_from_slice(&s);
@@ -261,6 +234,45 @@ impl Native {
         }
         Ok(())
     }
+}
+
+/// What the drain needs of the probe at `addr` (just placed by `core`), kept in `stubs` by probe
+/// number; its number and what its stub loads as the operand.
+fn describe_stub(
+    stubs: &mut Vec<ProbeStub>,
+    per_hit: HitCost,
+    reading: Reading,
+    core: &Core<'_>,
+    addr: u64,
+) -> (u32, StubOperand) {
+    let probe = core.probe_at(addr).expect("placed by core");
+    let (operand, kind) = match (probe.return_address, probe.operand) {
+        (Some((ra, load)), _) => (
+            StubOperand::Memory(ra.cfa_register, (ra.cfa_offset - 8) as i32),
+            Operand::ReturnAddress(load),
+        ),
+        (None, Some(r)) => (StubOperand::Register(r), Operand::Value),
+        (None, None) => (StubOperand::None, Operand::None),
+    };
+    if stubs.len() <= probe.index {
+        let unpatched = ProbeStub {
+            operand: Operand::None,
+            hit_cost: per_hit,
+            follows: FOLLOWS_NONE,
+        };
+        stubs.resize(probe.index + 1, unpatched);
+    }
+    let stub = &mut stubs[probe.index];
+    stub.operand = kind;
+    match reading {
+        Reading::Rdpmc => stub.hit_cost = HitCost::whole(stub::rdpmc_hit_instructions(operand)),
+        Reading::Tsc => {
+            stub.follows = core
+                .probe_at(addr - 5)
+                .map_or(FOLLOWS_NONE, |p| p.index as u32)
+        }
+    }
+    (probe.index as u32, operand)
 }
 
 /// The marks at `addrs` in groups that share a stub page: within 1 GiB of each other, in order.
