@@ -97,6 +97,11 @@ const CASES: &[Case] = &[
     case("storm", How::RunNative, Expect::Measured),
     case("mseal", NATIVE, Expect::Measured),
     case("mseal", How::RunNative, Expect::Measured),
+    case("selfmod", NATIVE, Expect::Measured),
+    case("selfmod", How::RunNative, Expect::Measured),
+    case("flood", NATIVE, Expect::Measured),
+    case("flood", How::RunNative, Expect::Measured),
+    case("flood", How::AttachKilled, Expect::Nothing),
     // Its text as it was: single-stepping patches nothing (the native counter's jumps would
     // change the checksum: not in the table, see docs/tracer.md).
     case("checksum", How::Attach("step"), Expect::Stepped),
