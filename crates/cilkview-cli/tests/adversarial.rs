@@ -97,6 +97,8 @@ const CASES: &[Case] = &[
     case("storm", How::RunNative, Expect::Measured),
     case("mseal", NATIVE, Expect::Measured),
     case("mseal", How::RunNative, Expect::Measured),
+    case("segv", NATIVE, Expect::Measured),
+    case("segv", How::RunNative, Expect::Measured),
     case("selfmod", NATIVE, Expect::Measured),
     case("selfmod", How::RunNative, Expect::Measured),
     case("flood", NATIVE, Expect::Measured),
