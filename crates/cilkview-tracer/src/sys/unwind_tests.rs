@@ -10,8 +10,8 @@ use super::native::{one_mark_reading, with_gs};
 use super::{getregs, restart, wait_for, Restart, Wait};
 use crate::procfs::Mem;
 use crate::ptrace::counting::native::stub::{
-    Reading, StubOperand, COUNTER_PAGE, GADGET, GONE, IDLE_PAGE, LIMIT, RING_RECORDS, SLOT_BYTES,
-    TOOL_PID,
+    Reading, StubOperand, COUNTER_PAGE, GADGET, GONE, IDLE_PAGE, LIMIT, READ, RING, RING_RECORDS,
+    SLOT_BYTES, TOOL_PID,
 };
 use crate::ptrace::counting::native::unwind::{out_of_stubs, piece_in_page, Out};
 
@@ -117,6 +117,8 @@ fn check_every_instruction(
     }
     // Its flags may now hold the steps' trap flag (pushed by the slow path's `pushf`): the
     // child's own check would see it. It has done its part.
+    // The clock the stub read at the mark: the record's first word (where it was written).
+    let recorded = word(ptr as u64 + RING).unwrap();
     // SAFETY: our own child.
     unsafe { libc::kill(child, libc::SIGKILL) };
     assert!(matches!(wait_for(child), Ok(Wait::Signaled(..))));
@@ -125,13 +127,23 @@ fn check_every_instruction(
     for (rip, out) in taken_out {
         let out = match out {
             Out::Regs(out) => *out,
-            Out::Waiting => {
+            Out::Waiting {
+                at_mark: out,
+                clock,
+            } => {
                 assert!(!matches!(slot, Slot::Room), "waiting at {rip:#x}");
+                // The clock at the mark is read back, but inside `READ` (the slow path's second
+                // read); the record holds it where the slow path wrote one.
+                assert_eq!(clock.is_none(), rip >= base + READ, "at {:#x}", rip - base);
+                if let (Some(c), Slot::FullThenRoom(_)) = (clock, slot) {
+                    assert_eq!(c, recorded, "{reading:?}: the clock at {:#x}", rip - base);
+                }
                 counts.2 += 1;
-                continue;
+                *out
             }
         };
         let (expected, n) = if out.rip == mark {
+            // Taken back to the mark (counted as waiting above where it waited).
             (&at_mark, &mut counts.0)
         } else {
             (&past_mark, &mut counts.1)

@@ -3,19 +3,26 @@
 //! replaced (single-stepped); leaving the program's signals and flags as they were.
 
 use super::inject::{end_stepping, sent, STEPPING_MASK};
+use super::strands::Item;
+use super::stub::Reading;
 use super::unwind::{self, Out};
 use super::Native;
 use crate::procfs::Mem;
 use crate::ptrace::{ptrace_err, regs_unless_gone, trap_flag, unless_gone};
+use crate::sys::native::rdtsc;
 use crate::sys::{self, Restart, Stop, Tid, Wait};
 use crate::TraceError;
+use nix::libc;
 
 impl Native {
     /// Signal `sig` is about to be delivered to `tid`: if the thread is inside a stub, take it
     /// out first (a handler hitting a mark would share the stub's record). Its registers are
     /// put where they would be had the stub not begun or had it ended ([`unwind`]): nothing
-    /// runs, so the signal, its siginfo and the program's mask stay as they are. Only a thread
-    /// waiting for room in the slow path runs on, single-stepped ([`Native::run_out_of_stubs`]).
+    /// runs, so the signal, its siginfo and the program's mask stay as they are. A thread
+    /// waiting for room in the slow path goes back to the mark, its wait charged to no strand
+    /// ([`Native::back_to_the_mark`]); only where the clock at the mark cannot be read back
+    /// (inside `READ`: the instructions counter) does it run on, single-stepped
+    /// ([`Native::run_out_of_stubs`]).
     pub(super) fn leave_stubs(&mut self, tid: Tid) -> Result<(), TraceError> {
         let Some(region) = self.region.as_ref() else {
             return Ok(());
@@ -31,11 +38,38 @@ impl Native {
             let mut b = [0u8; 8];
             mem.read(at, &mut b).ok().map(|()| u64::from_le_bytes(b))
         };
+        let reading = region.reading;
         match unwind::out_of_stubs(&regs, |rip| region.piece_at(rip, &mem), word) {
             Some(Out::Regs(out)) => unless_gone("SETREGS", tid, sys::setregs(tid, *out)).map(drop),
-            Some(Out::Waiting) => self.run_out_of_stubs(tid),
+            Some(Out::Waiting {
+                at_mark,
+                clock: Some(at),
+            }) if reading == Reading::Tsc => self.back_to_the_mark(tid, *at_mark, at),
+            Some(Out::Waiting { .. }) => self.run_out_of_stubs(tid),
             None => Ok(()), // in a gadget: no record taken
         }
+    }
+
+    /// `tid`, stopped in the slow path waiting since its mark's clock read `at`, goes back to
+    /// the mark (registers `at_mark`): the hit is made again after the signal. The wait, from
+    /// the mark to the stop, is charged to no strand and counted as a wait for the analysis.
+    fn back_to_the_mark(
+        &mut self,
+        tid: Tid,
+        at_mark: libc::user_regs_struct,
+        at: u64,
+    ) -> Result<(), TraceError> {
+        self.collect(tid); // the records before the wait come before the pause
+        if let Some(th) = self.threads.get_mut(&tid) {
+            let stopped = th.stopped_at.unwrap_or_else(rdtsc);
+            th.pending.push(Item::Pause {
+                from: at,
+                to: stopped,
+            });
+            self.waits += 1;
+            self.waited += stopped.saturating_sub(at);
+        }
+        unless_gone("SETREGS", tid, sys::setregs(tid, at_mark)).map(drop)
     }
 
     /// Run `tid`, stopped in the slow path waiting for room, out of the stub pages: single-

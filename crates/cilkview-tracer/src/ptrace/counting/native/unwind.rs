@@ -41,9 +41,13 @@ pub(crate) enum Code {
 pub(crate) enum Out {
     /// These registers: at the mark or after the hit.
     Regs(Box<user_regs_struct>),
-    /// It waits for room in the slow path, the record not committed: taken back to the mark,
-    /// the time it waited would count in its strand. It must run on (the ring drained).
-    Waiting,
+    /// It is in the slow path (waiting for room, or dropping the record), the record not
+    /// committed: the registers of the mark, and the clock the stub read at the mark where the
+    /// thread is the slow path's own (not in `READ`): from then on it only waited.
+    Waiting {
+        at_mark: Box<user_regs_struct>,
+        clock: Option<u64>,
+    },
 }
 
 /// A piece of generated code as the thread's memory holds it: what it is, its address, bytes.
@@ -85,6 +89,9 @@ struct State {
     below_red_zone: bool,
     /// The record is committed (or, after the slow path, dropped).
     committed: bool,
+    /// The clock read at the mark is in `%r8` (the slow path moved it there from
+    /// `%edx:%eax`).
+    clock_in_r8: bool,
 }
 
 /// The state at `ip` in `piece`, and a stub's jump back (the mark's address + 5). `None` if
@@ -130,6 +137,7 @@ fn state_at(piece: &Piece, ip: u64) -> Option<(State, Option<u64>)> {
                 state.committed = true;
             }
             Mnemonic::Call if back.is_some() => state.committed = true, // the slow path returned
+            Mnemonic::Or if i.op0_register() == Register::R8 => state.clock_in_r8 = true,
             Mnemonic::Push => return None,
             Mnemonic::Ret | Mnemonic::Call => {}
             _ if i.flow_control() == FlowControl::UnconditionalBranch
@@ -157,7 +165,9 @@ pub(crate) fn out_of_stubs(
 ) -> Option<Out> {
     // Innermost first: the state of each piece of code the thread is in, and its `%rsp`.
     let mut frames: Vec<(State, u64)> = Vec::new();
-    let mut waiting = false;
+    // The slow path's state when it waits (the record not committed), and whether the thread
+    // is in it (not in `READ`).
+    let mut waiting: Option<(State, bool)> = None;
     let (mut rip, mut rsp) = (regs.rip, regs.rsp);
     let (back, program_rsp) = loop {
         let p = piece(rip)?;
@@ -165,7 +175,9 @@ pub(crate) fn out_of_stubs(
         let above = rsp + 8 * state.pushed.len() as u64;
         let below_red_zone = state.below_red_zone;
         let innermost_committed = frames.first().map_or(state.committed, |f| f.0.committed);
-        waiting |= p.code == Code::SlowPath && !innermost_committed;
+        if p.code == Code::SlowPath && !innermost_committed {
+            waiting = Some((state.clone(), frames.is_empty()));
+        }
         frames.push((state, rsp));
         match p.code {
             Code::Stub => break (back?, above + if below_red_zone { 128 } else { 0 }),
@@ -174,9 +186,6 @@ pub(crate) fn out_of_stubs(
             _ => return None,
         }
     };
-    if waiting {
-        return Some(Out::Waiting);
-    }
     let mut out = *regs;
     // The outermost slot of a register holds the program's value (an inner one, what the
     // code had put there).
@@ -198,7 +207,17 @@ pub(crate) fn out_of_stubs(
     };
     // Not in a system call (the program was not): no restart at the signal's delivery.
     out.orig_rax = u64::MAX;
-    Some(Out::Regs(Box::new(out)))
+    Some(match waiting {
+        None => Out::Regs(Box::new(out)),
+        Some((slow, innermost)) => Out::Waiting {
+            at_mark: Box::new(out),
+            clock: innermost.then_some(if slow.clock_in_r8 {
+                regs.r8
+            } else {
+                (regs.rdx << 32) | (regs.rax & 0xffff_ffff)
+            }),
+        },
+    })
 }
 
 /// Register `reg` (`None`: the flags) of `regs` set to `value`.
