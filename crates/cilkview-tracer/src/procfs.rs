@@ -40,6 +40,12 @@ impl Mem {
     pub fn write(&self, addr: u64, buf: &[u8]) -> io::Result<()> {
         self.0.write_all_at(buf, addr)
     }
+
+    /// The 8 bytes at `addr`, little-endian; `None` if unreadable.
+    pub fn word(&self, addr: u64) -> Option<u64> {
+        let mut b = [0u8; 8];
+        self.read(addr, &mut b).ok().map(|()| u64::from_le_bytes(b))
+    }
 }
 
 /// Thread ids listed in `/proc/PID/task`.

@@ -87,10 +87,7 @@ fn check_every_instruction(
     assert!(matches!(wait_for(child), Ok(Wait::Stopped { .. })));
     let mem = Mem::open(child).unwrap();
     let read = |at: u64, buf: &mut [u8]| mem.read(at, buf).is_ok();
-    let word = |at: u64| {
-        let mut b = [0u8; 8];
-        read(at, &mut b).then(|| u64::from_le_bytes(b))
-    };
+    let word = |at| mem.word(at);
     let (mut at_mark, mut past_mark) = (None, None);
     let mut taken_out = Vec::new();
     let mut in_slow_path = 0;
@@ -118,7 +115,7 @@ fn check_every_instruction(
     // Its flags may now hold the steps' trap flag (pushed by the slow path's `pushf`): the
     // child's own check would see it. It has done its part.
     // The clock the stub read at the mark: the record's first word (where it was written).
-    let recorded = word(ptr as u64 + RING).unwrap();
+    let recorded = mem.word(ptr as u64 + RING).unwrap();
     // SAFETY: our own child.
     unsafe { libc::kill(child, libc::SIGKILL) };
     assert!(matches!(wait_for(child), Ok(Wait::Signaled(..))));

@@ -19,10 +19,10 @@ impl Native {
     /// out first (a handler hitting a mark would share the stub's record). Its registers are
     /// put where they would be had the stub not begun or had it ended ([`unwind`]): nothing
     /// runs, so the signal, its siginfo and the program's mask stay as they are. A thread
-    /// waiting for room in the slow path goes back to the mark, its wait charged to no strand
-    /// ([`Native::back_to_the_mark`]); only where the clock at the mark cannot be read back
-    /// (inside `READ`: the instructions counter) does it run on, single-stepped
-    /// ([`Native::run_out_of_stubs`]).
+    /// waiting for room in the slow path of a [`Reading::Tsc`] stub goes back to the mark, its
+    /// wait charged to no strand ([`Native::back_to_the_mark`]); in that of a
+    /// [`Reading::Rdpmc`] stub (its wait is instructions, not a pause of the clock) it runs on,
+    /// single-stepped ([`Native::run_out_of_stubs`]).
     pub(super) fn leave_stubs(&mut self, tid: Tid) -> Result<(), TraceError> {
         let Some(region) = self.region.as_ref() else {
             return Ok(());
@@ -34,11 +34,8 @@ impl Native {
             return Ok(());
         }
         let mem = Mem::open(tid).map_err(|source| TraceError::Proc { pid: tid, source })?;
-        let word = |at: u64| {
-            let mut b = [0u8; 8];
-            mem.read(at, &mut b).ok().map(|()| u64::from_le_bytes(b))
-        };
         let reading = region.reading;
+        let word = |at| mem.word(at);
         match unwind::out_of_stubs(&regs, |rip| region.piece_at(rip, &mem), word) {
             Some(Out::Regs(out)) => unless_gone("SETREGS", tid, sys::setregs(tid, *out)).map(drop),
             Some(Out::Waiting {
@@ -72,15 +69,15 @@ impl Native {
         unless_gone("SETREGS", tid, sys::setregs(tid, at_mark)).map(drop)
     }
 
-    /// Run `tid`, stopped in the slow path waiting for room, out of the stub pages: single-
-    /// stepped, its slot drained meanwhile. Every signal but SIGTRAP is blocked meanwhile
+    /// Run `tid`, stopped in the slow path of an rdpmc stub waiting for room, out of the stub
+    /// pages: single-stepped, its slot drained meanwhile. Every signal but SIGTRAP is blocked meanwhile
     /// (`PTRACE_SETSIGMASK`, the program's mask put back after): signals arriving during the
     /// steps stay pending for the program instead of stopping it before each step, which,
     /// with signals coming faster than a step's round trip (a fast timer, a loaded machine),
     /// kept the thread from ever leaving the stub. The signal's siginfo is put back after the
     /// steps (each step's trap replaced it: the handler would get the last one's). (A SIGTRAP
     /// the program sends itself at the instant a step traps is one pending SIGTRAP with the
-    /// step's: lost. Only here, with the ring full as the signal comes.)
+    /// step's: lost. Only here: an rdpmc stub, the ring full as the signal comes.)
     fn run_out_of_stubs(&mut self, tid: Tid) -> Result<(), TraceError> {
         let Some(mask) = unless_gone("GETSIGMASK", tid, sys::getsigmask(tid))? else {
             return Ok(());
