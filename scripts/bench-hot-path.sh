@@ -45,6 +45,7 @@ echo "| path (callgrind, 10^6 and 2*10^6 events) | instructions per event |"
 echo "|---|---:|"
 echo "| engine, plain | $(per_event 1 $engine) |"
 echo "| engine, --profile (3 sites) | $(per_event 1 $engine --profile) |"
+echo "| engine, plain, fib's calls, spawns and syncs only (--calls-only) | $(per_event 1 $engine --calls-only) |"
 echo "| session + engine (packed hits; the example's generator and packing included) | $(per_event 3 $session) |"
 # The native counter's tool per mark hit: the drain (ring, off-CPU intervals, ticks -> ns,
 # packing) and the session and engine behind it, the tool's process alone (the program's own

@@ -9,6 +9,8 @@
 //!     … -- 100000000 --profile --children 1000000
 //!                                           (frames of 10^6 spawned calls each, then a sync: the
 //!                                           children out at once, whose ends are kept until it)
+//!     … -- 100000000 --calls-only           (fib's calls, spawns and syncs alone, as a fully
+//!                                           marked fib gives them: no loops or regions at leaves)
 
 use std::time::Instant;
 
@@ -17,13 +19,22 @@ use cilkview_engine::{CallSite, Config, Engine, Event, EventKind::*, RegionId};
 const SPAWN_SITE: u64 = 1;
 const CALL_SITE: u64 = 2;
 
+/// What the synthetic stream holds besides fib's calls, spawns and syncs.
+#[derive(Clone, Copy)]
+struct Shape {
+    /// Call sites on calls and spawns (for `--profile`).
+    sites: bool,
+    /// A parallel loop at each fib(1), a region at each fib(0).
+    leaves: bool,
+}
+
 /// Emits the events of fib(n) (spawn fib(n-1), call fib(n-2), sync) until `budget` runs out;
 /// `site` is the call site of this invocation (None: unprofiled stream, as before).
-fn fib(n: u32, site: Option<CallSite>, engine: &mut Engine, budget: &mut u64, sites: bool) {
+fn fib(n: u32, site: Option<CallSite>, engine: &mut Engine, budget: &mut u64, shape: Shape) {
     if *budget == 0 {
         return;
     }
-    let (spawn_site, call_site) = if sites {
+    let (spawn_site, call_site) = if shape.sites {
         (CallSite::new(SPAWN_SITE), CallSite::new(CALL_SITE))
     } else {
         (None, None)
@@ -32,12 +43,12 @@ fn fib(n: u32, site: Option<CallSite>, engine: &mut Engine, budget: &mut u64, si
     *budget = budget.saturating_sub(1);
     if n >= 2 {
         engine.process(Event::at(5, Spawn, spawn_site));
-        fib(n - 1, None, engine, budget, sites);
+        fib(n - 1, None, engine, budget, shape);
         engine.process(Event::new(2, SpawnReturn));
-        fib(n - 2, call_site, engine, budget, sites);
+        fib(n - 2, call_site, engine, budget, shape);
         engine.process(Event::new(1, Sync));
         *budget = budget.saturating_sub(3);
-    } else if n == 1 {
+    } else if shape.leaves && n == 1 {
         engine.process(Event::new(1, LoopBegin { grain: 4 }));
         for _ in 0..8 {
             engine.process(Event::new(1, IterationBegin));
@@ -45,7 +56,7 @@ fn fib(n: u32, site: Option<CallSite>, engine: &mut Engine, budget: &mut u64, si
         }
         engine.process(Event::new(1, LoopEnd));
         *budget = budget.saturating_sub(18);
-    } else {
+    } else if shape.leaves {
         engine.process(Event::new(1, RegionBegin(RegionId(0))));
         engine.process(Event::new(4, RegionEnd(RegionId(0))));
         *budget = budget.saturating_sub(2);
@@ -87,6 +98,10 @@ fn main() {
         .and_then(|a| a.parse().ok())
         .unwrap_or(10_000_000);
     let profile = args.iter().any(|a| a == "--profile");
+    let shape = Shape {
+        sites: profile,
+        leaves: !args.iter().any(|a| a == "--calls-only"),
+    };
     let distinct: Option<u64> = args
         .iter()
         .position(|a| a == "--sites")
@@ -113,9 +128,9 @@ fn main() {
             Some(s) => {
                 let site = CallSite::new(1000 + next_site % s.max(1));
                 next_site += 1;
-                fib(2, site, &mut engine, &mut budget, profile);
+                fib(2, site, &mut engine, &mut budget, shape);
             }
-            None => fib(30, CallSite::new(3), &mut engine, &mut budget, profile),
+            None => fib(30, CallSite::new(3), &mut engine, &mut budget, shape),
         }
     }
     let elapsed = start.elapsed();
