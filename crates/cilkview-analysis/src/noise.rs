@@ -100,7 +100,7 @@ pub(crate) fn hit_cost_bound(hits: u64, work: u64) -> Option<String> {
 }
 
 /// The middle value of `values` (the lower middle one of an even number).
-fn median_low(values: &[u64]) -> Option<u64> {
+pub(crate) fn median_low(values: &[u64]) -> Option<u64> {
     let mut sorted = values.to_vec();
     sorted.sort_unstable();
     sorted.get(sorted.len().checked_sub(1)? / 2).copied()

@@ -10,7 +10,10 @@
 //! spread (caches, the stub's cost varying by a few ns), which the program's own CPU time has
 //! too: the shortest run of each strand summed to 0.61–0.75 of the untraced CPU time on
 //! cilkbench's kernels, its luckiest run every time (docs/tracer.md, "How exact"). The minima are
-//! the low end of the span's noise bound ([`RecordedRun::replay`], [`Estimate`]).
+//! the low end of the span's noise bound ([`RecordedRun::replay`], [`Estimate`]). With three
+//! runs or more, the typical times are then scaled, all by one factor, to sum to the median
+//! run's work ([`RecordedRun::costs`]): what lengthens a strand in one run only is in every
+//! run's work but in no strand's typical run.
 //!
 //! The first run is recorded ([`Recorder`]): the backend's calls and events in order, and for
 //! each thread the sequence of what ended its strands (a probe, an exec, the thread's exit) with
@@ -287,7 +290,8 @@ impl<'a> Recorder<'a> {
     }
 
     pub fn finish(mut self) -> RecordedRun {
-        self.run.run_work.push(self.run.total_by(Estimate::Typical));
+        // The first run's work: its one cost per strand (the least of one run).
+        self.run.run_work.push(self.run.total_by(Estimate::Minimum));
         self.run
     }
 }
@@ -473,18 +477,56 @@ impl EventSink for Folder<'_> {
     }
 }
 
+/// Scales `costs` by one factor so that they sum to `target`, each rounded so that every prefix
+/// of them (threads in order, then strands) sums to its exact scaled value rounded: no rounding
+/// builds up over strands of a few ns (a factor of 1.05 would leave a 6-ns strand 6 every time).
+fn scale_to(costs: &mut [Vec<u64>], target: u64) {
+    let sum: u64 = costs.iter().flatten().sum();
+    if sum == 0 || sum == target {
+        return;
+    }
+    let (mut raw, mut scaled) = (0u128, 0u128);
+    for cost in costs.iter_mut().flatten() {
+        raw += u128::from(*cost);
+        let upto = (raw * u128::from(target) + u128::from(sum) / 2) / u128::from(sum);
+        *cost = (upto - scaled) as u64;
+        scaled = upto;
+    }
+}
+
 impl RecordedRun {
-    /// The sum of its strands' costs by `estimate`.
+    /// The sum of its strands' costs by `estimate` (as replayed: see [`RecordedRun::costs`]).
     pub fn total_by(&self, estimate: Estimate) -> u64 {
-        self.threads
-            .iter()
-            .flat_map(|t| (0..t.ends.len()).map(move |i| t.cost(i, estimate)))
-            .sum()
+        self.costs(estimate).iter().flatten().sum()
     }
 
     /// The sum of its strands' costs (the report's: [`Estimate::Typical`]).
     pub fn total(&self) -> u64 {
         self.total_by(Estimate::Typical)
+    }
+
+    /// Each thread's strand costs by `estimate`, in order, as replayed: the typical costs of
+    /// three runs or more scaled, all by one factor, to sum to the median work of the runs they
+    /// were taken from ([`scale_to`]). What lengthens a strand in one run only (a cache miss, a
+    /// short pause) is in every run's work and the CPU time, and in no strand's typical run: the
+    /// typical costs give the shape, the runs' median the total (docs/tracer.md, "--repeat N").
+    fn costs(&self, estimate: Estimate) -> Vec<Vec<u64>> {
+        let mut costs = self.strand_costs(estimate);
+        let sampled = &self.run_work[..self.run_work.len().min(SAMPLED_RUNS)];
+        if estimate == Estimate::Typical && sampled.len() >= 3 {
+            if let Some(target) = crate::noise::median_low(sampled) {
+                scale_to(&mut costs, target);
+            }
+        }
+        costs
+    }
+
+    /// Each thread's strands' own costs by `estimate`, in order (not scaled).
+    fn strand_costs(&self, estimate: Estimate) -> Vec<Vec<u64>> {
+        self.threads
+            .iter()
+            .map(|t| (0..t.ends.len()).map(|i| t.cost(i, estimate)).collect())
+            .collect()
     }
 
     /// Each run's work, for the runs whose strands all matched the first run's.
@@ -499,6 +541,7 @@ impl RecordedRun {
         sink: &mut dyn EventSink,
         estimate: Estimate,
     ) -> Result<(), (PathBuf, ProbesError)> {
+        let costs = self.costs(estimate);
         let mut next = vec![0usize; self.threads.len()];
         let mut words = Vec::new();
         for item in &self.items {
@@ -515,17 +558,19 @@ impl RecordedRun {
                     | TraceEvent::ThreadExit { cost, .. } = &mut event
                     {
                         let i = &mut next[*thread as usize];
-                        *cost = self.threads[*thread as usize].cost(*i, estimate);
+                        *cost = costs[*thread as usize][*i];
                         *i += 1;
                     }
                     sink.event(event);
                 }
                 Item::Hits { thread, count } => {
-                    let strands = &self.threads[*thread as usize];
-                    let i = &mut next[*thread as usize];
+                    let (strands, i) =
+                        (&self.threads[*thread as usize], &mut next[*thread as usize]);
+                    let range = *i..*i + count;
+                    let ends = strands.ends[range.clone()].iter();
                     words.clear();
-                    for k in *i..*i + count {
-                        let (probe, cost) = (strands.ends[k] as usize, strands.cost(k, estimate));
+                    for (&end, &cost) in ends.zip(&costs[*thread as usize][range]) {
+                        let probe = end as usize;
                         match PackedHit::new(probe, cost) {
                             Some(word) => words.push(word.0),
                             None => {

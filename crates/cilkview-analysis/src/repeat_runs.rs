@@ -260,10 +260,14 @@ fn estimate_note(runs: u32) -> String {
             "each strand the mean of its 2 runs where they agree (within 1/{AGREEMENT_FRACTION} \
              of the shorter or {AGREEMENT_FLOOR_NS} ns), else the shorter (--repeat)"
         ),
-        _ if runs as usize > SAMPLED_RUNS => {
-            format!("each strand the median of its first {SAMPLED_RUNS} of {runs} runs (--repeat)")
-        }
-        _ => format!("each strand the median of its {runs} runs (--repeat)"),
+        _ if runs as usize > SAMPLED_RUNS => format!(
+            "each strand the median of its first {SAMPLED_RUNS} of {runs} runs, all scaled to \
+             those runs' median work (--repeat)"
+        ),
+        _ => format!(
+            "each strand the median of its {runs} runs, all scaled to the median run's work \
+             (--repeat)"
+        ),
     }
 }
 

@@ -110,8 +110,14 @@ fn each_strand_is_the_mean_of_its_runs_near_their_median_in_the_first_runs_order
     feed(&mut folder, 300, 301, [45, 12, 19, 90, 39, 9, 9]);
     assert_eq!(folder.finish(), None);
     // Each strand's runs (50, 60, 45), (10, 4, 12), (20, 25, 19), (30, 3, 90), ...: the mean,
-    // rounded, of those within 40 ns of the middle one (90 is not).
-    assert_eq!(run.total(), 52 + 9 + 21 + 17 + 40 + 6 + 5);
+    // rounded, of those within 40 ns of the middle one (90 is not) ...
+    assert_eq!(
+        run.strand_costs(Estimate::Typical),
+        [vec![52, 9, 21, 17, 5], vec![40, 6]]
+    );
+    // ... 150 in all, scaled to the median run's work, 161 (threads in order of appearance,
+    // each prefix rounded).
+    assert_eq!(run.total(), 161);
     assert_eq!(
         run.total_by(Estimate::Minimum),
         45 + 4 + 19 + 3 + 39 + 5 + 1
@@ -127,19 +133,19 @@ fn each_strand_is_the_mean_of_its_runs_near_their_median_in_the_first_runs_order
     assert_eq!(
         kept.events,
         [
-            exec(100, 52),
+            exec(100, 56),
             hit(0, 100, 9),
-            hit(1, 100, 21),
+            hit(1, 100, 23),
             TraceEvent::ThreadStart { tid: 101 },
             TraceEvent::Hit {
                 probe: 1,
                 tid: 100,
-                cost: 17,
+                cost: 18,
                 operand: Some(7)
             },
-            hit(0, 101, 40),
+            hit(0, 101, 43),
             TraceEvent::ThreadExit { tid: 101, cost: 6 },
-            TraceEvent::ThreadExit { tid: 100, cost: 5 },
+            TraceEvent::ThreadExit { tid: 100, cost: 6 },
         ]
     );
 }
@@ -166,15 +172,45 @@ fn interrupted_runs_of_a_strand_are_left_out() {
         [50_500, 12, 20, 25_000, 40, 5, 6],
         [70_400, 11, 20, 31, 40, 5, 6],
         [50_200, 9, 20, 30, 40, 5, 6],
+        [50_100, 10, 20, 30, 40, 5, 6],
+        [50_300, 12, 20, 29, 40, 5, 6],
     ]);
+    assert_eq!(
+        run.strand_costs(Estimate::Typical),
+        [vec![50_220, 11, 20, 30, 6], vec![40, 5]]
+    );
+    // Those sum to 50,332; the median run's work is 50,412 (runs 1, 5, 6 and 7 were not
+    // interrupted): scaled to it.
     let kept = replayed(&run);
-    assert_eq!(kept.events[0], exec(100, 50_233));
+    assert_eq!(kept.events[0], exec(100, 50_300));
     assert_eq!(kept.events[1], hit(0, 100, 11));
-    assert_eq!(run.total(), 50_233 + 11 + 20 + 31 + 40 + 5 + 6);
+    assert_eq!(run.total(), 50_412);
     assert_eq!(
         run.total_by(Estimate::Minimum),
-        50_000 + 9 + 20 + 30 + 40 + 5 + 6
+        50_000 + 9 + 20 + 29 + 40 + 5 + 6
     );
+}
+
+#[test]
+fn the_typical_strands_sum_to_the_median_runs_work() {
+    // A strand lengthened in one run only, a different strand each run (a cache miss, a small
+    // interruption): each strand's typical run leaves it out, every run's work has one. Five
+    // runs of five 20-ns strands and a 1,000-ns one, one of the 20s taking 400 more each run.
+    let mut costs = Vec::new();
+    for k in 0..5 {
+        let mut c = [1_000, 20, 20, 20, 20, 20, 0];
+        c[1 + k] += 400;
+        costs.push(c);
+    }
+    let run = record_runs(&costs);
+    assert_eq!(
+        run.strand_costs(Estimate::Typical),
+        [vec![1_000, 20, 20, 20, 0], vec![20, 20]]
+    );
+    // 1,100 by the strands, 1,500 every run: scaled by 15/11.
+    assert_eq!(run.run_work(), [1_500; 5]);
+    assert_eq!(run.total(), 1_500);
+    assert_eq!(replayed(&run).events[0], exec(100, 1_364));
 }
 
 #[test]
@@ -294,13 +330,14 @@ enum Step {
 }
 
 /// Feeds the steps with `costs` (one per strand, in order) as a backend would: thread `t` is
-/// `tid0 + t`, started (ThreadStart) at its first step, nothing after its exit.
-fn feed_steps(sink: &mut dyn EventSink, steps: &[Step], costs: &[u64], tid0: i32) -> usize {
+/// `tid0 + t`, started (ThreadStart) at its first step, nothing after its exit. Returns the
+/// thread of each strand fed.
+fn feed_steps(sink: &mut dyn EventSink, steps: &[Step], costs: &[u64], tid0: i32) -> Vec<usize> {
     sink.probes_for(Path::new("/bin/app")).unwrap();
     let mut started = [true, false, false];
     let mut exited = [false; 3];
     let mut costs = costs.iter().copied();
-    let mut fed = 0;
+    let mut fed = Vec::new();
     for &step in steps {
         let t = match step {
             Step::Packed(t, _) | Step::Operand(t, ..) | Step::Exit(t) => t as usize,
@@ -314,7 +351,7 @@ fn feed_steps(sink: &mut dyn EventSink, steps: &[Step], costs: &[u64], tid0: i32
             sink.event(TraceEvent::ThreadStart { tid });
         }
         let cost = costs.next().unwrap();
-        fed += 1;
+        fed.push(t);
         match step {
             Step::Packed(_, probe) => {
                 sink.hits(tid, &packed(&[(probe, cost)]));
@@ -334,6 +371,41 @@ fn feed_steps(sink: &mut dyn EventSink, steps: &[Step], costs: &[u64], tid0: i32
     fed
 }
 
+/// `typical` (one per strand, in feed order; `threads[i]`: strand i's thread) as replayed from
+/// `runs` (each run's costs per strand): of three runs or more, scaled to the median (the
+/// lower middle) run's work, each prefix rounded, the threads in order of first appearance.
+fn scaled_to_median_run(typical: &[u64], threads: &[usize], runs: &[Vec<u64>]) -> Vec<u64> {
+    if runs.len() < 3 {
+        return typical.to_vec();
+    }
+    let mut works: Vec<u64> = runs
+        .iter()
+        .map(|c| c[..typical.len()].iter().sum())
+        .collect();
+    works.sort_unstable();
+    let target = u128::from(works[(works.len() - 1) / 2]);
+    let sum: u128 = typical.iter().map(|&c| u128::from(c)).sum();
+    if sum == 0 {
+        return typical.to_vec();
+    }
+    let mut order: Vec<usize> = Vec::new();
+    for &t in threads {
+        if !order.contains(&t) {
+            order.push(t);
+        }
+    }
+    let (mut raw, mut done, mut out) = (0u128, 0u128, typical.to_vec());
+    for t in order {
+        for i in (0..typical.len()).filter(|&i| threads[i] == t) {
+            raw += u128::from(typical[i]);
+            let upto = (raw * target + sum / 2) / sum;
+            out[i] = (upto - done) as u64;
+            done = upto;
+        }
+    }
+    out
+}
+
 fn step() -> impl proptest::strategy::Strategy<Value = Step> {
     use proptest::prelude::*;
     prop_oneof![
@@ -346,9 +418,9 @@ fn step() -> impl proptest::strategy::Strategy<Value = Step> {
 proptest::proptest! {
     /// Recorded, folded with runs of the same strands (other thread ids, other costs) and
     /// replayed: the first run's stream, each cost its strand's typical one (of three runs or
-    /// more the mean of those near their median; of two their mean where they agree within 1/64
-    /// of the shorter or 40 ns,
-    /// else the shorter; by `Estimate::Minimum`, the least).
+    /// more the mean of those near their median, all scaled to the median run's work; of two
+    /// their mean where they agree within 1/64 of the shorter or 40 ns, else the shorter; by
+    /// `Estimate::Minimum`, the least).
     #[test]
     fn the_replay_is_the_first_run_with_each_strands_typical_cost(
         steps in proptest::collection::vec(step(), 0..60),
@@ -356,7 +428,8 @@ proptest::proptest! {
     ) {
         let mut answerer = Kept::default();
         let mut recorder = Recorder::new(&mut answerer);
-        let strands = feed_steps(&mut recorder, &steps, &runs[0], 100);
+        let threads = feed_steps(&mut recorder, &steps, &runs[0], 100);
+        let strands = threads.len();
         let mut run = recorder.finish();
         for (k, costs) in runs.iter().enumerate().skip(1) {
             let mut folder = Folder::new(&mut run);
@@ -389,6 +462,7 @@ proptest::proptest! {
                 }
             })
             .collect();
+        let typical = scaled_to_median_run(&typical, &threads, &runs);
         let minima: Vec<u64> = (0..strands)
             .map(|i| runs.iter().map(|c| c[i]).min().unwrap())
             .collect();

@@ -200,7 +200,7 @@ pub struct RunArgs {
     pub host_dispatch: bool,
     /// With --counter native: run the program N times; each strand's time is the median of its
     /// runs, which leaves out the runs an interruption of the machine lengthened (it rarely lands
-    /// in the same strand twice);
+    /// in the same strand twice), all scaled to sum to the median run's work;
     /// the report states the noise bound of work and span.
     /// The program's output appears N times; its marks must be hit in the same order each run
     /// (standard input reaches the first run only).

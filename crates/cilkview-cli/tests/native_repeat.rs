@@ -39,7 +39,9 @@ fn repeat_runs_the_program_n_times_and_says_so() {
     assert_eq!(five.json["counter"]["runs"], 5);
     let reason = &common::counter_says(&five.json);
     assert!(
-        reason.ends_with("each strand the median of its 5 runs (--repeat)"),
+        reason.ends_with(
+            "each strand the median of its 5 runs, all scaled to the median run's work (--repeat)"
+        ),
         "{reason}"
     );
     // The noise bound: the runs' work around the work, the span by the minima below the span.
