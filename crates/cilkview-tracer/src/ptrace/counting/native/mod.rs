@@ -139,7 +139,11 @@ impl Native {
         let mut hits = Hits {
             tid,
             stubs: &self.stubs,
-            unpatched_cost: self.clock.per_hit,
+            unpatched: ProbeStub {
+                operand: Operand::None,
+                hit_cost: self.clock.per_hit,
+                follows: FOLLOWS_NONE,
+            },
             interruption: self.clock.interruption,
             scale: self.scale,
             packed: &mut self.packed,
