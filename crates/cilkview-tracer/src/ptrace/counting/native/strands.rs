@@ -139,6 +139,24 @@ impl TickScale {
     }
 }
 
+/// Ticks of `from..to` in the intervals `off`, those ending before `to` forgotten; and the start
+/// of the first left (`u64::MAX`: none). Out of line and given only the deque, so the drain's
+/// copy of a thread's [`Strands`] can live in registers (nothing else of it escapes).
+#[cold]
+#[inline(never)]
+fn off_logged(off: &mut VecDeque<(u64, u64)>, from: u64, to: u64) -> (u64, u64) {
+    let mut ticks = 0;
+    while let Some(&(a, b)) = off.front() {
+        ticks += b.min(to).saturating_sub(a.max(from));
+        if b <= to {
+            off.pop_front();
+        } else {
+            break;
+        }
+    }
+    (ticks, off.front().map_or(u64::MAX, |&(a, _)| a))
+}
+
 /// The most ticks a thread's strands owe at once (~1 µs): a long run of strands shorter than the
 /// hit's measured cost (a program marked every few instructions) gives back no more than this.
 const OWED_AT_MOST: u64 = 2_500;
@@ -259,28 +277,13 @@ impl Strands {
         // Nothing logged, or only after `to` (an interval not yet ended starts after it): the
         // common case, once per mark hit.
         if self.off_from < to {
-            self.off_between_logged(from, to)
+            let ticks;
+            (ticks, self.off_from) = off_logged(&mut self.off, from, to);
+            ticks
         } else {
             0
         }
     }
-
-    #[cold]
-    #[inline(never)]
-    fn off_between_logged(&mut self, from: u64, to: u64) -> u64 {
-        let mut ticks = 0;
-        while let Some(&(a, b)) = self.off.front() {
-            ticks += b.min(to).saturating_sub(a.max(from));
-            if b <= to {
-                self.off.pop_front();
-            } else {
-                break;
-            }
-        }
-        self.off_moved();
-        ticks
-    }
-
     /// The strand ends at `tsc` (not counted: `skip` ticks of it): its nanoseconds. Rounding
     /// is carried over, so a thread's costs add up to its charged ticks. A strand shorter than
     /// what is taken off it (the hit's cost varies by a few ns around the one measured) owes the
