@@ -4,7 +4,7 @@
 use cilkview_events::{HitsTotal, PackedHit};
 
 use super::region::Record;
-use super::strands::{HitCost, Strands, TickScale, FOLLOWS_NONE};
+use super::strands::{HitCost, Strands, TickScale};
 use crate::ptrace::Core;
 use crate::sys::Tid;
 use crate::TraceEvent;
@@ -33,8 +33,8 @@ pub(super) struct ProbeStub {
 pub(super) struct Hits<'a> {
     pub(super) tid: Tid,
     pub(super) stubs: &'a [ProbeStub],
-    /// What a hit of a probe without a stub adds to its strand.
-    pub(super) unpatched_cost: HitCost,
+    /// What a probe without a stub is taken as (its hit cost: what a hit adds to its strand).
+    pub(super) unpatched: ProbeStub,
     /// Ticks: a longer gap between back-to-back marks was an interruption.
     pub(super) interruption: u64,
     pub(super) scale: TickScale,
@@ -51,37 +51,44 @@ impl Hits<'_> {
     #[inline(always)]
     pub(super) fn record(&mut self, core: &mut Core<'_>, th: &mut Strands, r: Record) {
         if r.waited != 0 {
-            *self.waits += 1;
-            *self.waited += r.waited;
+            self.waited(r.waited);
         }
         let probe = r.probe as usize;
-        let stub = match self.stubs.get(probe) {
-            Some(&stub) => stub,
-            None => ProbeStub {
-                operand: Operand::None,
-                hit_cost: self.unpatched_cost,
-                follows: FOLLOWS_NONE,
-            },
-        };
+        // By reference: copying the 32-byte `ProbeStub` out was ~8 instructions per hit.
+        let stub = self.stubs.get(probe).unwrap_or(&self.unpatched);
         let off = th.off_between(th.last, r.tsc);
         let at = (r.tsc, off, self.interruption);
         let skip = th.hit_skip(r.probe, stub.follows, stub.hit_cost, at);
         let cost = th.end(r.tsc, skip + off, self.scale);
         th.last = r.tsc + r.waited;
-        let operand = match stub.operand {
-            Operand::None => match PackedHit::new(probe, cost) {
-                Some(w) => {
-                    self.packed.push(w.0);
-                    self.packed_cost += cost;
-                    if self.packed.len() >= PACKED_RUN {
-                        self.flush(core);
-                    }
-                    return;
+        if let Operand::None = stub.operand {
+            if let Some(w) = PackedHit::new(probe, cost) {
+                self.packed.push(w.0);
+                self.packed_cost += cost;
+                if self.packed.len() >= PACKED_RUN {
+                    self.flush(core);
                 }
-                None => None,
-            },
-            Operand::Value => Some(r.operand),
-            Operand::ReturnAddress(load) => Some(r.operand.wrapping_sub(load)),
+                return;
+            }
+        }
+        self.unpacked(core, probe, cost, stub.operand, r.operand);
+    }
+
+    /// A hit that is not packed: its operand, or a cost too large for a packed word.
+    #[cold]
+    #[inline(never)]
+    fn unpacked(
+        &mut self,
+        core: &mut Core<'_>,
+        probe: usize,
+        cost: u64,
+        kind: Operand,
+        value: u64,
+    ) {
+        let operand = match kind {
+            Operand::None => None,
+            Operand::Value => Some(value),
+            Operand::ReturnAddress(load) => Some(value.wrapping_sub(load)),
         };
         self.flush(core);
         core.emit(TraceEvent::Hit {
@@ -90,6 +97,13 @@ impl Hits<'_> {
             cost,
             operand,
         });
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn waited(&mut self, waited: u64) {
+        *self.waits += 1;
+        *self.waited += waited;
     }
 
     /// Hand the packed hits to the sink.

@@ -139,7 +139,11 @@ impl Native {
         let mut hits = Hits {
             tid,
             stubs: &self.stubs,
-            unpatched_cost: self.clock.per_hit,
+            unpatched: ProbeStub {
+                operand: Operand::None,
+                hit_cost: self.clock.per_hit,
+                follows: FOLLOWS_NONE,
+            },
             interruption: self.clock.interruption,
             scale: self.scale,
             packed: &mut self.packed,
@@ -164,7 +168,12 @@ impl Native {
         th.pending = pending;
         if let (Some(region), Some((slot, head))) = (self.region.as_ref(), head) {
             hits.n += head.saturating_sub(th.next);
-            th.next = region.drain(slot, th.next, head, |r| hits.record(core, th, r));
+            // The thread's clock as a local while its ring drains, so its fields can stay in
+            // registers (through `th`, a map's entry, each record loaded and stored them).
+            let mut local = std::mem::replace(th, Strands::new(0));
+            let from = local.next;
+            local.next = region.drain(slot, from, head, |r| hits.record(core, &mut local, r));
+            *th = local;
         }
         hits.flush(core);
         hits.n

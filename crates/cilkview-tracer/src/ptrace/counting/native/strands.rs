@@ -40,7 +40,10 @@ pub(super) struct Strands {
     /// The kernel's record of its context switches, and the intervals it was off its CPU
     /// (ticks; `u64::MAX`: not back yet) not yet taken off a strand.
     pub(super) switches: Option<SwitchLog>,
-    pub(super) off: VecDeque<(u64, u64)>,
+    off: VecDeque<(u64, u64)>,
+    /// The start of `off`'s first interval, `u64::MAX` if none: a strand ending at or before it
+    /// was never off its CPU (one compare per hit, not the deque's front).
+    off_from: u64,
     /// The tool's copy of its instructions counter ([`Reading::Rdpmc`]).
     pub(super) counter: Option<File>,
     /// The probe of its last hit ([`NO_PROBE`] before the first).
@@ -136,6 +139,24 @@ impl TickScale {
     }
 }
 
+/// Ticks of `from..to` in the intervals `off`, those ending before `to` forgotten; and the start
+/// of the first left (`u64::MAX`: none). Out of line and given only the deque, so the drain's
+/// copy of a thread's [`Strands`] can live in registers (nothing else of it escapes).
+#[cold]
+#[inline(never)]
+fn off_logged(off: &mut VecDeque<(u64, u64)>, from: u64, to: u64) -> (u64, u64) {
+    let mut ticks = 0;
+    while let Some(&(a, b)) = off.front() {
+        ticks += b.min(to).saturating_sub(a.max(from));
+        if b <= to {
+            off.pop_front();
+        } else {
+            break;
+        }
+    }
+    (ticks, off.front().map_or(u64::MAX, |&(a, _)| a))
+}
+
 /// The most ticks a thread's strands owe at once (~1 µs): a long run of strands shorter than the
 /// hit's measured cost (a program marked every few instructions) gives back no more than this.
 const OWED_AT_MOST: u64 = 2_500;
@@ -154,6 +175,7 @@ impl Strands {
             stopped_at: Some(now),
             switches: None,
             off: VecDeque::new(),
+            off_from: u64::MAX,
             counter: None,
             prev: NO_PROBE,
             empty: EmptyStrands::default(),
@@ -216,6 +238,12 @@ impl Strands {
                 last.1 = t.max(last.0);
             }
         });
+        self.off_moved();
+    }
+
+    /// Bring `off_from` up to date with `off`.
+    fn off_moved(&mut self) {
+        self.off_from = self.off.front().map_or(u64::MAX, |&(a, _)| a);
     }
 
     /// A new thread's, stopped by the tracer now; reading instructions, they count from its
@@ -246,27 +274,16 @@ impl Strands {
     /// Ticks of `from..to` the thread was off its CPU; forgets what ends before `to`.
     #[inline(always)]
     pub(super) fn off_between(&mut self, from: u64, to: u64) -> u64 {
-        match self.off.front() {
-            // Nothing logged, or only after `to` (an interval not yet ended starts after it):
-            // the common case, once per mark hit.
-            Some(&(a, _)) if a < to => self.off_between_logged(from, to),
-            _ => 0,
+        // Nothing logged, or only after `to` (an interval not yet ended starts after it): the
+        // common case, once per mark hit.
+        if self.off_from < to {
+            let ticks;
+            (ticks, self.off_from) = off_logged(&mut self.off, from, to);
+            ticks
+        } else {
+            0
         }
     }
-
-    fn off_between_logged(&mut self, from: u64, to: u64) -> u64 {
-        let mut ticks = 0;
-        while let Some(&(a, b)) = self.off.front() {
-            ticks += b.min(to).saturating_sub(a.max(from));
-            if b <= to {
-                self.off.pop_front();
-            } else {
-                break;
-            }
-        }
-        ticks
-    }
-
     /// The strand ends at `tsc` (not counted: `skip` ticks of it): its nanoseconds. Rounding
     /// is carried over, so a thread's costs add up to its charged ticks. A strand shorter than
     /// what is taken off it (the hit's cost varies by a few ns around the one measured) owes the
@@ -281,9 +298,10 @@ impl Strands {
         self.owed = off.saturating_sub(raw).min(OWED_AT_MOST);
         self.strand = 0;
         self.charged += ticks;
+        // `charged` only grows and the scale is monotonic: `ns` is never below `reported`.
         let ns = scale.of(self.charged);
-        let cost = ns.saturating_sub(self.reported);
-        self.reported = self.reported.max(ns);
+        let cost = ns - self.reported;
+        self.reported = ns;
         cost
     }
 
@@ -340,6 +358,7 @@ mod tests {
     fn off_cpu_intervals_are_taken_off_the_strands_they_cut() {
         let mut th = Strands::new(0);
         th.off.extend([(10, 20), (30, u64::MAX)]);
+        th.off_moved();
         // Before any interval: nothing, nothing forgotten.
         assert_eq!(th.off_between(0, 5), 0);
         assert_eq!(th.off.len(), 2);
