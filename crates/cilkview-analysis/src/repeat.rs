@@ -290,8 +290,9 @@ impl<'a> Recorder<'a> {
     }
 
     pub fn finish(mut self) -> RecordedRun {
-        // The first run's work: its one cost per strand (the least of one run).
-        self.run.run_work.push(self.run.total_by(Estimate::Minimum));
+        // The first run's work: the sum of its strands' costs.
+        let work = self.run.threads.iter().flat_map(|t| &t.sums).sum();
+        self.run.run_work.push(work);
         self.run
     }
 }

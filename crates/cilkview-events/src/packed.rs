@@ -45,6 +45,10 @@ impl PackedHit {
     #[inline(always)]
     pub fn new(probe: usize, cost: u64) -> Option<PackedHit> {
         // Both bounds (each 2^k - 1) in one test: the native drain's hot path packs every hit.
+        const _: () = assert!(
+            PackedHit::MAX_PROBE & (PackedHit::MAX_PROBE + 1) == 0
+                && PackedHit::MAX_COST & (PackedHit::MAX_COST + 1) == 0
+        );
         const OVER: (u64, u64) = (!(PackedHit::MAX_PROBE as u64), !PackedHit::MAX_COST);
         ((probe as u64 & OVER.0) | (cost & OVER.1) == 0)
             .then_some(PackedHit((cost << 26) | ((probe as u64) << 2)))
