@@ -116,20 +116,11 @@ if r["unit"] == "nanoseconds":
     cpu = re.search(rf"CPUAT \d+ ([0-9.]+) ([0-9.]+) \d+ {name[:15]}\n", open(err).read())
     cpu_ns = (float(cpu[1]) + float(cpu[2])) * 1e9 if cpu else None
     row += f" {r['work'] / cpu_ns:.2f} |" if cpu else " - |"
-    # The CPU time less what the report says the tool took from the program: each mark hit's
-    # stub (the cost it measured in the program, else at start-up) and the waits for the
-    # analysis. The hit's cost is the tool's own measurement, taken off the work too: this
-    # column checks that no other time is lost or counted twice, not that cost (the fine tree's
-    # test against the unmarked tree does: docs/benchmarks.md, "Fine strands").
-    notes = " ".join(n["text"] for n in r["counter"].get("notes", []))
-    hit = re.search(r"a mark hit cost ([0-9.]+) ns in the program", notes) or re.search(
-        r"([0-9.]+) ns per mark hit measured at start-up", notes)
-    waited = re.search(r"waited for the analysis at \d+ mark hits, ([0-9.]+) ms", notes)
-    if cpu and hit:
-        own = cpu_ns - r["events"] * float(hit[1]) - (float(waited[1]) * 1e6 if waited else 0)
-        row += f" {r['work'] / own:.2f} |"
-    else:
-        row += " - |"
+    # The CPU time less what the report says the tool took from the program (tool_share.py).
+    sys.path.insert(0, "scripts/bench")
+    from tool_share import taken_ns
+    taken = taken_ns(r)
+    row += f" {r['work'] / (cpu_ns - taken):.2f} |" if cpu and taken is not None else " - |"
 print(row)
 PY
 done <<<"$programs"

@@ -91,17 +91,12 @@ same = sorted(c for c, _ in traced)[len(traced) // 2]
 strand = r["work"] / max(r["events"], 1)
 noise = re.search(r"work [\d.]+ ms (±[\d.]+%).*span [\d.]+ ms (−[\d.]+%)", open(err).read())
 noise = f"{noise[1]}; {noise[2]}" if noise else "-"
-# The same less what the report says the tool took from the program: each mark hit's stub (the
-# cost it measured in the program, else at start-up) and the waits for the analysis, over the
-# whole program's hits (the kernel's are most of them). That cost is the tool's own measurement,
-# taken off the work too: this checks that no other time is lost or counted twice.
-notes = " ".join(n["text"] for n in r["counter"].get("notes", []))
-hit = re.search(r"a mark hit cost ([0-9.]+) ns in the program", notes) or re.search(
-    r"([0-9.]+) ns per mark hit measured at start-up", notes)
-waited = re.search(r"waited for the analysis at \d+ mark hits, ([0-9.]+) ms", notes)
-# (The notes are of one run, as `same` is.)
-taken = r["events"] * float(hit[1]) + (float(waited[1]) * 1e6 if waited else 0) if hit else 0
-less = f"{k['work'] / (same - taken):.2f}" if hit and same > taken else "-"
+# The same less what the report says the tool took from the program (tool_share.py; of one run,
+# as `same` is; over the whole program's hits, the kernel's being most of them).
+sys.path.insert(0, "scripts/bench")
+from tool_share import taken_ns
+taken = taken_ns(r)
+less = f"{k['work'] / (same - taken):.2f}" if taken is not None and same > taken else "-"
 print(f"{par:,.1f}|{k['work'] / own:.2f}|{strand:,.0f} ns|{preempted}|{noise}|{slower:.1f}x|{k['work'] / same:.2f}|{less}")
 PY
 )")
