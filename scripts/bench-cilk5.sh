@@ -84,15 +84,17 @@ kernel = re.compile(r"kernel cpu (\d+) ns, (\d+) preemptions")
 own = min(int(m[1]) for m in kernel.finditer(open(untraced).read()))
 traced = [(int(m[1]), int(m[2])) for m in kernel.finditer(open(err).read())]
 preempted = sum(p for _, p in traced) // len(traced)
-# The kernel's CPU time in the traced runs themselves (the median of --repeat's): taken at the
-# same moment as the work, so the machine's speed, which drifts up to 2x on a shared VM, is the
-# same for both; it includes the stubs' ~10 ns per hit, which the work does not.
-same = sorted(c for c, _ in traced)[len(traced) // 2]
+# The kernel's CPU time in the traced runs themselves (with --repeat, that of the run whose work
+# the report's is, whose notes it gives: `median_run`): taken at the same moment as the work, so
+# the machine's speed, which drifts up to 2x on a shared VM, is the same for both; it includes
+# the stubs' ~10 ns per hit, which the work does not.
+median_run = (r["counter"].get("noise") or {}).get("median_run")
+same = traced[median_run - 1][0] if median_run else sorted(c for c, _ in traced)[len(traced) // 2]
 strand = r["work"] / max(r["events"], 1)
 noise = re.search(r"work [\d.]+ ms (±[\d.]+%).*span [\d.]+ ms (−[\d.]+%)", open(err).read())
 noise = f"{noise[1]}; {noise[2]}" if noise else "-"
-# The same less what the report says the tool took from the program (tool_share.py; of one run,
-# as `same` is; over the whole program's hits, the kernel's being most of them).
+# The same less what the report says the tool took from the program (tool_share.py; of the same
+# run as `same`; over the whole program's hits, the kernel's being most of them).
 sys.path.insert(0, "scripts/bench")
 from tool_share import taken_ns
 taken = taken_ns(r)

@@ -6,7 +6,7 @@ hits, and the program's waits for the analysis, read from the counter's notes of
 The hit's cost is the tool's own measurement, taken off the work too: a ratio of work to the CPU
 time less this checks that no other time is lost or counted twice, not that cost (the fine
 tree's test against the same tree unmarked does: docs/benchmarks.md, "Fine strands"). The notes
-are of one run.
+are of one run (with --repeat, of the run whose work the report's is: `counter.noise.median_run`).
 """
 import re
 

@@ -312,6 +312,7 @@ fn add_repeated(report: &mut RunReport, repeated: Repeated, time: bool, info: Ru
         runs,
         warnings,
         recorded,
+        median_run,
     } = repeated;
     report.counter.runs = runs;
     report.warnings.extend(warnings);
@@ -326,6 +327,7 @@ fn add_repeated(report: &mut RunReport, repeated: Repeated, time: bool, info: Ru
             work: report.measures.work,
             span: report.measures.span,
             span_low,
+            median_run,
         };
         report.warnings.push(noise.line());
         report.counter.noise = Some(noise.summary());

@@ -14,6 +14,9 @@ pub(crate) struct NoiseLine<'a> {
     pub span: u64,
     /// The span with each strand at its shortest run (3 runs or more).
     pub span_low: Option<u64>,
+    /// The run whose work the report's is (its number, from 1), where the strands were scaled
+    /// to it.
+    pub median_run: Option<u32>,
 }
 
 impl NoiseLine<'_> {
@@ -37,6 +40,7 @@ impl NoiseLine<'_> {
             run_work_most: self.run_work.iter().max().copied(),
             run_work_median: median_low(self.run_work),
             span_at_shortest: self.span_low,
+            median_run: self.median_run,
         }
     }
 
@@ -101,9 +105,15 @@ pub(crate) fn hit_cost_bound(hits: u64, work: u64) -> Option<String> {
 
 /// The middle value of `values` (the lower middle one of an even number).
 pub(crate) fn median_low(values: &[u64]) -> Option<u64> {
-    let mut sorted = values.to_vec();
-    sorted.sort_unstable();
-    sorted.get(sorted.len().checked_sub(1)? / 2).copied()
+    median_index(values).map(|i| values[i])
+}
+
+/// Where in `values` its middle value is (the lower middle one of an even number; equal values
+/// in their order).
+pub(crate) fn median_index(values: &[u64]) -> Option<usize> {
+    let mut order: Vec<usize> = (0..values.len()).collect();
+    order.sort_by_key(|&i| (values[i], i));
+    order.get(order.len().checked_sub(1)? / 2).copied()
 }
 
 /// Nanoseconds as milliseconds, 3 significant decimals.
@@ -123,6 +133,7 @@ mod tests {
             work: 10_000_000,
             span: 2_000_000,
             span_low: Some(1_500_000),
+            median_run: Some(2),
         };
         assert_eq!(noise.work_bound(), Some(0.1));
         assert_eq!(noise.span_bound(), Some(0.25));
@@ -158,6 +169,15 @@ mod tests {
     }
 
     #[test]
+    fn the_median_is_found_where_it_lies() {
+        assert_eq!(median_index(&[30, 10, 20]), Some(2));
+        assert_eq!(median_index(&[40, 10, 30, 20]), Some(3));
+        assert_eq!(median_index(&[5, 5, 5]), Some(1));
+        assert_eq!(median_index(&[]), None);
+        assert_eq!(median_low(&[40, 10, 30, 20]), Some(20));
+    }
+
+    #[test]
     fn two_runs_bound_the_work_only() {
         let noise = NoiseLine {
             runs: 2,
@@ -165,6 +185,7 @@ mod tests {
             work: 1_000_000,
             span: 10_000,
             span_low: None,
+            median_run: None,
         };
         assert_eq!(noise.span_bound(), None);
         assert!(noise.line().contains("±5.0%"), "{}", noise.line());

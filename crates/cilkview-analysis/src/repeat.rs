@@ -513,13 +513,22 @@ impl RecordedRun {
     /// typical costs give the shape, the runs' median the total (docs/tracer.md, "--repeat N").
     fn costs(&self, estimate: Estimate) -> Vec<Vec<u64>> {
         let mut costs = self.strand_costs(estimate);
-        let sampled = &self.run_work[..self.run_work.len().min(SAMPLED_RUNS)];
-        if estimate == Estimate::Typical && sampled.len() >= 3 {
-            if let Some(target) = crate::noise::median_low(sampled) {
-                scale_to(&mut costs, target);
+        if estimate == Estimate::Typical {
+            if let Some(median) = self.median_run() {
+                scale_to(&mut costs, self.run_work[median]);
             }
         }
         costs
+    }
+
+    /// Where the typical costs are scaled to a run's work (3 runs or more), which run: its
+    /// index in [`RecordedRun::run_work`], the median (the lower middle one) of the first
+    /// [`SAMPLED_RUNS`].
+    pub fn median_run(&self) -> Option<usize> {
+        let sampled = &self.run_work[..self.run_work.len().min(SAMPLED_RUNS)];
+        (sampled.len() >= 3)
+            .then(|| crate::noise::median_index(sampled))
+            .flatten()
     }
 
     /// Each thread's strands' own costs by `estimate`, in order (not scaled).

@@ -78,6 +78,9 @@ pub(crate) struct Repeated {
     pub runs: u32,
     pub warnings: Vec<String>,
     pub recorded: RecordedRun,
+    /// The run (its number, from 1) whose work the strands were scaled to, whose counter notes
+    /// the report gives (3 runs or more).
+    pub median_run: Option<u32>,
 }
 
 /// The span of `recorded` replayed with each strand's cost by `estimate`.
@@ -175,6 +178,9 @@ pub(crate) fn run_repeatedly(
     let began = Instant::now();
     let mut outcome = backend.run(options, counter.clone(), &mut recorder)?;
     let mut recorded = recorder.finish();
+    // The runs whose strands all matched the first's (as `recorded.run_work()`): their numbers
+    // and counter notes, so that the report's are those of the run its work is.
+    let mut matched = vec![(1, std::mem::take(&mut outcome.counter.notes))];
     let mut settling = Settling::of(request.repeat);
     let runs = request.repeat.most();
     let mut done = 1;
@@ -185,6 +191,9 @@ pub(crate) fn run_repeatedly(
         let later = backend.run(options, counter.clone(), &mut folder)?;
         let divergence = folder.finish();
         done = run;
+        if divergence.is_none() {
+            matched.push((run, later.counter.notes));
+        }
         if later.status != outcome.status {
             let planned = if settling.is_some() { run } else { runs };
             warnings.push(ended_otherwise(run, planned, later.status, outcome.status));
@@ -213,11 +222,15 @@ pub(crate) fn run_repeatedly(
         .replay(session, Estimate::Typical)
         .map_err(|(image, message)| TraceError::Probes { image, message })?;
     outcome.total_cost = recorded.total();
+    let median = recorded.median_run().unwrap_or(0);
+    let (median_run, notes) = matched.swap_remove(median);
+    outcome.counter.notes = notes;
+    let median_run = recorded.median_run().map(|_| median_run);
     if done > 1 {
-        outcome
-            .counter
-            .notes
-            .push(cilkview_events::Note::new("repeat", estimate_note(done)));
+        outcome.counter.notes.push(cilkview_events::Note::new(
+            "repeat",
+            estimate_note(done, median_run),
+        ));
     }
     Ok((
         outcome,
@@ -225,6 +238,7 @@ pub(crate) fn run_repeatedly(
             runs: done,
             warnings,
             recorded,
+            median_run,
         },
     ))
 }
@@ -252,8 +266,9 @@ fn status_words(status: ExitStatus) -> String {
     }
 }
 
-/// How each strand's time was estimated from `runs` runs (two or more), for the report's note.
-fn estimate_note(runs: u32) -> String {
+/// How each strand's time was estimated from `runs` runs (two or more), for the report's note;
+/// `median_run`, the run the strands were scaled to.
+fn estimate_note(runs: u32, median_run: Option<u32>) -> String {
     use crate::repeat::{AGREEMENT_FLOOR_NS, AGREEMENT_FRACTION, SAMPLED_RUNS};
     match runs {
         2 => format!(
@@ -262,13 +277,22 @@ fn estimate_note(runs: u32) -> String {
         ),
         _ if runs as usize > SAMPLED_RUNS => format!(
             "each strand the median of its first {SAMPLED_RUNS} of {runs} runs, all scaled to \
-             those runs' median work (--repeat)"
+             those runs' median work{} (--repeat)",
+            whose(median_run)
         ),
         _ => format!(
-            "each strand the median of its {runs} runs, all scaled to the median run's work \
-             (--repeat)"
+            "each strand the median of its {runs} runs, all scaled to the median run's work{} \
+             (--repeat)",
+            whose(median_run)
         ),
     }
+}
+
+/// Which run the notes are of, for the estimate's note.
+fn whose(median_run: Option<u32>) -> String {
+    median_run
+        .map(|run| format!(": run {run}'s, whose notes these are"))
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -37,11 +37,21 @@ fn repeat_runs_the_program_n_times_and_says_so() {
     assert_eq!(five.code(), Some(0), "{}", five.stderr());
     assert_eq!(five.stdout(), output.repeat(5));
     assert_eq!(five.json["counter"]["runs"], 5);
+    // The work is the median run's, and the counter's notes (a hit's cost, the waits) are
+    // that run's, named in the note and the JSON.
     let reason = &common::counter_says(&five.json);
+    let noise_block = &five.json["counter"]["noise"];
+    let median_run = noise_block["median_run"].as_u64().unwrap();
+    assert!((1..=5).contains(&median_run), "{noise_block}");
+    assert_eq!(
+        noise_block["run_work_median"].as_u64(),
+        Some(five.u("work"))
+    );
     assert!(
-        reason.ends_with(
-            "each strand the median of its 5 runs, all scaled to the median run's work (--repeat)"
-        ),
+        reason.ends_with(&format!(
+            "each strand the median of its 5 runs, all scaled to the median run's work: run \
+             {median_run}'s, whose notes these are (--repeat)"
+        )),
         "{reason}"
     );
     // The noise bound: the runs' work around the work, the span by the minima below the span.

@@ -50,6 +50,11 @@ pub struct TimeNoise {
     /// The span with each strand at its shortest run (3 runs or more).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub span_at_shortest: Option<u64>,
+    /// The run (its number, from 1) whose work the report's work is, where the strands' typical
+    /// costs were scaled to the median run's work (3 runs or more): the counter's notes (a mark
+    /// hit's cost, the waits for the analysis) are that run's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub median_run: Option<u32>,
 }
 
 fn one_run() -> u32 {
