@@ -20,3 +20,14 @@ def taken_ns(report):
         return None
     waited = re.search(r"waited for the analysis at \d+ mark hits, ([0-9.]+) ms", notes)
     return report["events"] * float(hit[1]) + (float(waited[1]) * 1e6 if waited else 0)
+
+
+def accounted(report):
+    """The report's own check of a time measurement (the native counter's `cpu-time` note): the
+    share of the program's CPU time (the kernel's count, less the tool's stops) that the work,
+    the mark hits' cost and the waits account for, as a fraction; None if the report has none."""
+    for note in report["counter"].get("notes", []):
+        if note["id"] == "cpu-time":
+            share = re.search(r"account for ([0-9.]+)%", note["text"])
+            return float(share[1]) / 100 if share else None
+    return None

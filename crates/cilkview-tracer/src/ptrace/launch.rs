@@ -56,9 +56,7 @@ pub(crate) fn run<C: Counting>(
         .start(&mut child)
         .and_then(|()| t.event_loop(&child, opts));
     crate::signals::forward::ended();
-    if let Some(note) = t.counting.summary() {
-        info.notes.push(cilkview_events::Note::new("counter", note));
-    }
+    info.notes.extend(t.counting.summary());
     match result {
         Ok(status) => Ok(Outcome {
             status,

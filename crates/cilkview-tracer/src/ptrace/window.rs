@@ -55,9 +55,7 @@ pub(crate) fn attach<C: Counting>(
     let result = t.attach_session(opts, wake, &mut alarm);
     alarm.cancel();
     let mut info = info;
-    if let Some(note) = t.counting.summary() {
-        info.notes.push(cilkview_events::Note::new("counter", note));
-    }
+    info.notes.extend(t.counting.summary());
     match result {
         Ok((ending, elapsed)) => Ok(AttachOutcome {
             ending,

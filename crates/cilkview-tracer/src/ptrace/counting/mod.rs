@@ -94,10 +94,10 @@ pub(crate) trait Counting {
     fn flush(&mut self, _core: &mut Core<'_>, _tid: Tid) -> Result<(), TraceError> {
         Ok(())
     }
-    /// A note for the counter's notes at the end of the run (e.g. how long the program waited
-    /// for the tool), if any.
-    fn summary(&self) -> Option<String> {
-        None
+    /// Notes for the counter's notes at the end of the run (e.g. how long the program waited
+    /// for the tool), each with its id.
+    fn summary(&self) -> Vec<cilkview_events::Note> {
+        Vec::new()
     }
     /// The next event of any tracee (a counting that records in the program's memory reports
     /// its records while it waits).

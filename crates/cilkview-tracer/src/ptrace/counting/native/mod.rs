@@ -14,6 +14,7 @@
 
 mod call_gadget;
 mod clock;
+mod cpu_time;
 mod hits;
 mod inject;
 mod instructions;
@@ -38,6 +39,7 @@ use std::time::Duration;
 use nix::libc;
 
 use self::clock::Clock;
+use self::cpu_time::ProgramCpu;
 use self::hits::{Hits, Operand, ProbeStub, PACKED_RUN};
 use self::inject::setup_err;
 use self::polling::{next_sleep, IDLE_MIN};
@@ -81,6 +83,10 @@ pub(crate) struct Native {
     waited: u64,
     /// The empty strands' gaps of threads gone (`Strands::empty_gaps`): sum, number.
     empty_gaps: (u64, u64),
+    /// Hits reported, all threads.
+    hits: u64,
+    /// The program's CPU time, for the note that sets the work against it.
+    cpu: ProgramCpu,
 }
 
 /// Room for a thread's pending items kept from one report to the next (40 bytes each).
@@ -103,6 +109,8 @@ impl Native {
             waits: 0,
             waited: 0,
             empty_gaps: (0, 0),
+            hits: 0,
+            cpu: ProgramCpu::default(),
         }
     }
 
@@ -176,7 +184,9 @@ impl Native {
             *th = local;
         }
         hits.flush(core);
-        hits.n
+        let n = hits.n;
+        self.hits += n;
+        n
     }
 
     /// Place stubs for the probes at `addrs` (just placed by `core`) and patch their marks.
@@ -311,6 +321,8 @@ impl Counting for Native {
         }
         self.threads.insert(tid, th);
         if !at_exec {
+            // (The launched program's CPU time is measured from its exec: `exec`.)
+            self.cpu.start(tid);
             self.give_slot(tid, false)?;
         }
         Ok(())
@@ -353,6 +365,7 @@ impl Counting for Native {
         let off = th.off_between(th.last, now);
         let cost = th.end(now, off, k);
         th.last = now;
+        self.cpu.ended(tid, th.reported);
         cost
     }
 
@@ -385,6 +398,7 @@ impl Counting for Native {
                 th.pending.push(Item::Pause { from, to: rdtsc() });
             }
         }
+        self.cpu.resumed(tid);
         restart(tid, Restart::Continue(sig))
     }
 
@@ -396,6 +410,7 @@ impl Counting for Native {
             .remove(&former)
             .unwrap_or_else(|| Strands::starting(self.clock.reading));
         let measured = self.region.is_some();
+        self.cpu.exec(former, tid, measured);
         self.region = None;
         self.hook = None;
         self.stubs.clear();
@@ -474,6 +489,7 @@ impl Counting for Native {
 
     fn stopped(&mut self, tid: Tid) {
         self.current = Some(tid);
+        self.cpu.stopped(tid);
         // Instructions do not run while stopped: no pause to take off.
         if let (Some(th), Reading::Tsc) = (self.threads.get_mut(&tid), self.clock.reading) {
             th.stopped_at = Some(rdtsc());
@@ -481,20 +497,31 @@ impl Counting for Native {
         self.collect(tid);
     }
 
-    fn summary(&self) -> Option<String> {
+    fn summary(&self) -> Vec<cilkview_events::Note> {
         let waits = self.waits_summary();
         let (sum, n) = (self.threads.values().map(Strands::empty_gaps))
             .fold(self.empty_gaps, |a, b| (a.0 + b.0, a.1 + b.1));
-        if n == 0 {
-            return Some(waits);
-        }
         let ns = |ticks: f64| ticks * self.clock.ns_per_tick();
-        Some(format!(
-            "{waits}; a mark hit cost {:.1} ns in the program (the mean of {n} gaps between marks \
-             back to back, taken off its strands from the 1024th on), {:.1} ns at start-up",
-            ns(sum as f64 / n as f64),
-            ns(self.clock.per_hit.ticks()),
-        ))
+        let per_hit = ns(self.clock.per_hit.ticks());
+        let (counter, hit_ns) = if n == 0 {
+            (waits, per_hit)
+        } else {
+            let in_program = ns(sum as f64 / n as f64);
+            let text = format!(
+                "{waits}; a mark hit cost {in_program:.1} ns in the program (the mean of {n} \
+                 gaps between marks back to back, taken off its strands from the 1024th on), \
+                 {per_hit:.1} ns at start-up"
+            );
+            (text, in_program)
+        };
+        let mut notes = vec![cilkview_events::Note::new("counter", counter)];
+        if self.clock.reading == Reading::Tsc {
+            let waited = ns(self.waited as f64);
+            if let Some(cpu) = self.cpu.note(self.hits, hit_ns, waited) {
+                notes.push(cilkview_events::Note::new("cpu-time", cpu));
+            }
+        }
+        notes
     }
 
     fn wait(&mut self, core: &mut Core<'_>) -> Result<Wait, TraceError> {
