@@ -158,9 +158,9 @@ fn accounted_share(a: &common::Analysis) -> f64 {
         .unwrap_or_else(|| panic!("no cpu-time note: {notes:?}"));
     let text = note["text"].as_str().unwrap();
     let share = text
-        .rsplit("account for ")
-        .next()
-        .and_then(|s| s.strip_suffix('%'))
+        .split("account for ")
+        .nth(1)
+        .and_then(|s| s.split('%').next())
         .and_then(|s| s.parse::<f64>().ok())
         .unwrap_or_else(|| panic!("{text}"));
     // The tool's own set-up ran on the program's thread and is said apart.

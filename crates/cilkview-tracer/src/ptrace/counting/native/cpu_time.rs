@@ -12,13 +12,21 @@ use std::os::unix::fs::FileExt;
 
 use crate::sys::Tid;
 
-/// One thread's CPU-time reader and readings (nanoseconds).
+/// One thread's CPU-time reader and readings.
 struct ThreadCpu {
     schedstat: File,
-    /// Its CPU time when its measurement began (exec, attach, or its first stop).
-    start: u64,
+    /// Its reading when its measurement began (exec, attach, or its first stop).
+    start: Schedstat,
     /// Its CPU time when the tracer saw it stop, until it is resumed.
     at_stop: Option<u64>,
+}
+
+/// A thread's `/proc/TID/schedstat`: its CPU time (ns) and how many times it was switched onto
+/// a CPU.
+#[derive(Clone, Copy)]
+struct Schedstat {
+    ns: u64,
+    runs: u64,
 }
 
 /// The program's CPU time, its threads' in all, and the share of it in the tool's stops.
@@ -31,16 +39,28 @@ pub(super) struct ProgramCpu {
     in_stops: u64,
     /// Threads whose CPU time could not be read at their start or end: no total.
     unread: u32,
+    /// How many times the threads that ended were switched onto a CPU, and how many of those
+    /// were the tool's resumes after its stops.
+    runs: u64,
+    resumes: u64,
     /// The work by time of the threads that ended (ns).
     work: u64,
 }
 
-/// A thread's CPU time in nanoseconds (the first field of `/proc/TID/schedstat`).
-fn read_ns(file: &File) -> Option<u64> {
-    let mut buf = [0u8; 64];
+/// A thread's schedstat: `sum_exec_runtime run_delay pcount`.
+fn read(file: &File) -> Option<Schedstat> {
+    let mut buf = [0u8; 80];
     let n = file.read_at(&mut buf, 0).ok()?;
     let text = std::str::from_utf8(&buf[..n]).ok()?;
-    text.split_whitespace().next()?.parse().ok()
+    let mut fields = text.split_whitespace().map(|f| f.parse::<u64>().ok());
+    let ns = fields.next()??;
+    let runs = fields.nth(1)??;
+    Some(Schedstat { ns, runs })
+}
+
+/// A thread's CPU time in nanoseconds.
+fn read_ns(file: &File) -> Option<u64> {
+    read(file).map(|r| r.ns)
 }
 
 impl ProgramCpu {
@@ -50,13 +70,13 @@ impl ProgramCpu {
     pub fn start(&mut self, tid: Tid) {
         let reading = File::open(format!("/proc/{tid}/schedstat"))
             .ok()
-            .and_then(|f| read_ns(&f).map(|ns| (f, ns)));
+            .and_then(|f| read(&f).map(|r| (f, r)));
         match reading {
             Some((schedstat, start)) => {
                 let th = ThreadCpu {
                     schedstat,
                     start,
-                    at_stop: Some(start),
+                    at_stop: Some(start.ns),
                 };
                 self.threads.insert(tid, th);
             }
@@ -88,6 +108,7 @@ impl ProgramCpu {
         if let Some(th) = self.threads.get_mut(&tid) {
             if let (Some(at), Some(now)) = (th.at_stop.take(), read_ns(&th.schedstat)) {
                 self.in_stops += now.saturating_sub(at);
+                self.resumes += 1;
             }
         }
     }
@@ -97,9 +118,10 @@ impl ProgramCpu {
         let Some(th) = self.threads.remove(&tid) else {
             return;
         };
-        match read_ns(&th.schedstat) {
+        match read(&th.schedstat) {
             Some(now) => {
-                self.ended += now.saturating_sub(th.start);
+                self.ended += now.ns.saturating_sub(th.start.ns);
+                self.runs += now.runs.saturating_sub(th.start.runs);
                 self.work += work;
             }
             None => self.unread += 1,
@@ -118,11 +140,14 @@ impl ProgramCpu {
         let stubs = hits as f64 * hit_ns;
         let accounted = self.work as f64 + stubs + waited_ns;
         let ms = |ns: f64| ns / 1e6;
+        let switched = self.runs.saturating_sub(self.resumes);
         Some(format!(
             "the program's threads ran {:.3} ms on the CPU (the kernel's count), {:.3} ms of it \
              in the tool's stops (its set-up, library loads, signals); of the {:.3} ms left, \
              the work by time ({:.3} ms), its {hits} mark hits' cost ({:.3} ms) and its waits \
-             for the analysis ({:.3} ms) account for {:.1}%",
+             for the analysis ({:.3} ms) account for {:.1}% (its threads were switched back \
+             onto a CPU {switched} times; on a VM the kernel's count can hold 10-60 µs at each \
+             wake-up from a sleep that no strand has)",
             ms(self.ended as f64),
             ms(self.in_stops as f64),
             ms(own as f64),
