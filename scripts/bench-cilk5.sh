@@ -46,8 +46,8 @@ TABLE
 python3 scripts/bench/port_cilk5.py "$1/cilk5" "$work/src" >/dev/null
 echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(date -u +%F), load $(cut -d' ' -f1-3 /proc/loadavg); cilkbench $(git -C "$1" rev-parse --short HEAD 2>/dev/null || echo "$1"); $(gcc --version | head -1)"
 echo
-echo "| program | arguments | exact | native, 1 run | native \`--repeat 5\` | work / kernel CPU untraced (1 run; repeat 5) | work / kernel CPU of the traced runs (1 run; repeat 5) | the same, less the stubs and waits | mean strand | preemptions | noise (repeat 5: work; span) | span's time per instruction / the kernel's (repeat 5) |"
-echo "|---|---|---:|---:|---:|---|---|---|---:|---:|---|---:|"
+echo "| program | arguments | exact | native, 1 run | native \`--repeat 5\` | work / kernel CPU untraced (1 run; repeat 5) | work / kernel CPU of the traced runs (1 run; repeat 5) | the same, less the stubs and waits | the report's CPU check (1 run; repeat 5) | mean strand | preemptions | noise (repeat 5: work; span) | span's time per instruction / the kernel's (repeat 5) |"
+echo "|---|---|---:|---:|---:|---|---|---|---|---:|---:|---|---:|"
 while IFS='|' read -r name small full; do
     if [ -n "${ONLY:-}" ] && [[ ",$ONLY," != *",$name,"* ]]; then
         continue
@@ -96,15 +96,19 @@ noise = f"{noise[1]}; {noise[2]}" if noise else "-"
 # The same less what the report says the tool took from the program (tool_share.py; of the same
 # run as `same`; over the whole program's hits, the kernel's being most of them).
 sys.path.insert(0, "scripts/bench")
-from tool_share import taken_ns
+from tool_share import accounted, taken_ns
 taken = taken_ns(r)
 less = f"{k['work'] / (same - taken):.2f}" if taken is not None and same > taken else "-"
-print(f"{par:,.1f}|{k['work'] / own:.2f}|{strand:,.0f} ns|{preempted}|{noise}|{slower:.1f}x|{k['work'] / same:.2f}|{less}")
+# The report's own check: the whole program's work, hits' cost and waits over its CPU time by
+# the kernel's count, less the tool's stops (the `cpu-time` note; the median run's).
+share = accounted(r)
+check = f"{share:.2f}" if share is not None else "-"
+print(f"{par:,.1f}|{k['work'] / own:.2f}|{strand:,.0f} ns|{preempted}|{noise}|{slower:.1f}x|{k['work'] / same:.2f}|{less}|{check}")
 PY
 )")
     done
     exact=${row[0]%%|*}
-    IFS='|' read -r one one_ratio strand preempted _ _ one_same one_less <<<"${row[1]}"
-    IFS='|' read -r rep rep_ratio _ _ noise slower rep_same rep_less <<<"${row[2]}"
-    echo "| $name | \`$args\` | $exact | $one | $rep | $one_ratio; $rep_ratio | $one_same; $rep_same | $one_less; $rep_less | $strand | $preempted | $noise | $slower |"
+    IFS='|' read -r one one_ratio strand preempted _ _ one_same one_less one_check <<<"${row[1]}"
+    IFS='|' read -r rep rep_ratio _ _ noise slower rep_same rep_less rep_check <<<"${row[2]}"
+    echo "| $name | \`$args\` | $exact | $one | $rep | $one_ratio; $rep_ratio | $one_same; $rep_same | $one_less; $rep_less | $one_check; $rep_check | $strand | $preempted | $noise | $slower |"
 done <<<"$programs"

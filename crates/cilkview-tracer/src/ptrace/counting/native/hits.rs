@@ -50,9 +50,6 @@ pub(super) struct Hits<'a> {
 impl Hits<'_> {
     #[inline(always)]
     pub(super) fn record(&mut self, core: &mut Core<'_>, th: &mut Strands, r: Record) {
-        if r.waited != 0 {
-            self.waited(r.waited);
-        }
         let probe = r.probe as usize;
         // By reference: copying the 32-byte `ProbeStub` out was ~8 instructions per hit.
         let stub = self.stubs.get(probe).unwrap_or(&self.unpatched);
@@ -60,6 +57,9 @@ impl Hits<'_> {
         let at = (r.tsc, off, self.interruption);
         let skip = th.hit_skip(r.probe, stub.follows, stub.hit_cost, at);
         let cost = th.end(r.tsc, skip + off, self.scale);
+        if r.waited != 0 {
+            waited_on_cpu(self.waits, self.waited, th, (r.tsc, r.waited));
+        }
         th.last = r.tsc + r.waited;
         if let Operand::None = stub.operand {
             if let Some(w) = PackedHit::new(probe, cost) {
@@ -99,13 +99,6 @@ impl Hits<'_> {
         });
     }
 
-    #[cold]
-    #[inline(never)]
-    fn waited(&mut self, waited: u64) {
-        *self.waits += 1;
-        *self.waited += waited;
-    }
-
     /// Hand the packed hits to the sink.
     pub(super) fn flush(&mut self, core: &mut Core<'_>) {
         if !self.packed.is_empty() {
@@ -121,6 +114,17 @@ impl Hits<'_> {
             self.packed_cost = 0;
         }
     }
+}
+
+/// A stub waited `waited` ticks for room from `tsc`: one more wait in `waits`, and its time on
+/// its CPU added to `on_cpu` (the wait spins, yielding every 1024 rounds: where other work takes
+/// the CPU then, the thread is off it, and the kernel's count of its CPU time does not hold
+/// that).
+#[cold]
+#[inline(never)]
+fn waited_on_cpu(waits: &mut u64, on_cpu: &mut u64, th: &mut Strands, (tsc, waited): (u64, u64)) {
+    *waits += 1;
+    *on_cpu += waited - th.off_between(tsc, tsc + waited).min(waited);
 }
 
 /// Hits handed to the sink at once, at most.

@@ -560,8 +560,8 @@ impl Native {
                 Reading::Rdpmc => format!("{} instructions", self.waited),
             };
             format!(
-                "the program waited for the analysis at {} mark hits, {waited} in all (charged \
-                 to no strand)",
+                "the program waited for the analysis at {} mark hits, {waited} in all on its CPU \
+                 (charged to no strand)",
                 self.waits,
             )
         }
