@@ -162,3 +162,62 @@ impl ProgramCpu {
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn share(note: &str) -> f64 {
+        let after = note.split("account for ").nth(1).unwrap();
+        after.split('%').next().unwrap().parse().unwrap()
+    }
+
+    #[test]
+    fn the_tools_stops_are_taken_off_before_the_share() {
+        let cpu = ProgramCpu {
+            ended: 10_000_000,
+            in_stops: 2_000_000,
+            work: 7_000_000,
+            runs: 30,
+            resumes: 10,
+            ..ProgramCpu::default()
+        };
+        // 7 ms of work + 1,000 hits × 500 ns + 0.5 ms of waits against 8 ms.
+        let note = cpu.note(1_000, 500.0, 500_000.0).unwrap();
+        assert_eq!(share(&note), 100.0, "{note}");
+        assert!(note.contains("ran 10.000 ms"), "{note}");
+        assert!(
+            note.contains("2.000 ms of it in the tool's stops"),
+            "{note}"
+        );
+        assert!(note.contains("switched back onto a CPU 20 times"), "{note}");
+    }
+
+    #[test]
+    fn no_share_without_every_threads_cpu_time() {
+        let unread = ProgramCpu {
+            ended: 10_000_000,
+            unread: 1,
+            ..ProgramCpu::default()
+        };
+        assert!(unread.note(0, 10.0, 0.0).is_none());
+        assert!(ProgramCpu::default().note(0, 10.0, 0.0).is_none());
+    }
+
+    #[test]
+    fn a_thread_is_read_from_its_start_to_its_end() {
+        // This test's own thread: its CPU time grows while it computes.
+        let tid = nix::unistd::gettid().as_raw();
+        let mut cpu = ProgramCpu::default();
+        cpu.start(tid);
+        cpu.resumed(tid);
+        let mut x = 0u64;
+        for i in 0..3_000_000u64 {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
+        }
+        cpu.ended(tid, 1);
+        assert_eq!(cpu.unread, 0);
+        assert!(cpu.ended > 0 && cpu.threads.is_empty(), "{x}");
+        assert!(cpu.note(0, 0.0, 0.0).is_some());
+    }
+}
