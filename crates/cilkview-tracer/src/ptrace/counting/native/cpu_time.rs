@@ -129,15 +129,14 @@ impl ProgramCpu {
     }
 
     /// The report's note: the program's CPU time, the tool's stops' share, and how much of the
-    /// rest the work, the hits' cost (`hits` × `hit_ns`) and the waits (`waited_ns`) account
-    /// for. None where a thread's CPU time could not be read (no schedstat, a thread gone
+    /// rest the work, the `hits` hits' cost taken off the strands (`stubs` ns) and the waits
+    /// (`waited_ns`) account for. None where a thread's CPU time could not be read (no schedstat, a thread gone
     /// unseen) or one is still running.
-    pub fn note(&self, hits: u64, hit_ns: f64, waited_ns: f64) -> Option<String> {
+    pub fn note(&self, hits: u64, stubs: f64, waited_ns: f64) -> Option<String> {
         if self.unread > 0 || !self.threads.is_empty() || self.ended == 0 {
             return None;
         }
         let own = self.ended.saturating_sub(self.in_stops);
-        let stubs = hits as f64 * hit_ns;
         let accounted = self.work as f64 + stubs + waited_ns;
         let ms = |ns: f64| ns / 1e6;
         let switched = self.runs.saturating_sub(self.resumes);
@@ -182,8 +181,8 @@ mod tests {
             resumes: 10,
             ..ProgramCpu::default()
         };
-        // 7 ms of work + 1,000 hits × 500 ns + 0.5 ms of waits against 8 ms.
-        let note = cpu.note(1_000, 500.0, 500_000.0).unwrap();
+        // 7 ms of work + 1,000 hits' 0.5 ms + 0.5 ms of waits against 8 ms.
+        let note = cpu.note(1_000, 500_000.0, 500_000.0).unwrap();
         assert_eq!(share(&note), 100.0, "{note}");
         assert!(note.contains("ran 10.000 ms"), "{note}");
         assert!(

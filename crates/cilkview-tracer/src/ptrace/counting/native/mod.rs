@@ -83,8 +83,10 @@ pub(crate) struct Native {
     waited: u64,
     /// The empty strands' gaps of threads gone (`Strands::empty_gaps`): sum, number.
     empty_gaps: (u64, u64),
-    /// Hits reported, all threads.
+    /// Hits reported, all threads, and the ticks of their cost taken off the strands by the
+    /// threads gone (`Strands::hit_ticks`).
     hits: u64,
+    hit_ticks_gone: u64,
     /// The program's CPU time, for the note that sets the work against it.
     cpu: ProgramCpu,
 }
@@ -110,6 +112,7 @@ impl Native {
             waited: 0,
             empty_gaps: (0, 0),
             hits: 0,
+            hit_ticks_gone: 0,
             cpu: ProgramCpu::default(),
         }
     }
@@ -345,6 +348,7 @@ impl Counting for Native {
         if let Some(th) = self.threads.remove(&tid) {
             let (sum, n) = th.empty_gaps();
             self.empty_gaps = (self.empty_gaps.0 + sum, self.empty_gaps.1 + n);
+            self.hit_ticks_gone += th.hit_ticks;
             if let (Some(region), Some(slot)) = (self.region.as_mut(), th.slot) {
                 region.release(slot);
             }
@@ -502,22 +506,23 @@ impl Counting for Native {
         let (sum, n) = (self.threads.values().map(Strands::empty_gaps))
             .fold(self.empty_gaps, |a, b| (a.0 + b.0, a.1 + b.1));
         let ns = |ticks: f64| ticks * self.clock.ns_per_tick();
-        let per_hit = ns(self.clock.per_hit.ticks());
-        let (counter, hit_ns) = if n == 0 {
-            (waits, per_hit)
+        let counter = if n == 0 {
+            waits
         } else {
-            let in_program = ns(sum as f64 / n as f64);
-            let text = format!(
-                "{waits}; a mark hit cost {in_program:.1} ns in the program (the mean of {n} \
-                 gaps between marks back to back, taken off its strands from the 1024th on), \
-                 {per_hit:.1} ns at start-up"
-            );
-            (text, in_program)
+            format!(
+                "{waits}; a mark hit cost {:.1} ns in the program (the mean of {n} gaps between \
+                 marks back to back, taken off its strands from the 1024th on), {:.1} ns at \
+                 start-up",
+                ns(sum as f64 / n as f64),
+                ns(self.clock.per_hit.ticks()),
+            )
         };
         let mut notes = vec![cilkview_events::Note::new("counter", counter)];
         if self.clock.reading == Reading::Tsc {
             let waited = ns(self.waited as f64);
-            if let Some(cpu) = self.cpu.note(self.hits, hit_ns, waited) {
+            let taken = (self.threads.values().map(|th| th.hit_ticks))
+                .fold(self.hit_ticks_gone, |a, b| a + b);
+            if let Some(cpu) = self.cpu.note(self.hits, ns(taken as f64), waited) {
                 notes.push(cilkview_events::Note::new("cpu-time", cpu));
             }
         }

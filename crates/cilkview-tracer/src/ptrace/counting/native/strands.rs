@@ -52,6 +52,8 @@ pub(super) struct Strands {
     empty: EmptyStrands,
     /// The fraction (1/256 ticks) of the hit costs not yet taken off.
     carry: u64,
+    /// The ticks of hit costs taken off so far (the whole ticks [`Strands::hit_skip`] gave).
+    pub(super) hit_ticks: u64,
 }
 
 /// [`Strands::prev`] before a thread's first hit.
@@ -180,6 +182,7 @@ impl Strands {
             prev: NO_PROBE,
             empty: EmptyStrands::default(),
             carry: 0,
+            hit_ticks: 0,
         }
     }
 
@@ -214,6 +217,7 @@ impl Strands {
         let cost = self.empty.mean.unwrap_or(startup.0);
         let q8 = self.carry + cost;
         self.carry = q8 & 255;
+        self.hit_ticks += q8 >> 8;
         q8 >> 8
     }
 
