@@ -222,10 +222,10 @@ pub(crate) fn run_repeatedly(
         .replay(session, Estimate::Typical)
         .map_err(|(image, message)| TraceError::Probes { image, message })?;
     outcome.total_cost = recorded.total();
-    let median = recorded.median_run().unwrap_or(0);
-    let (median_run, notes) = matched.swap_remove(median);
+    let median = recorded.median_run();
+    let (number, notes) = matched.swap_remove(median.unwrap_or(0));
     outcome.counter.notes = notes;
-    let median_run = recorded.median_run().map(|_| median_run);
+    let median_run = median.map(|_| number);
     if done > 1 {
         outcome.counter.notes.push(cilkview_events::Note::new(
             "repeat",

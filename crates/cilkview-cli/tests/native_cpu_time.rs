@@ -186,8 +186,9 @@ fn the_report_accounts_for_the_programs_cpu_time() {
     let omp = common::openmp("omp_fib");
     let cases: [(&std::path::Path, &[&str], &[&str]); 3] = [
         (&tree, &["--counter", "native"], &["10", "5000"]),
-        // One round: each round sleeps 50 ms, and each sleep leaves 20-40 µs of the program's
-        // CPU time out of the work on this VM (docs/tracer.md, "How exact").
+        // One round: each round sleeps 50 ms, and on this VM the kernel's count charges a
+        // thread 13-65 µs of CPU time per sleep that no strand holds (docs/tracer.md, "The
+        // report checks itself").
         (&threads, &["--counter", "native"], &["threads", "1"]),
         (&omp, &["--counter", "native", "--openmp"], &["24"]),
     ];

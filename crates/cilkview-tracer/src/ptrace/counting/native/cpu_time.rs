@@ -4,7 +4,8 @@
 //! set-up at exec and at each library load, a signal's delivery) run on the program's threads
 //! and are taken out of both: what is left is the program's own CPU time, which the work should
 //! account for. The report's note says how much it does: a careful user's check of a time
-//! measurement, where a program's own clock cannot be read (docs/tracer.md, "How exact").
+//! measurement, where a program's own clock cannot be read (docs/tracer.md, "The report checks
+//! itself").
 
 use std::collections::HashMap;
 use std::fs::File;
