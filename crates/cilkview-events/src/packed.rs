@@ -67,6 +67,13 @@ impl PackedHit {
         (cost <= Self::MAX_COST).then_some(PackedHit(bits | (cost << 26)))
     }
 
+    /// The sum of the costs of `words`, each a word of one hit ([`PackedHit::new`]'s; not
+    /// small hits): a loop over the words the compiler vectorizes, for a packer that would
+    /// otherwise keep the sum (a register through its loop) as it packs.
+    pub fn cost_of_ones(words: &[u64]) -> u64 {
+        words.iter().map(|&w| w >> 26).sum()
+    }
+
     /// One small hit, if `probe` and `cost` fit one; [`PackedHit::pair`] adds a second.
     pub fn small(probe: usize, cost: u64) -> Option<PackedHit> {
         (probe <= Self::MAX_SMALL_PROBE && cost <= Self::MAX_SMALL_COST).then_some(PackedHit(
@@ -297,6 +304,15 @@ mod tests {
         ) {
             let by_bits = PackedHit::probe_bits(probe).and_then(|b| PackedHit::with_probe_bits(b, cost));
             prop_assert_eq!(by_bits, PackedHit::new(probe, cost));
+        }
+
+        /// The costs of words of one hit each sum as their decoding's.
+        #[test]
+        fn the_cost_of_words_of_one_hit_is_their_total(hits in prop::collection::vec(
+            (0..=PackedHit::MAX_PROBE, 0..=PackedHit::MAX_COST >> 4), 0..40,
+        )) {
+            let words: Vec<u64> = hits.iter().map(|&(p, c)| PackedHit::new(p, c).unwrap().0).collect();
+            prop_assert_eq!(PackedHit::cost_of_ones(&words), PackedHit::total_of(&words).cost);
         }
     }
 

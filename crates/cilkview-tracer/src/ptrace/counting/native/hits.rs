@@ -64,8 +64,6 @@ pub(super) struct Hits<'a> {
     /// a `Vec`: no capacity check, length or pointer reloaded per hit).
     pub(super) packed: &'a mut [u64; PACKED_RUN],
     pub(super) len: usize,
-    /// The sum of the costs of those.
-    pub(super) packed_cost: u64,
     pub(super) waits: &'a mut u64,
     pub(super) waited: &'a mut u64,
     /// Records reported (counted by the caller, not per record).
@@ -100,12 +98,11 @@ impl Hits<'_> {
             if let Some(w) = PackedHit::with_probe_bits(bits, cost) {
                 // Room made before the word is written: `len` is then below the array's length.
                 if self.len >= PACKED_RUN {
-                    hand_over(core, self.tid, &self.packed[..], self.packed_cost);
-                    (self.len, self.packed_cost) = (0, 0);
+                    hand_over(core, self.tid, &self.packed[..]);
+                    self.len = 0;
                 }
                 self.packed[self.len] = w.0;
                 self.len += 1;
-                self.packed_cost += cost;
                 return;
             }
         }
@@ -114,33 +111,31 @@ impl Hits<'_> {
             core,
             self.tid,
             packed,
-            self.packed_cost,
             (probe, cost),
             stub.operand,
             r.operand,
         );
-        (self.len, self.packed_cost) = (0, 0);
+        self.len = 0;
     }
 
     /// Hand the packed hits to the sink.
     #[inline(always)]
     pub(super) fn flush(&mut self, core: &mut Core<'_>) {
         if self.len != 0 {
-            hand_over(core, self.tid, &self.packed[..self.len], self.packed_cost);
-            (self.len, self.packed_cost) = (0, 0);
+            hand_over(core, self.tid, &self.packed[..self.len]);
+            self.len = 0;
         }
     }
 }
 
 /// A hit that is not packed (its operand, or a cost too large for a packed word), after the
-/// packed hits before it (`packed`, their costs summing to `packed_cost`).
+/// packed hits before it (`packed`).
 #[cold]
 #[inline(never)]
 fn unpacked(
     core: &mut Core<'_>,
     tid: Tid,
     packed: &[u64],
-    packed_cost: u64,
     (probe, cost): (usize, u64),
     kind: Operand,
     value: u64,
@@ -150,7 +145,7 @@ fn unpacked(
         Operand::Value => Some(value),
         Operand::ReturnAddress(load) => Some(value.wrapping_sub(load)),
     };
-    hand_over(core, tid, packed, packed_cost);
+    hand_over(core, tid, packed);
     core.emit(TraceEvent::Hit {
         probe,
         tid,
@@ -170,14 +165,14 @@ fn waited(waits: &mut u64, waited: &mut u64, wait: u32, shift: u32) -> u64 {
     ticks
 }
 
-/// Hand the packed hits `packed` (their costs summing to `cost`) to the sink.
+/// Hand the packed hits `packed` to the sink.
 #[inline(never)]
-fn hand_over(core: &mut Core<'_>, tid: Tid, packed: &[u64], cost: u64) {
+fn hand_over(core: &mut Core<'_>, tid: Tid, packed: &[u64]) {
     if !packed.is_empty() {
-        // One hit per word (`PackedHit::new`), their costs summed as they were packed.
+        // One hit per word (`PackedHit::with_probe_bits`'s).
         let t = HitsTotal {
             hits: packed.len() as u64,
-            cost,
+            cost: PackedHit::cost_of_ones(packed),
         };
         core.sink.hits_counted(tid, packed, t);
         core.hits += t.hits;

@@ -152,7 +152,6 @@ impl Native {
             wait_shift: self.clock.reading.wait_shift(),
             packed: &mut self.packed,
             len: 0,
-            packed_cost: 0,
             waits: &mut self.waits,
             waited: &mut self.waited,
             n: 0,
