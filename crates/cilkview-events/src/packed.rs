@@ -54,6 +54,26 @@ impl PackedHit {
             .then_some(PackedHit((cost << 26) | ((probe as u64) << 2)))
     }
 
+    /// The bits of a packed hit of `probe` that do not depend on its cost, if `probe` fits one:
+    /// for [`PackedHit::with_probe_bits`], which packs a probe's hits over and over.
+    pub fn probe_bits(probe: usize) -> Option<u64> {
+        PackedHit::new(probe, 0).map(|w| w.0)
+    }
+
+    /// [`PackedHit::new`] of the probe whose bits are `bits` (from [`PackedHit::probe_bits`]):
+    /// one test of the cost only (the native drain's hot path packs every hit).
+    #[inline(always)]
+    pub fn with_probe_bits(bits: u64, cost: u64) -> Option<PackedHit> {
+        (cost <= Self::MAX_COST).then_some(PackedHit(bits | (cost << 26)))
+    }
+
+    /// The sum of the costs of `words`, each a word of one hit ([`PackedHit::new`]'s; not
+    /// small hits): a loop over the words the compiler vectorizes, for a packer that would
+    /// otherwise keep the sum (a register through its loop) as it packs.
+    pub fn cost_of_ones(words: &[u64]) -> u64 {
+        words.iter().map(|&w| w >> 26).sum()
+    }
+
     /// One small hit, if `probe` and `cost` fit one; [`PackedHit::pair`] adds a second.
     pub fn small(probe: usize, cost: u64) -> Option<PackedHit> {
         (probe <= Self::MAX_SMALL_PROBE && cost <= Self::MAX_SMALL_COST).then_some(PackedHit(
@@ -272,6 +292,27 @@ mod tests {
             prop_assert_eq!(total.hits, expected.len() as u64);
             prop_assert_eq!(total.cost, expected.iter().map(|&(_, c)| c).sum::<u64>());
             prop_assert_eq!(PackedHit::total_of(&words), total);
+        }
+    }
+
+    proptest! {
+        /// A hit packed from its probe's bits is the hit `new` packs, and fits where it does.
+        #[test]
+        fn packing_from_the_probes_bits_is_packing(
+            probe in prop_oneof![0usize..1 << 25, Just(PackedHit::MAX_PROBE)],
+            cost in prop_oneof![0u64..1 << 40, Just(PackedHit::MAX_COST), Just(u64::MAX)],
+        ) {
+            let by_bits = PackedHit::probe_bits(probe).and_then(|b| PackedHit::with_probe_bits(b, cost));
+            prop_assert_eq!(by_bits, PackedHit::new(probe, cost));
+        }
+
+        /// The costs of words of one hit each sum as their decoding's.
+        #[test]
+        fn the_cost_of_words_of_one_hit_is_their_total(hits in prop::collection::vec(
+            (0..=PackedHit::MAX_PROBE, 0..=PackedHit::MAX_COST >> 4), 0..40,
+        )) {
+            let words: Vec<u64> = hits.iter().map(|&(p, c)| PackedHit::new(p, c).unwrap().0).collect();
+            prop_assert_eq!(PackedHit::cost_of_ones(&words), PackedHit::total_of(&words).cost);
         }
     }
 

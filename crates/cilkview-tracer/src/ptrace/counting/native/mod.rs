@@ -77,21 +77,21 @@ pub(crate) struct Native {
     /// The event loop's sleep when nothing happened.
     idle: Duration,
     /// Hits being packed for the sink.
-    packed: Vec<u64>,
+    packed: Box<[u64; PACKED_RUN]>,
     /// Hits whose stub waited for room, and the ticks they waited.
     waits: u64,
     waited: u64,
     /// The empty strands' gaps of threads gone (`Strands::empty_gaps`): sum, number.
     empty_gaps: (u64, u64),
     /// Hits reported, all threads, and the ticks of their cost taken off the strands by the
-    /// threads gone (`Strands::hit_ticks`).
+    /// threads gone (`StrandState::hit_ticks`).
     hits: u64,
     hit_ticks_gone: u64,
     /// The program's CPU time, for the note that sets the work against it.
     cpu: ProgramCpu,
 }
 
-/// Room for a thread's pending items kept from one report to the next (40 bytes each).
+/// Room for a thread's pending items kept from one report to the next (32 bytes each).
 const PENDING_KEPT: usize = 1024;
 
 impl Native {
@@ -107,7 +107,7 @@ impl Native {
             stubs: Vec::new(),
             current: None,
             idle: IDLE_MIN,
-            packed: Vec::with_capacity(PACKED_RUN),
+            packed: Box::new([0; PACKED_RUN]),
             waits: 0,
             waited: 0,
             empty_gaps: (0, 0),
@@ -147,22 +147,30 @@ impl Native {
             self.clock.anchor();
             th.read_switches(&self.clock);
         }
+        // Nothing new (most polls of most threads): nothing to set up.
+        if th.pending.is_empty() && head.is_none_or(|(_, head)| head <= th.next) {
+            return 0;
+        }
         let mut hits = Hits {
             tid,
             stubs: &self.stubs,
             unpatched: ProbeStub {
-                operand: Operand::None,
-                hit_cost: self.clock.per_hit,
-                follows: FOLLOWS_NONE,
+                packed: None,
+                ..ProbeStub::plain(0, self.clock.per_hit)
             },
             interruption: self.clock.interruption,
             scale: self.scale,
+            wait_shift: self.clock.reading.wait_shift(),
             packed: &mut self.packed,
-            packed_cost: 0,
+            len: 0,
             waits: &mut self.waits,
             waited: &mut self.waited,
             n: 0,
         };
+        // The thread's clock as a local while its records are reported, so its fields can stay
+        // in registers (through `th`, a map's entry, each record loaded and stored them).
+        let mut st = th.state;
+        let off = &mut th.off;
         // Its room kept for the records of the next stops (up to a bound: `collect` grew it one
         // record at a time, a realloc per doubling, at each stop).
         let mut pending = std::mem::take(&mut th.pending);
@@ -170,22 +178,18 @@ impl Native {
             match item {
                 Item::Hit(r) => {
                     hits.n += 1;
-                    hits.record(core, th, r);
+                    hits.record(core, &mut st, off, r);
                 }
-                Item::Pause { from, to } => th.pause(from, to),
+                Item::Pause { from, to } => st.pause(off, from, to),
             }
         }
         pending.shrink_to(PENDING_KEPT);
         th.pending = pending;
         if let (Some(region), Some((slot, head))) = (self.region.as_ref(), head) {
             hits.n += head.saturating_sub(th.next);
-            // The thread's clock as a local while its ring drains, so its fields can stay in
-            // registers (through `th`, a map's entry, each record loaded and stored them).
-            let mut local = std::mem::replace(th, Strands::new(0));
-            let from = local.next;
-            local.next = region.drain(slot, from, head, |r| hits.record(core, &mut local, r));
-            *th = local;
+            th.next = region.drain(slot, th.next, head, |r| hits.record(core, &mut st, off, r));
         }
+        th.state = st;
         hits.flush(core);
         let n = hits.n;
         self.hits += n;
@@ -277,15 +281,14 @@ fn describe_stub(
         (None, None) => (StubOperand::None, Operand::None),
     };
     if stubs.len() <= probe.index {
-        let unpatched = ProbeStub {
-            operand: Operand::None,
-            hit_cost: per_hit,
-            follows: FOLLOWS_NONE,
-        };
-        stubs.resize(probe.index + 1, unpatched);
+        let unpatched = stubs.len()..=probe.index;
+        stubs.extend(unpatched.map(|i| ProbeStub::plain(i, per_hit)));
     }
     let stub = &mut stubs[probe.index];
     stub.operand = kind;
+    if !matches!(kind, Operand::None) {
+        stub.packed = None;
+    }
     match reading {
         Reading::Rdpmc => stub.hit_cost = HitCost::whole(stub::rdpmc_hit_instructions(operand)),
         Reading::Tsc => {
@@ -346,9 +349,9 @@ impl Counting for Native {
 
     fn remove_thread(&mut self, tid: Tid) {
         if let Some(th) = self.threads.remove(&tid) {
-            let (sum, n) = th.empty_gaps();
+            let (sum, n) = th.state.empty_gaps();
             self.empty_gaps = (self.empty_gaps.0 + sum, self.empty_gaps.1 + n);
-            self.hit_ticks_gone += th.hit_ticks;
+            self.hit_ticks_gone += th.state.hit_ticks;
             if let (Some(region), Some(slot)) = (self.region.as_mut(), th.slot) {
                 region.release(slot);
             }
@@ -366,10 +369,8 @@ impl Counting for Native {
             th.read_switches(&self.clock);
         }
         let now = th.now(self.clock.reading);
-        let off = th.off_between(th.last, now);
-        let cost = th.end(now, off, k);
-        th.last = now;
-        self.cpu.ended(tid, th.reported);
+        let cost = th.end_at(now, k);
+        self.cpu.ended(tid, th.state.reported());
         cost
     }
 
@@ -426,8 +427,8 @@ impl Counting for Native {
         th.pending.clear();
         let now = th.now(self.clock.reading);
         th.counter = None; // the old image's: the new one opens its own
-        let cost = if measured { th.end(now, 0, k) } else { 0 };
-        th.last = now;
+        let cost = if measured { th.state.end(now, 0, k) } else { 0 };
+        th.state.last = now;
         self.threads.insert(tid, th);
         Ok(cost)
     }
@@ -503,7 +504,7 @@ impl Counting for Native {
 
     fn summary(&self) -> Vec<cilkview_events::Note> {
         let waits = self.waits_summary();
-        let (sum, n) = (self.threads.values().map(Strands::empty_gaps))
+        let (sum, n) = (self.threads.values().map(|th| th.state.empty_gaps()))
             .fold(self.empty_gaps, |a, b| (a.0 + b.0, a.1 + b.1));
         let ns = |ticks: f64| ticks * self.clock.ns_per_tick();
         let counter = if n == 0 {
@@ -520,7 +521,7 @@ impl Counting for Native {
         let mut notes = vec![cilkview_events::Note::new("counter", counter)];
         if self.clock.reading == Reading::Tsc {
             let waited = ns(self.waited as f64);
-            let taken = (self.threads.values().map(|th| th.hit_ticks))
+            let taken = (self.threads.values().map(|th| th.state.hit_ticks))
                 .fold(self.hit_ticks_gone, |a, b| a + b);
             if let Some(cpu) = self.cpu.note(self.hits, ns(taken as f64), waited) {
                 notes.push(cilkview_events::Note::new("cpu-time", cpu));

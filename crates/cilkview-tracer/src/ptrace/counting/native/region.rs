@@ -31,8 +31,10 @@ pub(super) struct Record {
     pub(super) tsc: u64,
     pub(super) operand: u64,
     pub(super) probe: u32,
-    /// Ticks (a multiple of 64) or instructions the stub waited for room after the mark.
-    pub(super) waited: u64,
+    /// What the stub waited for room after the mark, as it wrote it: ticks or instructions
+    /// shifted right by [`Reading::wait_shift`] (0: it did not wait, the common case, tested
+    /// before any shift).
+    pub(super) wait: u32,
 }
 
 pub(super) struct Region {
@@ -271,7 +273,6 @@ impl Region {
             .words(at + RING as usize, RING_WORDS)
             .try_into()
             .expect("the ring's words");
-        let shift = self.reading.wait_shift();
         for n in from..head {
             // The ring's index is `n`'s low 16 bits (RING_RECORDS = 2^16, as the stub's `movzx`).
             const _: () = assert!(RING_RECORDS == 1 << 16);
@@ -281,7 +282,7 @@ impl Region {
                 tsc: w[0],
                 operand: w[1],
                 probe: w[2] as u32,
-                waited: (w[2] >> 32) << shift,
+                wait: (w[2] >> 32) as u32,
             });
         }
         if head > from {

@@ -59,7 +59,7 @@ impl Native {
         }
         if region.reading == Reading::Rdpmc {
             match instructions::open(tid, region, slot, &mut deferred) {
-                Ok(counter) => (th.counter, th.last, th.strand) = (Some(counter), 0, 0),
+                Ok(counter) => (th.counter, th.state.last, th.state.strand) = (Some(counter), 0, 0),
                 Err(_) if regs_unless_gone(tid)?.is_none() => {}
                 Err(e) => return Err(e),
             }

@@ -25,38 +25,49 @@ pub(super) struct Strands {
     pub(super) slot: Option<usize>,
     /// Number of the next record of its slot to read.
     pub(super) next: u64,
-    /// Where the current strand last (re)started, in ticks.
-    pub(super) last: u64,
-    /// Ticks of the current strand before `last`.
-    pub(super) strand: u64,
-    /// Ticks charged so far, and the nanoseconds reported for them.
-    pub(super) charged: u64,
-    /// Ticks to take off that the last strands were too short to give (see [`Strands::end`]).
-    pub(super) owed: u64,
-    pub(super) reported: u64,
+    /// What each record reads and writes.
+    pub(super) state: StrandState,
     pub(super) pending: Vec<Item>,
     /// When the tracer saw it stop.
     pub(super) stopped_at: Option<u64>,
     /// The kernel's record of its context switches, and the intervals it was off its CPU
     /// (ticks; `u64::MAX`: not back yet) not yet taken off a strand.
     pub(super) switches: Option<SwitchLog>,
-    off: VecDeque<(u64, u64)>,
-    /// The start of `off`'s first interval, `u64::MAX` if none: a strand ending at or before it
-    /// was never off its CPU (one compare per hit, not the deque's front).
-    off_from: u64,
+    pub(super) off: VecDeque<(u64, u64)>,
     /// The tool's copy of its instructions counter ([`Reading::Rdpmc`]).
     pub(super) counter: Option<File>,
+}
+
+/// The part of a thread's clock that each of its records reads and writes: a few words, `Copy`,
+/// so that the drain holds it in registers while a ring drains (read and written through the
+/// thread's map entry, each record loaded and stored every field: ~100 instructions a record
+/// by the loop's disassembly, ~60 in registers; callgrind, fib under `--counter native`).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct StrandState {
+    /// Where the current strand last (re)started, in ticks.
+    pub(super) last: u64,
+    /// Ticks of the current strand before `last`.
+    pub(super) strand: u64,
+    /// Ticks charged so far, and the nanoseconds reported for them.
+    charged: u64,
+    /// Ticks to take off that the last strands were too short to give (see [`StrandState::end`]).
+    owed: u64,
+    reported: u64,
+    /// The start of `off`'s first interval ([`Strands::off`]), `u64::MAX` if none: a strand
+    /// ending at or before it was never off its CPU (one compare per hit, not the deque's front).
+    off_from: u64,
     /// The probe of its last hit ([`NO_PROBE`] before the first).
     prev: u32,
-    /// What its hits cost where the program ran nothing between two (see [`Strands::hit_skip`]).
+    /// What its hits cost where the program ran nothing between two (see
+    /// [`StrandState::hit_skip`]).
     empty: EmptyStrands,
     /// The fraction (1/256 ticks) of the hit costs not yet taken off.
     carry: u64,
-    /// The ticks of hit costs taken off so far (the whole ticks [`Strands::hit_skip`] gave).
+    /// The ticks of hit costs taken off so far (the whole ticks [`StrandState::hit_skip`] gave).
     pub(super) hit_ticks: u64,
 }
 
-/// [`Strands::prev`] before a thread's first hit.
+/// [`StrandState::prev`] before a thread's first hit.
 const NO_PROBE: u32 = u32::MAX;
 /// A probe's `follows` where no probe's mark ends where its own begins (never a probe, nor
 /// [`NO_PROBE`]).
@@ -91,31 +102,28 @@ impl HitCost {
 /// one's stub returns onto the second: no instruction of the program between them), which are
 /// what a hit costs in this program (its caches, its branch history, the analysis draining the
 /// records on the other core) rather than in the start-up measurement.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 struct EmptyStrands {
     sum: u64,
     n: u64,
-    /// Their mean (1/256 ticks) once trusted, brought up to date every 256 gaps (no division
-    /// per hit) ...
-    mean: Option<u64>,
-    /// ... in this many more.
-    refresh_in: u64,
+    /// Their mean (1/256 ticks), trusted once `n` reaches [`EMPTY_STRANDS_TRUSTED`], brought up
+    /// to date each time `n` is a multiple of 256 (no division per hit; no flag or countdown of
+    /// its own: fewer of the drain's values to hold in registers).
+    mean: u64,
 }
 
-impl Default for EmptyStrands {
-    fn default() -> EmptyStrands {
-        EmptyStrands {
-            sum: 0,
-            n: 0,
-            mean: None,
-            refresh_in: EMPTY_STRANDS_TRUSTED,
-        }
+impl EmptyStrands {
+    /// Whether `mean` is trusted.
+    #[inline(always)]
+    fn trusted(&self) -> bool {
+        self.n >= EMPTY_STRANDS_TRUSTED
     }
 }
 
 /// Empty strands measured before their mean replaces the start-up value (the mean of 1024 gaps
 /// of one or two ~10-ns steps is within ~0.4 ticks of the cost).
 const EMPTY_STRANDS_TRUSTED: u64 = 1024;
+const _: () = assert!(EMPTY_STRANDS_TRUSTED % 256 == 0);
 
 /// Ticks to the report's unit (nanoseconds, or instructions at 1 per tick) as a 32.32 fixed-point
 /// factor: a multiply and a shift per strand, where the `f64` round trip (`u64` ↔ `f64` has no
@@ -163,22 +171,15 @@ fn off_logged(off: &mut VecDeque<(u64, u64)>, from: u64, to: u64) -> (u64, u64) 
 /// hit's measured cost (a program marked every few instructions) gives back no more than this.
 const OWED_AT_MOST: u64 = 2_500;
 
-impl Strands {
-    pub(super) fn new(now: u64) -> Strands {
-        Strands {
-            slot: None,
-            next: 0,
+impl StrandState {
+    fn new(now: u64) -> StrandState {
+        StrandState {
             last: now,
             strand: 0,
             charged: 0,
             owed: 0,
             reported: 0,
-            pending: Vec::new(),
-            stopped_at: Some(now),
-            switches: None,
-            off: VecDeque::new(),
             off_from: u64::MAX,
-            counter: None,
             prev: NO_PROBE,
             empty: EmptyStrands::default(),
             carry: 0,
@@ -189,9 +190,9 @@ impl Strands {
     /// The ticks to take off the strand that a hit of `probe` at `tsc` ends (`off` of it off
     /// the CPU) for the hit's own cost: `startup`, or, once the thread has hit
     /// [`EMPTY_STRANDS_TRUSTED`] empty strands, their mean; the fraction carried to the next.
-    /// The strand is empty when `probe`'s mark follows the last hit's directly (`follows`:
-    /// the probe whose mark ends where `probe`'s begins, else [`FOLLOWS_NONE`]); its gap, unless longer than `cut`
-    /// ticks (an interruption), is then measured.
+    /// The strand is empty when `probe`'s mark follows the last hit's directly (`follows`: the
+    /// probe whose mark ends where `probe`'s begins, else [`FOLLOWS_NONE`]); its gap, unless
+    /// longer than `cut` ticks (an interruption), is then measured.
     #[inline(always)]
     pub(super) fn hit_skip(
         &mut self,
@@ -206,26 +207,101 @@ impl Strands {
                 let e = &mut self.empty;
                 e.sum += gap;
                 e.n += 1;
-                e.refresh_in -= 1;
-                if e.refresh_in == 0 {
-                    e.mean = Some((e.sum << 8) / e.n);
-                    e.refresh_in = 256;
+                if e.n % 256 == 0 && e.trusted() {
+                    e.mean = (e.sum << 8) / e.n;
                 }
             }
         }
         self.prev = probe;
-        let cost = self.empty.mean.unwrap_or(startup.0);
+        let cost = if self.empty.trusted() {
+            self.empty.mean
+        } else {
+            startup.0
+        };
         let q8 = self.carry + cost;
         self.carry = q8 & 255;
         self.hit_ticks += q8 >> 8;
         q8 >> 8
     }
 
+    /// The nanoseconds reported for its strands so far (its work by time).
+    pub(super) fn reported(&self) -> u64 {
+        self.reported
+    }
+
     /// The gaps of its empty strands that replaced the start-up cost: their sum (ticks) and
     /// number, (0, 0) if too few.
     pub(super) fn empty_gaps(&self) -> (u64, u64) {
         let e = &self.empty;
-        e.mean.map_or((0, 0), |_| (e.sum, e.n))
+        if e.trusted() {
+            (e.sum, e.n)
+        } else {
+            (0, 0)
+        }
+    }
+
+    /// Ticks of `from..to` the thread was off its CPU (the intervals `off`, the thread's
+    /// [`Strands::off`]); forgets what ends before `to`.
+    #[inline(always)]
+    pub(super) fn off_between(
+        &mut self,
+        off: &mut VecDeque<(u64, u64)>,
+        from: u64,
+        to: u64,
+    ) -> u64 {
+        // Nothing logged, or only after `to` (an interval not yet ended starts after it): the
+        // common case, once per mark hit.
+        if self.off_from < to {
+            let ticks;
+            (ticks, self.off_from) = off_logged(off, from, to);
+            ticks
+        } else {
+            0
+        }
+    }
+
+    /// The strand ends at `tsc` (not counted: `skip` ticks of it): its nanoseconds. Rounding
+    /// is carried over, so a thread's costs add up to its charged ticks. A strand shorter than
+    /// what is taken off it (the hit's cost varies by a few ns around the one measured) owes the
+    /// rest to the thread's next strands: cutting it at 0 instead would add the shortfall of
+    /// every such strand to the work (measured: fine-grained programs' work by time read up to
+    /// 1.3 times their CPU time).
+    #[inline(always)]
+    pub(super) fn end(&mut self, tsc: u64, skip: u64, scale: TickScale) -> u64 {
+        let raw = self.strand + tsc.saturating_sub(self.last);
+        let off = skip + self.owed;
+        let ticks = raw.saturating_sub(off);
+        self.owed = off.saturating_sub(raw).min(OWED_AT_MOST);
+        self.strand = 0;
+        self.charged += ticks;
+        // `charged` only grows and the scale is monotonic: `ns` is never below `reported`.
+        let ns = scale.of(self.charged);
+        let cost = ns - self.reported;
+        self.reported = ns;
+        cost
+    }
+
+    /// Stopped by the tracer from `from` to `to`: not a strand's time.
+    pub(super) fn pause(&mut self, off: &mut VecDeque<(u64, u64)>, from: u64, to: u64) {
+        let off_cpu = self.off_between(off, self.last, from);
+        self.strand += from.saturating_sub(self.last).saturating_sub(off_cpu);
+        self.off_between(off, from, to);
+        self.last = self.last.max(to);
+    }
+}
+
+impl Strands {
+    pub(super) fn new(now: u64) -> Strands {
+        Strands {
+            slot: None,
+            next: 0,
+            state: StrandState::new(now),
+            pending: Vec::new(),
+            stopped_at: Some(now),
+            switches: None,
+            off: VecDeque::new(),
+            counter: None,
+        }
     }
 
     /// Read the thread's new context-switch records into `off`.
@@ -247,7 +323,7 @@ impl Strands {
 
     /// Bring `off_from` up to date with `off`.
     fn off_moved(&mut self) {
-        self.off_from = self.off.front().map_or(u64::MAX, |&(a, _)| a);
+        self.state.off_from = self.off.front().map_or(u64::MAX, |&(a, _)| a);
     }
 
     /// A new thread's, stopped by the tracer now; reading instructions, they count from its
@@ -271,50 +347,18 @@ impl Strands {
                 .counter
                 .as_ref()
                 .and_then(super::instructions::read)
-                .unwrap_or(self.last),
+                .unwrap_or(self.state.last),
         }
     }
 
-    /// Ticks of `from..to` the thread was off its CPU; forgets what ends before `to`.
-    #[inline(always)]
-    pub(super) fn off_between(&mut self, from: u64, to: u64) -> u64 {
-        // Nothing logged, or only after `to` (an interval not yet ended starts after it): the
-        // common case, once per mark hit.
-        if self.off_from < to {
-            let ticks;
-            (ticks, self.off_from) = off_logged(&mut self.off, from, to);
-            ticks
-        } else {
-            0
-        }
-    }
-    /// The strand ends at `tsc` (not counted: `skip` ticks of it): its nanoseconds. Rounding
-    /// is carried over, so a thread's costs add up to its charged ticks. A strand shorter than
-    /// what is taken off it (the hit's cost varies by a few ns around the one measured) owes the
-    /// rest to the thread's next strands: cutting it at 0 instead would add the shortfall of
-    /// every such strand to the work (measured: fine-grained programs' work by time read up to
-    /// 1.3 times their CPU time).
-    #[inline(always)]
-    pub(super) fn end(&mut self, tsc: u64, skip: u64, scale: TickScale) -> u64 {
-        let raw = self.strand + tsc.saturating_sub(self.last);
-        let off = skip + self.owed;
-        let ticks = raw.saturating_sub(off);
-        self.owed = off.saturating_sub(raw).min(OWED_AT_MOST);
-        self.strand = 0;
-        self.charged += ticks;
-        // `charged` only grows and the scale is monotonic: `ns` is never below `reported`.
-        let ns = scale.of(self.charged);
-        let cost = ns - self.reported;
-        self.reported = ns;
+    /// Its strand ends at `now` (no hit: what it was off its CPU only is taken off) and the
+    /// next starts there: the strand's cost.
+    pub(super) fn end_at(&mut self, now: u64, scale: TickScale) -> u64 {
+        let st = &mut self.state;
+        let off = st.off_between(&mut self.off, st.last, now);
+        let cost = st.end(now, off, scale);
+        st.last = now;
         cost
-    }
-
-    /// Stopped by the tracer from `from` to `to`: not a strand's time.
-    pub(super) fn pause(&mut self, from: u64, to: u64) {
-        let off = self.off_between(self.last, from);
-        self.strand += from.saturating_sub(self.last).saturating_sub(off);
-        self.off_between(from, to);
-        self.last = self.last.max(to);
     }
 }
 
@@ -324,7 +368,7 @@ mod tests {
 
     /// Strands ending at `ends` (ticks from 0), each with `skip` taken off: their costs.
     fn costs(ends: &[u64], skip: u64) -> Vec<u64> {
-        let mut th = Strands::new(0);
+        let mut th = StrandState::new(0);
         ends.iter()
             .map(|&tsc| {
                 let cost = th.end(tsc, skip, TickScale::new(1.0));
@@ -364,10 +408,10 @@ mod tests {
         th.off.extend([(10, 20), (30, u64::MAX)]);
         th.off_moved();
         // Before any interval: nothing, nothing forgotten.
-        assert_eq!(th.off_between(0, 5), 0);
+        assert_eq!(th.state.off_between(&mut th.off, 0, 5), 0);
         assert_eq!(th.off.len(), 2);
         // The first whole and the open one's start up to 40.
-        assert_eq!(th.off_between(5, 40), 10 + 10);
+        assert_eq!(th.state.off_between(&mut th.off, 5, 40), 10 + 10);
         assert_eq!(
             th.off.len(),
             1,
@@ -383,7 +427,7 @@ mod tests {
         assert_eq!(cost, HitCost(12 << 8));
         assert_eq!(HitCost::mean_below(&[], 1000), HitCost(0));
         // 10.5 ticks off each of 4 strands: 10, 11, 10, 11 — 42 in all, not 40 or 44.
-        let mut th = Strands::new(0);
+        let mut th = StrandState::new(0);
         let half = HitCost((10 << 8) + 128);
         let skips: Vec<u64> = (0..4)
             .map(|i| th.hit_skip(i, FOLLOWS_NONE, half, (100, 0, 1000)))
@@ -397,7 +441,7 @@ mod tests {
         // one of 1 is 13 ticks, every third gap 26 (13.0 + 13 / 3 on average), strands to 2 of
         // 100 ticks; the start-up cost is 10.
         let startup = HitCost::whole(10);
-        let mut th = Strands::new(0);
+        let mut th = StrandState::new(0);
         let mut tsc = 0;
         let mut skips = Vec::new();
         for i in 0..3 * EMPTY_STRANDS_TRUSTED as u32 + 3 {
@@ -423,7 +467,7 @@ mod tests {
         );
         // An interruption in an empty strand is not the hit's cost; a gap from another probe
         // (not the one before the mark) is a strand, not measured.
-        let mut th = Strands::new(0);
+        let mut th = StrandState::new(0);
         th.hit_skip(0, FOLLOWS_NONE, startup, (10, 0, 1000));
         th.last = 10;
         th.hit_skip(1, 0, startup, (5000, 0, 1000));
