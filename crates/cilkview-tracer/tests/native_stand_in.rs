@@ -107,12 +107,17 @@ fn threads_a_reused_slot_and_an_exec_deliver_every_hit_in_order() {
     };
     let mut events = vec![];
     let out = run(&opts, in_exe(&p.exe, &probes), |e| events.push(e)).unwrap();
-    // The exec'd image's status: its counter pages, one per slot used (the main thread's and
-    // four), not one per thread (eleven): a reused slot's former page is unmapped.
-    assert_eq!(
-        out.status,
-        ExitStatus::Exited(5),
-        "counter pages mapped at the end"
+    // The exec'd image's status: its counter pages, one per slot used, not one per thread
+    // (eleven): a reused slot's former page is unmapped. The main thread's slot and at most
+    // four (a slot is free from its thread's exit stop: the six threads one after another
+    // reuse one, and of the four at once, one that ends before the next starts leaves it its
+    // slot, so from one to four).
+    let ExitStatus::Exited(pages) = out.status else {
+        panic!("{:?}", out.status)
+    };
+    assert!(
+        (2..=5).contains(&pages),
+        "counter pages mapped at the end: {pages}"
     );
     assert_eq!(out.counter.unit, CostUnit::Instructions);
     assert_eq!(out.hits, 2 * (10 * 20000 + 1), "every hit of both images");

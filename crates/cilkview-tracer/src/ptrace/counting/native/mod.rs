@@ -371,6 +371,12 @@ impl Counting for Native {
         let now = th.now(self.clock.reading);
         let cost = th.end_at(now, k);
         self.cpu.ended(tid, th.state.reported());
+        // Its slot is free from its exit stop on (no code of its own runs after it, and its
+        // records were reported): a thread created after this one's exit returned to the
+        // program (a join) takes it, whether or not the exit was reaped by then.
+        if let (Some(region), Some(slot)) = (self.region.as_mut(), th.slot.take()) {
+            region.release(slot);
+        }
         cost
     }
 
