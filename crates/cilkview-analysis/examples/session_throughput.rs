@@ -6,9 +6,10 @@
 //! 8,192 words of packed hits (two small hits to a word), as the emulation backend hands them
 //! over (`EventSink::hits`); with `--ones`, one hit to a word, counted, as the native drain hands
 //! them over (`EventSink::hits_counted`); with `--single`, one call per hit, as the ptrace backend
-//! does. Best of three passes.
+//! does. With `--profile`, the session profiles call sites (`Session::with_profile`; the sites
+//! are the marks' own, no symbols read). Best of three passes.
 //!
-//!     cargo run --release -p cilkview-analysis --example session_throughput -- 100000000 [--ones | --single]
+//!     cargo run --release -p cilkview-analysis --example session_throughput -- 100000000 [--ones | --single] [--profile]
 
 use std::path::Path;
 use std::time::Instant;
@@ -143,7 +144,10 @@ fn pass(n: u64, form: Form) -> f64 {
         position_independent: false,
     };
     let mut progress = ();
-    let mut session = Session::new(15_000, &mut progress).with_marks_reader(|_| Ok(image.clone()));
+    let profile = std::env::args().any(|a| a == "--profile");
+    let mut session = Session::new(15_000, &mut progress)
+        .with_marks_reader(|_| Ok(image.clone()))
+        .with_profiling(profile, None);
     session
         .probes_for(Path::new("/fib"))
         .expect("synthetic marks");
