@@ -4,16 +4,18 @@
 //! difference from the engine alone (`cilkview-engine`'s `throughput` example) is the session's
 //! own work (probe lookup, per-thread engine, nesting checks, progress). The hits go in runs of
 //! 8,192 words of packed hits (two small hits to a word), as the emulation backend hands them
-//! over (`EventSink::hits`); with `--single`, one call per hit, as the ptrace backend does.
-//! Best of three passes.
+//! over (`EventSink::hits`); with `--ones`, one hit to a word, counted, as the native drain hands
+//! them over (`EventSink::hits_counted`); with `--single`, one call per hit, as the ptrace backend
+//! does. With `--profile`, the session profiles call sites (`Session::with_profile`; the sites
+//! are the marks' own, no symbols read). Best of three passes.
 //!
-//!     cargo run --release -p cilkview-analysis --example session_throughput -- 100000000 [--single]
+//!     cargo run --release -p cilkview-analysis --example session_throughput -- 100000000 [--ones | --single] [--profile]
 
 use std::path::Path;
 use std::time::Instant;
 
 use cilkview_analysis::Session;
-use cilkview_events::{EventSink, HitPacker, TraceEvent};
+use cilkview_events::{EventSink, HitPacker, HitsTotal, PackedHit, TraceEvent};
 use cilkview_marks::{Mark, MarkKind, MarkedImage};
 
 const ENTER: usize = 0;
@@ -22,25 +24,47 @@ const SPAWN_RETURN: usize = 2;
 const SYNC: usize = 3;
 const EXIT: usize = 4;
 
+/// How the hits are handed over.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Form {
+    /// Packed, two small hits to a word (`EventSink::hits`).
+    Pairs,
+    /// Packed one to a word, counted (`EventSink::hits_counted`).
+    Ones,
+    /// One call per hit (`EventSink::hit`).
+    Single,
+}
+
 /// A session and the hits sent to it.
 struct Feed<'a> {
     session: Session<'a>,
     sent: u64,
-    /// Packed hits not handed over yet (`None`: one call per hit).
-    run: Option<HitPacker>,
+    form: Form,
+    /// Packed hits not handed over yet.
+    run: HitPacker,
+    /// The same, one to a word.
+    ones: Vec<u64>,
 }
 
 /// Words per run (the plugin's chunk).
 const RUN: usize = 8192;
 
 impl Feed<'_> {
+    /// (Inlined into `fib`: the generator's cost per hit stays small beside the session's.)
+    #[inline(always)]
     fn hit(&mut self, probe: usize, cost: u64) {
         self.sent += 1;
-        match &mut self.run {
-            None => self.session.hit(probe, 1, cost),
-            Some(run) => {
-                run.push(probe, cost);
-                if run.words().len() == RUN {
+        match self.form {
+            Form::Single => self.session.hit(probe, 1, cost),
+            Form::Pairs => {
+                self.run.push(probe, cost);
+                if self.run.words().len() == RUN {
+                    self.flush();
+                }
+            }
+            Form::Ones => {
+                self.ones.push(PackedHit::new(probe, cost).expect("fits").0);
+                if self.ones.len() == RUN {
                     self.flush();
                 }
             }
@@ -48,10 +72,19 @@ impl Feed<'_> {
     }
 
     /// Hands the packed hits over.
+    #[inline(never)]
     fn flush(&mut self) {
-        if let Some(run) = &mut self.run {
-            self.session.hits(1, run.words());
-            run.clear();
+        if !self.run.words().is_empty() {
+            self.session.hits(1, self.run.words());
+            self.run.clear();
+        }
+        if !self.ones.is_empty() {
+            let total = HitsTotal {
+                hits: self.ones.len() as u64,
+                cost: PackedHit::cost_of_ones(&self.ones),
+            };
+            self.session.hits_counted(1, &self.ones, total);
+            self.ones.clear();
         }
     }
 
@@ -74,22 +107,24 @@ fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(100_000_000);
-    let single = std::env::args().any(|a| a == "--single");
-    let best = (0..3)
-        .map(|_| pass(n, single))
-        .fold(f64::INFINITY, f64::min);
-    println!(
-        "{n} hits{}: {best:.1} ns per hit (best of 3)",
-        if single {
-            ", one call each"
-        } else {
-            " in runs"
-        }
-    );
+    let form = if std::env::args().any(|a| a == "--single") {
+        Form::Single
+    } else if std::env::args().any(|a| a == "--ones") {
+        Form::Ones
+    } else {
+        Form::Pairs
+    };
+    let best = (0..3).map(|_| pass(n, form)).fold(f64::INFINITY, f64::min);
+    let how = match form {
+        Form::Single => ", one call each",
+        Form::Ones => " in runs, one to a word",
+        Form::Pairs => " in runs",
+    };
+    println!("{n} hits{how}: {best:.1} ns per hit (best of 3)");
 }
 
 /// One pass of `n` hits: seconds per hit.
-fn pass(n: u64, single: bool) -> f64 {
+fn pass(n: u64, form: Form) -> f64 {
     let kinds = [
         MarkKind::FunctionEnter,
         MarkKind::Spawn,
@@ -112,7 +147,10 @@ fn pass(n: u64, single: bool) -> f64 {
         position_independent: false,
     };
     let mut progress = ();
-    let mut session = Session::new(15_000, &mut progress).with_marks_reader(|_| Ok(image.clone()));
+    let profile = std::env::args().any(|a| a == "--profile");
+    let mut session = Session::new(15_000, &mut progress)
+        .with_marks_reader(|_| Ok(image.clone()))
+        .with_profiling(profile, None);
     session
         .probes_for(Path::new("/fib"))
         .expect("synthetic marks");
@@ -125,7 +163,9 @@ fn pass(n: u64, single: bool) -> f64 {
     let mut feed = Feed {
         session,
         sent: 0,
-        run: (!single).then(HitPacker::default),
+        form,
+        run: HitPacker::default(),
+        ones: Vec::with_capacity(RUN),
     };
     let t0 = Instant::now();
     while feed.sent < n {

@@ -19,6 +19,7 @@
 #![forbid(unsafe_code)]
 
 mod entry_points;
+mod hit_path;
 mod labels;
 mod locks;
 mod nesting;
@@ -53,5 +54,7 @@ pub use cilkview_tracer::{
     TerminalInterruptGuard, TraceError, ATTACH_STOP_SIGNALS, FORWARDED_SIGNALS,
 };
 
+#[cfg(test)]
+mod runs_tests;
 #[cfg(test)]
 mod tests;

@@ -46,11 +46,13 @@ const BATCH_PIECES: usize = 1024;
 
 /// One call of the sink, as queued.
 enum Piece {
-    /// `EventSink::hits` of the batch's words `from..to`.
+    /// `EventSink::hits` of the batch's words `from..to`, or with `ones` (their total)
+    /// `EventSink::hits_counted`.
     Hits {
         tid: i32,
         from: usize,
         to: usize,
+        ones: Option<HitsTotal>,
     },
     Event(TraceEvent),
     ImageBase(u64),
@@ -71,8 +73,17 @@ impl Batch {
     fn apply(&self, sink: &mut dyn EventSink) {
         for piece in &self.pieces {
             match *piece {
-                Piece::Hits { tid, from, to } => {
-                    sink.hits(tid, &self.words[from..to]);
+                Piece::Hits {
+                    tid,
+                    from,
+                    to,
+                    ones,
+                } => {
+                    let words = &self.words[from..to];
+                    match ones {
+                        Some(total) => sink.hits_counted(tid, words, total),
+                        None => _ = sink.hits(tid, words),
+                    }
                 }
                 Piece::Event(event) => sink.event(event),
                 Piece::ImageBase(base) => sink.image_base(base),
@@ -221,21 +232,43 @@ impl EventSink for Pipe {
 
     fn hits(&mut self, tid: i32, hits: &[u64]) -> HitsTotal {
         let total = PackedHit::total_of(hits);
-        self.hits_counted(tid, hits, total);
+        self.push_hits(tid, hits, None);
         total
     }
 
-    fn hits_counted(&mut self, tid: i32, hits: &[u64], _: HitsTotal) {
+    fn hits_counted(&mut self, tid: i32, hits: &[u64], total: HitsTotal) {
+        self.push_hits(tid, hits, Some(total));
+    }
+}
+
+impl Pipe {
+    /// Queues a run of packed hits (`ones`: words of one hit each, with their total).
+    fn push_hits(&mut self, tid: i32, hits: &[u64], ones: Option<HitsTotal>) {
         let words = &mut self.batch.words;
         let from = words.len();
         words.extend_from_slice(hits);
         let to = words.len();
         match self.batch.pieces.last_mut() {
-            // The same thread's run goes on: one call of the sink for both.
+            // The same thread's run goes on, in words of the same form: one call of the sink
+            // for both.
             Some(Piece::Hits {
-                tid: t, to: end, ..
-            }) if *t == tid && *end == from => *end = to,
-            _ => self.batch.pieces.push(Piece::Hits { tid, from, to }),
+                tid: t,
+                to: end,
+                ones: before,
+                ..
+            }) if *t == tid && *end == from && before.is_some() == ones.is_some() => {
+                *end = to;
+                if let (Some(sum), Some(more)) = (before, ones) {
+                    sum.hits += more.hits;
+                    sum.cost = sum.cost.wrapping_add(more.cost);
+                }
+            }
+            _ => self.batch.pieces.push(Piece::Hits {
+                tid,
+                from,
+                to,
+                ones,
+            }),
         }
         if to >= BATCH_WORDS || self.batch.pieces.len() >= BATCH_PIECES {
             self.send_batch();
@@ -247,11 +280,13 @@ impl EventSink for Pipe {
 mod tests {
     use super::*;
 
-    /// Every call it gets, as text, with the thread that made it.
+    /// Every call it gets, as text, with the thread that made it, and the totals of the runs of
+    /// words of one hit each it was given.
     #[derive(Default)]
     struct Log {
         calls: Vec<String>,
         threads: std::collections::HashSet<std::thread::ThreadId>,
+        counted: HitsTotal,
     }
 
     impl EventSink for Log {
@@ -270,10 +305,19 @@ mod tests {
             self.calls.push(format!("hit {probe} {tid} {cost}"));
             self.threads.insert(std::thread::current().id());
         }
+        fn hits_counted(&mut self, tid: i32, hits: &[u64], total: HitsTotal) {
+            PackedHit::for_each_one_in(hits, |probe, cost| {
+                self.calls
+                    .push(format!("hit of one word {probe} {tid} {cost}"));
+            });
+            self.counted.hits += total.hits;
+            self.counted.cost += total.cost;
+        }
     }
 
     /// A backend's calls: probes, then runs of hits of two threads, more than a batch holds,
-    /// with events between them.
+    /// with events between them; every third run in words of one hit each, counted (runs of
+    /// both forms, one after the other, of one thread).
     fn feed(sink: &mut dyn EventSink) -> u64 {
         sink.probes_for(Path::new("a")).unwrap();
         sink.image_base(4096);
@@ -286,7 +330,15 @@ mod tests {
                         .0
                 })
                 .collect();
-            total += sink.hits((round % 2) as i32, &words).cost;
+            let tid = (round % 2) as i32;
+            if round % 3 == 0 {
+                let counted = PackedHit::total_of(&words);
+                sink.hits_counted(tid, &words, counted);
+                total += counted.cost;
+                sink.hits(tid, &words[..10]);
+            } else {
+                total += sink.hits(tid, &words).cost;
+            }
             sink.event(TraceEvent::ThreadExit {
                 tid: 5,
                 cost: round,
@@ -307,6 +359,8 @@ mod tests {
         assert_eq!(piped_total, direct_total);
         assert_eq!(piped.calls.len(), direct.calls.len());
         assert!(piped.calls == direct.calls, "the calls differ");
+        assert_eq!(piped.counted, direct.counted);
+        assert_eq!(direct.counted.hits, 14 * 1000);
         assert!(!piped.threads.contains(&std::thread::current().id()));
     }
 

@@ -5,13 +5,12 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use cilkview_engine::{Anomalies, Config, Engine, Event, EventKind, RegionId, Report};
-use cilkview_events::{
-    Ending, EventSink, ExitStatus, HitsTotal, PackedHit, Probe, ProbesError, TraceEvent,
-};
+use cilkview_engine::{Anomalies, Config, Engine, EventKind, RegionId, Report};
+use cilkview_events::{Ending, EventSink, ExitStatus, HitsTotal, Probe, ProbesError, TraceEvent};
 use cilkview_marks::{has_marks_section, read_marks, MarkKind, MarkedImage};
 use cilkview_report::{RunInfo, RunReport};
 
+use crate::hit_path::{HitPath, ProbeEntry, ProbeTable, Thread};
 use crate::locks::{HeldLocks, LockMark, Locks};
 use crate::nesting::{Cut, MarkPlace, Nesting};
 use crate::region_profile::RegionProfiler;
@@ -37,35 +36,6 @@ impl Labels {
     }
 }
 
-/// The analysis of one thread: its engine, its anomalies as last seen and their count (a change
-/// after an event names that event's mark in the nesting warning), and with `--profile-region`
-/// the region's profiler.
-struct Thread {
-    tid: i32,
-    engine: Engine,
-    seen: Anomalies,
-    seen_count: u64,
-    region: Option<Box<RegionProfiler>>,
-    /// The return address a runtime wrapper's spawn hit reported, for the entry hit that follows
-    /// it (`Sites::site`).
-    spawn_caller: Option<u64>,
-    /// The locks it holds (`run --locks`).
-    held: HeldLocks,
-}
-
-/// What one probe of the current program image means: one entry of the session's probe table.
-#[derive(Clone, Copy)]
-struct ProbeEntry {
-    /// The engine's event (region labels interned; a loop's grain comes with each hit).
-    kind: EventKind,
-    /// Where the mark is (read only for warnings).
-    place: MarkPlace,
-    /// The call site its hits belong to (`ProbeSite::None` unless profiling call sites).
-    site: ProbeSite,
-    /// A lock mark of the `--locks` library: not an engine event (`locks.rs`).
-    lock: Option<LockMark>,
-}
-
 /// How a session reads the marks of an image (the `.cilkview_marks` section by default).
 pub type MarksReader<'a> = Box<dyn FnMut(&Path) -> Result<MarkedImage, ProbesError> + Send + 'a>;
 
@@ -89,7 +59,7 @@ pub struct Session<'a> {
     /// What each probe of the current program image means, indexed like the backend's probe
     /// numbers: the executable's marks, then those of each library, in the order the backend
     /// asked for them.
-    probes: Vec<ProbeEntry>,
+    probes: ProbeTable,
     labels: Labels,
     /// Every image (executable or library) whose marks were read, with its number of marks.
     images: Vec<(PathBuf, usize)>,
@@ -116,7 +86,7 @@ impl<'a> Session<'a> {
             last_engine: 0,
             hits: 0,
             cost_total: 0,
-            probes: Vec::new(),
+            probes: ProbeTable::default(),
             labels: Labels::default(),
             images: Vec::new(),
             nesting: Nesting::default(),
@@ -206,8 +176,8 @@ impl<'a> Session<'a> {
     fn on_hit(&mut self, probe: usize, tid: i32, cost: u64, operand: Option<u64>) {
         self.cost_total = self.cost_total.saturating_add(cost);
         let i = self.engine_index(tid);
-        let mut path = self.hit_path(i);
-        path.hit::<true>(probe, cost, operand);
+        let (mut path, thread) = self.hit_path(i);
+        path.hit::<true>(thread, probe, cost, operand);
         let ours = 1 - path.foreign;
         self.count_hits(ours);
     }
@@ -223,16 +193,36 @@ impl<'a> Session<'a> {
         }
     }
 
-    /// What a hit of the thread of `engines[i]` reads and writes, borrowed once for a run of hits.
-    fn hit_path(&mut self, i: usize) -> HitPath<'_> {
-        HitPath {
+    /// A run of packed hits of thread `tid` (`ones`: words of one hit each): how many hits and
+    /// their cost.
+    fn run_of_hits(&mut self, tid: i32, words: &[u64], ones: bool) -> HitsTotal {
+        let i = self.engine_index(tid);
+        let (mut path, thread) = self.hit_path(i);
+        // The run's totals from the engine's before and after (every hit is an event of the
+        // engine or, for a foreign probe, a charge to it): nothing counted per hit.
+        let (events, cost) = (thread.engine.events(), thread.engine.cost_so_far());
+        path.run(thread, words, ones);
+        let ours = thread.engine.events() - events;
+        let total = HitsTotal {
+            hits: ours + path.foreign,
+            cost: thread.engine.cost_so_far().wrapping_sub(cost),
+        };
+        self.count_hits(ours);
+        self.cost_total = self.cost_total.saturating_add(total.cost);
+        total
+    }
+
+    /// What a hit of the thread of `engines[i]` reads and writes, borrowed once for a run of
+    /// hits: the session's parts, and the thread's.
+    fn hit_path(&mut self, i: usize) -> (HitPath<'_>, &mut Thread) {
+        let path = HitPath {
             probes: &self.probes,
             sites: &mut self.sites,
             nesting: &mut self.nesting,
             locks: &mut self.locks,
-            thread: &mut self.engines[i],
             foreign: 0,
-        }
+        };
+        (path, &mut self.engines[i])
     }
 
     /// `n` more marks hit: progress each time the count passes a multiple of [`HITS_STEP`].
@@ -399,7 +389,7 @@ impl EventSink for Session<'_> {
                     // A new program image: the numbering restarts with the probes of the calls
                     // made at its exec, the last `probes` entries.
                     let gone = self.probes.len().saturating_sub(probes);
-                    self.probes.drain(..gone);
+                    self.probes.drop_first(gone);
                     // A wrapper (shell script, env, launcher) that ran no marks is not part of
                     // the analyzed program.
                     if self.hits == 0 {
@@ -426,99 +416,10 @@ impl EventSink for Session<'_> {
     }
 
     fn hits(&mut self, tid: i32, hits: &[u64]) -> HitsTotal {
-        let i = self.engine_index(tid);
-        let mut path = self.hit_path(i);
-        // The run's totals from the engine's before and after (every hit is an event of the
-        // engine or, for a foreign probe, a charge to it): nothing counted per hit.
-        let (events, cost) = (
-            path.thread.engine.events(),
-            path.thread.engine.cost_so_far(),
-        );
-        // Whether the engine (or the region's) profiles, checked once for the run: two loops.
-        if path.thread.engine.profiling() || path.thread.region.is_some() {
-            PackedHit::for_each_hit_in(hits, |probe, cost| path.hit::<true>(probe, cost, None))
-        } else {
-            PackedHit::for_each_hit_in(hits, |probe, cost| path.hit::<false>(probe, cost, None))
-        }
-        let ours = path.thread.engine.events() - events;
-        let total = HitsTotal {
-            hits: ours + path.foreign,
-            cost: path.thread.engine.cost_so_far().wrapping_sub(cost),
-        };
-        self.count_hits(ours);
-        self.cost_total = self.cost_total.saturating_add(total.cost);
-        total
+        self.run_of_hits(tid, hits, false)
     }
-}
 
-/// The session's parts a hit of one thread touches (see [`Session::hit_path`]).
-struct HitPath<'s> {
-    probes: &'s [ProbeEntry],
-    sites: &'s mut Option<Sites>,
-    nesting: &'s mut Nesting,
-    locks: &'s mut Locks,
-    thread: &'s mut Thread,
-    /// Hits that are no engine event: probes not ours (rare), lock marks (counted apart).
-    foreign: u64,
-}
-
-impl HitPath<'_> {
-    /// The hot path, tens of millions of times a second under emulation.
-    #[inline(always)]
-    fn hit<const MAYBE_PROFILED: bool>(&mut self, probe: usize, cost: u64, operand: Option<u64>) {
-        let Thread {
-            engine,
-            seen,
-            seen_count,
-            region,
-            spawn_caller,
-            held,
-            ..
-        } = &mut *self.thread;
-        let entry = self.probes.get(probe);
-        if entry.is_none_or(|e| e.lock.is_some()) {
-            // Not a probe we gave, or a lock mark: its cost is still work of the thread.
-            engine.charge(cost);
-            if let Some(region) = region {
-                region.charge(cost);
-            }
-            self.foreign += 1;
-            if let Some(mark) = entry.and_then(|e| e.lock) {
-                held.hit(mark, operand, engine.cost_so_far(), self.locks);
-            }
-            return;
-        }
-        let entry = entry.expect("checked");
-        // The table's loop beginnings have grain 1, what a hit without an operand gives; its
-        // spawn-afters and wait-fors name no sibling.
-        let kind = match (entry.kind, operand) {
-            (kind, None) => kind,
-            (EventKind::LoopBegin { .. }, Some(grain)) => EventKind::LoopBegin { grain },
-            (EventKind::SpawnAfter { .. }, Some(sibling)) => EventKind::SpawnAfter { sibling },
-            (EventKind::WaitFor { .. }, Some(sibling)) => EventKind::WaitFor { sibling },
-            (kind, Some(_)) => kind,
-        };
-        if MAYBE_PROFILED {
-            let site = match (kind, &mut *self.sites) {
-                (EventKind::FunctionEnter | EventKind::Spawn, Some(sites)) => {
-                    sites.site(entry.site, operand, spawn_caller)
-                }
-                _ => None,
-            };
-            let event = Event::at(cost, kind, site);
-            engine.process(event);
-            if let Some(region) = region {
-                region.event(engine, event);
-            }
-        } else {
-            // No call sites: a session has them only with a profiling engine or region (`hits`
-            // then takes the profiled loop).
-            engine.process_unprofiled(Event::new(cost, kind));
-        }
-        if engine.anomaly_count() != *seen_count {
-            let after = engine.anomalies();
-            self.nesting.record(Some(entry.place), seen, &after);
-            (*seen, *seen_count) = (after, engine.anomaly_count());
-        }
+    fn hits_counted(&mut self, tid: i32, hits: &[u64], _: HitsTotal) {
+        self.run_of_hits(tid, hits, true);
     }
 }

@@ -8,23 +8,23 @@ use cilkview_marks::{Mark, MarkKind, MarkedImage};
 use cilkview_report::{RunInfo, RunReport};
 
 use crate::{CounterInfo, CounterMode, Ending, EventSink, ExitStatus, Probe, Session, TraceEvent};
-use cilkview_events::{HitPacker, HitsTotal, ProbesError};
+use cilkview_events::ProbesError;
 
 use MarkKind::*;
 
-const BURDEN: u64 = 100;
+pub(crate) const BURDEN: u64 = 100;
 
 /// Images and their marks (kind, label), at addresses 0x1000, 0x1010, … of an image based at 0.
 #[derive(Default)]
-struct Files(HashMap<PathBuf, Vec<(MarkKind, Option<&'static str>)>>);
+pub(crate) struct Files(HashMap<PathBuf, Vec<(MarkKind, Option<&'static str>)>>);
 
 impl Files {
-    fn with(mut self, path: &str, marks: &[(MarkKind, Option<&'static str>)]) -> Files {
+    pub(crate) fn with(mut self, path: &str, marks: &[(MarkKind, Option<&'static str>)]) -> Files {
         self.0.insert(PathBuf::from(path), marks.to_vec());
         self
     }
 
-    fn read(&self, path: &Path) -> Result<MarkedImage, ProbesError> {
+    pub(crate) fn read(&self, path: &Path) -> Result<MarkedImage, ProbesError> {
         let marks = self
             .0
             .get(path)
@@ -46,7 +46,7 @@ impl Files {
     }
 }
 
-fn info() -> RunInfo {
+pub(crate) fn info() -> RunInfo {
     RunInfo {
         program: "./synthetic".into(),
         args: vec![],
@@ -75,7 +75,7 @@ fn hit(probe: usize, tid: i32, cost: u64) -> TraceEvent {
     }
 }
 
-fn exec(image: u32, tid: i32, cost: u64, probes: usize) -> TraceEvent {
+pub(crate) fn exec(image: u32, tid: i32, cost: u64, probes: usize) -> TraceEvent {
     TraceEvent::Exec {
         image,
         tid,
@@ -119,7 +119,8 @@ fn measures(r: &RunReport) -> (u64, u64, u64, u64, u64) {
     )
 }
 
-const SPAWN_SYNC: &[(MarkKind, Option<&str>)] = &[(Spawn, None), (SpawnReturn, None), (Sync, None)];
+pub(crate) const SPAWN_SYNC: &[(MarkKind, Option<&str>)] =
+    &[(Spawn, None), (SpawnReturn, None), (Sync, None)];
 
 #[test]
 fn one_spawn_and_sync() {
@@ -520,75 +521,4 @@ fn progress_hears_the_hits_then_the_end() {
     // Every HITS_STEP hits (none here), then the total at the end.
     assert_eq!(heard.0, [3]);
     assert!(heard.1);
-}
-
-#[test]
-fn runs_of_hits_measure_what_the_same_hits_one_by_one_do() {
-    // Two threads, a probe number that is not ours (7), closers without openers, costs too
-    // large for a small hit among small ones (words of one hit between words of two): everything
-    // the batched path (EventSink::hits, under emulation) must treat as the single hits do.
-    let files = Files::default().with("/prog", SPAWN_SYNC);
-    let stream: Vec<(i32, usize, u64)> = (0..10_000u64)
-        .map(|k| {
-            let tid = if k % 1000 < 700 { 1 } else { 2 };
-            let probe = [0, 1, 0, 1, 2, 7, 1, 2][(k % 8) as usize];
-            let cost = if k % 37 == 0 { 70_000 + k } else { k % 13 + 1 };
-            (tid, probe, cost)
-        })
-        .collect();
-    let run = |batched: bool, profiled: bool| {
-        #[derive(Default)]
-        struct Heard(Vec<u64>);
-        impl crate::Progress for Heard {
-            fn hits(&mut self, hits: u64) {
-                self.0.push(hits);
-            }
-        }
-        let mut heard = Heard::default();
-        let mut session = Session::new(BURDEN, &mut heard).with_marks_reader(|p| files.read(p));
-        if profiled {
-            session = session.with_profile();
-        }
-        session.probes_for(Path::new("/prog")).unwrap();
-        session.event(exec(0, 1, 5, 3));
-        if batched {
-            // Runs of one thread, cut at the thread changes and every 100 hits.
-            for part in stream.chunk_by(|a, b| a.0 == b.0) {
-                for piece in part.chunks(100) {
-                    let mut hits = HitPacker::default();
-                    for &(_, p, c) in piece {
-                        hits.push(p, c);
-                    }
-                    let seen = session.hits(piece[0].0, hits.words());
-                    let cost = piece.iter().map(|h| h.2).sum();
-                    assert_eq!(
-                        seen,
-                        HitsTotal {
-                            hits: piece.len() as u64,
-                            cost
-                        }
-                    );
-                }
-            }
-        } else {
-            for &(tid, probe, cost) in &stream {
-                session.hit(probe, tid, cost);
-            }
-        }
-        let report = session.finish(info(), "./synthetic", false);
-        (report, heard.0)
-    };
-    let (one_by_one, heard_one) = run(false, false);
-    let (batched, heard_batched) = run(true, false);
-    assert_eq!(batched, one_by_one);
-    // The same with call-site profiles (the sink's other loop).
-    let (profiled_one, _) = run(false, true);
-    let (profiled_batched, _) = run(true, true);
-    assert_eq!(profiled_batched, profiled_one);
-    assert!(profiled_one.call_sites.is_some() && one_by_one.call_sites.is_none());
-    assert!(one_by_one.measures.work > 0 && !one_by_one.warnings.is_empty());
-    // 7 of every 8 hits are ours: 8,750, heard at each multiple of 4,096 passed, then the total.
-    assert_eq!(heard_one, [4096, 8192, 8750]);
-    assert_eq!(heard_batched.last(), Some(&8750));
-    assert_eq!(heard_batched.len(), 3);
 }

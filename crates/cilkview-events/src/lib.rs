@@ -449,8 +449,10 @@ pub trait EventSink {
     fn hits(&mut self, tid: i32, hits: &[u64]) -> HitsTotal {
         PackedHit::for_each_in(hits, |probe, cost| self.hit(probe, tid, cost))
     }
-    /// [`EventSink::hits`] from a backend that counted the run's `total` as it packed it: a
-    /// sink that only passes the words on (to another thread) need not unpack them to count.
+    /// [`EventSink::hits`] from a backend that packed each hit in a word of its own
+    /// ([`PackedHit::new`]'s, never small hits) and counted the run's `total` as it packed it:
+    /// a sink decodes such words with no test of their form, and one that only passes the
+    /// words on (to another thread) need not unpack them to count.
     fn hits_counted(&mut self, tid: i32, hits: &[u64], total: HitsTotal) {
         let _ = total;
         self.hits(tid, hits);

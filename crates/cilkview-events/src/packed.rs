@@ -153,6 +153,15 @@ impl PackedHit {
         }
     }
 
+    /// [`PackedHit::for_each_hit_in`] for words that each hold one hit ([`PackedHit::new`]'s,
+    /// not small hits): no test of a word's form, no state between words.
+    #[inline(always)]
+    pub fn for_each_one_in(words: &[u64], mut f: impl FnMut(usize, u64)) {
+        for &x in words {
+            f(((x >> 2) & Self::MAX_PROBE as u64) as usize, x >> 26);
+        }
+    }
+
     /// Calls `f(probe, cost)` for each hit of the word, in order. (Bits 32–63 of a word of small
     /// hits, when not zero, are read as a small hit whatever their bits 0–1.)
     #[inline(always)]
@@ -306,13 +315,17 @@ mod tests {
             prop_assert_eq!(by_bits, PackedHit::new(probe, cost));
         }
 
-        /// The costs of words of one hit each sum as their decoding's.
+        /// The costs of words of one hit each sum as their decoding's; their own decoding gives
+        /// the hits packed.
         #[test]
-        fn the_cost_of_words_of_one_hit_is_their_total(hits in prop::collection::vec(
+        fn words_of_one_hit_decode_and_sum_as_packed(hits in prop::collection::vec(
             (0..=PackedHit::MAX_PROBE, 0..=PackedHit::MAX_COST >> 4), 0..40,
         )) {
             let words: Vec<u64> = hits.iter().map(|&(p, c)| PackedHit::new(p, c).unwrap().0).collect();
             prop_assert_eq!(PackedHit::cost_of_ones(&words), PackedHit::total_of(&words).cost);
+            let mut ones = vec![];
+            PackedHit::for_each_one_in(&words, |p, c| ones.push((p, c)));
+            prop_assert_eq!(ones, hits);
         }
     }
 
