@@ -123,6 +123,7 @@ impl ContextMap {
     }
 
     /// Whether the prof holds nothing (no list, no array).
+    #[inline(always)]
     pub fn is_empty(&self) -> bool {
         self.head == NIL && self.arr.is_none()
     }

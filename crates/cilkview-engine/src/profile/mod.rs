@@ -6,7 +6,9 @@
 
 pub(crate) mod cilkprof;
 mod context_map;
+mod frames;
 mod path_tree;
+mod tables;
 
 use std::collections::HashMap;
 use std::num::NonZeroU64;

@@ -16,8 +16,8 @@
 //! frame's from its `base` and `first` (those of the frames below it are below). A frame's side
 //! of it is [`FramePaths`].
 
-use super::cilkprof::PathProf;
 use super::context_map::Arena;
+use super::frames::PathProf;
 
 /// No segment: the path begins at the frame's last sync.
 const START: u32 = u32::MAX;
@@ -162,6 +162,20 @@ impl FramePaths {
         }
     }
 
+    /// The paths of a frame that begins now, in a slot whose paths are empty.
+    #[inline(always)]
+    pub fn begin(&mut self, tree: &PathTree) {
+        debug_assert!(self.p.prof.is_empty() && self.c.prof.is_empty());
+        self.p.span = 0;
+        self.p.own = 0;
+        self.c.span = 0;
+        self.c.own = 0;
+        self.cur = START;
+        self.after = START;
+        self.base = tree.len();
+        self.first = tree.first_child();
+    }
+
     /// Length of the current path since the last sync.
     fn cur_total(&self, tree: &PathTree) -> u64 {
         tree.total(self.cur).saturating_add(self.c.span)
@@ -221,7 +235,20 @@ impl FramePaths {
 
     /// Figure 3, lines 14–19, over the tree: the longest of the current path and the children's
     /// ends (ties: the continuation, then the later child) goes into `p`.
+    #[inline]
     pub fn sync(&mut self, arena: &mut Arena, keys: usize, tree: &mut PathTree) {
+        if tree.len() == self.base && tree.first_child() == self.first {
+            // Nothing spawned since the last sync: the continuation alone.
+            debug_assert!(self.cur == START && self.after == START);
+            let c = std::mem::take(&mut self.c);
+            self.p.then(arena, keys, c);
+            return;
+        }
+        self.sync_children(arena, keys, tree);
+    }
+
+    /// [`FramePaths::sync`] with children spawned since the last sync.
+    fn sync_children(&mut self, arena: &mut Arena, keys: usize, tree: &mut PathTree) {
         let mut longest: Option<(u32, u64)> = None;
         for &end in tree.children(self.first) {
             let total = tree.total(end);
