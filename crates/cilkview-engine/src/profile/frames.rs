@@ -29,6 +29,18 @@ impl PathProf {
         }
     }
 
+    /// `self` followed by `o` in series, `o` left empty (as `then(take(o))`, in place).
+    #[inline(always)]
+    pub(super) fn absorb(&mut self, arena: &mut Arena, keys: usize, o: &mut PathProf) {
+        self.span = self.span.saturating_add(o.span);
+        self.own = self.own.saturating_add(o.own);
+        o.span = 0;
+        o.own = 0;
+        if !o.prof.is_empty() {
+            self.then_prof(arena, keys, std::mem::take(&mut o.prof));
+        }
+    }
+
     /// The prof part of [`PathProf::then`], for a non-empty `o`.
     #[inline(never)]
     fn then_prof(&mut self, arena: &mut Arena, keys: usize, mut o: ContextMap) {
@@ -212,6 +224,7 @@ impl PFrame {
         }
     }
 
+    #[inline(always)]
     pub(super) fn sync(&mut self, arena: &mut Arena, keys: usize, tree: &mut PathTree) {
         if self.lp.is_none() {
             self.paths.sync(arena, keys, tree);

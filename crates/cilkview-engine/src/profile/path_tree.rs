@@ -98,9 +98,12 @@ impl PathTree {
             into.then(arena, keys, std::mem::take(&mut seg.path));
         }
         let base = (base as usize).min(self.segments.len());
-        for seg in self.segments.drain(base..) {
-            seg.path.free(arena);
+        for seg in &mut self.segments[base..] {
+            if !seg.path.prof.is_empty() {
+                seg.path.prof.free(arena);
+            }
         }
+        self.segments.truncate(base);
         self.children.truncate(first as usize);
     }
 }
@@ -235,19 +238,19 @@ impl FramePaths {
 
     /// Figure 3, lines 14–19, over the tree: the longest of the current path and the children's
     /// ends (ties: the continuation, then the later child) goes into `p`.
-    #[inline]
+    #[inline(always)]
     pub fn sync(&mut self, arena: &mut Arena, keys: usize, tree: &mut PathTree) {
         if tree.len() == self.base && tree.first_child() == self.first {
             // Nothing spawned since the last sync: the continuation alone.
             debug_assert!(self.cur == START && self.after == START);
-            let c = std::mem::take(&mut self.c);
-            self.p.then(arena, keys, c);
+            self.p.absorb(arena, keys, &mut self.c);
             return;
         }
         self.sync_children(arena, keys, tree);
     }
 
     /// [`FramePaths::sync`] with children spawned since the last sync.
+    #[inline(never)]
     fn sync_children(&mut self, arena: &mut Arena, keys: usize, tree: &mut PathTree) {
         let mut longest: Option<(u32, u64)> = None;
         for &end in tree.children(self.first) {

@@ -20,9 +20,10 @@ pub(super) const ROOT: u32 = 0;
 pub(super) const NONE: u32 = u32::MAX;
 /// How many calling contexts beyond twice the number of sites are kept as full paths.
 pub(crate) const CONTEXT_SLACK: usize = 1 << 16;
-/// Site keys below this are found in the dense tables; larger ones (return addresses, say) are
-/// hashed.
-const DENSE_KEYS: u64 = 1 << 20;
+/// A site key is put in the dense tables when it is below twice the number of sites plus this
+/// (interned keys, 1, 2, … in order of first use, always are; return addresses, say, are hashed),
+/// so the tables stay O(sites).
+const DENSE_SLACK: u64 = 1 << 10;
 
 /// An open invocation of a call site.
 #[derive(Clone, Copy, Debug)]
@@ -71,7 +72,8 @@ struct CtxState {
 #[derive(Clone, Debug)]
 pub(super) struct Tables {
     sites: Vec<SiteState>,
-    /// Site by key, per kind (spawn, call), for keys below `DENSE_KEYS` (`NONE`: not there).
+    /// Site by key, per kind (spawn, call), for small keys (`NONE`: not there; see
+    /// `DENSE_SLACK`).
     dense: [Vec<u32>; 2],
     /// Every site by (site, kind).
     site_index: HashMap<(CallSite, SiteKind), u32>,
@@ -134,7 +136,7 @@ impl Tables {
                 last_ctx: NONE,
             });
         }
-        if site.key() < DENSE_KEYS {
+        if site.key() < 2 * self.sites.len() as u64 + DENSE_SLACK {
             let (key, dense) = (site.key() as usize, &mut self.dense[kind as usize]);
             if dense.len() <= key {
                 dense.resize(key + 1, NONE);
