@@ -80,6 +80,19 @@ impl PathTree {
         self.children.get(first as usize..).unwrap_or_default()
     }
 
+    /// The frame whose segments and children begin at `base` and `first` has one child since its
+    /// last sync and no other segment (the child began at the sync): its segment removed, its
+    /// chain's length and path.
+    pub fn pop_sole_child(&mut self, base: u32, first: u32) -> Option<(u64, PathProf)> {
+        if self.children.len() != first as usize + 1 || self.segments.len() != base as usize + 1 {
+            return None;
+        }
+        self.children.pop();
+        let seg = self.segments.pop()?;
+        debug_assert_eq!(seg.after, START);
+        Some((seg.total, seg.path))
+    }
+
     /// Unions the chain ending with segment `end` (`START`: none) into `into`, frees every other
     /// segment from `base`, and drops them and the children from `first`: the frame whose
     /// segments and children begin there syncs.
@@ -252,6 +265,21 @@ impl FramePaths {
     /// [`FramePaths::sync`] with children spawned since the last sync.
     #[inline(never)]
     fn sync_children(&mut self, arena: &mut Arena, keys: usize, tree: &mut PathTree) {
+        if self.cur == START {
+            if let Some((total, path)) = tree.pop_sole_child(self.base, self.first) {
+                // One child since the last sync, started at it (a fork-join's common case):
+                // the longer of it and the continuation (ties: the continuation).
+                if total > self.c.span {
+                    std::mem::take(&mut self.c).free(arena);
+                    self.p.then(arena, keys, path);
+                } else {
+                    self.p.absorb(arena, keys, &mut self.c);
+                    path.free(arena);
+                }
+                self.after = START;
+                return;
+            }
+        }
         let mut longest: Option<(u32, u64)> = None;
         for &end in tree.children(self.first) {
             let total = tree.total(end);
