@@ -7,7 +7,9 @@
 # known_loop and known_regions (dynamically linked: the loader and libc are mapped, so probes are
 # numbered across images), a `#!/bin/sh` wrapper exec'ing known_spawn (the wrapper-exec rule),
 # `report` re-rendering a saved JSON with a failing --fail-below gate, two errors (an
-# unwritable output path, a program that is not ELF), `schema` and `schema bench`.
+# unwritable output path, a program that is not ELF), `schema` and `schema bench`; call-site
+# profiles (`--profile`: every file it writes) of profile_known, known_spawn, qsort_profile,
+# fib 12 (-fno-inline) and of profile_region's region, and `report --profile` of a saved one.
 # No line of these is excluded: none may vary between two runs of one program under
 # --counter step.
 # Then `bench` (alone, against a saved analysis and one of its regions, `-` as standard output,
@@ -30,10 +32,12 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 mkdir -p "$work/prog"
-for f in known_spawn known_loop known_regions; do
+for f in known_spawn known_loop known_regions profile_known qsort_profile profile_region; do
     cc -O2 -I "$root/crates/cilkview-marks/include" -I "$root/fixtures" \
         "$root/fixtures/$f.c" -o "$work/prog/$f" || exit 2
 done
+cc -O2 -fno-inline -I "$root/crates/cilkview-marks/include" "$root/fixtures/fib.c" \
+    -o "$work/prog/fib" || exit 2
 printf '#!/bin/sh\nexec "$(dirname "$0")/known_spawn" "$@"\n' >"$work/prog/wrapper.sh"
 chmod +x "$work/prog/wrapper.sh"
 printf 'not a program\n' >"$work/prog/text"
@@ -82,6 +86,19 @@ case_ report report --fail-below parallelism=100 --fail-below region:step:parall
 case_ unwritable run --counter step --json missing/out.json "$work/prog/known_spawn"
 case_ not_elf run --counter step --json out.json "$work/prog/text"
 case_ schema schema
+# Call-site profiles: the report's table, the JSON's call sites and contexts, PREFIX.csv, the
+# folded stacks and flame graphs of span and work, the callgrind file; of a region too, and
+# re-rendered from a saved JSON.
+for f in profile_known known_spawn; do
+    case_ "profile_$f" run --counter step --profile prof --json out.json "$work/prog/$f"
+done
+case_ profile_qsort run --counter step --profile prof --top 20 --json out.json \
+    "$work/prog/qsort_profile" 300
+case_ profile_fib run --counter step --profile prof --json out.json "$work/prog/fib" 12
+case_ profile_region run --counter step --profile prof --profile-region kernel --json out.json \
+    "$work/prog/profile_region"
+cp "$work/before/profile_qsort/out.json" "$work/saved_profile.json"
+case_ profile_report report --profile again --json again.json "$work/saved_profile.json"
 case_ schema_bench schema bench
 
 # mask NAME: the time-dependent parts of case NAME's outputs, on both sides (see the top).

@@ -8,7 +8,7 @@ use crate::frame::{Frame, FrameKind, OpenRegion, Spares};
 use crate::measures::{Anomalies, Measures, RegionMeasures, Report};
 use crate::observer::Observer;
 use crate::paths::{Cost, End, Paths};
-use crate::profile::cilkprof::Profiler;
+use crate::profile::cilkprof::{Held, Profiler};
 use crate::profile::CallSite;
 
 /// Cilkview's default burden: the cost of a steal, in instructions, put on every continuation edge.
@@ -57,7 +57,8 @@ pub struct Engine {
     /// A frame begun whose push waits for the next event: a function entered, or an iteration
     /// begun. If that event is its end (a leaf call, half of all calls in a recursion; an
     /// iteration with no marks inside), the frame would have held that one strand, so the strand
-    /// goes to the parent and no frame is pushed or popped (unprofiled engines only).
+    /// goes to the parent and no frame is pushed or popped (a profiling engine too: its profiler
+    /// holds the same frame, see `process_profiled`).
     pending: Pending,
     regions: BTreeMap<RegionId, RegionMeasures>,
     anomalies: Anomalies,
@@ -199,12 +200,41 @@ impl Engine {
         self.step(&mut (), event);
     }
 
+    /// [`Engine::process`] for a profiling engine. Leaf calls and iterations take the unprofiled
+    /// path's shortcut (no frame pushed when the next event is their end): the profiler holds
+    /// what began, and either ends it at once (`end_held`) or pushes its frame when the engine
+    /// pushes its own.
     #[inline(never)]
     fn process_profiled(&mut self, cost: u64, kind: EventKind, site: Option<CallSite>) {
-        if let Some(mut p) = self.profiler.take() {
-            self.step(&mut *p, Event::at(cost, kind, site));
-            self.profiler = Some(p);
+        let Some(mut p) = self.profiler.take() else {
+            return;
+        };
+        let event = Event::at(cost, kind, site);
+        let ends_held = match p.held() {
+            Held::None => false,
+            Held::Call(_) => kind == EventKind::FunctionExit,
+            Held::Iteration => kind == EventKind::IterationEnd,
+        };
+        if ends_held {
+            self.step(&mut (), event);
+            p.end_held(cost);
+        } else {
+            p.push_held();
+            match kind {
+                EventKind::FunctionEnter => {
+                    self.step(&mut (), event);
+                    p.strand(cost);
+                    p.hold_call(site);
+                }
+                EventKind::IterationBegin if p.in_loop() => {
+                    self.step(&mut (), event);
+                    p.strand(cost);
+                    p.hold_iteration();
+                }
+                _ => self.step(&mut *p, event),
+            }
         }
+        self.profiler = Some(p);
     }
 
     /// Consumes one event, telling `o` what happens to the frames.
@@ -339,6 +369,7 @@ impl Engine {
         self.push_pending();
         self.acc = self.acc.wrapping_add(cost);
         if let Some(p) = &mut self.profiler {
+            p.push_held();
             p.strand(cost);
         }
     }
@@ -353,6 +384,9 @@ impl Engine {
     pub fn finish(mut self) -> Report {
         self.push_pending();
         let mut profiler = self.profiler.take();
+        if let Some(p) = &mut profiler {
+            p.push_held();
+        }
         while self.stack.len() > 1 {
             match &mut profiler {
                 None => self.pop_implicit(&mut ()),

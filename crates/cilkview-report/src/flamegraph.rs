@@ -43,6 +43,9 @@ impl FlameGraphExporter {
         ) else {
             return String::new();
         };
+        // Each site's label once (a line names every site of its context's path: formatting
+        // them per line cost more than the rest of a fine-grained run's analysis).
+        let labels: Vec<String> = sites.iter().map(|s| s.label()).collect();
         let mut out = String::new();
         for (i, c) in contexts.iter().enumerate() {
             let value = match measure {
@@ -53,13 +56,18 @@ impl FlameGraphExporter {
                 continue;
             }
             let stack = report.context_stack(i);
-            let line = if stack.is_empty() {
-                OUTSIDE_FRAME.to_string()
-            } else {
-                let frames: Vec<String> = stack.into_iter().map(|s| sites[s].label()).collect();
-                frames.join(";")
-            };
-            out.push_str(&format!("{line} {value}\n"));
+            if stack.is_empty() {
+                out.push_str(OUTSIDE_FRAME);
+            }
+            for (k, s) in stack.into_iter().enumerate() {
+                if k > 0 {
+                    out.push(';');
+                }
+                out.push_str(&labels[s]);
+            }
+            out.push(' ');
+            out.push_str(&value.to_string());
+            out.push('\n');
         }
         out
     }

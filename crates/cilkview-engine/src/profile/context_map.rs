@@ -109,6 +109,15 @@ impl ContextMap {
                 return;
             }
         }
+        if self.head != NIL {
+            // The list's last update was at the same key (invocations of one context in a row,
+            // a recursion's folded into it): added there, no node.
+            let tail = &mut arena.nodes[self.tail as usize];
+            if tail.key == key {
+                tail.entry.add(&entry);
+                return;
+            }
+        }
         let node = arena.alloc(key, entry);
         if self.head == NIL {
             self.head = node;
@@ -123,6 +132,7 @@ impl ContextMap {
     }
 
     /// Whether the prof holds nothing (no list, no array).
+    #[inline(always)]
     pub fn is_empty(&self) -> bool {
         self.head == NIL && self.arr.is_none()
     }

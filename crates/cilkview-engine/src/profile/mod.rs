@@ -1,12 +1,16 @@
 //! Call-site profiles (Cilkprof, Schardl et al., SPAA 2015, §6): what the profiling engine reports,
 //! per call site and per calling context (this file); the algorithm that computes it
-//! (`cilkprof.rs`), its sparse per-path map (`context_map.rs`, the paper's *prof*) and the paths
-//! of a frame since its last sync that dependences between siblings need (`path_tree.rs`).
-//! Formulas: docs/engine.md, "Call-site profiles".
+//! (`cilkprof.rs`, the hooks the engine calls), its frames and paths (`frames.rs`), the sites,
+//! caller functions and contexts it counts in (`tables.rs`), its sparse per-path map
+//! (`context_map.rs`, the paper's *prof*) and the paths of a frame since its last sync that
+//! dependences between siblings need (`path_tree.rs`). Formulas: docs/engine.md, "Call-site
+//! profiles".
 
 pub(crate) mod cilkprof;
 mod context_map;
+mod frames;
 mod path_tree;
+mod tables;
 
 use std::collections::HashMap;
 use std::num::NonZeroU64;

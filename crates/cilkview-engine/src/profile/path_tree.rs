@@ -16,8 +16,8 @@
 //! frame's from its `base` and `first` (those of the frames below it are below). A frame's side
 //! of it is [`FramePaths`].
 
-use super::cilkprof::PathProf;
 use super::context_map::Arena;
+use super::frames::PathProf;
 
 /// No segment: the path begins at the frame's last sync.
 const START: u32 = u32::MAX;
@@ -80,6 +80,19 @@ impl PathTree {
         self.children.get(first as usize..).unwrap_or_default()
     }
 
+    /// The frame whose segments and children begin at `base` and `first` has one child since its
+    /// last sync and no other segment (the child began at the sync): its segment removed, its
+    /// chain's length and path.
+    pub fn pop_sole_child(&mut self, base: u32, first: u32) -> Option<(u64, PathProf)> {
+        if self.children.len() != first as usize + 1 || self.segments.len() != base as usize + 1 {
+            return None;
+        }
+        self.children.pop();
+        let seg = self.segments.pop()?;
+        debug_assert_eq!(seg.after, START);
+        Some((seg.total, seg.path))
+    }
+
     /// Unions the chain ending with segment `end` (`START`: none) into `into`, frees every other
     /// segment from `base`, and drops them and the children from `first`: the frame whose
     /// segments and children begin there syncs.
@@ -98,9 +111,12 @@ impl PathTree {
             into.then(arena, keys, std::mem::take(&mut seg.path));
         }
         let base = (base as usize).min(self.segments.len());
-        for seg in self.segments.drain(base..) {
-            seg.path.free(arena);
+        for seg in &mut self.segments[base..] {
+            if !seg.path.prof.is_empty() {
+                seg.path.prof.free(arena);
+            }
         }
+        self.segments.truncate(base);
         self.children.truncate(first as usize);
     }
 }
@@ -162,6 +178,20 @@ impl FramePaths {
         }
     }
 
+    /// The paths of a frame that begins now, in a slot whose paths are empty.
+    #[inline(always)]
+    pub fn begin(&mut self, tree: &PathTree) {
+        debug_assert!(self.p.prof.is_empty() && self.c.prof.is_empty());
+        self.p.span = 0;
+        self.p.own = 0;
+        self.c.span = 0;
+        self.c.own = 0;
+        self.cur = START;
+        self.after = START;
+        self.base = tree.len();
+        self.first = tree.first_child();
+    }
+
     /// Length of the current path since the last sync.
     fn cur_total(&self, tree: &PathTree) -> u64 {
         tree.total(self.cur).saturating_add(self.c.span)
@@ -221,7 +251,35 @@ impl FramePaths {
 
     /// Figure 3, lines 14–19, over the tree: the longest of the current path and the children's
     /// ends (ties: the continuation, then the later child) goes into `p`.
+    #[inline(always)]
     pub fn sync(&mut self, arena: &mut Arena, keys: usize, tree: &mut PathTree) {
+        if tree.len() == self.base && tree.first_child() == self.first {
+            // Nothing spawned since the last sync: the continuation alone.
+            debug_assert!(self.cur == START && self.after == START);
+            self.p.absorb(arena, keys, &mut self.c);
+            return;
+        }
+        self.sync_children(arena, keys, tree);
+    }
+
+    /// [`FramePaths::sync`] with children spawned since the last sync.
+    #[inline(never)]
+    fn sync_children(&mut self, arena: &mut Arena, keys: usize, tree: &mut PathTree) {
+        if self.cur == START {
+            if let Some((total, path)) = tree.pop_sole_child(self.base, self.first) {
+                // One child since the last sync, started at it (a fork-join's common case):
+                // the longer of it and the continuation (ties: the continuation).
+                if total > self.c.span {
+                    std::mem::take(&mut self.c).free(arena);
+                    self.p.then(arena, keys, path);
+                } else {
+                    self.p.absorb(arena, keys, &mut self.c);
+                    path.free(arena);
+                }
+                self.after = START;
+                return;
+            }
+        }
         let mut longest: Option<(u32, u64)> = None;
         for &end in tree.children(self.first) {
             let total = tree.total(end);
