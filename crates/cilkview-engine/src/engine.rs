@@ -1,8 +1,6 @@
 //! The Cilkview algorithm (paper Figure 13) over a stack of frames, extended with parallel loops,
 //! regions and robustness for partial streams. See docs/engine.md for the model.
 
-use std::collections::BTreeMap;
-
 use crate::event::{Event, EventKind, RegionId};
 use crate::frame::{Frame, FrameKind, OpenRegion, Spares};
 use crate::measures::{Anomalies, Measures, RegionMeasures, Report};
@@ -61,7 +59,9 @@ pub struct Engine {
     /// iteration with no marks inside), the frame would have held that one strand, so the strand
     /// goes to the parent and no frame is pushed or popped (unprofiled engines only).
     pending: Pending,
-    regions: BTreeMap<RegionId, RegionMeasures>,
+    /// The measures of the regions ended so far, by id (sorted: a region's end finds its entry
+    /// by a binary search, a new id is inserted in place).
+    regions: Vec<RegionMeasures>,
     anomalies: Anomalies,
     /// How many anomalies were absorbed (the sum of `anomalies`' counts).
     anomaly_count: u64,
@@ -99,7 +99,7 @@ impl Engine {
             acc: 0,
             ends: Vec::new(),
             pending: Pending::None,
-            regions: BTreeMap::new(),
+            regions: Vec::new(),
             anomalies: Anomalies::default(),
             anomaly_count: 0,
             profiler: None,
@@ -376,7 +376,7 @@ impl Engine {
                 syncs: self.syncs,
             },
             events: self.events,
-            regions: self.regions.into_values().collect(),
+            regions: self.regions,
             anomalies: self.anomalies,
             profile,
         }
@@ -575,11 +575,19 @@ impl Engine {
             spawns: self.spawns - r.spawns_at_begin,
             syncs: self.syncs - r.syncs_at_begin,
         };
-        let entry = self.regions.entry(r.id).or_insert(RegionMeasures {
-            id: r.id,
-            count: 0,
-            measures: Measures::default(),
-        });
+        let i = match self.regions.binary_search_by_key(&r.id, |m| m.id) {
+            Ok(i) => i,
+            Err(i) => {
+                let new = RegionMeasures {
+                    id: r.id,
+                    count: 0,
+                    measures: Measures::default(),
+                };
+                self.regions.insert(i, new);
+                i
+            }
+        };
+        let entry = &mut self.regions[i];
         entry.count += 1;
         entry.measures = entry.measures.then(&m);
     }

@@ -57,6 +57,25 @@ impl Engine {
                     }
                     begun
                 }
+                EventKind::LoopBegin { grain } => {
+                    if pending != Pending::None {
+                        self.push_at(pending.kind(), acc);
+                        pending = Pending::None;
+                    }
+                    let frame = Frame::new_loop(grain, after, &mut self.spares);
+                    self.loops_open += 1;
+                    self.push(frame);
+                    true
+                }
+                EventKind::LoopEnd if pending == Pending::None => {
+                    let top = self.stack.last().expect("root frame is never popped");
+                    let ends_loop = top.kind == FrameKind::Loop;
+                    if ends_loop {
+                        self.acc = after;
+                        self.pop_general(&mut ());
+                    }
+                    ends_loop
+                }
                 EventKind::IterationEnd if pending == Pending::Iteration => {
                     pending = Pending::None;
                     self.leaf_iteration_ended(acc, cost);
