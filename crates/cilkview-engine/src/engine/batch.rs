@@ -62,20 +62,10 @@ impl Engine {
                         self.push_at(pending.kind(), acc);
                         pending = Pending::None;
                     }
-                    let frame = Frame::new_loop(grain, after, &mut self.spares);
-                    self.loops_open += 1;
-                    self.push(frame);
+                    self.begin_loop(grain, after);
                     true
                 }
-                EventKind::LoopEnd if pending == Pending::None => {
-                    let top = self.stack.last().expect("root frame is never popped");
-                    let ends_loop = top.kind == FrameKind::Loop;
-                    if ends_loop {
-                        self.acc = after;
-                        self.pop_general(&mut ());
-                    }
-                    ends_loop
-                }
+                EventKind::LoopEnd if pending == Pending::None => self.end_loop_plain(after),
                 EventKind::IterationEnd if pending == Pending::Iteration => {
                     pending = Pending::None;
                     self.leaf_iteration_ended(acc, cost);
@@ -92,6 +82,27 @@ impl Engine {
             (acc, pending) = (self.acc, self.pending);
         }
         (self.acc, self.pending) = (acc, pending);
+    }
+
+    /// A loop of chunks of `grain` begins, the running total being `acc`.
+    #[inline(always)]
+    fn begin_loop(&mut self, grain: u64, acc: u64) {
+        let frame = Frame::new_loop(grain, acc, &mut self.spares);
+        self.loops_open += 1;
+        self.push(frame);
+    }
+
+    /// A loop's end when the top frame is that loop: it ends, the running total being `acc`.
+    /// Whether it was that case (if not, nothing was done).
+    #[inline(always)]
+    fn end_loop_plain(&mut self, acc: u64) -> bool {
+        let top = self.stack.last().expect("root frame is never popped");
+        let ends_loop = top.kind == FrameKind::Loop;
+        if ends_loop {
+            self.acc = acc;
+            self.pop_general(&mut ());
+        }
+        ends_loop
     }
 
     /// An event the batch loop does not handle in line, by the general step.
