@@ -1,8 +1,6 @@
 //! The Cilkview algorithm (paper Figure 13) over a stack of frames, extended with parallel loops,
 //! regions and robustness for partial streams. See docs/engine.md for the model.
 
-use std::collections::BTreeMap;
-
 use crate::event::{Event, EventKind, RegionId};
 use crate::frame::{Frame, FrameKind, OpenRegion, Spares};
 use crate::measures::{Anomalies, Measures, RegionMeasures, Report};
@@ -10,6 +8,8 @@ use crate::observer::Observer;
 use crate::paths::{Cost, End, Paths};
 use crate::profile::cilkprof::{Held, Profiler};
 use crate::profile::CallSite;
+
+mod batch;
 
 /// Cilkview's default burden: the cost of a steal, in instructions, put on every continuation edge.
 pub const DEFAULT_BURDEN: u64 = 15_000;
@@ -60,7 +60,9 @@ pub struct Engine {
     /// goes to the parent and no frame is pushed or popped (a profiling engine too: its profiler
     /// holds the same frame, see `process_profiled`).
     pending: Pending,
-    regions: BTreeMap<RegionId, RegionMeasures>,
+    /// The measures of the regions ended so far, by id (sorted: a region's end finds its entry
+    /// by a binary search, a new id is inserted in place).
+    regions: Vec<RegionMeasures>,
     anomalies: Anomalies,
     /// How many anomalies were absorbed (the sum of `anomalies`' counts).
     anomaly_count: u64,
@@ -98,7 +100,7 @@ impl Engine {
             acc: 0,
             ends: Vec::new(),
             pending: Pending::None,
-            regions: BTreeMap::new(),
+            regions: Vec::new(),
             anomalies: Anomalies::default(),
             anomaly_count: 0,
             profiler: None,
@@ -172,13 +174,6 @@ impl Engine {
         self.stack.len() - 1 + usize::from(self.pending != Pending::None)
     }
 
-    /// Consumes a batch of events in order.
-    pub fn process_batch(&mut self, events: &[Event]) {
-        for e in events {
-            self.process(*e);
-        }
-    }
-
     /// Consumes one event. (Inlined whole into a caller's loop: the unprofiled path is the hot
     /// path of the analysis.)
     #[inline(always)]
@@ -241,6 +236,12 @@ impl Engine {
     #[inline(always)]
     fn step<O: Observer>(&mut self, o: &mut O, event: Event) {
         self.events += 1;
+        self.apply(o, event);
+    }
+
+    /// [`Engine::step`] but for the count of events (a batch counts its events at once).
+    #[inline(always)]
+    fn apply<O: Observer>(&mut self, o: &mut O, event: Event) {
         if self.pending != Pending::None {
             if event.kind == EventKind::FunctionExit && self.pending == Pending::Function {
                 self.pending = Pending::None;
@@ -250,7 +251,7 @@ impl Engine {
             }
             if event.kind == EventKind::IterationEnd && self.pending == Pending::Iteration {
                 self.pending = Pending::None;
-                self.leaf_iteration_ended(event.cost);
+                self.acc = self.leaf_iteration_ended(self.acc, event.cost);
                 return;
             }
             // The frame began at its entry, before this event's strand.
@@ -289,9 +290,9 @@ impl Engine {
                 while self.top().kind != FrameKind::Loop {
                     self.pop_implicit(o);
                 }
-                // The loop's control code up to here, then the iteration's chunk.
+                // The iteration opens a chunk (or continues the open one).
                 let acc = self.acc;
-                if let Some(lp) = self.top().extra.as_mut().and_then(|x| x.settle(acc)) {
+                if let Some(lp) = self.top().extra.as_mut().and_then(|x| x.lp.as_mut()) {
                     lp.begin_iteration();
                 }
                 if !O::FRAMES {
@@ -409,33 +410,26 @@ impl Engine {
                 syncs: self.syncs,
             },
             events: self.events,
-            regions: self.regions.into_values().collect(),
+            regions: self.regions,
             anomalies: self.anomalies,
             profile,
         }
     }
 
     /// The pending iteration (see `pending`) ends at the next event, whose strand of `cost` is
-    /// all it held.
+    /// all it held, the running total being `start` before it; returns the running total after.
     #[inline(always)]
-    fn leaf_iteration_ended(&mut self, cost: u64) {
-        let start = self.acc;
-        self.acc = start.wrapping_add(cost);
+    fn leaf_iteration_ended(&mut self, start: u64, cost: u64) -> u64 {
+        let acc = start.wrapping_add(cost);
         // A leaf iteration: this strand, ended in the loop (the top frame), whose own strands
         // were settled up to `start` at the iteration's begin.
-        let (acc, burden, strand) = (self.acc, self.config.burden, Cost::strand(cost));
+        let (burden, strand) = (self.config.burden, Cost::strand(cost));
         let top = self.stack.last_mut().expect("root frame is never popped");
-        match top
-            .extra
-            .as_mut()
-            .and_then(|x| x.lp.as_mut().map(|lp| (lp, &mut x.settled)))
-        {
-            Some((lp, settled)) => {
-                lp.end_iteration(strand, burden);
-                *settled = acc;
-            }
-            None => top.iteration_ended(strand, start, burden, acc),
+        match top.extra.as_mut().and_then(|x| x.lp.as_mut()) {
+            Some(lp) => lp.end_leaf_iteration(burden, acc),
+            None => top.iteration_ended(strand, burden, acc),
         }
+        acc
     }
 
     /// The frame begun and not pushed yet (see `pending`), if any, pushed now.
@@ -514,35 +508,42 @@ impl Engine {
     /// Ends the top frame and folds it into its parent.
     #[inline(always)]
     fn pop<O: Observer>(&mut self, o: &mut O) {
-        // The common case, in place: a call or spawn frame without regions or loop, whose parent
-        // has none either (what `pop_general` does, with nothing to check).
-        if let [.., parent, frame] = &mut self.stack[..] {
-            if frame.extra.is_none() && parent.extra.is_none() {
-                let kind = frame.kind;
-                if self.ends.len() > frame.base {
-                    self.syncs += 1;
-                    self.ends.truncate(frame.base);
-                }
-                let measured = frame.paths.synced(self.acc);
-                o.pop(kind, measured.work, measured.span);
-                if kind == FrameKind::Spawn {
-                    let burden = self.config.burden;
-                    let end = parent.paths.child_returned(
-                        measured,
-                        frame.paths.start,
-                        burden,
-                        End::default(),
-                    );
-                    self.ends.push(end);
-                } else {
-                    parent.paths.serial(measured);
-                }
-                // Its extra is none: nothing to drop (a plain `pop` would test it again).
-                std::mem::forget(self.stack.pop());
-                return;
-            }
+        if !self.pop_in_place(o, self.acc) {
+            self.pop_general(o);
         }
-        self.pop_general(o);
+    }
+
+    /// The common case of [`Engine::pop`], in place, the running total being `acc`: a call or
+    /// spawn frame without regions or loop, whose parent has none either (what `pop_general`
+    /// does, with nothing to check). Whether it was that case (if not, nothing was done).
+    #[inline(always)]
+    fn pop_in_place<O: Observer>(&mut self, o: &mut O, acc: u64) -> bool {
+        let [.., parent, frame] = &mut self.stack[..] else {
+            return false;
+        };
+        if frame.extra.is_some() || parent.extra.is_some() {
+            return false;
+        }
+        let kind = frame.kind;
+        if self.ends.len() > frame.base {
+            self.syncs += 1;
+            self.ends.truncate(frame.base);
+        }
+        let measured = frame.paths.synced(acc);
+        o.pop(kind, measured.work, measured.span);
+        if kind == FrameKind::Spawn {
+            let burden = self.config.burden;
+            let end =
+                parent
+                    .paths
+                    .child_returned(measured, frame.paths.start, burden, End::default());
+            self.ends.push(end);
+        } else {
+            parent.paths.serial(measured);
+        }
+        // Its extra is none: nothing to drop (a plain `pop` would test it again).
+        std::mem::forget(self.stack.pop());
+        true
     }
 
     #[cold]
@@ -560,17 +561,17 @@ impl Engine {
     /// Ends `frame`, just popped, and folds it into its parent (the top frame now).
     fn fold_into_parent<O: Observer>(&mut self, o: &mut O, frame: &mut Frame) {
         let (burden, acc, start) = (self.config.burden, self.acc, frame.paths.start);
-        // A loop: its control code up to here, then its tree.
+        // A loop: its tree, then its control code after the last chunk.
         // (Its state stays in its extra, which `pop_general` keeps for a later loop.)
-        if let Some(lp) = frame.extra.as_mut().and_then(|x| x.settle(acc)) {
+        if let Some(lp) = frame.extra.as_mut().and_then(|x| x.lp.as_mut()) {
             o.pop(frame.kind, 0, 0);
-            let (tree, chunks, tail) = lp.finish(burden);
+            let (tree, chunks, tail) = lp.finish(burden, acc);
             let internal = chunks.saturating_sub(1);
             self.spawns += internal;
             self.syncs += internal;
             let parent = self.top();
-            parent.serial(tree, start, acc);
-            parent.serial(tail, acc, acc);
+            parent.serial(tree);
+            parent.serial(tail);
             return;
         }
         if frame.sync(acc, &mut self.ends) {
@@ -583,11 +584,9 @@ impl Engine {
         o.pop(frame.kind, measured.work, measured.span);
         let parent = self.stack.last_mut().expect("root frame is never popped");
         match frame.kind {
-            FrameKind::Spawn => parent.child_returned(measured, start, burden, acc, &mut self.ends),
-            FrameKind::Iteration => parent.iteration_ended(measured, start, burden, acc),
-            FrameKind::Function | FrameKind::Root | FrameKind::Loop => {
-                parent.serial(measured, start, acc)
-            }
+            FrameKind::Spawn => parent.child_returned(measured, start, burden, &mut self.ends),
+            FrameKind::Iteration => parent.iteration_ended(measured, burden, acc),
+            FrameKind::Function | FrameKind::Root | FrameKind::Loop => parent.serial(measured),
         }
     }
 
@@ -610,11 +609,19 @@ impl Engine {
             spawns: self.spawns - r.spawns_at_begin,
             syncs: self.syncs - r.syncs_at_begin,
         };
-        let entry = self.regions.entry(r.id).or_insert(RegionMeasures {
-            id: r.id,
-            count: 0,
-            measures: Measures::default(),
-        });
+        let i = match self.regions.binary_search_by_key(&r.id, |m| m.id) {
+            Ok(i) => i,
+            Err(i) => {
+                let new = RegionMeasures {
+                    id: r.id,
+                    count: 0,
+                    measures: Measures::default(),
+                };
+                self.regions.insert(i, new);
+                i
+            }
+        };
+        let entry = &mut self.regions[i];
         entry.count += 1;
         entry.measures = entry.measures.then(&m);
     }

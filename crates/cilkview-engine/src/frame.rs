@@ -38,39 +38,21 @@ pub(crate) struct FrameExtra {
     pub(crate) regions: Vec<OpenRegion>,
     /// Only for `FrameKind::Loop`.
     pub(crate) lp: Option<LoopState>,
-    /// For a loop: the running total up to which the loop's own strands (its control code) were
-    /// given to `lp` (strands are not added one by one: see `Paths`).
-    pub(crate) settled: u64,
     /// Where the siblings the next spawned child depends on end (`SpawnAfter`): it starts no
     /// earlier.
     pub(crate) after: End,
 }
 
 impl FrameExtra {
-    /// For a loop: its own strands up to the running total `upto` into its state, which is
-    /// returned.
-    pub(crate) fn settle(&mut self, upto: u64) -> Option<&mut LoopState> {
-        let lp = self.lp.as_mut()?;
-        lp.serial(Cost::strand(upto.wrapping_sub(self.settled)));
-        self.settled = upto;
-        Some(lp)
-    }
-
-    /// For a loop: a part of it that began at the running total `start` (an iteration, or a
-    /// call, a spawn or a loop in its control code) ended, the running total being `acc` now:
-    /// the loop's control code up to `start` into its state, then `f` gives it the part. Whether
+    /// For a loop: a part of it (an iteration, or a call, a spawn or a loop in its control code)
+    /// ended, its work in the running total already: `f` gives it to the loop's state. Whether
     /// this is a loop (if not, nothing was done).
-    pub(crate) fn loop_part_ended(
-        &mut self,
-        start: u64,
-        acc: u64,
-        f: impl FnOnce(&mut LoopState),
-    ) -> bool {
-        let Some(lp) = self.settle(start) else {
+    #[inline(always)]
+    pub(crate) fn loop_part_ended(&mut self, f: impl FnOnce(&mut LoopState)) -> bool {
+        let Some(lp) = &mut self.lp else {
             return false;
         };
         f(lp);
-        self.settled = acc;
         true
     }
 }
@@ -98,23 +80,21 @@ impl Spares {
         self.extras.pop().unwrap_or_default()
     }
 
-    /// The extra of a new loop's frame: the loop's state for chunks of `grain`, its strands
-    /// settled up to the running total `acc`.
+    /// The extra of a new loop's frame: the loop's state for chunks of `grain`, begun at the
+    /// running total `acc`.
     pub(crate) fn loop_extra(&mut self, grain: u64, acc: u64) -> Box<FrameExtra> {
-        let mut x = match self.loops.pop() {
+        match self.loops.pop() {
             Some(mut x) => {
                 if let Some(lp) = &mut x.lp {
-                    lp.reset(grain);
+                    lp.reset(grain, acc);
                 }
                 x
             }
             None => Box::new(FrameExtra {
-                lp: Some(LoopState::new(grain)),
+                lp: Some(LoopState::new(grain, acc)),
                 ..FrameExtra::default()
             }),
-        };
-        x.settled = acc;
-        x
+        }
     }
 
     /// The extra of a frame that ended, emptied, for a later frame (a loop's with its state).
@@ -125,7 +105,6 @@ impl Spares {
         };
         if pool.len() < SPARES {
             x.regions.clear();
-            x.settled = 0;
             x.after = End::default();
             pool.push(x);
         }
@@ -183,13 +162,12 @@ impl Frame {
         }
     }
 
-    /// A part that ran in series in this frame (a call, a loop) ended with measures `c`: it
-    /// began when the running total was `start`, which is `acc` now.
-    pub(crate) fn serial(&mut self, c: Cost, start: u64, acc: u64) {
+    /// A part that ran in series in this frame (a call, a loop) ended with measures `c`.
+    pub(crate) fn serial(&mut self, c: Cost) {
         match &mut self.extra {
             None => self.paths.serial(c),
             Some(x) => {
-                if x.loop_part_ended(start, acc, |lp| lp.serial(c)) {
+                if x.loop_part_ended(|lp| lp.serial(c)) {
                     return;
                 }
                 self.paths.serial(c);
@@ -200,20 +178,12 @@ impl Frame {
         }
     }
 
-    /// A child spawned when the running total was `start` returned with measures `c`; the
-    /// running total is `acc` now. Where its paths end goes on `ends` (it is this frame's
-    /// child number `ends.len() - base`).
-    pub(crate) fn child_returned(
-        &mut self,
-        c: Cost,
-        start: u64,
-        burden: u64,
-        acc: u64,
-        ends: &mut Vec<End>,
-    ) {
+    /// A child spawned when the running total was `start` returned with measures `c`. Where its
+    /// paths end goes on `ends` (it is this frame's child number `ends.len() - base`).
+    pub(crate) fn child_returned(&mut self, c: Cost, start: u64, burden: u64, ends: &mut Vec<End>) {
         // A spawn in a loop's control code (not inside an iteration): no frame to own it, so it
         // is measured as serial code of the loop.
-        let in_loop = |x: &mut Box<FrameExtra>| x.loop_part_ended(start, acc, |lp| lp.serial(c));
+        let in_loop = |x: &mut Box<FrameExtra>| x.loop_part_ended(|lp| lp.serial(c));
         if self.extra.as_mut().is_some_and(in_loop) {
             return;
         }
@@ -229,14 +199,12 @@ impl Frame {
         }
     }
 
-    /// An iteration that began when the running total was `start` ended with measures `c`; the
-    /// running total is `acc` now.
-    pub(crate) fn iteration_ended(&mut self, c: Cost, start: u64, burden: u64, acc: u64) {
-        let in_loop = |x: &mut Box<FrameExtra>| {
-            x.loop_part_ended(start, acc, |lp| lp.end_iteration(c, burden))
-        };
+    /// An iteration ended with measures `c`, the running total being `acc`.
+    pub(crate) fn iteration_ended(&mut self, c: Cost, burden: u64, acc: u64) {
+        let in_loop =
+            |x: &mut Box<FrameExtra>| x.loop_part_ended(|lp| lp.end_iteration(c, burden, acc));
         if !self.extra.as_mut().is_some_and(in_loop) {
-            self.serial(c, start, acc);
+            self.serial(c);
         }
     }
 

@@ -12,96 +12,133 @@ struct Subtree {
 }
 
 /// The state of a parallel loop: a binary counter of perfect subtrees over the chunks completed so
-/// far (O(log chunks) memory) and the chunk being filled.
+/// far (O(log chunks) memory) and the serial segment being run: the open chunk, or the loop
+/// control before the next one.
+///
+/// The segment is kept as a frame's paths are (see `Paths`): where it began in the running total
+/// (`mark`) and what of its work is off its span and burdened span (`slack`, `bslack`), so that a
+/// strand of the loop, its control code's or a leaf iteration's, costs it nothing: its work is
+/// the running total's. An iteration with marks inside ends as a part whose measures
+/// (`serial`) move the slacks.
 #[derive(Clone, Debug)]
 pub(crate) struct LoopState {
     grain: u64,
     /// Iterations completed in the open chunk.
     in_chunk: u64,
-    /// The open chunk, if any: its iterations and the loop control between them run serially.
-    chunk: Option<Cost>,
-    /// Loop-control cost seen while no chunk is open: charged to the next chunk, or after the loop.
-    control: Cost,
+    /// Whether a chunk is open: the segment is its (its iterations and the loop control between
+    /// them run serially); if not, the segment is loop control, charged to the next chunk or
+    /// after the loop.
+    chunk_open: bool,
+    /// The running total when the segment began.
+    mark: u64,
+    slack: u64,
+    bslack: u64,
     subtrees: Vec<Subtree>,
 }
 
 impl LoopState {
-    pub fn new(grain: u64) -> Self {
+    /// A loop of chunks of `grain` that begins when the running total is `acc`.
+    pub fn new(grain: u64, acc: u64) -> Self {
         LoopState {
             grain: grain.max(1),
             in_chunk: 0,
-            chunk: None,
-            control: Cost::default(),
+            chunk_open: false,
+            mark: acc,
+            slack: 0,
+            bslack: 0,
             subtrees: Vec::new(),
         }
     }
 
     /// This state as [`LoopState::new`] makes it, its subtree stack's memory kept.
-    pub fn reset(&mut self, grain: u64) {
+    pub fn reset(&mut self, grain: u64, acc: u64) {
         self.grain = grain.max(1);
         self.in_chunk = 0;
-        self.chunk = None;
-        self.control = Cost::default();
+        self.chunk_open = false;
+        self.mark = acc;
+        self.slack = 0;
+        self.bslack = 0;
         self.subtrees.clear();
     }
 
-    #[inline]
+    /// A part of measures `c` that ran in series in the loop ended (its work is in the running
+    /// total already).
+    #[inline(always)]
     pub fn serial(&mut self, c: Cost) {
-        match &mut self.chunk {
-            Some(chunk) => chunk.add(c),
-            None => self.control.add(c),
-        }
+        self.slack = self.slack.wrapping_add(c.work.wrapping_sub(c.span));
+        self.bslack = self.bslack.wrapping_add(c.work.wrapping_sub(c.bspan));
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn begin_iteration(&mut self) {
-        if self.chunk.is_none() {
-            self.chunk = Some(std::mem::take(&mut self.control));
-        }
+        self.chunk_open = true;
     }
 
-    #[inline]
-    pub fn end_iteration(&mut self, iteration: Cost, burden: u64) {
-        self.serial(iteration);
+    /// An iteration of measures `c` ended, the running total being `acc`.
+    #[inline(always)]
+    pub fn end_iteration(&mut self, c: Cost, burden: u64, acc: u64) {
+        self.serial(c);
+        self.end_leaf_iteration(burden, acc);
+    }
+
+    /// An iteration that was one strand (in the running total already) ended, the running total
+    /// being `acc`.
+    #[inline(always)]
+    pub fn end_leaf_iteration(&mut self, burden: u64, acc: u64) {
         self.in_chunk += 1;
         if self.in_chunk >= self.grain {
-            self.flush_chunk(burden);
+            self.flush_chunk(burden, acc);
         }
     }
 
-    fn flush_chunk(&mut self, burden: u64) {
-        if let Some(chunk) = self.chunk.take() {
-            self.in_chunk = 0;
-            let mut right = Subtree {
-                leaves: 1,
-                cost: chunk,
-            };
-            while let Some(left) = self.subtrees.last().copied() {
-                if left.leaves != right.leaves {
-                    break;
-                }
-                self.subtrees.pop();
-                right = join(left, right, burden);
+    /// The segment's measures, the running total being `acc`, and a new one begun there.
+    fn take_segment(&mut self, acc: u64) -> Cost {
+        let work = acc.wrapping_sub(self.mark);
+        let c = Cost {
+            work,
+            span: work.wrapping_sub(self.slack),
+            bspan: work.wrapping_sub(self.bslack),
+        };
+        (self.mark, self.slack, self.bslack) = (acc, 0, 0);
+        c
+    }
+
+    fn flush_chunk(&mut self, burden: u64, acc: u64) {
+        if !self.chunk_open {
+            return;
+        }
+        self.chunk_open = false;
+        self.in_chunk = 0;
+        let mut right = Subtree {
+            leaves: 1,
+            cost: self.take_segment(acc),
+        };
+        while let Some(left) = self.subtrees.last().copied() {
+            if left.leaves != right.leaves {
+                break;
             }
-            self.subtrees.push(right);
+            self.subtrees.pop();
+            right = join(left, right, burden);
         }
+        self.subtrees.push(right);
     }
 
-    /// Closes the loop: returns the tree's measures, its number of chunks, and the trailing
-    /// loop-control cost that runs after it.
+    /// Closes the loop, the running total being `acc`: returns the tree's measures, its number
+    /// of chunks, and the trailing loop-control cost that runs after it.
     /// The state is left with no subtrees, for [`LoopState::reset`].
-    pub fn finish(&mut self, burden: u64) -> (Cost, u64, Cost) {
-        self.flush_chunk(burden);
-        let mut acc: Option<Subtree> = None;
+    pub fn finish(&mut self, burden: u64, acc: u64) -> (Cost, u64, Cost) {
+        self.flush_chunk(burden, acc);
+        let tail = self.take_segment(acc);
+        let mut tree: Option<Subtree> = None;
         while let Some(left) = self.subtrees.pop() {
-            acc = Some(match acc {
+            tree = Some(match tree {
                 None => left,
                 Some(right) => join(left, right, burden),
             });
         }
-        match acc {
-            Some(tree) => (tree.cost, tree.leaves, std::mem::take(&mut self.control)),
-            None => (Cost::default(), 0, std::mem::take(&mut self.control)),
+        match tree {
+            Some(tree) => (tree.cost, tree.leaves, tail),
+            None => (Cost::default(), 0, tail),
         }
     }
 }

@@ -18,13 +18,6 @@ impl Cost {
             bspan: c,
         }
     }
-
-    /// `self` followed by `next` in series.
-    pub fn add(&mut self, next: Cost) {
-        self.work = self.work.wrapping_add(next.work);
-        self.span = self.span.wrapping_add(next.span);
-        self.bspan = self.bspan.wrapping_add(next.bspan);
-    }
 }
 
 /// Where a path ends, in a frame's span and burdened span (a spawned child's end, relative to
