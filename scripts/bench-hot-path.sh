@@ -3,7 +3,7 @@
 # `throughput` example) and the session around it (`session_throughput`: packed decode, probe ->
 # kind lookup, per-thread dispatch, nesting checks), as wall-clock ns per event with the ratios to
 # the plain engine taken within this run, and, when valgrind is installed, as instructions per
-# event under callgrind (load-independent: the difference between runs of N and 2N events,
+# event under callgrind (the engine's rows: the engine alone, its batches' hand-over; load-independent: the difference between runs of N and 2N events,
 # which cancels start-up and the report; session_throughput runs three passes, so its count is
 # divided by 3N).
 # Then, with valgrind, the native counter's tool per mark hit (callgrind on the tool alone, fib 20
@@ -43,9 +43,15 @@ per_event() { # per_event PASSES CMD [ARGS...]: (instructions at 2N - at N) / (P
 echo
 echo "| path (callgrind, 10^6 and 2*10^6 events) | instructions per event |"
 echo "|---|---:|"
-echo "| engine, plain | $(per_event 1 $engine) |"
-echo "| engine, --profile (3 sites) | $(per_event 1 $engine --profile) |"
-echo "| engine, plain, fib's calls, spawns and syncs only (--calls-only) | $(per_event 1 $engine --calls-only) |"
+# The engine alone: only what runs inside the example's batches' hand-over (Sink::flush, i.e.
+# Engine::process_batch) is counted; --per-event: each event handed over as it is generated, the
+# generator's instructions counted too (how the example measured before it had batches).
+alone() { CALLGRIND_FLAGS="--toggle-collect=*Sink*flush*" per_event "$@"; }
+echo "| engine alone, plain (batches) | $(alone 1 $engine) |"
+echo "| engine alone, plain, fib's calls, spawns and syncs only (--calls-only) | $(alone 1 $engine --calls-only) |"
+echo "| engine alone, --profile (3 sites) | $(alone 1 $engine --profile) |"
+echo "| engine and generator, plain, --per-event | $(per_event 1 $engine --per-event) |"
+echo "| engine and generator, --profile, --per-event | $(per_event 1 $engine --profile --per-event) |"
 echo "| session + engine (packed hits; the example's generator and packing included) | $(per_event 3 $session) |"
 # The native counter's tool per mark hit: the drain (ring, off-CPU intervals, ticks -> ns,
 # packing) and the session and engine behind it, the tool's process alone (the program's own
