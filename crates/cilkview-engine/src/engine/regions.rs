@@ -1,0 +1,88 @@
+//! Regions: a labeled region's sub-dag measured from its begin to its end in the frame it began
+//! in (docs/engine.md, "Regions").
+
+use super::Engine;
+use crate::event::RegionId;
+use crate::frame::{Frame, FrameKind, OpenRegion};
+use crate::measures::{Measures, RegionMeasures};
+use crate::paths::{End, Paths};
+
+impl Engine {
+    /// A region begins in the current frame.
+    #[inline(always)]
+    pub(super) fn begin_region(&mut self, id: RegionId) {
+        let (spawns_at_begin, syncs_at_begin, acc) = (self.spawns, self.syncs, self.acc);
+        let out = self.ends.len();
+        let top = self.stack.last_mut().expect("root frame is never popped");
+        let first = out - top.base;
+        if top.kind == FrameKind::Loop {
+            self.anomaly().unmatched_regions += 1;
+            return;
+        }
+        let extra = top.extra.get_or_insert_with(|| self.spares.extra());
+        extra.regions.push(OpenRegion {
+            id,
+            paths: Paths::new(acc),
+            spawns_at_begin,
+            syncs_at_begin,
+            first,
+            ends: Vec::new(),
+            after: End::default(),
+        });
+    }
+
+    /// The innermost region `id` open in the current frame ends.
+    #[inline(always)]
+    pub(super) fn end_region(&mut self, id: RegionId) {
+        let top = self.stack.last_mut().expect("root frame is never popped");
+        let Some(i) = top.regions().iter().rposition(|r| r.id == id) else {
+            self.anomaly().unmatched_regions += 1;
+            return;
+        };
+        let regions = &mut top.extra.as_mut().expect("a region").regions;
+        // The innermost, as a rule: popped (`remove` moves it out by a call).
+        let r = if i + 1 == regions.len() {
+            regions.pop().expect("a region")
+        } else {
+            regions.remove(i)
+        };
+        top.release_idle_extra(&mut self.spares);
+        self.record_region(&r);
+    }
+
+    pub(super) fn end_regions(&mut self, frame: &mut Frame) {
+        while let Some(r) = frame.extra.as_mut().and_then(|x| x.regions.pop()) {
+            self.anomaly().implicit_region_ends += 1;
+            self.record_region(&r);
+        }
+    }
+
+    /// A region ends: its measures are those of the sub-dag of strands that ran inside it. Children
+    /// it spawned and did not sync are included (the region's own measures see an implicit sync;
+    /// the enclosing computation does not).
+    pub(super) fn record_region(&mut self, r: &OpenRegion) {
+        let c = r.paths.synced(self.acc);
+        let m = Measures {
+            work: c.work,
+            span: c.span,
+            burdened_span: c.bspan,
+            spawns: self.spawns - r.spawns_at_begin,
+            syncs: self.syncs - r.syncs_at_begin,
+        };
+        let i = match self.regions.binary_search_by_key(&r.id, |m| m.id) {
+            Ok(i) => i,
+            Err(i) => {
+                let new = RegionMeasures {
+                    id: r.id,
+                    count: 0,
+                    measures: Measures::default(),
+                };
+                self.regions.insert(i, new);
+                i
+            }
+        };
+        let entry = &mut self.regions[i];
+        entry.count += 1;
+        entry.measures = entry.measures.then(&m);
+    }
+}
