@@ -274,9 +274,7 @@ impl Engine {
                 o.push(FrameKind::Spawn, event.site);
             }
             EventKind::LoopBegin { grain } => {
-                let frame = Frame::new_loop(grain, self.acc, &mut self.spares);
-                self.loops_open += 1;
-                self.push(frame);
+                self.begin_loop(grain, self.acc);
                 o.push_loop(grain);
             }
             EventKind::FunctionExit => self.close(o, FrameKind::Function),
@@ -394,12 +392,10 @@ impl Engine {
     /// The frame begun and not pushed yet (see `pending`), if any, pushed now.
     #[inline(always)]
     fn push_pending(&mut self) {
-        let kind = match std::mem::replace(&mut self.pending, Pending::None) {
-            Pending::None => return,
-            Pending::Function => FrameKind::Function,
-            Pending::Iteration => FrameKind::Iteration,
-        };
-        self.push(Frame::new(kind, self.acc));
+        let pending = std::mem::replace(&mut self.pending, Pending::None);
+        if pending != Pending::None {
+            self.push(Frame::new(pending.kind(), self.acc));
+        }
     }
 
     /// The anomaly counters, to count one more.

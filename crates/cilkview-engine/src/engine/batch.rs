@@ -86,7 +86,7 @@ impl Engine {
 
     /// A loop of chunks of `grain` begins, the running total being `acc`.
     #[inline(always)]
-    fn begin_loop(&mut self, grain: u64, acc: u64) {
+    pub(super) fn begin_loop(&mut self, grain: u64, acc: u64) {
         let frame = Frame::new_loop(grain, acc, &mut self.spares);
         self.loops_open += 1;
         self.push(frame);
@@ -160,7 +160,7 @@ impl Engine {
 impl Pending {
     /// The kind of the frame pending (not `Pending::None`).
     #[inline(always)]
-    fn kind(self) -> FrameKind {
+    pub(super) fn kind(self) -> FrameKind {
         match self {
             Pending::Iteration => FrameKind::Iteration,
             _ => FrameKind::Function,
