@@ -74,6 +74,12 @@ impl PackedHit {
         words.iter().map(|&w| w >> 26).sum()
     }
 
+    /// The probe and cost of a word of one hit ([`PackedHit::new`]'s layout, read back).
+    #[inline(always)]
+    fn one_hit(x: u64) -> (u64, u64) {
+        ((x >> 2) & Self::MAX_PROBE as u64, x >> 26)
+    }
+
     /// One small hit, if `probe` and `cost` fit one; [`PackedHit::pair`] adds a second.
     pub fn small(probe: usize, cost: u64) -> Option<PackedHit> {
         (probe <= Self::MAX_SMALL_PROBE && cost <= Self::MAX_SMALL_COST).then_some(PackedHit(
@@ -146,7 +152,7 @@ impl PackedHit {
                         (x >> 16) & Self::MAX_SMALL_COST,
                     )
                 } else {
-                    ((x >> 2) & Self::MAX_PROBE as u64, x >> 26)
+                    Self::one_hit(x)
                 }
             };
             f(probe as usize, cost);
@@ -158,7 +164,8 @@ impl PackedHit {
     #[inline(always)]
     pub fn for_each_one_in(words: &[u64], mut f: impl FnMut(usize, u64)) {
         for &x in words {
-            f(((x >> 2) & Self::MAX_PROBE as u64) as usize, x >> 26);
+            let (probe, cost) = Self::one_hit(x);
+            f(probe as usize, cost);
         }
     }
 
@@ -176,7 +183,7 @@ impl PackedHit {
                     (x >> 16) & Self::MAX_SMALL_COST,
                 )
             } else {
-                ((x >> 2) & Self::MAX_PROBE as u64, x >> 26)
+                Self::one_hit(x)
             };
             f(probe as usize, cost);
             x >>= 32;
