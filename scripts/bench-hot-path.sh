@@ -20,10 +20,9 @@ cargo build -q --release -p cilkview-analysis --example session_throughput
 engine=target/release/examples/throughput
 session=target/release/examples/session_throughput
 echo "machine: $(uname -m), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%F)"
-ns() { sed -n 's/.* \([0-9.]*\) ns\(\/event\| per hit\).*/\1/p'; }
-plain=$($engine "$n" | ns)
-profiled=$($engine "$n" --profile | ns)
-sess=$($session "$n" | ns)
+plain=$($engine "$n" | ns_figure)
+profiled=$($engine "$n" --profile | ns_figure)
+sess=$($session "$n" | ns_figure)
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 echo "| path | ns per event | vs plain engine |"
 echo "|---|---:|---:|"

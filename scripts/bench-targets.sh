@@ -18,6 +18,8 @@
 # FIB_NATIVE (default 40), FIB_EMULATE (default 32), TOOL (a cilkview-rs built already).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/bench/lib.sh
+source scripts/bench/lib.sh
 repo=$PWD
 rounds=${ROUNDS:-3}
 events=${EVENTS:-100000000}
@@ -35,7 +37,7 @@ echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f
 ns_per_event() {
     local best="" x
     for _ in $(seq "$rounds"); do
-        x=$("$@" | grep -o '[0-9.]* ns[ /]\(per \)\?\(event\|hit\)' | tail -1 | cut -d' ' -f1)
+        x=$("$@" | ns_figure)
         if [ -z "$best" ] || awk "BEGIN{exit !($x < $best)}"; then best=$x; fi
     done
     echo "$best"

@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # scripts/bench/lib.sh -- what the benchmark scripts share (sourced, not run): the instructions a
 # command executes, by callgrind (exact, repeatable, independent of the load), a run's
-# wall-clock time, and the median of a list. Each was written once per script before.
+# wall-clock time, the median of a list, an example's ns-per-event figure.
 
 # instructions CMD [ARGS...]: the instructions CMD executes under valgrind --tool=callgrind
 # (its "Collected" total), CMD's own output dropped. Its child processes are counted where
@@ -25,4 +25,10 @@ microseconds() {
 # median X...: the middle value of its arguments (numbers; the lower middle of an even count).
 median() {
     printf '%s\n' "$@" | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'
+}
+
+# ns_figure: the time per event of an example's output on standard input, its last "N ns/event"
+# (throughput) or "N ns per hit" (session_throughput).
+ns_figure() {
+    grep -o '[0-9.]* ns[ /]\(per \)\?\(event\|hit\)' | tail -1 | cut -d' ' -f1
 }
