@@ -44,25 +44,16 @@ echo "|---|---:|---:|---:|---:|---:|---:|"
 while IFS='|' read -r label cmd; do
     # shellcheck disable=SC2086
     read -r nw tw hits waited < <(python3 - "$rounds" "$bin" "$work/r.json" $cmd <<'PY'
-import json, subprocess, sys, time
+import re, sys
+sys.path.insert(0, "scripts/bench")
+from traced_rounds import fastest
 rounds, tool, js, cmd = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4:]
-def run(c):
-    t0 = time.perf_counter()
-    subprocess.run(c, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-    return time.perf_counter() - t0
-import re
 def waited_of(r):  # seconds the program waited for the analysis (the counter's notes)
     says = " ".join([r["counter"]["reason"]] + [n["text"] for n in r["counter"].get("notes", [])])
     m = re.search(r"waited for the analysis at \d+ mark hits, ([0-9.]+) ms", says)
     return float(m.group(1)) / 1e3 if m else 0.0
-native = traced = float("inf")
-waited = 0.0
-for _ in range(rounds):
-    native = min(native, run(cmd))
-    t = run([tool, "run", "--counter", "native", "--json", js] + cmd)
-    r = json.load(open(js))
-    if t < traced:
-        traced, waited = t, waited_of(r)
+native, traced, _, r = fastest(rounds, tool, "native", js, cmd)
+waited = waited_of(r)
 print(f"{native:.4f} {traced:.4f} {r['events']} {waited:.4f}")
 PY
 )

@@ -51,31 +51,21 @@ session=$(ns_per_event target/release/examples/session_throughput "$events")
 # the tool, ROUNDS rounds interleaved, the fastest of each.
 traced() {
     python3 - "$rounds" "$TOOL" "$work/r.json" "$@" <<'PY'
-import json, os, re, subprocess, sys, time
+import re, sys
+sys.path.insert(0, "scripts/bench")
+from traced_rounds import fastest
 rounds, tool, js, label, counter, target = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], float(sys.argv[6])
 cmd = sys.argv[7:]
-def run(c):
-    t0 = time.perf_counter()
-    p = subprocess.Popen(c, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _, _, ru = os.wait4(p.pid, 0)
-    return time.perf_counter() - t0, ru.ru_utime + ru.ru_stime
 def program_cpu(r):  # seconds, the report's cpu-time note (native); None under emulate
     for n in r["counter"].get("notes", []):
         m = re.search(r"threads ran ([0-9.]+) ms on the CPU", n["text"])
         if m:
             return float(m[1]) / 1e3
     return None
-native = traced = float("inf")
-tool_cpu = None
-for _ in range(rounds):
-    native = min(native, run(cmd)[0])
-    wall, cpu = run([tool, "run", "--counter", counter, "--json", js] + cmd)
-    r = json.load(open(js))
-    if wall < traced:
-        traced, hits = wall, r["events"]
-        own = program_cpu(r)
-        # Under emulate the program's CPU time is QEMU's too: the tool's share is not separable.
-        tool_cpu = (cpu - own) if own is not None else None
+native, traced, cpu, r = fastest(rounds, tool, counter, js, cmd)
+hits, own = r["events"], program_cpu(r)
+# Under emulate the program's CPU time is QEMU's too: the tool's share is not separable.
+tool_cpu = (cpu - own) if own is not None else None
 ratio = traced / native
 met = "**met**" if ratio <= target else "not met"
 tool = f"{tool_cpu / hits * 1e9:.1f} ns" if tool_cpu is not None else "-"
