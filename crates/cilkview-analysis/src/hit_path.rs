@@ -2,7 +2,9 @@
 //!
 //! Each probe of the current program image has an entry ([`ProbeEntry`]: what its hits mean,
 //! where its mark is) and a byte ([`HotKind`]): a run of packed hits without profiling looks up
-//! the byte only, and for a kind that needs nothing but the engine (a call, a spawn, a sync, a
+//! the byte only (for a small hit, the plugin's form, by the low 16 bits of its half word, in a
+//! table of its own: no shift, mask or bounds check), and for a kind that needs nothing but the
+//! engine (a call, a spawn, a sync, a
 //! loop's iterations: nearly every hit), hands the engine its event with the kind written in the
 //! loop's code, so that the engine's own dispatch on the kind folds away in each of the loop's
 //! arms. Everything else (lock marks, probes not ours, regions, dependence edges; profiling)
