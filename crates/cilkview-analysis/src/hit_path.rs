@@ -2,7 +2,9 @@
 //!
 //! Each probe of the current program image has an entry ([`ProbeEntry`]: what its hits mean,
 //! where its mark is) and a byte ([`HotKind`]): a run of packed hits without profiling looks up
-//! the byte only, and for a kind that needs nothing but the engine (a call, a spawn, a sync, a
+//! the byte only (for a small hit, the plugin's form, by the low 16 bits of its half word, in a
+//! table of its own: no shift, mask or bounds check), and for a kind that needs nothing but the
+//! engine (a call, a spawn, a sync, a
 //! loop's iterations: nearly every hit), hands the engine its event with the kind written in the
 //! loop's code, so that the engine's own dispatch on the kind folds away in each of the loop's
 //! arms. Everything else (lock marks, probes not ours, regions, dependence edges; profiling)
@@ -61,6 +63,10 @@ pub(crate) enum HotKind {
     LoopEnd,
     /// The general path: a lock mark, a region's begin or end, a spawn-after or wait-for.
     General,
+    /// In the table of small hits ([`ProbeTable::small`]) only: the bits are no small hit. In a
+    /// word's low half, the word is one hit ([`PackedHit::new`]'s form); in its high half, the
+    /// word has no second hit (the half is zero).
+    NotSmall,
 }
 
 impl HotKind {
@@ -83,18 +89,52 @@ impl HotKind {
     }
 }
 
+/// The low 16 bits of a word of packed hits: its form (bits 0–1) and, for a small hit, the
+/// probe (bits 2–15).
+const SMALL_KEYS: usize = 1 << 16;
+
+/// The probe of a small hit in the low half of `half`.
+#[inline(always)]
+fn small_probe(half: u64) -> usize {
+    ((half >> 2) & PackedHit::MAX_SMALL_PROBE as u64) as usize
+}
+
 /// The probes of the current program image, indexed like the backend's probe numbers: each
 /// one's entry, and its [`HotKind`] in a table of its own (a byte a probe: what the hot loops
 /// read).
-#[derive(Default)]
 pub(crate) struct ProbeTable {
     entries: Vec<ProbeEntry>,
     hot: Vec<HotKind>,
+    /// The [`HotKind`] of a small hit by the low 16 bits of its half word (form and probe, as
+    /// the plugin writes them): the loop over words of small hits reads its kind with no
+    /// shift, mask or bounds check. A key without bit 1 (no small hit) is
+    /// [`HotKind::NotSmall`]; a probe that is not ours, `General`.
+    small: Box<[HotKind; SMALL_KEYS]>,
+}
+
+impl Default for ProbeTable {
+    fn default() -> ProbeTable {
+        let small = vec![HotKind::General; SMALL_KEYS].into_boxed_slice();
+        let mut table = ProbeTable {
+            entries: Vec::new(),
+            hot: Vec::new(),
+            small: small.try_into().expect("SMALL_KEYS entries"),
+        };
+        table.fill_small();
+        table
+    }
 }
 
 impl ProbeTable {
     pub(crate) fn push(&mut self, entry: ProbeEntry) {
-        self.hot.push(HotKind::of(&entry));
+        let kind = HotKind::of(&entry);
+        if let Some(key) = PackedHit::small(self.hot.len(), 0) {
+            // Both keys with bit 1 set: the hot loop reads any word with it as a small hit.
+            let key = key.0 as usize & (SMALL_KEYS - 1);
+            self.small[key] = kind;
+            self.small[key | 1] = kind;
+        }
+        self.hot.push(kind);
         self.entries.push(entry);
     }
 
@@ -106,6 +146,23 @@ impl ProbeTable {
     pub(crate) fn drop_first(&mut self, n: usize) {
         self.entries.drain(..n);
         self.hot.drain(..n);
+        self.fill_small();
+    }
+
+    /// [`ProbeTable::small`] from `hot`.
+    fn fill_small(&mut self) {
+        for (key, kind) in self.small.iter_mut().enumerate() {
+            *kind = match key & 2 {
+                0 => HotKind::NotSmall,
+                _ => self.hot.get(key >> 2).copied().unwrap_or(HotKind::General),
+            };
+        }
+    }
+
+    /// The [`HotKind`] of `probe`'s hits (`General` for a probe not ours).
+    #[inline(always)]
+    fn kind_of(&self, probe: usize) -> HotKind {
+        self.hot.get(probe).copied().unwrap_or(HotKind::General)
     }
 }
 
@@ -130,33 +187,75 @@ impl HitPath<'_> {
             });
             return;
         }
-        // What each hit reads, in locals (registers) through the loop rather than behind
-        // `self`: the kinds, and the anomaly count last seen (the general path and a new
-        // anomaly update the thread's, and this from it).
-        let hot = self.probes.hot.as_slice();
+        // The anomaly count last seen in a local (a register) through the loop rather than
+        // behind `thread`: the general path and a new anomaly update the thread's, and this
+        // from it.
         let mut seen = thread.seen_count;
         if ones {
+            let probes = self.probes;
             PackedHit::for_each_one_in(words, |probe, cost| {
-                self.plain(hot, thread, probe, cost, &mut seen)
+                self.plain(probes.kind_of(probe), thread, || probe, cost, &mut seen);
             });
         } else {
-            PackedHit::for_each_hit_in(words, |probe, cost| {
-                self.plain(hot, thread, probe, cost, &mut seen)
-            });
+            self.words(thread, words, &mut seen);
         }
     }
 
-    /// A hit without an operand, no call sites profiled: the hot path, tens of millions of times
-    /// a second.
+    /// Words of packed hits in any form, no call sites profiled: each half word of small hits
+    /// (nearly every hit the plugin writes) dispatched on its kind in [`ProbeTable::small`], its
+    /// low 16 bits the key.
+    #[inline(always)]
+    fn words(&mut self, thread: &mut Thread, words: &[u64], seen: &mut u64) {
+        let small = &*self.probes.small;
+        // The probe, read only off the hot path (a closure: nothing computed before the jump).
+        let probe_of = |half: u64| move || small_probe(half);
+        let cost_of = |half: u64| (half >> 16) & PackedHit::MAX_SMALL_COST;
+        for &x in words {
+            let kind = small[x as u16 as usize];
+            if !self.plain(kind, thread, probe_of(x), cost_of(x), seen) {
+                self.one_hit_word(thread, x, seen);
+                continue;
+            }
+            let second = x >> 32;
+            let kind = small[second as u16 as usize];
+            if !self.plain(kind, thread, probe_of(second), cost_of(second), seen) && second != 0 {
+                // Not written by the plugin; read as a small hit all the same (as
+                // `PackedHit::for_each_hit_in` reads it).
+                self.odd_second(thread, second, seen);
+            }
+        }
+    }
+
+    /// A word of one hit among words of small hits (a cost of 2^16 or more): out of line.
+    #[cold]
+    #[inline(never)]
+    fn one_hit_word(&mut self, thread: &mut Thread, word: u64, seen: &mut u64) {
+        PackedHit(word).for_each(|probe, cost| {
+            self.plain(self.probes.kind_of(probe), thread, || probe, cost, seen);
+        });
+    }
+
+    /// A word's second half that is not zero and has not a small hit's bits 0–1.
+    #[cold]
+    #[inline(never)]
+    fn odd_second(&mut self, thread: &mut Thread, half: u64, seen: &mut u64) {
+        let probe = small_probe(half);
+        let cost = (half >> 16) & PackedHit::MAX_SMALL_COST;
+        self.plain(self.probes.kind_of(probe), thread, || probe, cost, seen);
+    }
+
+    /// A hit of `probe`, whose kind is `kind`, without an operand, no call sites profiled: the
+    /// hot path, tens of millions of times a second. False, and nothing done, for
+    /// [`HotKind::NotSmall`].
     #[inline(always)]
     fn plain(
         &mut self,
-        hot: &[HotKind],
+        kind: HotKind,
         thread: &mut Thread,
-        probe: usize,
+        probe: impl FnOnce() -> usize,
         cost: u64,
         seen: &mut u64,
-    ) {
+    ) -> bool {
         let engine = &mut thread.engine;
         // One arm per kind, each with the engine's step inlined for its kind alone.
         macro_rules! apply {
@@ -164,24 +263,40 @@ impl HitPath<'_> {
                 engine.process_unprofiled(Event::new(cost, $kind))
             };
         }
-        match hot.get(probe) {
-            Some(HotKind::FunctionEnter) => apply!(EventKind::FunctionEnter),
-            Some(HotKind::FunctionExit) => apply!(EventKind::FunctionExit),
-            Some(HotKind::Spawn) => apply!(EventKind::Spawn),
-            Some(HotKind::SpawnReturn) => apply!(EventKind::SpawnReturn),
-            Some(HotKind::Sync) => apply!(EventKind::Sync),
-            Some(HotKind::LoopBegin) => apply!(EventKind::LoopBegin { grain: 1 }),
-            Some(HotKind::IterationBegin) => apply!(EventKind::IterationBegin),
-            Some(HotKind::IterationEnd) => apply!(EventKind::IterationEnd),
-            Some(HotKind::LoopEnd) => apply!(EventKind::LoopEnd),
-            Some(HotKind::General) | None => {
-                *seen = self.general(thread, probe, cost);
-                return;
+        match kind {
+            // Kinds that never raise an anomaly (an opener, a sync: see the test
+            // `openers_and_syncs_raise_no_anomaly`): no check after them.
+            HotKind::FunctionEnter => {
+                apply!(EventKind::FunctionEnter);
+                return true;
             }
+            HotKind::Spawn => {
+                apply!(EventKind::Spawn);
+                return true;
+            }
+            HotKind::Sync => {
+                apply!(EventKind::Sync);
+                return true;
+            }
+            HotKind::LoopBegin => {
+                apply!(EventKind::LoopBegin { grain: 1 });
+                return true;
+            }
+            HotKind::FunctionExit => apply!(EventKind::FunctionExit),
+            HotKind::SpawnReturn => apply!(EventKind::SpawnReturn),
+            HotKind::IterationBegin => apply!(EventKind::IterationBegin),
+            HotKind::IterationEnd => apply!(EventKind::IterationEnd),
+            HotKind::LoopEnd => apply!(EventKind::LoopEnd),
+            HotKind::General => {
+                *seen = self.general(thread, probe(), cost);
+                return true;
+            }
+            HotKind::NotSmall => return false,
         }
         if engine.anomaly_count() != *seen {
-            *seen = self.anomaly_at(thread, probe);
+            *seen = self.anomaly_at(thread, probe());
         }
+        true
     }
 
     /// [`HitPath::hit`] out of line, for the hot loop: the anomaly count it leaves.
@@ -329,5 +444,45 @@ mod tests {
         assert_eq!(table.len(), 2);
         assert_eq!(table.hot, [HotKind::General, HotKind::FunctionExit]);
         assert_eq!(table.entries[1].kind, EventKind::FunctionExit);
+        // The small hits' table: by a half word's low 16 bits, either form bit 0.
+        let key = |probe| PackedHit::small(probe, 0).unwrap().0 as usize;
+        assert_eq!(table.small[key(1)], HotKind::FunctionExit);
+        assert_eq!(table.small[key(1) | 1], HotKind::FunctionExit);
+        assert_eq!(table.small[key(0)], HotKind::General);
+        assert_eq!(table.small[key(2)], HotKind::General, "not ours");
+        assert_eq!(
+            table.small[PackedHit::new(1, 0).unwrap().0 as usize],
+            HotKind::NotSmall
+        );
+        assert_eq!(table.small[0], HotKind::NotSmall);
+        table.push(entry(EventKind::Sync, None));
+        assert_eq!(table.small[key(2)], HotKind::Sync);
+    }
+
+    proptest::proptest! {
+        /// The hot loop checks for a new anomaly only after the kinds that can raise one: an
+        /// opener (function, spawn, loop) or a sync never does, whatever came before.
+        #[test]
+        fn openers_and_syncs_raise_no_anomaly(kinds in proptest::collection::vec(0..9usize, 0..300)) {
+            let mut engine = Engine::new(cilkview_engine::Config { burden: 7 });
+            for (i, k) in kinds.into_iter().enumerate() {
+                let kind = [
+                    EventKind::FunctionEnter,
+                    EventKind::Spawn,
+                    EventKind::Sync,
+                    EventKind::LoopBegin { grain: 1 },
+                    EventKind::FunctionExit,
+                    EventKind::SpawnReturn,
+                    EventKind::IterationBegin,
+                    EventKind::IterationEnd,
+                    EventKind::LoopEnd,
+                ][k];
+                let before = engine.anomaly_count();
+                engine.process_unprofiled(Event::new(i as u64 % 5, kind));
+                if k < 4 {
+                    proptest::prop_assert_eq!(engine.anomaly_count(), before, "{:?}", kind);
+                }
+            }
+        }
     }
 }

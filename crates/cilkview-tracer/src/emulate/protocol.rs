@@ -117,10 +117,20 @@ pub struct BadRecord(pub String);
 /// [`PackedHit`] words, handed to the sink as they are, the hot path of the emulation backend).
 #[inline]
 pub fn hit_run(words: &[u64]) -> usize {
-    words
-        .iter()
-        .position(|&w| !PackedHit::is_packed(w))
-        .unwrap_or(words.len())
+    // Eight words at a time, their bits 0 or'ed (a loop the compiler vectorizes: a chunk of the
+    // plugin's is nearly all hits), then the first block with a record that is not a hit
+    // word by word.
+    const BLOCK: usize = 8;
+    let clean = words
+        .chunks_exact(BLOCK)
+        .position(|block| !PackedHit::is_packed(block.iter().fold(0, |a, &w| a | w)))
+        .unwrap_or(words.len() / BLOCK)
+        * BLOCK;
+    clean
+        + words[clean..]
+            .iter()
+            .position(|&w| !PackedHit::is_packed(w))
+            .unwrap_or(words.len() - clean)
 }
 
 /// Decode the records of one chunk's words.
@@ -363,5 +373,15 @@ mod tests {
         );
         assert!(decode(&[ctrl(K_THREAD_EXIT, 1)], &mut out).is_err());
         assert_eq!(hit_run(&words), 3);
+        // A record that is not a hit at every place of a run longer than the blocks scanned.
+        let mut long = vec![hit; 37];
+        assert_eq!(hit_run(&long), 37);
+        for at in 0..long.len() {
+            long[at] = hit_op;
+            assert_eq!(hit_run(&long), at);
+            assert_eq!(hit_run(&long[at + 1..]), 36 - at);
+            long[at] = hit;
+        }
+        assert_eq!(hit_run(&[]), 0);
     }
 }
