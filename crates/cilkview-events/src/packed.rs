@@ -36,6 +36,9 @@ impl PackedHit {
     pub const MAX_PROBE: usize = (1 << 24) - 1;
     /// The largest cost a packed hit holds.
     pub const MAX_COST: u64 = (1 << 38) - 1;
+    /// Where a packed hit's cost begins: bit 26 (a packer that has checked the cost against
+    /// [`PackedHit::MAX_COST`] itself shifts it by this).
+    pub const COST_SHIFT: u32 = 26;
     /// The largest probe number a small hit holds.
     pub const MAX_SMALL_PROBE: usize = (1 << SMALL_PROBE_BITS) - 1;
     /// The largest cost a small hit holds.
@@ -50,8 +53,9 @@ impl PackedHit {
                 && PackedHit::MAX_COST & (PackedHit::MAX_COST + 1) == 0
         );
         const OVER: (u64, u64) = (!(PackedHit::MAX_PROBE as u64), !PackedHit::MAX_COST);
-        ((probe as u64 & OVER.0) | (cost & OVER.1) == 0)
-            .then_some(PackedHit((cost << 26) | ((probe as u64) << 2)))
+        ((probe as u64 & OVER.0) | (cost & OVER.1) == 0).then_some(PackedHit(
+            (cost << Self::COST_SHIFT) | ((probe as u64) << 2),
+        ))
     }
 
     /// The bits of a packed hit of `probe` that do not depend on its cost, if `probe` fits one:
@@ -64,20 +68,20 @@ impl PackedHit {
     /// one test of the cost only (the native drain's hot path packs every hit).
     #[inline(always)]
     pub fn with_probe_bits(bits: u64, cost: u64) -> Option<PackedHit> {
-        (cost <= Self::MAX_COST).then_some(PackedHit(bits | (cost << 26)))
+        (cost <= Self::MAX_COST).then_some(PackedHit(bits | (cost << Self::COST_SHIFT)))
     }
 
     /// The sum of the costs of `words`, each a word of one hit ([`PackedHit::new`]'s; not
     /// small hits): a loop over the words the compiler vectorizes, for a packer that would
     /// otherwise keep the sum (a register through its loop) as it packs.
     pub fn cost_of_ones(words: &[u64]) -> u64 {
-        words.iter().map(|&w| w >> 26).sum()
+        words.iter().map(|&w| w >> Self::COST_SHIFT).sum()
     }
 
     /// The probe and cost of a word of one hit ([`PackedHit::new`]'s layout, read back).
     #[inline(always)]
     fn one_hit(x: u64) -> (u64, u64) {
-        ((x >> 2) & Self::MAX_PROBE as u64, x >> 26)
+        ((x >> 2) & Self::MAX_PROBE as u64, x >> Self::COST_SHIFT)
     }
 
     /// One small hit, if `probe` and `cost` fit one; [`PackedHit::pair`] adds a second.

@@ -118,6 +118,14 @@ impl SharedMap {
         // the slice lives (the writer waits for the reader's tail).
         unsafe { std::slice::from_raw_parts(self.ptr.add(from).cast(), n) }
     }
+
+    /// [`SharedMap::words`] as `n` records of `N` words each, from byte `from`.
+    pub fn records<const N: usize>(&self, from: usize, n: usize) -> &[[u64; N]] {
+        let words = self.words(from, n * N);
+        // SAFETY: `[u64; N]` has `u64`'s alignment and the size of N of them, without padding:
+        // the `n * N` words are exactly `n` records, borrowed from `self` as `words` is.
+        unsafe { std::slice::from_raw_parts(words.as_ptr().cast(), n) }
+    }
 }
 
 impl Drop for SharedMap {

@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 
 use cilkview_events::{HitsTotal, PackedHit};
 
-use super::region::Record;
+use super::region::{ring_index, Record, Ring};
 use super::strands::{HitCost, StrandState, TickScale, FOLLOWS_NONE};
 use crate::ptrace::Core;
 use crate::sys::Tid;
@@ -19,37 +19,50 @@ pub(super) enum Operand {
     ReturnAddress(u64),
 }
 
-/// What the drain needs of a probe: its operand, what one hit adds to the strand it ends,
-/// (time only) the probe whose mark lies just before its own (a strand from that one's hit to
-/// this one's is empty), and where its hits are packed, their probe's bits.
+/// What the drain needs of a probe: what one hit adds to the strand it ends, (time only) the
+/// probe whose mark lies just before its own (a strand from that one's hit to this one's is
+/// empty), how its hits are packed, and its operand. The fields the drain's short path reads
+/// come first.
 #[derive(Clone, Copy)]
 pub(super) struct ProbeStub {
-    pub(super) operand: Operand,
     pub(super) hit_cost: HitCost,
+    /// [`PackedHit::probe_bits`] of its number (0 where none fits).
+    pub(super) packed_bits: u64,
+    /// A hit whose cost is below this goes packed: `PackedHit::MAX_COST + 1`, or 0 for a probe
+    /// whose hits never do (an operand, or a number no packed hit holds): one compare per hit.
+    pub(super) pack_below: u64,
     pub(super) follows: u32,
-    /// [`PackedHit::probe_bits`] where its hits go packed: without an operand, its number
-    /// within a packed hit's.
-    pub(super) packed: Option<u64>,
+    pub(super) operand: Operand,
 }
 
 impl ProbeStub {
     /// Probe number `probe`'s, without an operand, each hit adding `hit_cost`.
     pub(super) fn plain(probe: usize, hit_cost: HitCost) -> ProbeStub {
+        let bits = PackedHit::probe_bits(probe);
         ProbeStub {
-            operand: Operand::None,
             hit_cost,
+            packed_bits: bits.unwrap_or(0),
+            pack_below: if bits.is_some() {
+                PackedHit::MAX_COST + 1
+            } else {
+                0
+            },
             follows: FOLLOWS_NONE,
-            packed: PackedHit::probe_bits(probe),
+            operand: Operand::None,
+        }
+    }
+
+    /// Its hits never packed (an operand's, or an unknown probe's).
+    pub(super) fn unpacked(self) -> ProbeStub {
+        ProbeStub {
+            pack_below: 0,
+            ..self
         }
     }
 }
 
-/// One thread's records being reported: each ends a strand; hits without an operand go to the
-/// sink packed, a run at a time. The per-record path is inlined into the drain's loop (as a
-/// closure it was a call per hit, ~16 instructions of it; callgrind), and what is out of line
-/// (the sink, a hit with an operand, a wait) is given values, never the `Hits` or the thread's
-/// [`StrandState`]: neither escapes, so the compiler keeps their fields in registers.
-pub(super) struct Hits<'a> {
+/// What reporting a thread's records reads only: the probes' stubs and the clock's settings.
+pub(super) struct Setting<'a> {
     pub(super) tid: Tid,
     pub(super) stubs: &'a [ProbeStub],
     /// What a probe without a stub is taken as (its hit cost: what a hit adds to its strand; its
@@ -60,6 +73,17 @@ pub(super) struct Hits<'a> {
     pub(super) scale: TickScale,
     /// [`Record::wait`] to ticks (or instructions): shifted left by this.
     pub(super) wait_shift: u32,
+}
+
+/// One thread's records being reported: each ends a strand; hits without an operand go to the
+/// sink packed, a run at a time. The per-record path is inlined into the drain's loop (as a
+/// closure it was a call per hit, ~16 instructions of it; callgrind) and takes one short path
+/// for the common record (a probe with a stub, no wait, nothing off the CPU or paused, a cost
+/// that packs); what is out of line (the general path, the sink, a hit with an operand) is given
+/// values, never the `Hits` or the thread's [`StrandState`]: neither escapes, so the compiler
+/// keeps their fields in registers.
+pub(super) struct Hits<'a> {
+    pub(super) set: &'a Setting<'a>,
     /// Packed hits not yet handed to the sink: the first `len` (a fixed array and a count, not
     /// a `Vec`: no capacity check, length or pointer reloaded per hit).
     pub(super) packed: &'a mut [u64; PACKED_RUN],
@@ -71,67 +95,186 @@ pub(super) struct Hits<'a> {
 }
 
 impl Hits<'_> {
-    /// The record `r` of a thread whose clock is `st` (its off-CPU intervals `off`).
+    /// The record `r` of a thread whose clock is `st` (its off-CPU intervals `off`), whatever
+    /// it is: the short path's steps if it can ([`simple_run`]'s, one record at a time, for the
+    /// records read at a stop), else the general path.
     #[inline(always)]
     pub(super) fn record(
         &mut self,
         core: &mut Core<'_>,
         st: &mut StrandState,
         off: &mut VecDeque<(u64, u64)>,
-        r: Record,
+        r: &[u64; 3],
     ) {
-        let probe = r.probe as usize;
-        // By reference: copying the 32-byte `ProbeStub` out was ~8 instructions per hit.
-        let stub = match self.stubs.get(probe) {
-            Some(stub) => stub,
-            None => &self.unpatched,
-        };
-        let off_cpu = st.off_between(off, st.last, r.tsc);
-        let at = (r.tsc, off_cpu, self.interruption);
-        let skip = st.hit_skip(r.probe, stub.follows, stub.hit_cost, at);
-        let cost = st.end(r.tsc, skip + off_cpu, self.scale);
-        st.last = r.tsc;
-        if r.wait != 0 {
-            // Counted on its CPU: the wait spins, yielding every 1024 rounds, and where other
-            // work takes the CPU then, the thread is off it (the kernel's count of its CPU time
-            // does not hold that).
-            let ticks = waited(self.waits, r.wait, self.wait_shift);
-            let off_wait = st.off_between(off, r.tsc, r.tsc + ticks).min(ticks);
-            *self.waited += ticks - off_wait;
-            st.last += ticks;
-        }
-        if let Some(bits) = stub.packed {
-            if let Some(w) = PackedHit::with_probe_bits(bits, cost) {
-                // Room made before the word is written: `len` is then below the array's length.
-                if self.len >= PACKED_RUN {
-                    hand_over(core, self.tid, &self.packed[..]);
-                    self.len = 0;
-                }
-                self.packed[self.len] = w.0;
-                self.len += 1;
+        let (tsc, word) = (r[0], r[2]);
+        let stub = match self.set.stubs.get(word as usize) {
+            Some(stub) if st.is_simple(tsc) => stub,
+            _ => {
+                let room = (
+                    &mut *self.packed,
+                    self.len,
+                    &mut *self.waits,
+                    &mut *self.waited,
+                );
+                (*st, self.len) = general(self.set, core, *st, off, room, Record::read(r));
                 return;
             }
+        };
+        let hit = (word as u32, stub.follows, stub.hit_cost);
+        let cost = st.end_simple(hit, (tsc, self.set.interruption), self.set.scale);
+        if cost < stub.pack_below {
+            self.pack(core, stub.packed_bits | (cost << PackedHit::COST_SHIFT));
+        } else {
+            let packed = &self.packed[..self.len];
+            let hit = (word as usize, cost);
+            unpacked(core, self.set.tid, packed, hit, stub.operand, r[1]);
+            self.len = 0;
         }
-        let packed = &self.packed[..self.len];
-        unpacked(
-            core,
-            self.tid,
-            packed,
-            (probe, cost),
-            stub.operand,
-            r.operand,
-        );
-        self.len = 0;
+    }
+
+    /// Add the packed hit `w`, handing the run over first if it is full.
+    #[inline(always)]
+    fn pack(&mut self, core: &mut Core<'_>, w: u64) {
+        // Room made before the word is written: `len` is then below the array's length.
+        if self.len >= PACKED_RUN {
+            hand_over(core, self.set.tid, &self.packed[..]);
+            self.len = 0;
+        }
+        self.packed[self.len] = w;
+        self.len += 1;
+    }
+
+    /// The records `from..head` of `ring`, of a thread whose clock is `st` (its off-CPU
+    /// intervals `off`): runs of common records on the short path ([`simple_run`]), each bounded
+    /// by the room left for packed hits; a record it stops at on the general path or unpacked.
+    #[inline(always)]
+    pub(super) fn ring(
+        &mut self,
+        core: &mut Core<'_>,
+        st: &mut StrandState,
+        off: &mut VecDeque<(u64, u64)>,
+        (ring, from, head): (&Ring, u64, u64),
+    ) {
+        let mut n = from;
+        while n < head {
+            if self.len == PACKED_RUN {
+                hand_over(core, self.set.tid, &self.packed[..]);
+                self.len = 0;
+            }
+            let count = (head - n).min((PACKED_RUN - self.len) as u64) as usize;
+            let out = &mut self.packed[self.len..self.len + count];
+            let (done, unpacked_cost) = simple_run(self.set, st, (ring, n), out);
+            self.len += done;
+            n += done as u64;
+            if done == count {
+                continue;
+            }
+            let r = &ring[ring_index(n)];
+            match unpacked_cost {
+                None => self.record(core, st, off, r),
+                Some(cost) => {
+                    let probe = r[2] as usize;
+                    let operand = self.set.stubs[probe].operand;
+                    let packed = &self.packed[..self.len];
+                    unpacked(core, self.set.tid, packed, (probe, cost), operand, r[1]);
+                    self.len = 0;
+                }
+            }
+            n += 1;
+        }
     }
 
     /// Hand the packed hits to the sink.
     #[inline(always)]
     pub(super) fn flush(&mut self, core: &mut Core<'_>) {
         if self.len != 0 {
-            hand_over(core, self.tid, &self.packed[..self.len]);
+            hand_over(core, self.set.tid, &self.packed[..self.len]);
             self.len = 0;
         }
     }
+}
+
+/// The drain's short path: the records of `ring` from number `from` on, one per word of `out`
+/// (its packed hit written there), while each is common: a probe with a stub, no wait, nothing
+/// off the CPU or paused ([`StrandState::end_simple`]), a cost that packs. How many it took,
+/// and, where it stopped at a record whose strand it ended but whose hit does not pack (an
+/// operand's, or a cost too large), that hit's cost. No call in the loop: every value it
+/// carries stays in a register.
+#[inline(always)]
+fn simple_run(
+    set: &Setting<'_>,
+    st: &mut StrandState,
+    (ring, from): (&Ring, u64),
+    out: &mut [u64],
+) -> (usize, Option<u64>) {
+    for (k, word_out) in out.iter_mut().enumerate() {
+        let r = &ring[ring_index(from + k as u64)];
+        let (tsc, word) = (r[0], r[2]);
+        // One test for a probe with a stub and a record without a wait (`wait`, the word's
+        // high half, makes it no index).
+        let Some(stub) = set.stubs.get(word as usize) else {
+            return (k, None);
+        };
+        if !st.is_simple(tsc) {
+            return (k, None);
+        }
+        let hit = (word as u32, stub.follows, stub.hit_cost);
+        let cost = st.end_simple(hit, (tsc, set.interruption), set.scale);
+        if cost >= stub.pack_below {
+            return (k, Some(cost));
+        }
+        *word_out = stub.packed_bits | (cost << PackedHit::COST_SHIFT);
+    }
+    (out.len(), None)
+}
+
+/// Where [`general`] puts a hit: the packed hits and their number, the waits' count and ticks.
+type Room<'a> = (&'a mut [u64; PACKED_RUN], usize, &'a mut u64, &'a mut u64);
+
+/// The record `r` of a thread whose clock is `st` (its off-CPU intervals `off`), whatever it is
+/// (a probe without a stub, a wait, a strand paused or off its CPU, a hit not packed): the
+/// thread's clock after it, and the number of packed hits. Out of line, given and giving values.
+#[cold]
+#[inline(never)]
+fn general(
+    set: &Setting<'_>,
+    core: &mut Core<'_>,
+    mut st: StrandState,
+    off: &mut VecDeque<(u64, u64)>,
+    (packed, mut len, waits, waited): Room<'_>,
+    r: Record,
+) -> (StrandState, usize) {
+    let probe = r.probe as usize;
+    let stub = match set.stubs.get(probe) {
+        Some(stub) => stub,
+        None => &set.unpatched,
+    };
+    let off_cpu = st.off_between(off, st.last, r.tsc);
+    let at = (r.tsc, off_cpu, set.interruption);
+    let skip = st.hit_skip(r.probe, stub.follows, stub.hit_cost, at);
+    let cost = st.end(r.tsc, skip + off_cpu, set.scale);
+    st.last = r.tsc;
+    if r.wait != 0 {
+        // Counted on its CPU: the wait spins, yielding every 1024 rounds, and where other
+        // work takes the CPU then, the thread is off it (the kernel's count of its CPU time
+        // does not hold that).
+        *waits += 1;
+        let ticks = u64::from(r.wait) << set.wait_shift;
+        let off_wait = st.off_between(off, r.tsc, r.tsc + ticks).min(ticks);
+        *waited += ticks - off_wait;
+        st.last += ticks;
+    }
+    if cost < stub.pack_below {
+        if len >= PACKED_RUN {
+            hand_over(core, set.tid, &packed[..]);
+            len = 0;
+        }
+        packed[len] = stub.packed_bits | (cost << PackedHit::COST_SHIFT);
+        return (st, len + 1);
+    }
+    let hit = (probe, cost);
+    unpacked(core, set.tid, &packed[..len], hit, stub.operand, r.operand);
+    (st, 0)
 }
 
 /// A hit that is not packed (its operand, or a cost too large for a packed word), after the
@@ -158,15 +301,6 @@ fn unpacked(
         cost,
         operand,
     });
-}
-
-/// A hit whose stub waited `wait` (as the stub wrote it, see [`Record::wait`]) for room:
-/// counted; the ticks it waited.
-#[cold]
-#[inline(never)]
-fn waited(waits: &mut u64, wait: u32, shift: u32) -> u64 {
-    *waits += 1;
-    u64::from(wait) << shift
 }
 
 /// Hand the packed hits `packed` to the sink.

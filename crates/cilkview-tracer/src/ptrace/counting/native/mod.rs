@@ -40,7 +40,7 @@ use nix::libc;
 
 use self::clock::Clock;
 use self::cpu_time::ProgramCpu;
-use self::hits::{Hits, Operand, ProbeStub, PACKED_RUN};
+use self::hits::{Hits, Operand, ProbeStub, Setting, PACKED_RUN};
 use self::inject::setup_err;
 use self::polling::{next_sleep, IDLE_MIN};
 use self::region::Region;
@@ -84,7 +84,7 @@ pub(crate) struct Native {
     /// The empty strands' gaps of threads gone (`Strands::empty_gaps`): sum, number.
     empty_gaps: (u64, u64),
     /// Hits reported, all threads, and the ticks of their cost taken off the strands by the
-    /// threads gone (`StrandState::hit_ticks`).
+    /// threads gone (`StrandState::hit_ticks()`).
     hits: u64,
     hit_ticks_gone: u64,
     /// The program's CPU time, for the note that sets the work against it.
@@ -127,7 +127,7 @@ impl Native {
             let head = region.head(slot);
             // Room for all at once (a stopped thread's slot is often a full ring): no doubling.
             pending.reserve(head.saturating_sub(th.next) as usize);
-            th.next = region.drain(slot, th.next, head, |r| pending.push(Item::Hit(r)));
+            th.next = region.drain(slot, th.next, head, |r| pending.push(Item::Hit(*r)));
         }
     }
 
@@ -151,16 +151,16 @@ impl Native {
         if th.pending.is_empty() && head.is_none_or(|(_, head)| head <= th.next) {
             return 0;
         }
-        let mut hits = Hits {
+        let set = Setting {
             tid,
             stubs: &self.stubs,
-            unpatched: ProbeStub {
-                packed: None,
-                ..ProbeStub::plain(0, self.clock.per_hit)
-            },
+            unpatched: ProbeStub::plain(0, self.clock.per_hit).unpacked(),
             interruption: self.clock.interruption,
             scale: self.scale,
             wait_shift: self.clock.reading.wait_shift(),
+        };
+        let mut hits = Hits {
+            set: &set,
             packed: &mut self.packed,
             len: 0,
             waits: &mut self.waits,
@@ -178,7 +178,7 @@ impl Native {
             match item {
                 Item::Hit(r) => {
                     hits.n += 1;
-                    hits.record(core, &mut st, off, r);
+                    hits.record(core, &mut st, off, &r);
                 }
                 Item::Pause { from, to } => st.pause(off, from, to),
             }
@@ -187,7 +187,8 @@ impl Native {
         th.pending = pending;
         if let (Some(region), Some((slot, head))) = (self.region.as_ref(), head) {
             hits.n += head.saturating_sub(th.next);
-            th.next = region.drain(slot, th.next, head, |r| hits.record(core, &mut st, off, r));
+            hits.ring(core, &mut st, off, (region.ring(slot), th.next, head));
+            th.next = region.drained(slot, th.next, head);
         }
         th.state = st;
         hits.flush(core);
@@ -287,7 +288,7 @@ fn describe_stub(
     let stub = &mut stubs[probe.index];
     stub.operand = kind;
     if !matches!(kind, Operand::None) {
-        stub.packed = None;
+        *stub = stub.unpacked();
     }
     match reading {
         Reading::Rdpmc => stub.hit_cost = HitCost::whole(stub::rdpmc_hit_instructions(operand)),
@@ -351,7 +352,7 @@ impl Counting for Native {
         if let Some(th) = self.threads.remove(&tid) {
             let (sum, n) = th.state.empty_gaps();
             self.empty_gaps = (self.empty_gaps.0 + sum, self.empty_gaps.1 + n);
-            self.hit_ticks_gone += th.state.hit_ticks;
+            self.hit_ticks_gone += th.state.hit_ticks();
             if let (Some(region), Some(slot)) = (self.region.as_mut(), th.slot) {
                 region.release(slot);
             }
@@ -527,7 +528,7 @@ impl Counting for Native {
         let mut notes = vec![cilkview_events::Note::new("counter", counter)];
         if self.clock.reading == Reading::Tsc {
             let waited = ns(self.waited as f64);
-            let taken = (self.threads.values().map(|th| th.state.hit_ticks))
+            let taken = (self.threads.values().map(|th| th.state.hit_ticks()))
                 .fold(self.hit_ticks_gone, |a, b| a + b);
             if let Some(cpu) = self.cpu.note(self.hits, ns(taken as f64), waited) {
                 notes.push(cilkview_events::Note::new("cpu-time", cpu));

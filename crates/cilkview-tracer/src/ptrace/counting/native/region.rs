@@ -17,6 +17,14 @@ use crate::procfs::Mem;
 use crate::sys::{SharedMap, Tid};
 use crate::TraceError;
 
+/// Record number `n`'s place in its ring: `n`'s low 16 bits (RING_RECORDS = 2^16, as the
+/// stub's `movzx`).
+#[inline(always)]
+pub(super) fn ring_index(n: u64) -> usize {
+    const _: () = assert!(RING_RECORDS == 1 << 16);
+    (n as u16) as usize
+}
+
 /// Offset of the call gadget in the region's first page (after the head and the name).
 const INJECTOR: u64 = 0x800;
 
@@ -36,6 +44,23 @@ pub(super) struct Record {
     /// before any shift).
     pub(super) wait: u32,
 }
+
+impl Record {
+    /// The record whose words in the ring are `w`.
+    #[inline(always)]
+    pub(super) fn read(w: &[u64; 3]) -> Record {
+        Record {
+            tsc: w[0],
+            operand: w[1],
+            probe: w[2] as u32,
+            wait: (w[2] >> 32) as u32,
+        }
+    }
+}
+
+/// A slot's ring: a record's words (tsc, operand, then probe and wait in one).
+pub(super) type Ring = [[u64; 3]; RING_RECORDS as usize];
+const _: () = assert!(RECORD == 24);
 
 pub(super) struct Region {
     map: SharedMap,
@@ -262,31 +287,32 @@ impl Region {
         slot: usize,
         from: u64,
         head: u64,
-        mut f: impl FnMut(Record),
+        mut f: impl FnMut(&[u64; 3]),
     ) -> u64 {
-        let at = slot * SLOT_BYTES as usize;
-        const WORDS: usize = (RECORD / 8) as usize;
-        const RING_WORDS: usize = RING_RECORDS as usize * WORDS;
-        // As an array: the index below is in bounds by its type, no check per record.
-        let ring: &[u64; RING_WORDS] = self
-            .map
-            .words(at + RING as usize, RING_WORDS)
-            .try_into()
-            .expect("the ring's words");
+        let ring = self.ring(slot);
         for n in from..head {
-            // The ring's index is `n`'s low 16 bits (RING_RECORDS = 2^16, as the stub's `movzx`).
-            const _: () = assert!(RING_RECORDS == 1 << 16);
-            let i = (n as u16) as usize * WORDS;
-            let w = [ring[i], ring[i + 1], ring[i + 2]];
-            f(Record {
-                tsc: w[0],
-                operand: w[1],
-                probe: w[2] as u32,
-                wait: (w[2] >> 32) as u32,
-            });
+            f(&ring[ring_index(n)]);
         }
+        self.drained(slot, from, head)
+    }
+
+    /// `slot`'s ring (the records' room: read the numbers below [`Region::head`] not yet
+    /// [`Region::drained`]).
+    #[inline(always)]
+    pub(super) fn ring(&self, slot: usize) -> &Ring {
+        let at = slot * SLOT_BYTES as usize + RING as usize;
+        let records = self.map.records::<3>(at, RING_RECORDS as usize);
+        // As an array: an index below is in bounds by its type, no check per record.
+        records.try_into().expect("the ring's records")
+    }
+
+    /// The records of `slot` from number `from` up to number `head` were read: the stub may
+    /// reuse their room. Returns the next number to read.
+    #[inline(always)]
+    pub(super) fn drained(&self, slot: usize, from: u64, head: u64) -> u64 {
         if head > from {
-            self.map.store64(at + LIMIT as usize, head + RING_RECORDS);
+            let at = slot * SLOT_BYTES as usize + LIMIT as usize;
+            self.map.store64(at, head + RING_RECORDS);
         }
         from.max(head)
     }

@@ -4,7 +4,6 @@
 use std::collections::VecDeque;
 
 use super::clock::Clock;
-use super::region::Record;
 use super::stub::Reading;
 use crate::sys::native::rdtsc;
 use crate::sys::switches::SwitchLog;
@@ -12,12 +11,10 @@ use std::fs::File;
 
 /// Something that happened to a thread, in order, not yet reported.
 pub(super) enum Item {
-    Hit(Record),
+    /// A record's words as its stub wrote them (`region::Record::read`).
+    Hit([u64; 3]),
     /// Stopped by the tracer from `from` to `to` (ticks): charged to nobody.
-    Pause {
-        from: u64,
-        to: u64,
-    },
+    Pause { from: u64, to: u64 },
 }
 
 /// A measured thread's clock.
@@ -53,18 +50,20 @@ pub(super) struct StrandState {
     /// Ticks to take off that the last strands were too short to give (see [`StrandState::end`]).
     owed: u64,
     reported: u64,
-    /// The start of `off`'s first interval ([`Strands::off`]), `u64::MAX` if none: a strand
-    /// ending at or before it was never off its CPU (one compare per hit, not the deque's front).
-    off_from: u64,
+    /// A record at or before this clock ends a strand that was never off its CPU and has no
+    /// ticks before `last` (`strand` 0): the drain's short path ([`StrandState::end_simple`]).
+    /// The start of `off`'s first interval ([`Strands::off`]), `u64::MAX` if none, or 0 while
+    /// `strand` is not (one compare per hit, not the deque's front nor `strand`).
+    simple_until: u64,
     /// The probe of its last hit ([`NO_PROBE`] before the first).
     prev: u32,
     /// What its hits cost where the program ran nothing between two (see
     /// [`StrandState::hit_skip`]).
     empty: EmptyStrands,
-    /// The fraction (1/256 ticks) of the hit costs not yet taken off.
-    carry: u64,
-    /// The ticks of hit costs taken off so far (the whole ticks [`StrandState::hit_skip`] gave).
-    pub(super) hit_ticks: u64,
+    /// The hit costs so far (1/256 ticks): whole ticks of it taken off the strands
+    /// ([`StrandState::hit_ticks`]), the fraction carried to the next hit (one word, not two:
+    /// a register fewer in the drain's loop).
+    hit_q8: u64,
 }
 
 /// [`StrandState::prev`] before a thread's first hit.
@@ -106,14 +105,25 @@ impl HitCost {
 struct EmptyStrands {
     sum: u64,
     n: u64,
-    /// Their mean (1/256 ticks), trusted once `n` reaches [`EMPTY_STRANDS_TRUSTED`], brought up
-    /// to date each time `n` is a multiple of 256 (no division per hit; no flag or countdown of
-    /// its own: fewer of the drain's values to hold in registers).
-    mean: u64,
+    /// Their mean (1/256 ticks) less the start-up cost (wrapping), added to the start-up cost
+    /// of each hit: 0 until `n` reaches [`EMPTY_STRANDS_TRUSTED`], then brought up to date each
+    /// time `n` is a multiple of 256 (no division per hit; no flag, countdown or test of `n` per
+    /// hit: fewer of the drain's values to hold in registers). Every probe's start-up cost is
+    /// the clock's where strands are measured empty (the time counter; under the instructions
+    /// counter no probe `follows` another).
+    adjust: u64,
 }
 
 impl EmptyStrands {
-    /// Whether `mean` is trusted.
+    /// `adjust` brought up to date, if trusted, for probes whose start-up cost is `startup`.
+    #[cold]
+    fn update(&mut self, startup: HitCost) {
+        if self.trusted() {
+            self.adjust = ((self.sum << 8) / self.n).wrapping_sub(startup.0);
+        }
+    }
+
+    /// Whether their mean is trusted.
     #[inline(always)]
     fn trusted(&self) -> bool {
         self.n >= EMPTY_STRANDS_TRUSTED
@@ -179,11 +189,10 @@ impl StrandState {
             charged: 0,
             owed: 0,
             reported: 0,
-            off_from: u64::MAX,
+            simple_until: u64::MAX,
             prev: NO_PROBE,
             empty: EmptyStrands::default(),
-            carry: 0,
-            hit_ticks: 0,
+            hit_q8: 0,
         }
     }
 
@@ -201,27 +210,38 @@ impl StrandState {
         startup: HitCost,
         (tsc, off, cut): (u64, u64, u64),
     ) -> u64 {
-        if follows == self.prev {
-            let gap = (self.strand + tsc.saturating_sub(self.last)).saturating_sub(off);
-            if gap <= cut {
-                let e = &mut self.empty;
-                e.sum += gap;
-                e.n += 1;
-                if e.n % 256 == 0 && e.trusted() {
-                    e.mean = (e.sum << 8) / e.n;
-                }
+        let gap = (self.strand + tsc.saturating_sub(self.last)).saturating_sub(off);
+        self.skip_after(probe, follows, startup, (gap, cut))
+    }
+
+    /// [`StrandState::hit_skip`] of a strand of `gap` ticks on its CPU.
+    #[inline(always)]
+    fn skip_after(
+        &mut self,
+        probe: u32,
+        follows: u32,
+        startup: HitCost,
+        (gap, cut): (u64, u64),
+    ) -> u64 {
+        if follows == self.prev && gap <= cut {
+            let e = &mut self.empty;
+            e.sum += gap;
+            e.n += 1;
+            // Tested apart: one test per empty strand, not two.
+            if e.n % 256 == 0 {
+                e.update(startup);
             }
         }
         self.prev = probe;
-        let cost = if self.empty.trusted() {
-            self.empty.mean
-        } else {
-            startup.0
-        };
-        let q8 = self.carry + cost;
-        self.carry = q8 & 255;
-        self.hit_ticks += q8 >> 8;
-        q8 >> 8
+        let cost = startup.0.wrapping_add(self.empty.adjust);
+        let before = self.hit_q8 >> 8;
+        self.hit_q8 += cost;
+        (self.hit_q8 >> 8) - before
+    }
+
+    /// The ticks of hit costs taken off so far (the whole ticks [`StrandState::hit_skip`] gave).
+    pub(super) fn hit_ticks(&self) -> u64 {
+        self.hit_q8 >> 8
     }
 
     /// The nanoseconds reported for its strands so far (its work by time).
@@ -251,9 +271,9 @@ impl StrandState {
     ) -> u64 {
         // Nothing logged, or only after `to` (an interval not yet ended starts after it): the
         // common case, once per mark hit.
-        if self.off_from < to {
+        if self.simple_until < to {
             let ticks;
-            (ticks, self.off_from) = off_logged(off, from, to);
+            (ticks, self.simple_until) = off_logged(off, from, to);
             ticks
         } else {
             0
@@ -269,10 +289,41 @@ impl StrandState {
     #[inline(always)]
     pub(super) fn end(&mut self, tsc: u64, skip: u64, scale: TickScale) -> u64 {
         let raw = self.strand + tsc.saturating_sub(self.last);
+        self.strand = 0;
+        self.end_raw(raw, skip, scale)
+    }
+
+    /// Whether a record at `tsc` takes the drain's short path ([`StrandState::end_simple`]).
+    #[inline(always)]
+    pub(super) fn is_simple(&self, tsc: u64) -> bool {
+        tsc <= self.simple_until
+    }
+
+    /// A hit of `probe` at `tsc` ends the strand, where [`StrandState::is_simple`]: what
+    /// [`StrandState::hit_skip`] then [`StrandState::end`] give with nothing off the CPU and
+    /// no ticks before `last` (the drain's short path: neither `strand` nor the off-CPU
+    /// intervals read), `last` set to `tsc`. Its cost.
+    #[inline(always)]
+    pub(super) fn end_simple(
+        &mut self,
+        (probe, follows, startup): (u32, u32, HitCost),
+        (tsc, cut): (u64, u64),
+        scale: TickScale,
+    ) -> u64 {
+        debug_assert!(self.strand == 0 && self.is_simple(tsc));
+        let raw = tsc.saturating_sub(self.last);
+        let skip = self.skip_after(probe, follows, startup, (raw, cut));
+        self.last = tsc;
+        self.end_raw(raw, skip, scale)
+    }
+
+    /// [`StrandState::end`] of a strand of `raw` ticks (`strand` included and cleared).
+    #[inline(always)]
+    fn end_raw(&mut self, raw: u64, skip: u64, scale: TickScale) -> u64 {
         let off = skip + self.owed;
         let ticks = raw.saturating_sub(off);
-        self.owed = off.saturating_sub(raw).min(OWED_AT_MOST);
-        self.strand = 0;
+        // `off - raw` where it is more, else 0 (without a branch on which).
+        self.owed = (off + ticks - raw).min(OWED_AT_MOST);
         self.charged += ticks;
         // `charged` only grows and the scale is monotonic: `ns` is never below `reported`.
         let ns = scale.of(self.charged);
@@ -287,6 +338,9 @@ impl StrandState {
         self.strand += from.saturating_sub(self.last).saturating_sub(off_cpu);
         self.off_between(off, from, to);
         self.last = self.last.max(to);
+        if self.strand != 0 {
+            self.simple_until = 0;
+        }
     }
 }
 
@@ -321,9 +375,14 @@ impl Strands {
         self.off_moved();
     }
 
-    /// Bring `off_from` up to date with `off`.
+    /// Bring `simple_until` up to date with `off`.
     fn off_moved(&mut self) {
-        self.state.off_from = self.off.front().map_or(u64::MAX, |&(a, _)| a);
+        let st = &mut self.state;
+        st.simple_until = match self.off.front() {
+            _ if st.strand != 0 => 0,
+            Some(&(a, _)) => a,
+            None => u64::MAX,
+        };
     }
 
     /// A new thread's, stopped by the tracer now; reading instructions, they count from its
@@ -474,6 +533,44 @@ mod tests {
         th.last = 5000;
         th.hit_skip(1, 0, startup, (5013, 0, 1000));
         assert_eq!(th.empty.n, 0);
+    }
+
+    #[test]
+    fn the_short_path_gives_what_the_general_one_does() {
+        // Hits of probes 0-2 (1 follows 0) at gaps from 0 to 4999 ticks (some interruptions,
+        // some strands shorter than the hit's cost): each cost, the hit ticks taken off and the
+        // empty strands measured are the same by `end_simple` as by `hit_skip` then `end`.
+        let (startup, scale) = (HitCost((12 << 8) + 77), TickScale::new(0.4));
+        let (mut general, mut short) = (StrandState::new(0), StrandState::new(0));
+        let mut tsc = 0;
+        for i in 0..20_000u64 {
+            let probe = (i * 7 % 3) as u32;
+            let follows = if probe == 1 { 0 } else { FOLLOWS_NONE };
+            tsc += i * i % 41 + if i % 997 == 0 { 4000 } else { 0 };
+            let skip = general.hit_skip(probe, follows, startup, (tsc, 0, 1000));
+            let cost = general.end(tsc, skip, scale);
+            general.last = tsc;
+            assert!(short.is_simple(tsc));
+            let by_short = short.end_simple((probe, follows, startup), (tsc, 1000), scale);
+            assert_eq!(by_short, cost, "hit {i}");
+        }
+        assert_eq!(short.hit_ticks(), general.hit_ticks());
+        assert_eq!(short.empty_gaps(), general.empty_gaps());
+        assert!(short.empty_gaps().1 > EMPTY_STRANDS_TRUSTED);
+    }
+
+    #[test]
+    fn a_paused_strand_takes_the_general_path_once() {
+        // A pause leaves ticks before `last`: the next hit is not simple; once it is reported
+        // (its strand ended), the ones after it are.
+        let mut th = Strands::new(0);
+        th.state.pause(&mut th.off, 100, 200);
+        assert!(!th.state.is_simple(250));
+        // The general path's steps (`hits::general`): 100 ticks before the pause, 50 after.
+        let off_cpu = th.state.off_between(&mut th.off, 200, 250);
+        assert_eq!(th.state.end(250, off_cpu, TickScale::new(1.0)), 150);
+        th.state.last = 250;
+        assert!(th.state.is_simple(300));
     }
 
     #[test]
