@@ -20,62 +20,81 @@ impl Engine {
         let (mut acc, mut pending) = (self.acc, self.pending);
         for e in events {
             let (cost, kind) = (e.cost, e.kind);
-            let after = acc.wrapping_add(cost);
-            let done = match kind {
+            // Each arm that handles its event adds its strand to the running total and goes on.
+            match kind {
                 EventKind::FunctionEnter => {
                     if pending != Pending::None {
                         self.push_at(pending.kind(), acc);
                     }
                     pending = Pending::Function;
-                    true
+                    acc = acc.wrapping_add(cost);
+                    continue;
                 }
                 EventKind::Spawn => {
                     if pending != Pending::None {
                         self.push_at(pending.kind(), acc);
                         pending = Pending::None;
                     }
+                    acc = acc.wrapping_add(cost);
                     self.spawns += 1;
-                    self.push_at(FrameKind::Spawn, after);
-                    true
+                    self.push_at(FrameKind::Spawn, acc);
+                    continue;
                 }
                 // A leaf call (see `Engine::pending`): its strand is its caller's.
                 EventKind::FunctionExit if pending == Pending::Function => {
                     pending = Pending::None;
-                    true
+                    acc = acc.wrapping_add(cost);
+                    continue;
                 }
-                EventKind::FunctionExit if pending == Pending::None => {
-                    self.pop_plain(FrameKind::Function, after)
+                EventKind::FunctionExit
+                    if pending == Pending::None
+                        && self.pop_plain(FrameKind::Function, acc.wrapping_add(cost)) =>
+                {
+                    acc = acc.wrapping_add(cost);
+                    continue;
                 }
-                EventKind::SpawnReturn if pending == Pending::None => {
-                    self.pop_plain(FrameKind::Spawn, after)
+                EventKind::SpawnReturn
+                    if pending == Pending::None
+                        && self.pop_plain(FrameKind::Spawn, acc.wrapping_add(cost)) =>
+                {
+                    acc = acc.wrapping_add(cost);
+                    continue;
                 }
-                EventKind::Sync if pending == Pending::None => self.sync_plain(after),
-                EventKind::IterationBegin if pending == Pending::None => {
-                    let begun = self.begin_iteration_plain();
-                    if begun {
-                        pending = Pending::Iteration;
-                    }
-                    begun
+                EventKind::Sync
+                    if pending == Pending::None && self.sync_plain(acc.wrapping_add(cost)) =>
+                {
+                    acc = acc.wrapping_add(cost);
+                    continue;
+                }
+                EventKind::IterationBegin
+                    if pending == Pending::None && self.begin_iteration_plain() =>
+                {
+                    pending = Pending::Iteration;
+                    acc = acc.wrapping_add(cost);
+                    continue;
                 }
                 EventKind::LoopBegin { grain } => {
                     if pending != Pending::None {
                         self.push_at(pending.kind(), acc);
                         pending = Pending::None;
                     }
-                    self.begin_loop(grain, after);
-                    true
+                    acc = acc.wrapping_add(cost);
+                    self.begin_loop(grain, acc);
+                    continue;
                 }
-                EventKind::LoopEnd if pending == Pending::None => self.end_loop_plain(after),
+                EventKind::LoopEnd
+                    if pending == Pending::None && self.end_loop_plain(acc.wrapping_add(cost)) =>
+                {
+                    acc = acc.wrapping_add(cost);
+                    continue;
+                }
                 EventKind::IterationEnd if pending == Pending::Iteration => {
                     pending = Pending::None;
                     self.leaf_iteration_ended(acc, cost);
-                    true
+                    acc = acc.wrapping_add(cost);
+                    continue;
                 }
-                _ => false,
-            };
-            if done {
-                acc = after;
-                continue;
+                _ => {}
             }
             (self.acc, self.pending) = (acc, pending);
             self.apply_rare(*e);
