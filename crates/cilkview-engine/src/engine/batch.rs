@@ -66,9 +66,7 @@ impl Engine {
                     acc = acc.wrapping_add(cost);
                     continue;
                 }
-                EventKind::IterationBegin
-                    if pending == Pending::None && self.begin_iteration_plain() =>
-                {
+                EventKind::IterationBegin if pending == Pending::None && self.top_is_loop() => {
                     pending = Pending::Iteration;
                     acc = acc.wrapping_add(cost);
                     continue;
@@ -162,18 +160,12 @@ impl Engine {
         true
     }
 
-    /// An iteration of the loop that is the top frame begins (its frame pending). Whether the
-    /// top frame was a loop (if not, nothing was done).
+    /// Whether the top frame is a loop: an iteration's begin then only makes the iteration's
+    /// frame pending (the loop's state learns of the iteration at its end).
     #[inline(always)]
-    fn begin_iteration_plain(&mut self) -> bool {
-        let top = self.stack.last_mut().expect("root frame is never popped");
-        if top.kind != FrameKind::Loop {
-            return false;
-        }
-        if let Some(lp) = top.extra.as_mut().and_then(|x| x.lp.as_mut()) {
-            lp.begin_iteration();
-        }
-        true
+    fn top_is_loop(&self) -> bool {
+        let top = self.stack.last().expect("root frame is never popped");
+        top.kind == FrameKind::Loop
     }
 }
 
