@@ -118,6 +118,7 @@ impl LoopState {
     /// Closes the loop, the running total being `acc`: returns the tree's measures, its number
     /// of chunks, and the trailing loop-control cost that runs after it.
     /// The state is left with no subtrees, for [`LoopState::reset`].
+    #[inline(always)]
     pub fn finish(&mut self, burden: u64, acc: u64) -> (Cost, u64, Cost) {
         self.flush_chunk(burden, acc);
         let tail = self.take_segment(acc);
