@@ -19,88 +19,92 @@ impl Engine {
         self.events += events.len() as u64;
         let (mut acc, mut pending) = (self.acc, self.pending);
         for e in events {
-            let (cost, kind) = (e.cost, e.kind);
-            // Each arm that handles its event adds its strand to the running total and goes on.
-            match kind {
-                EventKind::FunctionEnter => {
-                    if pending != Pending::None {
-                        self.push_at(pending.kind(), acc);
-                    }
-                    pending = Pending::Function;
-                    acc = acc.wrapping_add(cost);
-                    continue;
-                }
-                EventKind::Spawn => {
-                    // Both frames' children begin where `ends` is now (read once).
-                    let base = self.ends.len();
-                    if pending != Pending::None {
-                        self.push_with_base(pending.kind(), acc, base);
-                        pending = Pending::None;
-                    }
-                    acc = acc.wrapping_add(cost);
-                    self.spawns += 1;
-                    self.push_with_base(FrameKind::Spawn, acc, base);
-                    continue;
-                }
-                // A leaf call (see `Engine::pending`): its strand is its caller's.
-                EventKind::FunctionExit if pending == Pending::Function => {
-                    pending = Pending::None;
-                    acc = acc.wrapping_add(cost);
-                    continue;
-                }
-                EventKind::FunctionExit
-                    if pending == Pending::None
-                        && self.pop_plain(FrameKind::Function, acc.wrapping_add(cost)) =>
-                {
-                    acc = acc.wrapping_add(cost);
-                    continue;
-                }
-                EventKind::SpawnReturn
-                    if pending == Pending::None
-                        && self.pop_plain(FrameKind::Spawn, acc.wrapping_add(cost)) =>
-                {
-                    acc = acc.wrapping_add(cost);
-                    continue;
-                }
-                EventKind::Sync
-                    if pending == Pending::None && self.sync_plain(acc.wrapping_add(cost)) =>
-                {
-                    acc = acc.wrapping_add(cost);
-                    continue;
-                }
-                EventKind::IterationBegin if pending == Pending::None && self.top_is_loop() => {
-                    pending = Pending::Iteration;
-                    acc = acc.wrapping_add(cost);
-                    continue;
-                }
-                EventKind::LoopBegin { grain } => {
-                    if pending != Pending::None {
-                        self.push_at(pending.kind(), acc);
-                        pending = Pending::None;
-                    }
-                    acc = acc.wrapping_add(cost);
-                    self.begin_loop(grain, acc);
-                    continue;
-                }
-                EventKind::LoopEnd
-                    if pending == Pending::None && self.end_loop_plain(acc.wrapping_add(cost)) =>
-                {
-                    acc = acc.wrapping_add(cost);
-                    continue;
-                }
-                EventKind::IterationEnd if pending == Pending::Iteration => {
-                    pending = Pending::None;
-                    self.leaf_iteration_ended(acc, cost);
-                    acc = acc.wrapping_add(cost);
-                    continue;
-                }
-                _ => {}
+            if !self.step_common(e, &mut acc, &mut pending) {
+                (self.acc, self.pending) = (acc, pending);
+                self.apply_rare(*e);
+                (acc, pending) = (self.acc, self.pending);
             }
-            (self.acc, self.pending) = (acc, pending);
-            self.apply_rare(*e);
-            (acc, pending) = (self.acc, self.pending);
         }
         (self.acc, self.pending) = (acc, pending);
+    }
+
+    /// One event of a batch, if it is a common one in a usual state, the running total being
+    /// `acc` and the pending frame `pending` (the batch's locals): whether it was (if not,
+    /// nothing was done). Each arm that handles its event adds its strand to the running total.
+    #[inline(always)]
+    fn step_common(&mut self, e: &Event, acc: &mut u64, pending: &mut Pending) -> bool {
+        let (cost, kind, start, waiting) = (e.cost, e.kind, *acc, *pending);
+        match kind {
+            EventKind::FunctionEnter => {
+                if waiting != Pending::None {
+                    self.push_at(waiting.kind(), start);
+                }
+                (*acc, *pending) = (start.wrapping_add(cost), Pending::Function);
+                true
+            }
+            EventKind::Spawn => {
+                // Both frames' children begin where `ends` is now (read once).
+                let base = self.ends.len();
+                if waiting != Pending::None {
+                    self.push_with_base(waiting.kind(), start, base);
+                    *pending = Pending::None;
+                }
+                self.spawns += 1;
+                self.push_with_base(FrameKind::Spawn, start.wrapping_add(cost), base);
+                *acc = start.wrapping_add(cost);
+                true
+            }
+            // A leaf call (see `Engine::pending`): its strand is its caller's.
+            EventKind::FunctionExit if waiting == Pending::Function => {
+                (*acc, *pending) = (start.wrapping_add(cost), Pending::None);
+                true
+            }
+            EventKind::FunctionExit
+                if waiting == Pending::None
+                    && self.pop_plain(FrameKind::Function, start.wrapping_add(cost)) =>
+            {
+                *acc = start.wrapping_add(cost);
+                true
+            }
+            EventKind::SpawnReturn
+                if waiting == Pending::None
+                    && self.pop_plain(FrameKind::Spawn, start.wrapping_add(cost)) =>
+            {
+                *acc = start.wrapping_add(cost);
+                true
+            }
+            EventKind::Sync
+                if waiting == Pending::None && self.sync_plain(start.wrapping_add(cost)) =>
+            {
+                *acc = start.wrapping_add(cost);
+                true
+            }
+            EventKind::IterationBegin if waiting == Pending::None && self.top_is_loop() => {
+                (*acc, *pending) = (start.wrapping_add(cost), Pending::Iteration);
+                true
+            }
+            EventKind::LoopBegin { grain } => {
+                if waiting != Pending::None {
+                    self.push_at(waiting.kind(), start);
+                    *pending = Pending::None;
+                }
+                self.begin_loop(grain, start.wrapping_add(cost));
+                *acc = start.wrapping_add(cost);
+                true
+            }
+            EventKind::LoopEnd
+                if waiting == Pending::None && self.end_loop_plain(start.wrapping_add(cost)) =>
+            {
+                *acc = start.wrapping_add(cost);
+                true
+            }
+            EventKind::IterationEnd if waiting == Pending::Iteration => {
+                self.leaf_iteration_ended(start, cost);
+                (*acc, *pending) = (start.wrapping_add(cost), Pending::None);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// A loop of chunks of `grain` begins, the running total being `acc`.
