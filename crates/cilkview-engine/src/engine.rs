@@ -289,11 +289,9 @@ impl Engine {
                 while self.top().kind != FrameKind::Loop {
                     self.pop_implicit(o);
                 }
-                // The iteration opens a chunk (or continues the open one).
+                // The iteration opens a chunk (or continues the open one): its end, counted by
+                // the loop, says so (`LoopState::in_chunk`).
                 let acc = self.acc;
-                if let Some(lp) = self.top().extra.as_mut().and_then(|x| x.lp.as_mut()) {
-                    lp.begin_iteration();
-                }
                 if !O::FRAMES {
                     self.pending = Pending::Iteration;
                     return;
@@ -380,11 +378,11 @@ impl Engine {
         let acc = start.wrapping_add(cost);
         // A leaf iteration: this strand, ended in the loop (the top frame), whose own strands
         // were settled up to `start` at the iteration's begin.
-        let (burden, strand) = (self.config.burden, Cost::strand(cost));
+        let burden = self.config.burden;
         let top = self.stack.last_mut().expect("root frame is never popped");
         match top.extra.as_mut().and_then(|x| x.lp.as_mut()) {
             Some(lp) => lp.end_leaf_iteration(burden, acc),
-            None => top.iteration_ended(strand, burden, acc),
+            None => top_not_loop_iteration_ended(top, cost, burden, acc),
         }
         acc
     }
@@ -544,4 +542,12 @@ impl Engine {
             FrameKind::Function | FrameKind::Root | FrameKind::Loop => parent.serial(measured),
         }
     }
+}
+
+/// [`Engine::leaf_iteration_ended`] when the top frame is no loop (not met: an iteration begins
+/// only in a loop), out of line.
+#[cold]
+#[inline(never)]
+fn top_not_loop_iteration_ended(top: &mut Frame, cost: u64, burden: u64, acc: u64) {
+    top.iteration_ended(Cost::strand(cost), burden, acc);
 }

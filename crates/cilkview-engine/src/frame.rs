@@ -98,6 +98,7 @@ impl Spares {
     }
 
     /// The extra of a frame that ended, emptied, for a later frame (a loop's with its state).
+    #[inline(always)]
     pub(crate) fn keep_extra(&mut self, mut x: Box<FrameExtra>) {
         let pool = match x.lp {
             Some(_) => &mut self.loops,

@@ -23,12 +23,12 @@ struct Subtree {
 #[derive(Clone, Debug)]
 pub(crate) struct LoopState {
     grain: u64,
-    /// Iterations completed in the open chunk.
+    /// Iterations completed in the open chunk. None (no chunk open): the segment is loop
+    /// control, charged to the next chunk or after the loop; some: the segment is the chunk's
+    /// (its iterations and the loop control between them run serially). An iteration's begin
+    /// changes nothing: iterations of one loop do not overlap, so at its end, when this counts
+    /// it, the chunk is open, and between its begin and end no chunk is closed.
     in_chunk: u64,
-    /// Whether a chunk is open: the segment is its (its iterations and the loop control between
-    /// them run serially); if not, the segment is loop control, charged to the next chunk or
-    /// after the loop.
-    chunk_open: bool,
     /// The running total when the segment began.
     mark: u64,
     slack: u64,
@@ -42,7 +42,6 @@ impl LoopState {
         LoopState {
             grain: grain.max(1),
             in_chunk: 0,
-            chunk_open: false,
             mark: acc,
             slack: 0,
             bslack: 0,
@@ -54,7 +53,6 @@ impl LoopState {
     pub fn reset(&mut self, grain: u64, acc: u64) {
         self.grain = grain.max(1);
         self.in_chunk = 0;
-        self.chunk_open = false;
         self.mark = acc;
         self.slack = 0;
         self.bslack = 0;
@@ -67,11 +65,6 @@ impl LoopState {
     pub fn serial(&mut self, c: Cost) {
         self.slack = self.slack.wrapping_add(c.work.wrapping_sub(c.span));
         self.bslack = self.bslack.wrapping_add(c.work.wrapping_sub(c.bspan));
-    }
-
-    #[inline(always)]
-    pub fn begin_iteration(&mut self) {
-        self.chunk_open = true;
     }
 
     /// An iteration of measures `c` ended, the running total being `acc`.
@@ -104,10 +97,9 @@ impl LoopState {
     }
 
     fn flush_chunk(&mut self, burden: u64, acc: u64) {
-        if !self.chunk_open {
+        if self.in_chunk == 0 {
             return;
         }
-        self.chunk_open = false;
         self.in_chunk = 0;
         let mut right = Subtree {
             leaves: 1,
@@ -126,6 +118,7 @@ impl LoopState {
     /// Closes the loop, the running total being `acc`: returns the tree's measures, its number
     /// of chunks, and the trailing loop-control cost that runs after it.
     /// The state is left with no subtrees, for [`LoopState::reset`].
+    #[inline(always)]
     pub fn finish(&mut self, burden: u64, acc: u64) -> (Cost, u64, Cost) {
         self.flush_chunk(burden, acc);
         let tail = self.take_segment(acc);

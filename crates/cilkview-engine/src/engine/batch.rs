@@ -19,69 +19,92 @@ impl Engine {
         self.events += events.len() as u64;
         let (mut acc, mut pending) = (self.acc, self.pending);
         for e in events {
-            let (cost, kind) = (e.cost, e.kind);
-            let after = acc.wrapping_add(cost);
-            let done = match kind {
-                EventKind::FunctionEnter => {
-                    if pending != Pending::None {
-                        self.push_at(pending.kind(), acc);
-                    }
-                    pending = Pending::Function;
-                    true
-                }
-                EventKind::Spawn => {
-                    if pending != Pending::None {
-                        self.push_at(pending.kind(), acc);
-                        pending = Pending::None;
-                    }
-                    self.spawns += 1;
-                    self.push_at(FrameKind::Spawn, after);
-                    true
-                }
-                // A leaf call (see `Engine::pending`): its strand is its caller's.
-                EventKind::FunctionExit if pending == Pending::Function => {
-                    pending = Pending::None;
-                    true
-                }
-                EventKind::FunctionExit if pending == Pending::None => {
-                    self.pop_plain(FrameKind::Function, after)
-                }
-                EventKind::SpawnReturn if pending == Pending::None => {
-                    self.pop_plain(FrameKind::Spawn, after)
-                }
-                EventKind::Sync if pending == Pending::None => self.sync_plain(after),
-                EventKind::IterationBegin if pending == Pending::None => {
-                    let begun = self.begin_iteration_plain();
-                    if begun {
-                        pending = Pending::Iteration;
-                    }
-                    begun
-                }
-                EventKind::LoopBegin { grain } => {
-                    if pending != Pending::None {
-                        self.push_at(pending.kind(), acc);
-                        pending = Pending::None;
-                    }
-                    self.begin_loop(grain, after);
-                    true
-                }
-                EventKind::LoopEnd if pending == Pending::None => self.end_loop_plain(after),
-                EventKind::IterationEnd if pending == Pending::Iteration => {
-                    pending = Pending::None;
-                    self.leaf_iteration_ended(acc, cost);
-                    true
-                }
-                _ => false,
-            };
-            if done {
-                acc = after;
-                continue;
+            if !self.step_common(e, &mut acc, &mut pending) {
+                (self.acc, self.pending) = (acc, pending);
+                self.apply_rare(*e);
+                (acc, pending) = (self.acc, self.pending);
             }
-            (self.acc, self.pending) = (acc, pending);
-            self.apply_rare(*e);
-            (acc, pending) = (self.acc, self.pending);
         }
         (self.acc, self.pending) = (acc, pending);
+    }
+
+    /// One event of a batch, if it is a common one in a usual state, the running total being
+    /// `acc` and the pending frame `pending` (the batch's locals): whether it was (if not,
+    /// nothing was done). Each arm that handles its event adds its strand to the running total.
+    #[inline(always)]
+    fn step_common(&mut self, e: &Event, acc: &mut u64, pending: &mut Pending) -> bool {
+        let (cost, kind, start, waiting) = (e.cost, e.kind, *acc, *pending);
+        match kind {
+            EventKind::FunctionEnter => {
+                if waiting != Pending::None {
+                    self.push_at(waiting.kind(), start);
+                }
+                (*acc, *pending) = (start.wrapping_add(cost), Pending::Function);
+                true
+            }
+            EventKind::Spawn => {
+                // Both frames' children begin where `ends` is now (read once).
+                let base = self.ends.len();
+                if waiting != Pending::None {
+                    self.push_with_base(waiting.kind(), start, base);
+                    *pending = Pending::None;
+                }
+                self.spawns += 1;
+                self.push_with_base(FrameKind::Spawn, start.wrapping_add(cost), base);
+                *acc = start.wrapping_add(cost);
+                true
+            }
+            // A leaf call (see `Engine::pending`): its strand is its caller's.
+            EventKind::FunctionExit if waiting == Pending::Function => {
+                (*acc, *pending) = (start.wrapping_add(cost), Pending::None);
+                true
+            }
+            EventKind::FunctionExit
+                if waiting == Pending::None
+                    && self.pop_plain(FrameKind::Function, start.wrapping_add(cost)) =>
+            {
+                *acc = start.wrapping_add(cost);
+                true
+            }
+            EventKind::SpawnReturn
+                if waiting == Pending::None
+                    && self.pop_plain(FrameKind::Spawn, start.wrapping_add(cost)) =>
+            {
+                *acc = start.wrapping_add(cost);
+                true
+            }
+            EventKind::Sync
+                if waiting == Pending::None && self.sync_plain(start.wrapping_add(cost)) =>
+            {
+                *acc = start.wrapping_add(cost);
+                true
+            }
+            EventKind::IterationBegin if waiting == Pending::None && self.top_is_loop() => {
+                (*acc, *pending) = (start.wrapping_add(cost), Pending::Iteration);
+                true
+            }
+            EventKind::LoopBegin { grain } => {
+                if waiting != Pending::None {
+                    self.push_at(waiting.kind(), start);
+                    *pending = Pending::None;
+                }
+                self.begin_loop(grain, start.wrapping_add(cost));
+                *acc = start.wrapping_add(cost);
+                true
+            }
+            EventKind::LoopEnd
+                if waiting == Pending::None && self.end_loop_plain(start.wrapping_add(cost)) =>
+            {
+                *acc = start.wrapping_add(cost);
+                true
+            }
+            EventKind::IterationEnd if waiting == Pending::Iteration => {
+                self.leaf_iteration_ended(start, cost);
+                (*acc, *pending) = (start.wrapping_add(cost), Pending::None);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// A loop of chunks of `grain` begins, the running total being `acc`.
@@ -115,8 +138,14 @@ impl Engine {
     /// written apart for the loop (through `push`, 1.7-2.4 more instructions per event).
     #[inline(always)]
     fn push_at(&mut self, kind: FrameKind, acc: u64) {
+        self.push_with_base(kind, acc, self.ends.len());
+    }
+
+    /// [`Engine::push_at`], the length of `ends` being `base`.
+    #[inline(always)]
+    fn push_with_base(&mut self, kind: FrameKind, acc: u64, base: usize) {
         let mut frame = Frame::new(kind, acc);
-        frame.base = self.ends.len();
+        frame.base = base;
         self.stack.push(frame);
     }
 
@@ -125,7 +154,10 @@ impl Engine {
     /// that case (if not, nothing was done).
     #[inline(always)]
     fn pop_plain(&mut self, kind: FrameKind, acc: u64) -> bool {
-        let top = self.stack.last().expect("root frame is never popped");
+        // The top two frames as `pop_in_place` reads them: the same test of the stack's length.
+        let [.., _, top] = &self.stack[..] else {
+            return false;
+        };
         top.kind == kind && self.pop_in_place(&mut (), acc)
     }
 
@@ -143,18 +175,12 @@ impl Engine {
         true
     }
 
-    /// An iteration of the loop that is the top frame begins (its frame pending). Whether the
-    /// top frame was a loop (if not, nothing was done).
+    /// Whether the top frame is a loop: an iteration's begin then only makes the iteration's
+    /// frame pending (the loop's state learns of the iteration at its end).
     #[inline(always)]
-    fn begin_iteration_plain(&mut self) -> bool {
-        let top = self.stack.last_mut().expect("root frame is never popped");
-        if top.kind != FrameKind::Loop {
-            return false;
-        }
-        if let Some(lp) = top.extra.as_mut().and_then(|x| x.lp.as_mut()) {
-            lp.begin_iteration();
-        }
-        true
+    fn top_is_loop(&self) -> bool {
+        let top = self.stack.last().expect("root frame is never popped");
+        top.kind == FrameKind::Loop
     }
 }
 
