@@ -1,0 +1,66 @@
+//! The profiling engine's step and batch loop: the profiler taken out of the engine once per
+//! batch (not once per event), and the events that begin or end a leaf (a call or iteration
+//! whose frame is never pushed, see `Engine::pending`) handled in line, with the profiler told
+//! the same (docs/engine.md, "Call-site profiles").
+
+use super::{Engine, Pending};
+use crate::event::{Event, EventKind};
+use crate::profile::cilkprof::{Held, Profiler};
+
+impl Engine {
+    /// [`Engine::process_batch`] for a profiling engine.
+    pub(super) fn process_batch_profiled(&mut self, events: &[Event]) {
+        let Some(mut p) = self.profiler.take() else {
+            return;
+        };
+        self.events += events.len() as u64;
+        for e in events {
+            self.apply_profiled(&mut p, *e);
+        }
+        self.profiler = Some(p);
+    }
+
+    /// One event for a profiling engine, but for the count of events. Leaf calls and iterations
+    /// take the unprofiled path's shortcut (no frame pushed when the next event is their end):
+    /// the profiler holds what began, and either ends it at once (`end_held`) or pushes its
+    /// frame when the engine pushes its own.
+    #[inline(always)]
+    pub(super) fn apply_profiled(&mut self, p: &mut Profiler, e: Event) {
+        let (cost, kind) = (e.cost, e.kind);
+        match (p.held(), kind) {
+            (Held::Call(_), EventKind::FunctionExit) => {
+                // A leaf call: its strand is its caller's.
+                debug_assert_eq!(self.pending, Pending::Function);
+                self.pending = Pending::None;
+                self.acc = self.acc.wrapping_add(cost);
+                p.end_held(cost);
+                return;
+            }
+            (Held::Iteration, EventKind::IterationEnd) => {
+                debug_assert_eq!(self.pending, Pending::Iteration);
+                self.pending = Pending::None;
+                self.acc = self.leaf_iteration_ended(self.acc, cost);
+                p.end_held(cost);
+                return;
+            }
+            _ => {}
+        }
+        p.push_held();
+        match kind {
+            EventKind::FunctionEnter => {
+                // What the unprofiled step does: the frame begun is pending.
+                self.push_pending();
+                self.acc = self.acc.wrapping_add(cost);
+                self.pending = Pending::Function;
+                p.strand(cost);
+                p.hold_call(e.site);
+            }
+            EventKind::IterationBegin if p.in_loop() => {
+                self.apply(&mut (), e);
+                p.strand(cost);
+                p.hold_iteration();
+            }
+            _ => self.apply(p, e),
+        }
+    }
+}
