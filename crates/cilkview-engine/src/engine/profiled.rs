@@ -15,52 +15,55 @@ impl Engine {
         };
         self.events += events.len() as u64;
         for e in events {
-            self.apply_profiled(&mut p, *e);
+            self.apply_profiled(&mut p, e);
         }
         self.profiler = Some(p);
     }
 
     /// One event for a profiling engine, but for the count of events. Leaf calls and iterations
     /// take the unprofiled path's shortcut (no frame pushed when the next event is their end):
-    /// the profiler holds what began, and either ends it at once (`end_held`) or pushes its
-    /// frame when the engine pushes its own.
+    /// the profiler holds what began (as the engine's `pending`), and either ends it at once
+    /// (`end_held`) or pushes its frame when the engine pushes its own.
     #[inline(always)]
-    pub(super) fn apply_profiled(&mut self, p: &mut Profiler, e: Event) {
-        let (cost, kind) = (e.cost, e.kind);
-        match (p.held(), kind) {
-            (Held::Call(_), EventKind::FunctionExit) => {
-                // A leaf call: its strand is its caller's.
-                debug_assert_eq!(self.pending, Pending::Function);
-                self.pending = Pending::None;
-                self.acc = self.acc.wrapping_add(cost);
-                p.end_held(cost);
-                return;
-            }
-            (Held::Iteration, EventKind::IterationEnd) => {
-                debug_assert_eq!(self.pending, Pending::Iteration);
-                self.pending = Pending::None;
-                self.acc = self.leaf_iteration_ended(self.acc, cost);
-                p.end_held(cost);
-                return;
-            }
-            _ => {}
-        }
-        p.push_held();
-        match kind {
+    pub(super) fn apply_profiled(&mut self, p: &mut Profiler, e: &Event) {
+        debug_assert_eq!(self.pending == Pending::None, p.held() == Held::None);
+        let cost = e.cost;
+        match e.kind {
             EventKind::FunctionEnter => {
                 // What the unprofiled step does: the frame begun is pending.
-                self.push_pending();
+                if self.pending != Pending::None {
+                    p.push_held();
+                    self.push_pending();
+                }
                 self.acc = self.acc.wrapping_add(cost);
                 self.pending = Pending::Function;
                 p.strand(cost);
                 p.hold_call(e.site);
             }
-            EventKind::IterationBegin if p.in_loop() => {
-                self.apply(&mut (), e);
+            // A leaf call: its strand is its caller's.
+            EventKind::FunctionExit if self.pending == Pending::Function => {
+                self.pending = Pending::None;
+                self.acc = self.acc.wrapping_add(cost);
+                p.end_held(cost);
+            }
+            EventKind::IterationEnd if self.pending == Pending::Iteration => {
+                self.pending = Pending::None;
+                self.acc = self.leaf_iteration_ended(self.acc, cost);
+                p.end_held(cost);
+            }
+            // An iteration of the loop that is the top frame (with a frame held, the top frame
+            // is that one's parent: the general step).
+            EventKind::IterationBegin if self.pending == Pending::None && p.in_loop() => {
+                self.apply(&mut (), *e);
                 p.strand(cost);
                 p.hold_iteration();
             }
-            _ => self.apply(p, e),
+            _ => {
+                if self.pending != Pending::None {
+                    p.push_held();
+                }
+                self.apply(p, *e);
+            }
         }
     }
 }

@@ -140,7 +140,8 @@ impl Profiler {
 
     /// A frame is pushed; `site` only for function enters and spawns.
     pub fn push(&mut self, kind: FrameKind, site: Option<CallSite>) {
-        let (ctx, caller) = (self.top().ctx, self.top().instance);
+        let top = &self.stack[self.depth];
+        let (ctx, caller) = (top.ctx, top.instance);
         let depth = self.depth + 1;
         // A function frame is a new function instance; any other frame runs in its parent's.
         let instance = if kind == FrameKind::Function {
@@ -240,7 +241,7 @@ impl Profiler {
         self.depth -= 1;
         if let Some(mut lp) = f.lp.take() {
             lp.flush(arena);
-            let tree = lp.best.take().unwrap_or_default();
+            let tree = lp.take_best();
             parent.local_work = parent.local_work.saturating_add(f.local_work);
             parent.serial(arena, keys, tree);
             parent.serial(arena, keys, std::mem::take(&mut lp.control));
@@ -248,7 +249,8 @@ impl Profiler {
             return;
         }
         f.sync(arena, keys, &mut self.tree);
-        let mut path = std::mem::take(&mut f.paths.p);
+        // The frame's path, worked on in its slot (moved out only into the tree or a loop).
+        let path = &mut f.paths.p;
         debug_assert_eq!(path.span, span, "profiler and engine disagree on a span");
         match f.invocation {
             Some(inv) => {
@@ -260,13 +262,16 @@ impl Profiler {
             None => parent.local_work = parent.local_work.saturating_add(f.local_work),
         }
         match kind {
-            FrameKind::Spawn => parent.spawned(arena, keys, &mut self.tree, f.from, path),
+            FrameKind::Spawn => {
+                let path = std::mem::take(path);
+                parent.spawned(arena, keys, &mut self.tree, f.from, path)
+            }
             FrameKind::Iteration => match &mut parent.lp {
-                Some(lp) => lp.end_iteration(arena, keys, path),
-                None => parent.serial(arena, keys, path),
+                Some(lp) => lp.end_iteration(arena, keys, std::mem::take(path)),
+                None => parent.current().absorb(arena, keys, path),
             },
             FrameKind::Function | FrameKind::Root | FrameKind::Loop => {
-                parent.serial(arena, keys, path)
+                parent.current().absorb(arena, keys, path)
             }
         }
     }

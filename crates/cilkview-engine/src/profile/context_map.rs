@@ -38,13 +38,15 @@ struct Node {
     entry: Entry,
 }
 
-/// Storage of every list node of every prof, with a free list.
+/// Storage of every list node of every prof, with a free list, and the dense arrays of freed
+/// profs kept for the next flushes (as many as were in use at once: no allocation per flush).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Arena {
     nodes: Vec<Node>,
     free: u32,
     /// Nodes in use (for tests of the memory bound).
     live: usize,
+    spare_arrays: Vec<Box<[Entry]>>,
 }
 
 impl Arena {
@@ -53,6 +55,18 @@ impl Arena {
             nodes: Vec::new(),
             free: NIL,
             live: 0,
+            spare_arrays: Vec::new(),
+        }
+    }
+
+    /// A dense array of at least `keys` entries, all zero.
+    fn array(&mut self, keys: usize) -> Box<[Entry]> {
+        match self.spare_arrays.pop() {
+            Some(mut a) if a.len() >= keys => {
+                a.fill(Entry::default());
+                a
+            }
+            _ => vec![Entry::default(); keys].into_boxed_slice(),
         }
     }
 
@@ -102,6 +116,7 @@ impl Default for ContextMap {
 
 impl ContextMap {
     /// UPDATE: adds `entry` at `key`; `keys` is the current number S of keys.
+    #[inline(always)]
     pub fn update(&mut self, arena: &mut Arena, keys: usize, key: u32, entry: Entry) {
         if let Some(arr) = &mut self.arr {
             if let Some(slot) = arr.get_mut(key as usize) {
@@ -118,7 +133,13 @@ impl ContextMap {
                 return;
             }
         }
-        let node = arena.alloc(key, entry);
+        self.append(arena, keys, key, &entry);
+    }
+
+    /// [`ContextMap::update`] with a new node at the end of the list.
+    #[inline(never)]
+    fn append(&mut self, arena: &mut Arena, keys: usize, key: u32, entry: &Entry) {
+        let node = arena.alloc(key, *entry);
         if self.head == NIL {
             self.head = node;
         } else {
@@ -146,6 +167,7 @@ impl ContextMap {
                 for (x, y) in big.iter_mut().zip(small.iter()) {
                     x.add(y);
                 }
+                arena.spare_arrays.push(small);
                 Some(big)
             }
             (a, b) => a.or(b),
@@ -171,6 +193,9 @@ impl ContextMap {
             arena.free = self.head;
             arena.live -= self.len;
         }
+        if let Some(a) = self.arr.take() {
+            arena.spare_arrays.push(a);
+        }
         *self = ContextMap::default();
     }
 
@@ -179,11 +204,12 @@ impl ContextMap {
         let mut arr = match self.arr.take() {
             Some(a) if a.len() >= keys => a,
             Some(a) => {
-                let mut v = vec![Entry::default(); keys];
+                let mut v = arena.array(keys);
                 v[..a.len()].copy_from_slice(&a);
-                v.into_boxed_slice()
+                arena.spare_arrays.push(a);
+                v
             }
-            None => vec![Entry::default(); keys].into_boxed_slice(),
+            None => arena.array(keys),
         };
         let mut i = self.head;
         while i != NIL {
