@@ -23,7 +23,7 @@ impl Engine {
     /// One event for a profiling engine, but for the count of events. Leaf calls and iterations
     /// take the unprofiled path's shortcut (no frame pushed when the next event is their end):
     /// the profiler holds what began (as the engine's `pending`), and either ends it at once
-    /// (`end_held`) or pushes its frame when the engine pushes its own.
+    /// (`end_held_call`, `end_held_iteration`) or pushes its frame when the engine pushes its own.
     #[inline(always)]
     pub(super) fn apply_profiled(&mut self, p: &mut Profiler, e: &Event) {
         debug_assert_eq!(self.pending == Pending::None, p.held() == Held::None);
@@ -44,12 +44,12 @@ impl Engine {
             EventKind::FunctionExit if self.pending == Pending::Function => {
                 self.pending = Pending::None;
                 self.acc = self.acc.wrapping_add(cost);
-                p.end_held(cost);
+                p.end_held_call(cost);
             }
             EventKind::IterationEnd if self.pending == Pending::Iteration => {
                 self.pending = Pending::None;
                 self.acc = self.leaf_iteration_ended(self.acc, cost);
-                p.end_held(cost);
+                p.end_held_iteration(cost);
             }
             // An iteration of the loop that is the top frame (with a frame held, the top frame
             // is that one's parent: the general step).

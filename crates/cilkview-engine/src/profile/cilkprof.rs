@@ -95,27 +95,37 @@ impl Profiler {
         }
     }
 
-    /// The held frame ends at this event, whose strand of `cost` was all it held: what pushing
-    /// it, that strand and popping it would do, without the frame.
-    #[inline]
-    pub fn end_held(&mut self, cost: u64) {
+    /// The held call ends at this event, whose strand of `cost` was all it held: what pushing
+    /// its frame, that strand and popping it would do, without the frame. (A call without a
+    /// site: a strand of its caller's, in line.)
+    #[inline(always)]
+    pub fn end_held_call(&mut self, cost: u64) {
         match std::mem::replace(&mut self.held, Held::None) {
-            Held::None => debug_assert!(false, "no held frame"),
-            Held::Call(None) => self.strand(cost),
             Held::Call(Some(site)) => self.leaf_invocation(site, cost),
-            Held::Iteration => {
-                let (arena, f) = (&mut self.arena, &mut self.stack[self.depth]);
-                f.local_work = f.local_work.saturating_add(cost);
-                if let Some(lp) = &mut f.lp {
-                    lp.begin_iteration();
-                    lp.end_leaf_iteration(arena, cost);
-                }
+            held => {
+                debug_assert_eq!(held, Held::Call(None));
+                self.strand(cost);
             }
+        }
+    }
+
+    /// The held iteration ends at this event, whose strand of `cost` was all it held (as
+    /// [`Profiler::end_held_call`]).
+    #[inline(always)]
+    pub fn end_held_iteration(&mut self, cost: u64) {
+        debug_assert_eq!(self.held, Held::Iteration);
+        self.held = Held::None;
+        let (arena, f) = (&mut self.arena, &mut self.stack[self.depth]);
+        f.local_work = f.local_work.wrapping_add(cost);
+        if let Some(lp) = &mut f.lp {
+            lp.begin_iteration();
+            lp.end_leaf_iteration(arena, cost);
         }
     }
 
     /// A call at `site` whose frame held one strand of `cost` ended: [`Profiler::push`] and
     /// [`Profiler::pop`] of an invocation, without the frame.
+    #[inline(never)]
     fn leaf_invocation(&mut self, site: CallSite, cost: u64) {
         let (ctx, caller) = (self.top().ctx, self.top().instance);
         let (ctx, inv) = self.tables.open(SiteKind::Call, site, ctx, caller);
@@ -126,7 +136,7 @@ impl Profiler {
         let (arena, f) = (&mut self.arena, &mut self.stack[self.depth]);
         let p = f.current();
         // The invocation's path: its strand, owned by it (nothing of it local to the parent).
-        p.span = p.span.saturating_add(cost);
+        p.span = p.span.wrapping_add(cost);
         p.prof.update(arena, keys, ctx, entry);
     }
 
@@ -134,7 +144,7 @@ impl Profiler {
     #[inline(always)]
     pub fn strand(&mut self, cost: u64) {
         let f = self.top();
-        f.local_work = f.local_work.saturating_add(cost);
+        f.local_work = f.local_work.wrapping_add(cost);
         f.current().strand(cost);
     }
 
@@ -242,7 +252,7 @@ impl Profiler {
         if let Some(mut lp) = f.lp.take() {
             lp.flush(arena);
             let tree = lp.take_best();
-            parent.local_work = parent.local_work.saturating_add(f.local_work);
+            parent.local_work = parent.local_work.wrapping_add(f.local_work);
             parent.serial(arena, keys, tree);
             parent.serial(arena, keys, std::mem::take(&mut lp.control));
             self.spare_loops.push(lp);
@@ -259,7 +269,7 @@ impl Profiler {
                 path.own = 0;
                 path.prof.update(arena, keys, f.ctx, entry);
             }
-            None => parent.local_work = parent.local_work.saturating_add(f.local_work),
+            None => parent.local_work = parent.local_work.wrapping_add(f.local_work),
         }
         match kind {
             FrameKind::Spawn => {

@@ -21,11 +21,11 @@ pub(crate) struct Entry {
 
 impl Entry {
     fn add(&mut self, o: &Entry) {
-        self.on_span_work = self.on_span_work.saturating_add(o.on_span_work);
-        self.on_span_span = self.on_span_span.saturating_add(o.on_span_span);
-        self.local_work = self.local_work.saturating_add(o.local_work);
-        self.local_span = self.local_span.saturating_add(o.local_span);
-        self.count = self.count.saturating_add(o.count);
+        self.on_span_work = self.on_span_work.wrapping_add(o.on_span_work);
+        self.on_span_span = self.on_span_span.wrapping_add(o.on_span_span);
+        self.local_work = self.local_work.wrapping_add(o.local_work);
+        self.local_span = self.local_span.wrapping_add(o.local_span);
+        self.count = self.count.wrapping_add(o.count);
     }
 }
 

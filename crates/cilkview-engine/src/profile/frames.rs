@@ -20,8 +20,8 @@ impl PathProf {
     /// `self` followed by `o` in series.
     #[inline(always)]
     pub(super) fn then(&mut self, arena: &mut Arena, keys: usize, o: PathProf) {
-        self.span = self.span.saturating_add(o.span);
-        self.own = self.own.saturating_add(o.own);
+        self.span = self.span.wrapping_add(o.span);
+        self.own = self.own.wrapping_add(o.own);
         // Most paths that follow hold no invocation (a strand, a call of an unprofiled
         // function): nothing to union; into a path that holds none, the prof moves whole (in
         // line); only two lists are spliced out of line.
@@ -37,8 +37,8 @@ impl PathProf {
     /// `self` followed by `o` in series, `o` left empty (as `then(take(o))`, in place).
     #[inline(always)]
     pub(super) fn absorb(&mut self, arena: &mut Arena, keys: usize, o: &mut PathProf) {
-        self.span = self.span.saturating_add(o.span);
-        self.own = self.own.saturating_add(o.own);
+        self.span = self.span.wrapping_add(o.span);
+        self.own = self.own.wrapping_add(o.own);
         o.span = 0;
         o.own = 0;
         if !o.prof.is_empty() {
@@ -60,8 +60,8 @@ impl PathProf {
     /// A strand of `cost` at the end of the path.
     #[inline(always)]
     pub(super) fn strand(&mut self, cost: u64) {
-        self.span = self.span.saturating_add(cost);
-        self.own = self.own.saturating_add(cost);
+        self.span = self.span.wrapping_add(cost);
+        self.own = self.own.wrapping_add(cost);
     }
 
     pub(super) fn free(self, arena: &mut Arena) {

@@ -211,7 +211,7 @@ impl Tables {
         // profile is read: the engine ends every frame at its finish).
         let c = &mut self.contexts[ctx as usize];
         c.invocations += 1;
-        c.local_work = c.local_work.saturating_add(local_work);
+        c.local_work = c.local_work.wrapping_add(local_work);
         if inv.top {
             c.on_work.add(ws);
         }
