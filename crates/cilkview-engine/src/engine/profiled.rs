@@ -55,8 +55,7 @@ impl Engine {
             // is that one's parent: the general step).
             EventKind::IterationBegin if self.pending == Pending::None && p.in_loop() => {
                 self.apply(&mut (), *e);
-                p.strand(cost);
-                p.hold_iteration();
+                p.hold_iteration(cost);
             }
             _ => {
                 if self.pending != Pending::None {

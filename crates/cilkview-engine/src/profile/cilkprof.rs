@@ -75,10 +75,16 @@ impl Profiler {
         self.held = Held::Call(site);
     }
 
-    /// An iteration of the top frame's loop began (its strand already told): as
-    /// [`Profiler::hold_call`].
+    /// An iteration of the top frame's loop begins, after a strand of `cost` (the loop's): its
+    /// chunk opens (unless one is open) and its frame is held as [`Profiler::hold_call`]'s.
     #[inline(always)]
-    pub fn hold_iteration(&mut self) {
+    pub fn hold_iteration(&mut self, cost: u64) {
+        let f = &mut self.stack[self.depth];
+        f.local_work = f.local_work.wrapping_add(cost);
+        if let Some(lp) = &mut f.lp {
+            lp.current().strand(cost);
+            lp.begin_iteration();
+        }
         self.held = Held::Iteration;
     }
 
@@ -88,10 +94,8 @@ impl Profiler {
         match std::mem::replace(&mut self.held, Held::None) {
             Held::None => {}
             Held::Call(site) => self.push(FrameKind::Function, site),
-            Held::Iteration => {
-                self.begin_iteration();
-                self.push(FrameKind::Iteration, None);
-            }
+            // Its chunk opened when it was held.
+            Held::Iteration => self.push(FrameKind::Iteration, None),
         }
     }
 
@@ -118,7 +122,6 @@ impl Profiler {
         let (arena, f) = (&mut self.arena, &mut self.stack[self.depth]);
         f.local_work = f.local_work.wrapping_add(cost);
         if let Some(lp) = &mut f.lp {
-            lp.begin_iteration();
             lp.end_leaf_iteration(arena, cost);
         }
     }
@@ -191,11 +194,18 @@ impl Profiler {
     ) {
         self.depth += 1;
         if self.depth == self.stack.len() {
-            self.stack.push(PFrame::new(ctx, instance, &self.tree));
+            self.grow();
         }
         let f = &mut self.stack[self.depth];
         f.begin(ctx, instance, invocation, &self.tree);
         f.from = from;
+    }
+
+    /// One more slot on the stack (deeper than ever before).
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self) {
+        self.stack.push(PFrame::new(ROOT, 0, &self.tree));
     }
 
     pub fn push_loop(&mut self, grain: u64) {
