@@ -38,15 +38,17 @@ struct Node {
     entry: Entry,
 }
 
-/// Storage of every list node of every prof, with a free list, and the dense arrays of freed
-/// profs kept for the next flushes (as many as were in use at once: no allocation per flush).
+/// Storage of every list node of every prof, with a free list, and of every dense array, by
+/// id, with the ids of those not in use (kept for the next flushes, as many as were in use at
+/// once: no allocation per flush).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Arena {
     nodes: Vec<Node>,
     free: u32,
     /// Nodes in use (for tests of the memory bound).
     live: usize,
-    spare_arrays: Vec<Box<[Entry]>>,
+    arrays: Vec<Box<[Entry]>>,
+    free_arrays: Vec<u32>,
 }
 
 impl Arena {
@@ -55,18 +57,28 @@ impl Arena {
             nodes: Vec::new(),
             free: NIL,
             live: 0,
-            spare_arrays: Vec::new(),
+            arrays: Vec::new(),
+            free_arrays: Vec::new(),
         }
     }
 
-    /// A dense array of at least `keys` entries, all zero.
-    fn array(&mut self, keys: usize) -> Box<[Entry]> {
-        match self.spare_arrays.pop() {
-            Some(mut a) if a.len() >= keys => {
-                a.fill(Entry::default());
-                a
+    /// The id of a dense array of at least `keys` entries, all zero.
+    fn array(&mut self, keys: usize) -> u32 {
+        match self.free_arrays.pop() {
+            Some(id) => {
+                let a = &mut self.arrays[id as usize];
+                if a.len() >= keys {
+                    a.fill(Entry::default());
+                } else {
+                    *a = vec![Entry::default(); keys].into_boxed_slice();
+                }
+                id
             }
-            _ => vec![Entry::default(); keys].into_boxed_slice(),
+            None => {
+                self.arrays
+                    .push(vec![Entry::default(); keys].into_boxed_slice());
+                (self.arrays.len() - 1) as u32
+            }
         }
     }
 
@@ -94,13 +106,14 @@ impl Arena {
     }
 }
 
-/// One sparse profile: a list of updates and, once flushed, a dense array.
+/// One sparse profile: a list of updates and, once flushed, a dense array (by its id in the
+/// arena; `NIL`: none). Four words: a path that holds one moves cheaply.
 #[derive(Clone, Debug)]
 pub(crate) struct ContextMap {
     head: u32,
     tail: u32,
-    len: usize,
-    arr: Option<Box<[Entry]>>,
+    len: u32,
+    arr: u32,
 }
 
 impl Default for ContextMap {
@@ -109,7 +122,7 @@ impl Default for ContextMap {
             head: NIL,
             tail: NIL,
             len: 0,
-            arr: None,
+            arr: NIL,
         }
     }
 }
@@ -118,8 +131,8 @@ impl ContextMap {
     /// UPDATE: adds `entry` at `key`; `keys` is the current number S of keys.
     #[inline(always)]
     pub fn update(&mut self, arena: &mut Arena, keys: usize, key: u32, entry: Entry) {
-        if let Some(arr) = &mut self.arr {
-            if let Some(slot) = arr.get_mut(key as usize) {
+        if self.arr != NIL {
+            if let Some(slot) = arena.arrays[self.arr as usize].get_mut(key as usize) {
                 slot.add(&entry);
                 return;
             }
@@ -147,31 +160,39 @@ impl ContextMap {
         }
         self.tail = node;
         self.len += 1;
-        if self.len >= keys {
+        if self.len as usize >= keys {
             self.flush(arena, keys);
         }
     }
 
-    /// Whether the prof holds nothing (no list, no array).
+    /// Whether the prof holds nothing (no list, no array): both ids `NIL`, all ones.
     #[inline(always)]
     pub fn is_empty(&self) -> bool {
-        self.head == NIL && self.arr.is_none()
+        self.head & self.arr == NIL
     }
 
     /// UNION: moves everything of `other` into `self`, leaving `other` empty.
     pub fn union(&mut self, arena: &mut Arena, keys: usize, other: &mut ContextMap) {
         let other = std::mem::take(other);
-        self.arr = match (self.arr.take(), other.arr) {
-            (Some(a), Some(b)) => {
-                let (mut big, small) = if a.len() >= b.len() { (a, b) } else { (b, a) };
-                for (x, y) in big.iter_mut().zip(small.iter()) {
+        if other.arr != NIL {
+            if self.arr == NIL {
+                self.arr = other.arr;
+            } else {
+                let (a, b) = (self.arr as usize, other.arr as usize);
+                let (big, small) = if arena.arrays[a].len() >= arena.arrays[b].len() {
+                    (a, b)
+                } else {
+                    (b, a)
+                };
+                let added = std::mem::take(&mut arena.arrays[small]);
+                for (x, y) in arena.arrays[big].iter_mut().zip(added.iter()) {
                     x.add(y);
                 }
-                arena.spare_arrays.push(small);
-                Some(big)
+                arena.arrays[small] = added;
+                arena.free_arrays.push(small as u32);
+                self.arr = big as u32;
             }
-            (a, b) => a.or(b),
-        };
+        }
         if other.head != NIL {
             if self.head == NIL {
                 self.head = other.head;
@@ -181,55 +202,61 @@ impl ContextMap {
             self.tail = other.tail;
             self.len += other.len;
         }
-        if self.len >= keys && self.len > 0 {
+        if self.len as usize >= keys && self.len > 0 {
             self.flush(arena, keys);
         }
     }
 
-    /// INIT: empties the prof (O(1): the list is spliced onto the free list).
+    /// INIT: empties the prof (O(1): the list is spliced onto the free list, the array kept for
+    /// another).
     pub fn free(&mut self, arena: &mut Arena) {
         if self.head != NIL {
             arena.nodes[self.tail as usize].next = arena.free;
             arena.free = self.head;
-            arena.live -= self.len;
+            arena.live -= self.len as usize;
         }
-        if let Some(a) = self.arr.take() {
-            arena.spare_arrays.push(a);
+        if self.arr != NIL {
+            arena.free_arrays.push(self.arr);
         }
         *self = ContextMap::default();
     }
 
     /// Moves the list into a dense array of `keys` entries.
     fn flush(&mut self, arena: &mut Arena, keys: usize) {
-        let mut arr = match self.arr.take() {
-            Some(a) if a.len() >= keys => a,
-            Some(a) => {
-                let mut v = arena.array(keys);
-                v[..a.len()].copy_from_slice(&a);
-                arena.spare_arrays.push(a);
-                v
+        let arr = match self.arr {
+            NIL => arena.array(keys),
+            a if arena.arrays[a as usize].len() >= keys => a,
+            a => {
+                let grown = arena.array(keys);
+                let old = std::mem::take(&mut arena.arrays[a as usize]);
+                arena.arrays[grown as usize][..old.len()].copy_from_slice(&old);
+                arena.arrays[a as usize] = old;
+                arena.free_arrays.push(a);
+                grown
             }
-            None => arena.array(keys),
         };
         let mut i = self.head;
         while i != NIL {
             let n = arena.nodes[i as usize];
-            arr[n.key as usize].add(&n.entry);
+            arena.arrays[arr as usize][n.key as usize].add(&n.entry);
             i = n.next;
         }
+        self.arr = NIL;
         self.free(arena);
-        self.arr = Some(arr);
+        self.arr = arr;
     }
 
     /// PRINT: every (key, entry) with the entries of one key summed; empties the prof.
     pub fn drain(&mut self, arena: &mut Arena, keys: usize) -> Vec<(u32, Entry)> {
         self.flush(arena, keys.max(1));
-        let arr = self.arr.take().unwrap_or_default();
-        arr.iter()
+        let out = arena.arrays[self.arr as usize]
+            .iter()
             .enumerate()
             .filter(|(_, e)| **e != Entry::default())
             .map(|(k, e)| (k as u32, *e))
-            .collect()
+            .collect();
+        self.free(arena);
+        out
     }
 }
 
@@ -259,7 +286,7 @@ mod tests {
         for k in 0..4 {
             c.update(&mut arena, keys, k, e(10)); // reaches S: flushed into an array
         }
-        assert!(c.arr.is_some() && c.len == 0);
+        assert!(c.arr != NIL && c.len == 0);
         a.union(&mut arena, keys, &mut c);
         let got = a.drain(&mut arena, keys);
         let spans: Vec<(u32, u64, u64)> = got
