@@ -30,6 +30,9 @@ impl Entry {
 }
 
 const NIL: u32 = u32::MAX;
+/// A freed prof's array of more entries than this is given back to the allocator, not kept
+/// (its filling costs more than its allocation, and a run with that many contexts keeps few).
+const KEPT_ARRAY: usize = 1 << 16;
 
 #[derive(Clone, Copy, Debug)]
 struct Node {
@@ -40,7 +43,7 @@ struct Node {
 
 /// Storage of every list node of every prof, with a free list, and of every dense array, by
 /// id, with the ids of those not in use (kept for the next flushes, as many as were in use at
-/// once: no allocation per flush).
+/// once: no allocation per flush; the largest given back, see `KEPT_ARRAY`).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Arena {
     nodes: Vec<Node>,
@@ -80,6 +83,15 @@ impl Arena {
                 (self.arrays.len() - 1) as u32
             }
         }
+    }
+
+    /// Array `id` is no longer in use.
+    fn release(&mut self, id: u32) {
+        let a = &mut self.arrays[id as usize];
+        if a.len() > KEPT_ARRAY {
+            *a = Box::default();
+        }
+        self.free_arrays.push(id);
     }
 
     fn alloc(&mut self, key: u32, entry: Entry) -> u32 {
@@ -189,7 +201,7 @@ impl ContextMap {
                     x.add(y);
                 }
                 arena.arrays[small] = added;
-                arena.free_arrays.push(small as u32);
+                arena.release(small as u32);
                 self.arr = big as u32;
             }
         }
@@ -216,7 +228,7 @@ impl ContextMap {
             arena.live -= self.len as usize;
         }
         if self.arr != NIL {
-            arena.free_arrays.push(self.arr);
+            arena.release(self.arr);
         }
         *self = ContextMap::default();
     }
@@ -231,7 +243,7 @@ impl ContextMap {
                 let old = std::mem::take(&mut arena.arrays[a as usize]);
                 arena.arrays[grown as usize][..old.len()].copy_from_slice(&old);
                 arena.arrays[a as usize] = old;
-                arena.free_arrays.push(a);
+                arena.release(a);
                 grown
             }
         };
