@@ -6,10 +6,11 @@ use crate::frame::{Frame, FrameKind, Spares};
 use crate::measures::{Anomalies, Measures, RegionMeasures, Report};
 use crate::observer::Observer;
 use crate::paths::{Cost, End};
-use crate::profile::cilkprof::{Held, Profiler};
+use crate::profile::cilkprof::Profiler;
 use crate::profile::CallSite;
 
 mod batch;
+mod profiled;
 mod regions;
 
 /// Cilkview's default burden: the cost of a steal, in instructions, put on every continuation edge.
@@ -196,40 +197,14 @@ impl Engine {
         self.step(&mut (), event);
     }
 
-    /// [`Engine::process`] for a profiling engine. Leaf calls and iterations take the unprofiled
-    /// path's shortcut (no frame pushed when the next event is their end): the profiler holds
-    /// what began, and either ends it at once (`end_held`) or pushes its frame when the engine
-    /// pushes its own.
+    /// [`Engine::process`] for a profiling engine (`engine/profiled.rs`).
     #[inline(never)]
     fn process_profiled(&mut self, cost: u64, kind: EventKind, site: Option<CallSite>) {
         let Some(mut p) = self.profiler.take() else {
             return;
         };
-        let event = Event::at(cost, kind, site);
-        let ends_held = match p.held() {
-            Held::None => false,
-            Held::Call(_) => kind == EventKind::FunctionExit,
-            Held::Iteration => kind == EventKind::IterationEnd,
-        };
-        if ends_held {
-            self.step(&mut (), event);
-            p.end_held(cost);
-        } else {
-            p.push_held();
-            match kind {
-                EventKind::FunctionEnter => {
-                    self.step(&mut (), event);
-                    p.strand(cost);
-                    p.hold_call(site);
-                }
-                EventKind::IterationBegin if p.in_loop() => {
-                    self.step(&mut (), event);
-                    p.strand(cost);
-                    p.hold_iteration();
-                }
-                _ => self.step(&mut *p, event),
-            }
-        }
+        self.events += 1;
+        self.apply_profiled(&mut p, &Event::at(cost, kind, site));
         self.profiler = Some(p);
     }
 

@@ -11,9 +11,7 @@ impl Engine {
     /// Consumes a batch of events in order: the same as [`Engine::process`] on each, faster.
     pub fn process_batch(&mut self, events: &[Event]) {
         if self.profiler.is_some() {
-            for e in events {
-                self.process(*e);
-            }
+            self.process_batch_profiled(events);
             return;
         }
         self.events += events.len() as u64;

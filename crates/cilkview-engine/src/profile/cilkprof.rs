@@ -75,10 +75,16 @@ impl Profiler {
         self.held = Held::Call(site);
     }
 
-    /// An iteration of the top frame's loop began (its strand already told): as
-    /// [`Profiler::hold_call`].
+    /// An iteration of the top frame's loop begins, after a strand of `cost` (the loop's): its
+    /// chunk opens (unless one is open) and its frame is held as [`Profiler::hold_call`]'s.
     #[inline(always)]
-    pub fn hold_iteration(&mut self) {
+    pub fn hold_iteration(&mut self, cost: u64) {
+        let f = &mut self.stack[self.depth];
+        f.local_work = f.local_work.wrapping_add(cost);
+        if let Some(lp) = &mut f.lp {
+            lp.current().strand(cost);
+            lp.begin_iteration();
+        }
         self.held = Held::Iteration;
     }
 
@@ -88,34 +94,41 @@ impl Profiler {
         match std::mem::replace(&mut self.held, Held::None) {
             Held::None => {}
             Held::Call(site) => self.push(FrameKind::Function, site),
-            Held::Iteration => {
-                self.begin_iteration();
-                self.push(FrameKind::Iteration, None);
+            // Its chunk opened when it was held.
+            Held::Iteration => self.push(FrameKind::Iteration, None),
+        }
+    }
+
+    /// The held call ends at this event, whose strand of `cost` was all it held: what pushing
+    /// its frame, that strand and popping it would do, without the frame. (A call without a
+    /// site: a strand of its caller's, in line.)
+    #[inline(always)]
+    pub fn end_held_call(&mut self, cost: u64) {
+        match std::mem::replace(&mut self.held, Held::None) {
+            Held::Call(Some(site)) => self.leaf_invocation(site, cost),
+            held => {
+                debug_assert_eq!(held, Held::Call(None));
+                self.strand(cost);
             }
         }
     }
 
-    /// The held frame ends at this event, whose strand of `cost` was all it held: what pushing
-    /// it, that strand and popping it would do, without the frame.
-    #[inline]
-    pub fn end_held(&mut self, cost: u64) {
-        match std::mem::replace(&mut self.held, Held::None) {
-            Held::None => debug_assert!(false, "no held frame"),
-            Held::Call(None) => self.strand(cost),
-            Held::Call(Some(site)) => self.leaf_invocation(site, cost),
-            Held::Iteration => {
-                let (arena, f) = (&mut self.arena, &mut self.stack[self.depth]);
-                f.local_work = f.local_work.saturating_add(cost);
-                if let Some(lp) = &mut f.lp {
-                    lp.begin_iteration();
-                    lp.end_leaf_iteration(arena, cost);
-                }
-            }
+    /// The held iteration ends at this event, whose strand of `cost` was all it held (as
+    /// [`Profiler::end_held_call`]).
+    #[inline(always)]
+    pub fn end_held_iteration(&mut self, cost: u64) {
+        debug_assert_eq!(self.held, Held::Iteration);
+        self.held = Held::None;
+        let (arena, f) = (&mut self.arena, &mut self.stack[self.depth]);
+        f.local_work = f.local_work.wrapping_add(cost);
+        if let Some(lp) = &mut f.lp {
+            lp.end_leaf_iteration(arena, cost);
         }
     }
 
     /// A call at `site` whose frame held one strand of `cost` ended: [`Profiler::push`] and
     /// [`Profiler::pop`] of an invocation, without the frame.
+    #[inline(never)]
     fn leaf_invocation(&mut self, site: CallSite, cost: u64) {
         let (ctx, caller) = (self.top().ctx, self.top().instance);
         let (ctx, inv) = self.tables.open(SiteKind::Call, site, ctx, caller);
@@ -126,7 +139,7 @@ impl Profiler {
         let (arena, f) = (&mut self.arena, &mut self.stack[self.depth]);
         let p = f.current();
         // The invocation's path: its strand, owned by it (nothing of it local to the parent).
-        p.span = p.span.saturating_add(cost);
+        p.span = p.span.wrapping_add(cost);
         p.prof.update(arena, keys, ctx, entry);
     }
 
@@ -134,13 +147,14 @@ impl Profiler {
     #[inline(always)]
     pub fn strand(&mut self, cost: u64) {
         let f = self.top();
-        f.local_work = f.local_work.saturating_add(cost);
+        f.local_work = f.local_work.wrapping_add(cost);
         f.current().strand(cost);
     }
 
     /// A frame is pushed; `site` only for function enters and spawns.
     pub fn push(&mut self, kind: FrameKind, site: Option<CallSite>) {
-        let (ctx, caller) = (self.top().ctx, self.top().instance);
+        let top = &self.stack[self.depth];
+        let (ctx, caller) = (top.ctx, top.instance);
         let depth = self.depth + 1;
         // A function frame is a new function instance; any other frame runs in its parent's.
         let instance = if kind == FrameKind::Function {
@@ -180,11 +194,18 @@ impl Profiler {
     ) {
         self.depth += 1;
         if self.depth == self.stack.len() {
-            self.stack.push(PFrame::new(ctx, instance, &self.tree));
+            self.grow();
         }
         let f = &mut self.stack[self.depth];
         f.begin(ctx, instance, invocation, &self.tree);
         f.from = from;
+    }
+
+    /// One more slot on the stack (deeper than ever before).
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self) {
+        self.stack.push(PFrame::new(ROOT, 0, &self.tree));
     }
 
     pub fn push_loop(&mut self, grain: u64) {
@@ -240,15 +261,16 @@ impl Profiler {
         self.depth -= 1;
         if let Some(mut lp) = f.lp.take() {
             lp.flush(arena);
-            let tree = lp.best.take().unwrap_or_default();
-            parent.local_work = parent.local_work.saturating_add(f.local_work);
+            let tree = lp.take_best();
+            parent.local_work = parent.local_work.wrapping_add(f.local_work);
             parent.serial(arena, keys, tree);
             parent.serial(arena, keys, std::mem::take(&mut lp.control));
             self.spare_loops.push(lp);
             return;
         }
         f.sync(arena, keys, &mut self.tree);
-        let mut path = std::mem::take(&mut f.paths.p);
+        // The frame's path, worked on in its slot (moved out only into the tree or a loop).
+        let path = &mut f.paths.p;
         debug_assert_eq!(path.span, span, "profiler and engine disagree on a span");
         match f.invocation {
             Some(inv) => {
@@ -257,16 +279,19 @@ impl Profiler {
                 path.own = 0;
                 path.prof.update(arena, keys, f.ctx, entry);
             }
-            None => parent.local_work = parent.local_work.saturating_add(f.local_work),
+            None => parent.local_work = parent.local_work.wrapping_add(f.local_work),
         }
         match kind {
-            FrameKind::Spawn => parent.spawned(arena, keys, &mut self.tree, f.from, path),
+            FrameKind::Spawn => {
+                let path = std::mem::take(path);
+                parent.spawned(arena, keys, &mut self.tree, f.from, path)
+            }
             FrameKind::Iteration => match &mut parent.lp {
-                Some(lp) => lp.end_iteration(arena, keys, path),
-                None => parent.serial(arena, keys, path),
+                Some(lp) => lp.end_iteration(arena, keys, std::mem::take(path)),
+                None => parent.current().absorb(arena, keys, path),
             },
             FrameKind::Function | FrameKind::Root | FrameKind::Loop => {
-                parent.serial(arena, keys, path)
+                parent.current().absorb(arena, keys, path)
             }
         }
     }

@@ -21,15 +21,18 @@ pub(crate) struct Entry {
 
 impl Entry {
     fn add(&mut self, o: &Entry) {
-        self.on_span_work = self.on_span_work.saturating_add(o.on_span_work);
-        self.on_span_span = self.on_span_span.saturating_add(o.on_span_span);
-        self.local_work = self.local_work.saturating_add(o.local_work);
-        self.local_span = self.local_span.saturating_add(o.local_span);
-        self.count = self.count.saturating_add(o.count);
+        self.on_span_work = self.on_span_work.wrapping_add(o.on_span_work);
+        self.on_span_span = self.on_span_span.wrapping_add(o.on_span_span);
+        self.local_work = self.local_work.wrapping_add(o.local_work);
+        self.local_span = self.local_span.wrapping_add(o.local_span);
+        self.count = self.count.wrapping_add(o.count);
     }
 }
 
 const NIL: u32 = u32::MAX;
+/// A freed prof's array of more entries than this is given back to the allocator, not kept
+/// (its filling costs more than its allocation, and a run with that many contexts keeps few).
+const KEPT_ARRAY: usize = 1 << 16;
 
 #[derive(Clone, Copy, Debug)]
 struct Node {
@@ -38,13 +41,17 @@ struct Node {
     entry: Entry,
 }
 
-/// Storage of every list node of every prof, with a free list.
+/// Storage of every list node of every prof, with a free list, and of every dense array, by
+/// id, with the ids of those not in use (kept for the next flushes, as many as were in use at
+/// once: no allocation per flush; the largest given back, see `KEPT_ARRAY`).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Arena {
     nodes: Vec<Node>,
     free: u32,
     /// Nodes in use (for tests of the memory bound).
     live: usize,
+    arrays: Vec<Box<[Entry]>>,
+    free_arrays: Vec<u32>,
 }
 
 impl Arena {
@@ -53,7 +60,38 @@ impl Arena {
             nodes: Vec::new(),
             free: NIL,
             live: 0,
+            arrays: Vec::new(),
+            free_arrays: Vec::new(),
         }
+    }
+
+    /// The id of a dense array of at least `keys` entries, all zero.
+    fn array(&mut self, keys: usize) -> u32 {
+        match self.free_arrays.pop() {
+            Some(id) => {
+                let a = &mut self.arrays[id as usize];
+                if a.len() >= keys {
+                    a.fill(Entry::default());
+                } else {
+                    *a = vec![Entry::default(); keys].into_boxed_slice();
+                }
+                id
+            }
+            None => {
+                self.arrays
+                    .push(vec![Entry::default(); keys].into_boxed_slice());
+                (self.arrays.len() - 1) as u32
+            }
+        }
+    }
+
+    /// Array `id` is no longer in use.
+    fn release(&mut self, id: u32) {
+        let a = &mut self.arrays[id as usize];
+        if a.len() > KEPT_ARRAY {
+            *a = Box::default();
+        }
+        self.free_arrays.push(id);
     }
 
     fn alloc(&mut self, key: u32, entry: Entry) -> u32 {
@@ -80,13 +118,14 @@ impl Arena {
     }
 }
 
-/// One sparse profile: a list of updates and, once flushed, a dense array.
+/// One sparse profile: a list of updates and, once flushed, a dense array (by its id in the
+/// arena; `NIL`: none). Four words: a path that holds one moves cheaply.
 #[derive(Clone, Debug)]
 pub(crate) struct ContextMap {
     head: u32,
     tail: u32,
-    len: usize,
-    arr: Option<Box<[Entry]>>,
+    len: u32,
+    arr: u32,
 }
 
 impl Default for ContextMap {
@@ -95,16 +134,17 @@ impl Default for ContextMap {
             head: NIL,
             tail: NIL,
             len: 0,
-            arr: None,
+            arr: NIL,
         }
     }
 }
 
 impl ContextMap {
     /// UPDATE: adds `entry` at `key`; `keys` is the current number S of keys.
+    #[inline(always)]
     pub fn update(&mut self, arena: &mut Arena, keys: usize, key: u32, entry: Entry) {
-        if let Some(arr) = &mut self.arr {
-            if let Some(slot) = arr.get_mut(key as usize) {
+        if self.arr != NIL {
+            if let Some(slot) = arena.arrays[self.arr as usize].get_mut(key as usize) {
                 slot.add(&entry);
                 return;
             }
@@ -118,7 +158,13 @@ impl ContextMap {
                 return;
             }
         }
-        let node = arena.alloc(key, entry);
+        self.append(arena, keys, key, &entry);
+    }
+
+    /// [`ContextMap::update`] with a new node at the end of the list.
+    #[inline(never)]
+    fn append(&mut self, arena: &mut Arena, keys: usize, key: u32, entry: &Entry) {
+        let node = arena.alloc(key, *entry);
         if self.head == NIL {
             self.head = node;
         } else {
@@ -126,30 +172,39 @@ impl ContextMap {
         }
         self.tail = node;
         self.len += 1;
-        if self.len >= keys {
+        if self.len as usize >= keys {
             self.flush(arena, keys);
         }
     }
 
-    /// Whether the prof holds nothing (no list, no array).
+    /// Whether the prof holds nothing (no list, no array): both ids `NIL`, all ones.
     #[inline(always)]
     pub fn is_empty(&self) -> bool {
-        self.head == NIL && self.arr.is_none()
+        self.head & self.arr == NIL
     }
 
     /// UNION: moves everything of `other` into `self`, leaving `other` empty.
     pub fn union(&mut self, arena: &mut Arena, keys: usize, other: &mut ContextMap) {
         let other = std::mem::take(other);
-        self.arr = match (self.arr.take(), other.arr) {
-            (Some(a), Some(b)) => {
-                let (mut big, small) = if a.len() >= b.len() { (a, b) } else { (b, a) };
-                for (x, y) in big.iter_mut().zip(small.iter()) {
+        if other.arr != NIL {
+            if self.arr == NIL {
+                self.arr = other.arr;
+            } else {
+                let (a, b) = (self.arr as usize, other.arr as usize);
+                let (big, small) = if arena.arrays[a].len() >= arena.arrays[b].len() {
+                    (a, b)
+                } else {
+                    (b, a)
+                };
+                let added = std::mem::take(&mut arena.arrays[small]);
+                for (x, y) in arena.arrays[big].iter_mut().zip(added.iter()) {
                     x.add(y);
                 }
-                Some(big)
+                arena.arrays[small] = added;
+                arena.release(small as u32);
+                self.arr = big as u32;
             }
-            (a, b) => a.or(b),
-        };
+        }
         if other.head != NIL {
             if self.head == NIL {
                 self.head = other.head;
@@ -159,51 +214,61 @@ impl ContextMap {
             self.tail = other.tail;
             self.len += other.len;
         }
-        if self.len >= keys && self.len > 0 {
+        if self.len as usize >= keys && self.len > 0 {
             self.flush(arena, keys);
         }
     }
 
-    /// INIT: empties the prof (O(1): the list is spliced onto the free list).
+    /// INIT: empties the prof (O(1): the list is spliced onto the free list, the array kept for
+    /// another).
     pub fn free(&mut self, arena: &mut Arena) {
         if self.head != NIL {
             arena.nodes[self.tail as usize].next = arena.free;
             arena.free = self.head;
-            arena.live -= self.len;
+            arena.live -= self.len as usize;
+        }
+        if self.arr != NIL {
+            arena.release(self.arr);
         }
         *self = ContextMap::default();
     }
 
     /// Moves the list into a dense array of `keys` entries.
     fn flush(&mut self, arena: &mut Arena, keys: usize) {
-        let mut arr = match self.arr.take() {
-            Some(a) if a.len() >= keys => a,
-            Some(a) => {
-                let mut v = vec![Entry::default(); keys];
-                v[..a.len()].copy_from_slice(&a);
-                v.into_boxed_slice()
+        let arr = match self.arr {
+            NIL => arena.array(keys),
+            a if arena.arrays[a as usize].len() >= keys => a,
+            a => {
+                let grown = arena.array(keys);
+                let old = std::mem::take(&mut arena.arrays[a as usize]);
+                arena.arrays[grown as usize][..old.len()].copy_from_slice(&old);
+                arena.arrays[a as usize] = old;
+                arena.release(a);
+                grown
             }
-            None => vec![Entry::default(); keys].into_boxed_slice(),
         };
         let mut i = self.head;
         while i != NIL {
             let n = arena.nodes[i as usize];
-            arr[n.key as usize].add(&n.entry);
+            arena.arrays[arr as usize][n.key as usize].add(&n.entry);
             i = n.next;
         }
+        self.arr = NIL;
         self.free(arena);
-        self.arr = Some(arr);
+        self.arr = arr;
     }
 
     /// PRINT: every (key, entry) with the entries of one key summed; empties the prof.
     pub fn drain(&mut self, arena: &mut Arena, keys: usize) -> Vec<(u32, Entry)> {
         self.flush(arena, keys.max(1));
-        let arr = self.arr.take().unwrap_or_default();
-        arr.iter()
+        let out = arena.arrays[self.arr as usize]
+            .iter()
             .enumerate()
             .filter(|(_, e)| **e != Entry::default())
             .map(|(k, e)| (k as u32, *e))
-            .collect()
+            .collect();
+        self.free(arena);
+        out
     }
 }
 
@@ -233,7 +298,7 @@ mod tests {
         for k in 0..4 {
             c.update(&mut arena, keys, k, e(10)); // reaches S: flushed into an array
         }
-        assert!(c.arr.is_some() && c.len == 0);
+        assert!(c.arr != NIL && c.len == 0);
         a.union(&mut arena, keys, &mut c);
         let got = a.drain(&mut arena, keys);
         let spans: Vec<(u32, u64, u64)> = got

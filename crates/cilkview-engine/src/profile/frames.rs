@@ -20,67 +20,92 @@ impl PathProf {
     /// `self` followed by `o` in series.
     #[inline(always)]
     pub(super) fn then(&mut self, arena: &mut Arena, keys: usize, o: PathProf) {
-        self.span = self.span.saturating_add(o.span);
-        self.own = self.own.saturating_add(o.own);
+        self.span = self.span.wrapping_add(o.span);
+        self.own = self.own.wrapping_add(o.own);
         // Most paths that follow hold no invocation (a strand, a call of an unprofiled
-        // function): nothing to union; into a path that holds none, the prof moves whole.
+        // function): nothing to union; into a path that holds none, the prof moves whole (in
+        // line); only two lists are spliced out of line.
         if !o.prof.is_empty() {
-            self.then_prof(arena, keys, o.prof);
+            if self.prof.is_empty() {
+                self.prof = o.prof;
+            } else {
+                self.union_prof(arena, keys, o.prof);
+            }
         }
     }
 
     /// `self` followed by `o` in series, `o` left empty (as `then(take(o))`, in place).
     #[inline(always)]
     pub(super) fn absorb(&mut self, arena: &mut Arena, keys: usize, o: &mut PathProf) {
-        self.span = self.span.saturating_add(o.span);
-        self.own = self.own.saturating_add(o.own);
+        self.span = self.span.wrapping_add(o.span);
+        self.own = self.own.wrapping_add(o.own);
         o.span = 0;
         o.own = 0;
         if !o.prof.is_empty() {
-            self.then_prof(arena, keys, std::mem::take(&mut o.prof));
+            let prof = std::mem::take(&mut o.prof);
+            if self.prof.is_empty() {
+                self.prof = prof;
+            } else {
+                self.union_prof(arena, keys, prof);
+            }
         }
     }
 
-    /// The prof part of [`PathProf::then`], for a non-empty `o`.
+    /// The prof part of [`PathProf::then`] when both profs hold something.
     #[inline(never)]
-    fn then_prof(&mut self, arena: &mut Arena, keys: usize, mut o: ContextMap) {
-        if self.prof.is_empty() {
-            self.prof = o;
-        } else {
-            self.prof.union(arena, keys, &mut o);
-        }
+    fn union_prof(&mut self, arena: &mut Arena, keys: usize, mut o: ContextMap) {
+        self.prof.union(arena, keys, &mut o);
     }
 
     /// A strand of `cost` at the end of the path.
     #[inline(always)]
     pub(super) fn strand(&mut self, cost: u64) {
-        self.span = self.span.saturating_add(cost);
-        self.own = self.own.saturating_add(cost);
+        self.span = self.span.wrapping_add(cost);
+        self.own = self.own.wrapping_add(cost);
     }
 
     pub(super) fn free(self, arena: &mut Arena) {
         let mut p = self.prof;
         p.free(arena);
     }
+
+    /// Empties the path in place.
+    #[inline(always)]
+    pub(super) fn clear(&mut self, arena: &mut Arena) {
+        self.span = 0;
+        self.own = 0;
+        if !self.prof.is_empty() {
+            self.prof.free(arena);
+        }
+    }
 }
 
 /// A parallel loop: its critical path runs through its longest chunk (the divide-and-conquer tree
 /// adds nothing to the unburdened span), so it keeps the open chunk, the loop control not yet in a
-/// chunk, and the longest chunk so far — mirroring the engine's `LoopState`.
+/// chunk, and the longest chunk so far — mirroring the engine's `LoopState`. (Paths kept in place,
+/// with flags, not in options: a chunk opens and closes by swaps.)
 #[derive(Clone, Debug, Default)]
 pub(super) struct LoopProf {
     pub(super) grain: u64,
     pub(super) in_chunk: u64,
-    pub(super) chunk: Option<PathProf>,
+    /// Whether a chunk is open: then `chunk` is it (else `chunk` is empty).
+    open: bool,
+    chunk: PathProf,
     pub(super) control: PathProf,
-    pub(super) best: Option<PathProf>,
+    /// Whether a chunk has closed: then `best` is the longest (else `best` is empty).
+    has_best: bool,
+    best: PathProf,
 }
 
 impl LoopProf {
     /// The path that code of the loop now runs on: the open chunk, or the control.
     #[inline(always)]
     pub(super) fn current(&mut self) -> &mut PathProf {
-        self.chunk.as_mut().unwrap_or(&mut self.control)
+        if self.open {
+            &mut self.chunk
+        } else {
+            &mut self.control
+        }
     }
 
     pub(super) fn serial(&mut self, arena: &mut Arena, keys: usize, x: PathProf) {
@@ -90,8 +115,9 @@ impl LoopProf {
     /// An iteration begins: a chunk opens unless one is open (the control so far is its start).
     #[inline(always)]
     pub(super) fn begin_iteration(&mut self) {
-        if self.chunk.is_none() {
-            self.chunk = Some(std::mem::take(&mut self.control));
+        if !self.open {
+            self.open = true;
+            std::mem::swap(&mut self.chunk, &mut self.control);
         }
     }
 
@@ -117,22 +143,26 @@ impl LoopProf {
         }
     }
 
+    /// The open chunk, if any, closes: the longer of it and the longest so far is kept (ties:
+    /// the earlier).
     pub(super) fn flush(&mut self, arena: &mut Arena) {
-        if let Some(chunk) = self.chunk.take() {
+        if self.open {
+            self.open = false;
             self.in_chunk = 0;
-            match self.best.take() {
-                Some(best) if best.span >= chunk.span => {
-                    chunk.free(arena);
-                    self.best = Some(best);
-                }
-                other => {
-                    if let Some(b) = other {
-                        b.free(arena);
-                    }
-                    self.best = Some(chunk);
-                }
+            if self.has_best && self.best.span >= self.chunk.span {
+                self.chunk.clear(arena);
+            } else {
+                self.best.clear(arena);
+                std::mem::swap(&mut self.best, &mut self.chunk);
+                self.has_best = true;
             }
         }
+    }
+
+    /// The longest chunk (an empty path if none closed), taken: the loop ends.
+    pub(super) fn take_best(&mut self) -> PathProf {
+        self.has_best = false;
+        std::mem::take(&mut self.best)
     }
 }
 

@@ -56,7 +56,7 @@ impl PathTree {
 
     /// Appends `path` after segment `after` (`START`: at the frame's last sync); returns it.
     pub fn push(&mut self, after: u32, path: PathProf) -> u32 {
-        let total = self.total(after).saturating_add(path.span);
+        let total = self.total(after).wrapping_add(path.span);
         self.segments.push(Segment { after, total, path });
         self.len() - 1
     }
@@ -194,7 +194,7 @@ impl FramePaths {
 
     /// Length of the current path since the last sync.
     fn cur_total(&self, tree: &PathTree) -> u64 {
-        tree.total(self.cur).saturating_add(self.c.span)
+        tree.total(self.cur).wrapping_add(self.c.span)
     }
 
     /// The frame spawns a child: returns where it starts, the longer of the current path (whose
@@ -212,7 +212,7 @@ impl FramePaths {
             Start::at(self.cur)
         };
         let after = std::mem::replace(&mut self.after, START);
-        if after != START && tree.total(after) > tree.total(here.after).saturating_add(here.span) {
+        if after != START && tree.total(after) > tree.total(here.after).wrapping_add(here.span) {
             Start::at(after)
         } else {
             here
@@ -222,8 +222,8 @@ impl FramePaths {
     /// A spawned child that started at `from` returned with path `x`: its end, a segment of the
     /// tree until the sync.
     pub fn spawned(&mut self, tree: &mut PathTree, from: Start, mut x: PathProf) {
-        x.span = x.span.saturating_add(from.span);
-        x.own = x.own.saturating_add(from.own);
+        x.span = x.span.wrapping_add(from.span);
+        x.own = x.own.wrapping_add(from.own);
         tree.push_child(from.after, x);
     }
 
@@ -289,7 +289,7 @@ impl FramePaths {
         }
         let c = std::mem::take(&mut self.c);
         let end = match longest {
-            Some((end, total)) if total > tree.total(self.cur).saturating_add(c.span) => {
+            Some((end, total)) if total > tree.total(self.cur).wrapping_add(c.span) => {
                 c.free(arena);
                 end
             }

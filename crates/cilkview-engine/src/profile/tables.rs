@@ -172,7 +172,6 @@ impl Tables {
         }
         st.active += 1;
         let function = st.function;
-        self.contexts[ctx as usize].invocations += 1;
         // Top-caller: every open invocation from the same caller function was made by this
         // invocation's caller instance (then that instance is the function's only active one).
         // Nested invocations of one site never both count.
@@ -208,8 +207,11 @@ impl Tables {
         if inv.top_caller {
             site.top_caller.add(ws);
         }
+        // The invocation counted in its context when it ends (every open one ends before the
+        // profile is read: the engine ends every frame at its finish).
         let c = &mut self.contexts[ctx as usize];
-        c.local_work = c.local_work.saturating_add(local_work);
+        c.invocations += 1;
+        c.local_work = c.local_work.wrapping_add(local_work);
         if inv.top {
             c.on_work.add(ws);
         }

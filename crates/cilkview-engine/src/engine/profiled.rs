@@ -1,0 +1,68 @@
+//! The profiling engine's step and batch loop: the profiler taken out of the engine once per
+//! batch (not once per event), and the events that begin or end a leaf (a call or iteration
+//! whose frame is never pushed, see `Engine::pending`) handled in line, with the profiler told
+//! the same (docs/engine.md, "Call-site profiles").
+
+use super::{Engine, Pending};
+use crate::event::{Event, EventKind};
+use crate::profile::cilkprof::{Held, Profiler};
+
+impl Engine {
+    /// [`Engine::process_batch`] for a profiling engine.
+    pub(super) fn process_batch_profiled(&mut self, events: &[Event]) {
+        let Some(mut p) = self.profiler.take() else {
+            return;
+        };
+        self.events += events.len() as u64;
+        for e in events {
+            self.apply_profiled(&mut p, e);
+        }
+        self.profiler = Some(p);
+    }
+
+    /// One event for a profiling engine, but for the count of events. Leaf calls and iterations
+    /// take the unprofiled path's shortcut (no frame pushed when the next event is their end):
+    /// the profiler holds what began (as the engine's `pending`), and either ends it at once
+    /// (`end_held_call`, `end_held_iteration`) or pushes its frame when the engine pushes its own.
+    #[inline(always)]
+    pub(super) fn apply_profiled(&mut self, p: &mut Profiler, e: &Event) {
+        debug_assert_eq!(self.pending == Pending::None, p.held() == Held::None);
+        let cost = e.cost;
+        match e.kind {
+            EventKind::FunctionEnter => {
+                // What the unprofiled step does: the frame begun is pending.
+                if self.pending != Pending::None {
+                    p.push_held();
+                    self.push_pending();
+                }
+                self.acc = self.acc.wrapping_add(cost);
+                self.pending = Pending::Function;
+                p.strand(cost);
+                p.hold_call(e.site);
+            }
+            // A leaf call: its strand is its caller's.
+            EventKind::FunctionExit if self.pending == Pending::Function => {
+                self.pending = Pending::None;
+                self.acc = self.acc.wrapping_add(cost);
+                p.end_held_call(cost);
+            }
+            EventKind::IterationEnd if self.pending == Pending::Iteration => {
+                self.pending = Pending::None;
+                self.acc = self.leaf_iteration_ended(self.acc, cost);
+                p.end_held_iteration(cost);
+            }
+            // An iteration of the loop that is the top frame (with a frame held, the top frame
+            // is that one's parent: the general step).
+            EventKind::IterationBegin if self.pending == Pending::None && p.in_loop() => {
+                self.apply(&mut (), *e);
+                p.hold_iteration(cost);
+            }
+            _ => {
+                if self.pending != Pending::None {
+                    p.push_held();
+                }
+                self.apply(p, *e);
+            }
+        }
+    }
+}
