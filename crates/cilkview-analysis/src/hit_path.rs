@@ -93,12 +93,6 @@ impl HotKind {
 /// probe (bits 2–15).
 const SMALL_KEYS: usize = 1 << 16;
 
-/// The probe of a small hit in the low half of `half`.
-#[inline(always)]
-fn small_probe(half: u64) -> usize {
-    ((half >> 2) & PackedHit::MAX_SMALL_PROBE as u64) as usize
-}
-
 /// The probes of the current program image, indexed like the backend's probe numbers: each
 /// one's entry, and its [`HotKind`] in a table of its own (a byte a probe: what the hot loops
 /// read).
@@ -208,8 +202,8 @@ impl HitPath<'_> {
     fn words(&mut self, thread: &mut Thread, words: &[u64], seen: &mut u64) {
         let small = &*self.probes.small;
         // The probe, read only off the hot path (a closure: nothing computed before the jump).
-        let probe_of = |half: u64| move || small_probe(half);
-        let cost_of = |half: u64| (half >> 16) & PackedHit::MAX_SMALL_COST;
+        let probe_of = |half: u64| move || PackedHit::small_hit(half).0;
+        let cost_of = |half: u64| PackedHit::small_hit(half).1;
         for &x in words {
             let kind = small[x as u16 as usize];
             if !self.plain(kind, thread, probe_of(x), cost_of(x), seen) {
@@ -239,8 +233,7 @@ impl HitPath<'_> {
     #[cold]
     #[inline(never)]
     fn odd_second(&mut self, thread: &mut Thread, half: u64, seen: &mut u64) {
-        let probe = small_probe(half);
-        let cost = (half >> 16) & PackedHit::MAX_SMALL_COST;
+        let (probe, cost) = PackedHit::small_hit(half);
         self.plain(self.probes.kind_of(probe), thread, || probe, cost, seen);
     }
 

@@ -80,8 +80,21 @@ impl PackedHit {
 
     /// The probe and cost of a word of one hit ([`PackedHit::new`]'s layout, read back).
     #[inline(always)]
-    fn one_hit(x: u64) -> (u64, u64) {
-        ((x >> 2) & Self::MAX_PROBE as u64, x >> Self::COST_SHIFT)
+    fn one_hit(x: u64) -> (usize, u64) {
+        (
+            ((x >> 2) & Self::MAX_PROBE as u64) as usize,
+            x >> Self::COST_SHIFT,
+        )
+    }
+
+    /// The probe and cost of the small hit in the low half of `half` ([`PackedHit::small`]'s
+    /// layout, read back; the high half ignored).
+    #[inline(always)]
+    pub fn small_hit(half: u64) -> (usize, u64) {
+        (
+            ((half >> 2) & Self::MAX_SMALL_PROBE as u64) as usize,
+            (half >> 16) & Self::MAX_SMALL_COST,
+        )
     }
 
     /// One small hit, if `probe` and `cost` fit one; [`PackedHit::pair`] adds a second.
@@ -143,23 +156,17 @@ impl PackedHit {
             let (probe, cost) = if second != 0 {
                 let h = second;
                 second = 0;
-                (
-                    (h >> 2) & Self::MAX_SMALL_PROBE as u64,
-                    (h >> 16) & Self::MAX_SMALL_COST,
-                )
+                Self::small_hit(h)
             } else {
                 let Some(&x) = words.next() else { break };
                 if x & TAG_SMALL != 0 {
                     second = x >> 32;
-                    (
-                        (x >> 2) & Self::MAX_SMALL_PROBE as u64,
-                        (x >> 16) & Self::MAX_SMALL_COST,
-                    )
+                    Self::small_hit(x)
                 } else {
                     Self::one_hit(x)
                 }
             };
-            f(probe as usize, cost);
+            f(probe, cost);
         }
     }
 
@@ -169,7 +176,7 @@ impl PackedHit {
     pub fn for_each_one_in(words: &[u64], mut f: impl FnMut(usize, u64)) {
         for &x in words {
             let (probe, cost) = Self::one_hit(x);
-            f(probe as usize, cost);
+            f(probe, cost);
         }
     }
 
@@ -182,14 +189,11 @@ impl PackedHit {
         loop {
             // One copy of `f` for every kind of hit: it is the sink's hot path, inlined.
             let (probe, cost) = if small {
-                (
-                    (x >> 2) & Self::MAX_SMALL_PROBE as u64,
-                    (x >> 16) & Self::MAX_SMALL_COST,
-                )
+                Self::small_hit(x)
             } else {
                 Self::one_hit(x)
             };
-            f(probe as usize, cost);
+            f(probe, cost);
             x >>= 32;
             if !small || x == 0 {
                 return;
