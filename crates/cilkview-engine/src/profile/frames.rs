@@ -26,11 +26,7 @@ impl PathProf {
         // function): nothing to union; into a path that holds none, the prof moves whole (in
         // line); only two lists are spliced out of line.
         if !o.prof.is_empty() {
-            if self.prof.is_empty() {
-                self.prof = o.prof;
-            } else {
-                self.union_prof(arena, keys, o.prof);
-            }
+            self.then_prof(arena, keys, o.prof);
         }
     }
 
@@ -42,12 +38,18 @@ impl PathProf {
         o.span = 0;
         o.own = 0;
         if !o.prof.is_empty() {
-            let prof = std::mem::take(&mut o.prof);
-            if self.prof.is_empty() {
-                self.prof = prof;
-            } else {
-                self.union_prof(arena, keys, prof);
-            }
+            self.then_prof(arena, keys, std::mem::take(&mut o.prof));
+        }
+    }
+
+    /// The prof part of [`PathProf::then`], for a non-empty `o`: moved whole into a path that
+    /// holds none (in line), else the two unioned (out of line).
+    #[inline(always)]
+    fn then_prof(&mut self, arena: &mut Arena, keys: usize, o: ContextMap) {
+        if self.prof.is_empty() {
+            self.prof = o;
+        } else {
+            self.union_prof(arena, keys, o);
         }
     }
 
