@@ -1,10 +1,11 @@
-//! Property test: the unprofiled engine's batch loop (`Engine::process_batch`, which handles the
-//! common events in line and the others by the general step) gives the same report, anomalies
-//! and intermediate snapshots as the events given one by one (`Engine::process`), on arbitrary
-//! streams — unbalanced, closers without openers, stray iterations, dependences on siblings that
-//! do not exist — cut into batches anywhere.
+//! Property tests: the engine's batch loops (`Engine::process_batch`: unprofiled, which handles
+//! the common events in line and the others by the general step; profiling, which takes the
+//! profiler out once per batch and handles leaf calls and iterations in line) give the same
+//! report, profile included, anomalies and intermediate snapshots as the events given one by
+//! one (`Engine::process`), on arbitrary streams — unbalanced, closers without openers, stray
+//! iterations, dependences on siblings that do not exist — cut into batches anywhere.
 
-use cilkview_engine::{Config, Engine, Event, EventKind, RegionId};
+use cilkview_engine::{CallSite, Config, Engine, Event, EventKind, RegionId};
 use proptest::prelude::*;
 
 fn kind() -> impl Strategy<Value = EventKind> {
@@ -29,6 +30,44 @@ fn event() -> impl Strategy<Value = Event> {
     (0u64..1000, kind()).prop_map(|(cost, kind)| Event::new(cost, kind))
 }
 
+/// An event at one of four call sites, or none.
+fn event_at_site() -> impl Strategy<Value = Event> {
+    (0u64..1000, kind(), prop::option::of(1u64..5))
+        .prop_map(|(cost, kind, site)| Event::at(cost, kind, site.and_then(CallSite::new)))
+}
+
+/// `events` given to `one` one by one and to `batched` in batches ending at `cuts`, then `tail`
+/// charged to both: their states after each batch and their reports are the same.
+fn batches_agree(
+    mut one: Engine,
+    mut batched: Engine,
+    events: &[Event],
+    cuts: Vec<usize>,
+    tail: u64,
+) -> Result<(), TestCaseError> {
+    let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(events.len())).collect();
+    cuts.sort_unstable();
+    cuts.push(events.len());
+    let mut from = 0;
+    for &to in &cuts {
+        for e in &events[from..to] {
+            one.process(*e);
+        }
+        batched.process_batch(&events[from..to]);
+        from = to;
+        prop_assert_eq!(one.events(), batched.events());
+        prop_assert_eq!(one.cost_so_far(), batched.cost_so_far());
+        prop_assert_eq!(one.anomalies(), batched.anomalies());
+        prop_assert_eq!(one.depth(), batched.depth());
+        prop_assert_eq!(one.children_out(), batched.children_out());
+        prop_assert_eq!(one.snapshot(), batched.snapshot());
+    }
+    one.charge(tail);
+    batched.charge(tail);
+    prop_assert_eq!(one.finish(), batched.finish());
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(3000))]
 
@@ -40,27 +79,21 @@ proptest! {
         tail in 0u64..1000,
     ) {
         let config = Config { burden };
-        let mut one = Engine::new(config);
-        let mut batched = Engine::new(config);
-        let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(events.len())).collect();
-        cuts.sort_unstable();
-        cuts.push(events.len());
-        let mut from = 0;
-        for &to in &cuts {
-            for e in &events[from..to] {
-                one.process(*e);
-            }
-            batched.process_batch(&events[from..to]);
-            from = to;
-            prop_assert_eq!(one.events(), batched.events());
-            prop_assert_eq!(one.cost_so_far(), batched.cost_so_far());
-            prop_assert_eq!(one.anomalies(), batched.anomalies());
-            prop_assert_eq!(one.depth(), batched.depth());
-            prop_assert_eq!(one.children_out(), batched.children_out());
-            prop_assert_eq!(one.snapshot(), batched.snapshot());
-        }
-        one.charge(tail);
-        batched.charge(tail);
-        prop_assert_eq!(one.finish(), batched.finish());
+        batches_agree(Engine::new(config), Engine::new(config), &events, cuts, tail)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn profiled_batches_equal_single_events(
+        events in prop::collection::vec(event_at_site(), 0..80),
+        cuts in prop::collection::vec(0usize..80, 0..4),
+        tail in 0u64..1000,
+    ) {
+        let one = Engine::with_profile(Config::default());
+        let batched = Engine::with_profile(Config::default());
+        batches_agree(one, batched, &events, cuts, tail)?;
     }
 }
