@@ -52,6 +52,12 @@ impl ProbeStub {
         }
     }
 
+    /// Its hit of `cost` as a packed word (where `cost < pack_below`).
+    #[inline(always)]
+    pub(super) fn packed_hit(&self, cost: u64) -> u64 {
+        self.packed_bits | (cost << PackedHit::COST_SHIFT)
+    }
+
     /// Its hits never packed (an operand's, or an unknown probe's).
     pub(super) fn unpacked(self) -> ProbeStub {
         ProbeStub {
@@ -123,23 +129,31 @@ impl Hits<'_> {
         let hit = (word as u32, stub.follows, stub.hit_cost);
         let cost = st.end_simple(hit, (tsc, self.set.interruption), self.set.scale);
         if cost < stub.pack_below {
-            self.pack(core, stub.packed_bits | (cost << PackedHit::COST_SHIFT));
+            self.pack(core, stub.packed_hit(cost));
         } else {
-            let packed = &self.packed[..self.len];
-            let hit = (word as usize, cost);
-            unpacked(core, self.set.tid, packed, hit, stub.operand, r[1]);
-            self.len = 0;
+            self.unpacked(core, (word as usize, cost), stub.operand, r[1]);
         }
+    }
+
+    /// A hit that is not packed, after the packed ones (handed over with it).
+    #[inline(always)]
+    fn unpacked(&mut self, core: &mut Core<'_>, hit: (usize, u64), kind: Operand, value: u64) {
+        unpacked(
+            core,
+            self.set.tid,
+            &self.packed[..self.len],
+            hit,
+            kind,
+            value,
+        );
+        self.len = 0;
     }
 
     /// Add the packed hit `w`, handing the run over first if it is full.
     #[inline(always)]
     fn pack(&mut self, core: &mut Core<'_>, w: u64) {
         // Room made before the word is written: `len` is then below the array's length.
-        if self.len >= PACKED_RUN {
-            hand_over(core, self.set.tid, &self.packed[..]);
-            self.len = 0;
-        }
+        self.len = make_room(core, self.set.tid, self.packed, self.len);
         self.packed[self.len] = w;
         self.len += 1;
     }
@@ -157,10 +171,7 @@ impl Hits<'_> {
     ) {
         let mut n = from;
         while n < head {
-            if self.len == PACKED_RUN {
-                hand_over(core, self.set.tid, &self.packed[..]);
-                self.len = 0;
-            }
+            self.len = make_room(core, self.set.tid, self.packed, self.len);
             let count = (head - n).min((PACKED_RUN - self.len) as u64) as usize;
             let out = &mut self.packed[self.len..self.len + count];
             let (done, unpacked_cost) = simple_run(self.set, st, (ring, n), out);
@@ -174,10 +185,7 @@ impl Hits<'_> {
                 None => self.record(core, st, off, r),
                 Some(cost) => {
                     let probe = r[2] as usize;
-                    let operand = self.set.stubs[probe].operand;
-                    let packed = &self.packed[..self.len];
-                    unpacked(core, self.set.tid, packed, (probe, cost), operand, r[1]);
-                    self.len = 0;
+                    self.unpacked(core, (probe, cost), self.set.stubs[probe].operand, r[1]);
                 }
             }
             n += 1;
@@ -223,7 +231,7 @@ fn simple_run(
         if cost >= stub.pack_below {
             return (k, Some(cost));
         }
-        *word_out = stub.packed_bits | (cost << PackedHit::COST_SHIFT);
+        *word_out = stub.packed_hit(cost);
     }
     (out.len(), None)
 }
@@ -241,7 +249,7 @@ fn general(
     core: &mut Core<'_>,
     mut st: StrandState,
     off: &mut VecDeque<(u64, u64)>,
-    (packed, mut len, waits, waited): Room<'_>,
+    (packed, len, waits, waited): Room<'_>,
     r: Record,
 ) -> (StrandState, usize) {
     let probe = r.probe as usize;
@@ -265,11 +273,8 @@ fn general(
         st.last += ticks;
     }
     if cost < stub.pack_below {
-        if len >= PACKED_RUN {
-            hand_over(core, set.tid, &packed[..]);
-            len = 0;
-        }
-        packed[len] = stub.packed_bits | (cost << PackedHit::COST_SHIFT);
+        let len = make_room(core, set.tid, packed, len);
+        packed[len] = stub.packed_hit(cost);
         return (st, len + 1);
     }
     let hit = (probe, cost);
@@ -301,6 +306,17 @@ fn unpacked(
         cost,
         operand,
     });
+}
+
+/// Room for one more packed hit after the first `len` of `packed`: the run handed over if it is
+/// full. The number of packed hits then.
+#[inline(always)]
+fn make_room(core: &mut Core<'_>, tid: Tid, packed: &[u64; PACKED_RUN], len: usize) -> usize {
+    if len >= PACKED_RUN {
+        hand_over(core, tid, &packed[..]);
+        return 0;
+    }
+    len
 }
 
 /// Hand the packed hits `packed` to the sink.
