@@ -23,8 +23,8 @@ struct Subtree {
 #[derive(Clone, Debug)]
 pub(crate) struct LoopState {
     grain: u64,
-    /// Iterations completed in the open chunk. None (no chunk open): the segment is loop
-    /// control, charged to the next chunk or after the loop; some: the segment is the chunk's
+    /// Iterations completed in the open chunk. 0 (no chunk open): the segment is loop
+    /// control, charged to the next chunk or after the loop; more: the segment is the chunk's
     /// (its iterations and the loop control between them run serially). An iteration's begin
     /// changes nothing: iterations of one loop do not overlap, so at its end, when this counts
     /// it, the chunk is open, and between its begin and end no chunk is closed.
