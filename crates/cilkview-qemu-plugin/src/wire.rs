@@ -97,10 +97,17 @@ wire! {
     RING_READER_WAITING = 128;
     /// Ring header offset of `writer_waiting`.
     RING_WRITER_WAITING = 132;
+    /// Ring header offset of `writer_wake`: the `tail` the waiting writer wants reached (room
+    /// for its chunk and RING_WAKE_BYTES more) before it is woken.
+    RING_WRITER_WAKE = 136;
     /// The ring's header page.
     RING_HDR_BYTES = 4096;
     /// The ring's data: 2 MiB.
     RING_BYTES = 2 << 20;
+    /// A side that waits is woken once this much is ready for it, not at each chunk: room for
+    /// the writer (see RING_WRITER_WAKE), records for the reader (or sooner, for a chunk that
+    /// must be seen now: every chunk but a thread's full buffer). 512 KiB.
+    RING_WAKE_BYTES = 512 << 10;
     /// In place of a chunk header: the rest of the ring up to its end is unused.
     RING_WRAP = u64::MAX;
 }

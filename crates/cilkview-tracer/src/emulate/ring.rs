@@ -7,10 +7,19 @@
 //! done with; `reader_waiting` at 128, `writer_waiting` at 132), then [`RING_BYTES`] of data.
 //! A chunk (header word `tid | words << 32`, then its words) never wraps: a chunk that does not
 //! fit before the end is preceded by a [`WRAP`] word and starts at 0.
+//!
+//! Either side is woken once [`wire::RING_WAKE_BYTES`] are ready for it, not at each chunk: the
+//! plugin asks for room and that much more (`writer_wake`, at 136), and rings the bell once that
+//! much is unread or at a chunk that must be seen now. The reader also looks every
+//! [`READER_NAP`] while it waits, for records that wait for nothing more to come.
 
 use std::fs::File;
 use std::io::{ErrorKind, Read};
 use std::ops::Range;
+use std::os::fd::AsFd;
+use std::time::Duration;
+
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
 use super::protocol::CHUNK_WORDS;
 use crate::sys::SharedMap;
@@ -25,6 +34,10 @@ const HEAD: usize = wire::RING_HEAD as usize;
 const TAIL: usize = wire::RING_TAIL as usize;
 const READER_WAITING: usize = wire::RING_READER_WAITING as usize;
 const WRITER_WAITING: usize = wire::RING_WRITER_WAITING as usize;
+const WRITER_WAKE: usize = wire::RING_WRITER_WAKE as usize;
+/// How long the reader sleeps at most while it waits for records: the plugin rings the bell for
+/// a thread's full buffer only once [`wire::RING_WAKE_BYTES`] are unread.
+pub const READER_NAP: Duration = Duration::from_millis(20);
 /// In place of a chunk header: the rest of the ring up to its end is unused.
 const WRAP: u64 = wire::RING_WRAP;
 
@@ -68,7 +81,7 @@ impl RingReader {
     /// published was read. The chunk returned before is released to the plugin.
     pub fn next(
         &mut self,
-        bell: &mut impl Read,
+        bell: &mut (impl Read + AsFd),
         alive: &mut dyn FnMut() -> bool,
     ) -> Result<Option<(i32, Range<usize>)>, ReadError> {
         self.release();
@@ -110,7 +123,7 @@ impl RingReader {
                 self.map
                     .futex_wait(READER_WAITING, 1, std::time::Duration::from_millis(2));
                 gone = !alive();
-            } else if self.map.load64(HEAD) == self.tail {
+            } else if self.map.load64(HEAD) == self.tail && rung(bell) {
                 let mut bytes = [0u8; 64];
                 match bell.read(&mut bytes) {
                     Ok(0) if alive() => self.bell_lost = true,
@@ -125,17 +138,26 @@ impl RingReader {
     }
 
     /// Tell the plugin we are done with everything before `tail`, and wake it if it waits for
-    /// room.
+    /// room and we reached the tail it asked for.
     fn release(&mut self) {
         if self.published != self.tail {
             self.published = self.tail;
             self.map.store64(TAIL, self.tail);
             self.map.fence();
-            if self.map.load32(WRITER_WAITING) != 0 {
+            if self.map.load32(WRITER_WAITING) != 0
+                && self.tail.wrapping_sub(self.map.load64(WRITER_WAKE)) as i64 >= 0
+            {
                 self.map.futex_wake(TAIL);
             }
         }
     }
+}
+
+/// Whether the bell has a byte or its end within [`READER_NAP`] (an error: read it to see).
+fn rung(bell: &impl AsFd) -> bool {
+    let mut fds = [PollFd::new(bell.as_fd(), PollFlags::POLLIN)];
+    let nap = PollTimeout::try_from(READER_NAP).unwrap_or(PollTimeout::MAX);
+    !matches!(poll(&mut fds, nap), Ok(0))
 }
 
 /// Size `file` (a fresh memfd) for the ring.
