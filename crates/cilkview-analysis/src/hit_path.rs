@@ -18,6 +18,9 @@ use crate::nesting::{MarkPlace, Nesting};
 use crate::region_profile::RegionProfiler;
 use crate::sites::{ProbeSite, Sites};
 
+mod profiled;
+pub(crate) use profiled::ProfiledBatch;
+
 /// The analysis of one thread: its engine, its anomalies as last seen and their count (a change
 /// after an event names that event's mark in the nesting warning), and with `--profile-region`
 /// the region's profiler.
@@ -32,6 +35,8 @@ pub(crate) struct Thread {
     pub(crate) spawn_caller: Option<u64>,
     /// The locks it holds (`run --locks`).
     pub(crate) held: HeldLocks,
+    /// With call-site profiles, its events on their way to the engine (`profiled.rs`).
+    pub(crate) batch: ProfiledBatch,
 }
 
 /// What one probe of the current program image means: one entry of the session's probe table.
@@ -176,6 +181,10 @@ impl HitPath<'_> {
     pub(crate) fn run(&mut self, thread: &mut Thread, words: &[u64], ones: bool) {
         // Whether the engine (or the region's) profiles, checked once for the run.
         if thread.engine.profiling() || thread.region.is_some() {
+            if thread.region.is_none() {
+                self.run_profiled(thread, words);
+                return;
+            }
             PackedHit::for_each_hit_in(words, |probe, cost| {
                 self.hit::<true>(thread, probe, cost, None)
             });

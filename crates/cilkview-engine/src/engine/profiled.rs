@@ -20,6 +20,34 @@ impl Engine {
         self.profiler = Some(p);
     }
 
+    /// [`Engine::process_batch`] up to and including the first event after which
+    /// [`Engine::anomaly_count`] has changed: how many events it consumed (all of them when none
+    /// raised an anomaly). For a caller that names each anomaly's event (the session's nesting
+    /// warnings): it hands over the rest again.
+    pub fn process_batch_until_anomaly(&mut self, events: &[Event]) -> usize {
+        let before = self.anomaly_count;
+        let Some(mut p) = self.profiler.take() else {
+            for (i, e) in events.iter().enumerate() {
+                self.process_unprofiled(*e);
+                if self.anomaly_count != before {
+                    return i + 1;
+                }
+            }
+            return events.len();
+        };
+        let mut done = events.len();
+        for (i, e) in events.iter().enumerate() {
+            self.apply_profiled(&mut p, e);
+            if self.anomaly_count != before {
+                done = i + 1;
+                break;
+            }
+        }
+        self.events += done as u64;
+        self.profiler = Some(p);
+        done
+    }
+
     /// One event for a profiling engine, but for the count of events. Leaf calls and iterations
     /// take the unprofiled path's shortcut (no frame pushed when the next event is their end):
     /// the profiler holds what began (as the engine's `pending`), and either ends it at once
