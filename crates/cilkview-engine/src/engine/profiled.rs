@@ -5,6 +5,7 @@
 
 use super::{Engine, Pending};
 use crate::event::{Event, EventKind};
+use crate::frame::FrameKind;
 use crate::profile::cilkprof::{Held, Profiler};
 
 impl Engine {
@@ -82,7 +83,10 @@ impl Engine {
             // An iteration of the loop that is the top frame (with a frame held, the top frame
             // is that one's parent: the general step).
             EventKind::IterationBegin if self.pending == Pending::None && p.in_loop() => {
-                self.apply(&mut (), *e);
+                // The engine's top frame is that loop too: what its general step does then.
+                debug_assert!(self.stack.last().is_some_and(|f| f.kind == FrameKind::Loop));
+                self.acc = self.acc.wrapping_add(cost);
+                self.pending = Pending::Iteration;
                 p.hold_iteration(cost);
             }
             _ => {
