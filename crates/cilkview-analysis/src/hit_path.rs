@@ -7,8 +7,9 @@
 //! engine (a call, a spawn, a sync, a
 //! loop's iterations: nearly every hit), hands the engine its event with the kind written in the
 //! loop's code, so that the engine's own dispatch on the kind folds away in each of the loop's
-//! arms. Everything else (lock marks, probes not ours, regions, dependence edges; profiling)
-//! takes the general path, [`HitPath::hit`], out of line.
+//! arms. Everything else (lock marks, probes not ours, regions, dependence edges; a region's
+//! profile) takes the general path, [`HitPath::hit`], out of line; call-site profiles, batches
+//! for the profiling engine (`hit_path/profiled.rs`).
 
 use cilkview_engine::{Anomalies, Engine, Event, EventKind};
 use cilkview_events::PackedHit;
