@@ -7,8 +7,9 @@
 //! engine (a call, a spawn, a sync, a
 //! loop's iterations: nearly every hit), hands the engine its event with the kind written in the
 //! loop's code, so that the engine's own dispatch on the kind folds away in each of the loop's
-//! arms. Everything else (lock marks, probes not ours, regions, dependence edges; profiling)
-//! takes the general path, [`HitPath::hit`], out of line.
+//! arms. Everything else (lock marks, probes not ours, regions, dependence edges; a region's
+//! profile) takes the general path, [`HitPath::hit`], out of line; call-site profiles, batches
+//! for the profiling engine (`hit_path/profiled.rs`).
 
 use cilkview_engine::{Anomalies, Engine, Event, EventKind};
 use cilkview_events::PackedHit;
@@ -17,6 +18,9 @@ use crate::locks::{HeldLocks, LockMark, Locks};
 use crate::nesting::{MarkPlace, Nesting};
 use crate::region_profile::RegionProfiler;
 use crate::sites::{ProbeSite, Sites};
+
+mod profiled;
+pub(crate) use profiled::ProfiledBatch;
 
 /// The analysis of one thread: its engine, its anomalies as last seen and their count (a change
 /// after an event names that event's mark in the nesting warning), and with `--profile-region`
@@ -32,6 +36,8 @@ pub(crate) struct Thread {
     pub(crate) spawn_caller: Option<u64>,
     /// The locks it holds (`run --locks`).
     pub(crate) held: HeldLocks,
+    /// With call-site profiles, its events on their way to the engine (`profiled.rs`).
+    pub(crate) batch: ProfiledBatch,
 }
 
 /// What one probe of the current program image means: one entry of the session's probe table.
@@ -176,6 +182,10 @@ impl HitPath<'_> {
     pub(crate) fn run(&mut self, thread: &mut Thread, words: &[u64], ones: bool) {
         // Whether the engine (or the region's) profiles, checked once for the run.
         if thread.engine.profiling() || thread.region.is_some() {
+            if thread.region.is_none() {
+                self.run_profiled(thread, words);
+                return;
+            }
             PackedHit::for_each_hit_in(words, |probe, cost| {
                 self.hit::<true>(thread, probe, cost, None)
             });

@@ -166,6 +166,7 @@ impl<'a> Session<'a> {
                 region: region.map(|id| Box::new(RegionProfiler::new(id, burden))),
                 spawn_caller: None,
                 held: HeldLocks::default(),
+                batch: Default::default(),
             });
             engines.len() - 1
         });

@@ -88,8 +88,32 @@ pub(crate) struct Sites {
     names: Vec<(u32, u64, Origin)>,
     /// Call-keyed site → the entry mark (image, offset) of the function it calls.
     callees: HashMap<CallSite, (u32, u64)>,
+    /// The sites of return addresses inside the image asked about, found lately: a cache in
+    /// front of `keys` and the image's bounds, by the return address ([`Recent::slot`]; empty
+    /// until the first).
+    recent: Vec<Option<Recent>>,
     /// (image, function name, its file) → caller-function key (1, 2, …).
     functions: HashMap<(u32, String, Option<String>), u64>,
+}
+
+/// A site keyed by a return address inside the image of the mark that reported it.
+#[derive(Clone, Copy)]
+struct Recent {
+    image: u32,
+    origin: Origin,
+    return_address: u64,
+    site: CallSite,
+}
+
+impl Recent {
+    /// How many [`Sites::recent`] holds.
+    const SLOTS: usize = 256;
+
+    /// The slot of a return address in [`Sites::recent`].
+    #[inline(always)]
+    fn slot(return_address: u64) -> usize {
+        ((return_address ^ (return_address >> 8)) as usize) % Recent::SLOTS
+    }
 }
 
 impl Sites {
@@ -286,13 +310,31 @@ impl Sites {
                 .as_ref()
                 .is_some_and(|s| s.contains(*ra))
         };
-        match operand {
-            Some(ra) if inside(&ra) => Some(self.key(image, ra, origin)),
-            Some(ra) => match self.foreign(image, ra) {
+        let slot = operand.map(Recent::slot);
+        if let (Some(ra), Some(Some(r))) = (operand, slot.and_then(|i| self.recent.get(i))) {
+            if (r.return_address, r.image, r.origin) == (ra, image, origin) {
+                return Some(r.site);
+            }
+        }
+        match (operand, slot) {
+            (Some(ra), Some(slot)) if inside(&ra) => {
+                let site = self.key(image, ra, origin);
+                if self.recent.is_empty() {
+                    self.recent.resize(Recent::SLOTS, None);
+                }
+                self.recent[slot] = Some(Recent {
+                    image,
+                    origin,
+                    return_address: ra,
+                    site,
+                });
+                Some(site)
+            }
+            (Some(ra), _) => match self.foreign(image, ra) {
                 Some((other, offset)) => Some(self.key(other, offset, origin)),
                 None => Some(fallback),
             },
-            None => Some(fallback),
+            (None, _) => Some(fallback),
         }
     }
 

@@ -68,6 +68,42 @@ fn batches_agree(
     Ok(())
 }
 
+/// `events` given to `one` one by one and to `stopping` by
+/// [`Engine::process_batch_until_anomaly`], again from where it stopped: it stops after each
+/// event that raised the anomaly count (and after the last event), nowhere else, and the two
+/// engines agree there and in their reports.
+fn stops_agree(
+    mut one: Engine,
+    mut stopping: Engine,
+    events: &[Event],
+) -> Result<(), TestCaseError> {
+    let mut from = 0;
+    while from < events.len() {
+        let n = stopping.process_batch_until_anomaly(&events[from..]);
+        prop_assert!(n >= 1 && from + n <= events.len());
+        for (i, e) in events[from..from + n].iter().enumerate() {
+            let before = one.anomaly_count();
+            one.process(*e);
+            let raised = one.anomaly_count() != before;
+            let last = i + 1 == n;
+            prop_assert!(!raised || last, "went on after an anomaly at {}", from + i);
+            prop_assert!(
+                raised || !last || from + n == events.len(),
+                "stopped at {}",
+                from + i
+            );
+        }
+        from += n;
+        prop_assert_eq!(one.events(), stopping.events());
+        prop_assert_eq!(one.anomaly_count(), stopping.anomaly_count());
+        prop_assert_eq!(one.anomalies(), stopping.anomalies());
+        prop_assert_eq!(one.snapshot(), stopping.snapshot());
+    }
+    prop_assert_eq!(stopping.process_batch_until_anomaly(&[]), 0);
+    prop_assert_eq!(one.finish(), stopping.finish());
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(3000))]
 
@@ -95,5 +131,21 @@ proptest! {
         let one = Engine::with_profile(Config::default());
         let batched = Engine::with_profile(Config::default());
         batches_agree(one, batched, &events, cuts, tail)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn batches_stop_at_each_anomaly(
+        events in prop::collection::vec(event_at_site(), 0..80),
+        profiled in any::<bool>(),
+    ) {
+        let engine = || match profiled {
+            true => Engine::with_profile(Config::default()),
+            false => Engine::new(Config::default()),
+        };
+        stops_agree(engine(), engine(), &events)?;
     }
 }

@@ -5,6 +5,7 @@
 
 use super::{Engine, Pending};
 use crate::event::{Event, EventKind};
+use crate::frame::FrameKind;
 use crate::profile::cilkprof::{Held, Profiler};
 
 impl Engine {
@@ -18,6 +19,34 @@ impl Engine {
             self.apply_profiled(&mut p, e);
         }
         self.profiler = Some(p);
+    }
+
+    /// [`Engine::process_batch`] up to and including the first event after which
+    /// [`Engine::anomaly_count`] has changed: how many events it consumed (all of them when none
+    /// raised an anomaly). For a caller that names each anomaly's event (the session's nesting
+    /// warnings): it hands over the rest again.
+    pub fn process_batch_until_anomaly(&mut self, events: &[Event]) -> usize {
+        let before = self.anomaly_count;
+        let Some(mut p) = self.profiler.take() else {
+            for (i, e) in events.iter().enumerate() {
+                self.process_unprofiled(*e);
+                if self.anomaly_count != before {
+                    return i + 1;
+                }
+            }
+            return events.len();
+        };
+        let mut done = events.len();
+        for (i, e) in events.iter().enumerate() {
+            self.apply_profiled(&mut p, e);
+            if self.anomaly_count != before {
+                done = i + 1;
+                break;
+            }
+        }
+        self.events += done as u64;
+        self.profiler = Some(p);
+        done
     }
 
     /// One event for a profiling engine, but for the count of events. Leaf calls and iterations
@@ -54,7 +83,10 @@ impl Engine {
             // An iteration of the loop that is the top frame (with a frame held, the top frame
             // is that one's parent: the general step).
             EventKind::IterationBegin if self.pending == Pending::None && p.in_loop() => {
-                self.apply(&mut (), *e);
+                // The engine's top frame is that loop too: what its general step does then.
+                debug_assert!(self.stack.last().is_some_and(|f| f.kind == FrameKind::Loop));
+                self.acc = self.acc.wrapping_add(cost);
+                self.pending = Pending::Iteration;
                 p.hold_iteration(cost);
             }
             _ => {
