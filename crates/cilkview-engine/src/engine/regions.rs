@@ -69,11 +69,29 @@ impl Engine {
             spawns: self.spawns - r.spawns_at_begin,
             syncs: self.syncs - r.syncs_at_begin,
         };
-        let i = match self.regions.binary_search_by_key(&r.id, |m| m.id) {
+        self.record_region_measures(r.id, &m);
+    }
+
+    /// A region `id` that held one strand of `cost` ended (no spawn or sync in it).
+    #[inline(always)]
+    pub(super) fn record_strand_region(&mut self, id: RegionId, cost: u64) {
+        let m = Measures {
+            work: cost,
+            span: cost,
+            burdened_span: cost,
+            spawns: 0,
+            syncs: 0,
+        };
+        self.record_region_measures(id, &m);
+    }
+
+    /// A region `id` of measures `m` ended: its entry in the regions' measures counts it.
+    fn record_region_measures(&mut self, id: RegionId, m: &Measures) {
+        let i = match self.regions.binary_search_by_key(&id, |m| m.id) {
             Ok(i) => i,
             Err(i) => {
                 let new = RegionMeasures {
-                    id: r.id,
+                    id,
                     count: 0,
                     measures: Measures::default(),
                 };
@@ -83,6 +101,6 @@ impl Engine {
         };
         let entry = &mut self.regions[i];
         entry.count += 1;
-        entry.measures = entry.measures.then(&m);
+        entry.measures = entry.measures.then(m);
     }
 }
