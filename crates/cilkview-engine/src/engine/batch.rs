@@ -101,7 +101,17 @@ impl Engine {
                 (*acc, *pending) = (start.wrapping_add(cost), Pending::None);
                 true
             }
-            _ => false,
+            // Every kind named (not `_`): the jump on the kind then needs no range check.
+            EventKind::FunctionExit
+            | EventKind::SpawnReturn
+            | EventKind::Sync
+            | EventKind::IterationBegin
+            | EventKind::IterationEnd
+            | EventKind::LoopEnd
+            | EventKind::SpawnAfter { .. }
+            | EventKind::WaitFor { .. }
+            | EventKind::RegionBegin(_)
+            | EventKind::RegionEnd(_) => false,
         }
     }
 
