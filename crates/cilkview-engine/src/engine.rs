@@ -3,6 +3,7 @@
 
 use crate::event::{Event, EventKind};
 use crate::frame::{Frame, FrameExtra, FrameKind, Spares};
+use crate::loops::LoopState;
 use crate::measures::{Anomalies, Measures, RegionMeasures, Report};
 use crate::observer::Observer;
 use crate::paths::{Cost, End};
@@ -486,6 +487,20 @@ impl Engine {
         }
     }
 
+    /// A loop of state `lp`, its frame just popped, ends: its tree and the control code after its
+    /// last chunk run in series in its parent (the top frame now), the running total being the
+    /// engine's.
+    #[inline(always)]
+    fn fold_loop(&mut self, lp: &mut LoopState) {
+        let (tree, chunks, tail) = lp.finish(self.config.burden, self.acc);
+        let internal = chunks.saturating_sub(1);
+        self.spawns += internal;
+        self.syncs += internal;
+        let parent = self.top();
+        parent.serial(tree);
+        parent.serial(tail);
+    }
+
     /// Ends `frame`, just popped, and folds it into its parent (the top frame now).
     fn fold_into_parent<O: Observer>(&mut self, o: &mut O, frame: &mut Frame) {
         let (burden, acc, start) = (self.config.burden, self.acc, frame.paths.start);
@@ -493,13 +508,7 @@ impl Engine {
         // (Its state stays in its extra, which `pop_general` keeps for a later loop.)
         if let Some(lp) = frame.extra.as_mut().and_then(|x| x.lp.as_loop()) {
             o.pop(frame.kind, 0, 0);
-            let (tree, chunks, tail) = lp.finish(burden, acc);
-            let internal = chunks.saturating_sub(1);
-            self.spawns += internal;
-            self.syncs += internal;
-            let parent = self.top();
-            parent.serial(tree);
-            parent.serial(tail);
+            self.fold_loop(lp);
             return;
         }
         if frame.sync(acc, &mut self.ends) {

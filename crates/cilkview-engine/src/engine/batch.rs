@@ -131,9 +131,29 @@ impl Engine {
         let ends_loop = top.kind == FrameKind::Loop;
         if ends_loop {
             self.acc = acc;
-            self.pop_general(&mut ());
+            self.end_top_loop();
         }
         ends_loop
+    }
+
+    /// The top frame, a loop, ends: `Engine::pop_general` for a loop's frame (which has neither
+    /// regions nor children of its own out: spawns in its control code are measured as its
+    /// serial code), without the frame's move or its fold's tests.
+    #[inline(never)]
+    fn end_top_loop(&mut self) {
+        let top = self.stack.last_mut().expect("root frame is never popped");
+        match top.extra.take() {
+            Some(mut x) if x.lp.is_loop() => {
+                self.stack.truncate(self.stack.len() - 1);
+                self.loops_open -= 1;
+                self.fold_loop(&mut x.lp);
+                self.spares.keep_extra(x);
+            }
+            other => {
+                top.extra = other;
+                self.pop_general(&mut ());
+            }
+        }
     }
 
     /// An event `e` of `events` that the batch loop does not handle in line: a region that
