@@ -102,16 +102,10 @@ impl Engine {
                 true
             }
             // Every kind named (not `_`): the jump on the kind then needs no range check.
-            EventKind::FunctionExit
-            | EventKind::SpawnReturn
-            | EventKind::Sync
-            | EventKind::IterationBegin
-            | EventKind::IterationEnd
-            | EventKind::LoopEnd
-            | EventKind::SpawnAfter { .. }
-            | EventKind::WaitFor { .. }
-            | EventKind::RegionBegin(_)
-            | EventKind::RegionEnd(_) => false,
+            EventKind::FunctionExit | EventKind::SpawnReturn | EventKind::Sync => false,
+            EventKind::IterationBegin | EventKind::IterationEnd | EventKind::LoopEnd => false,
+            EventKind::SpawnAfter { .. } | EventKind::WaitFor { .. } => false,
+            EventKind::RegionBegin(_) | EventKind::RegionEnd(_) => false,
         }
     }
 
