@@ -159,18 +159,25 @@ impl Engine {
         // Where `e` is in the batch, by its address (the batch loop keeps no index: one register
         // fewer in it).
         let at = (e as *const Event as usize - events.as_ptr() as usize) / size_of::<Event>();
-        if let Some(end) = events.get(at + 1) {
-            if let Some(id) = self.strand_region(e, end) {
-                self.acc = self.acc.wrapping_add(e.cost).wrapping_add(end.cost);
-                self.record_strand_region(id, end.cost);
-                return;
+        match e.kind {
+            EventKind::RegionBegin(_) => {
+                let next = events.get(at + 1);
+                if let Some((id, end)) = next.and_then(|n| Some((self.strand_region(e, n)?, n))) {
+                    self.acc = self.acc.wrapping_add(e.cost).wrapping_add(end.cost);
+                    self.record_strand_region(id, end.cost);
+                    return;
+                }
             }
+            // The end of a region its begin took (the state that decided so is the same now).
+            EventKind::RegionEnd(_) => {
+                let taken = |begin| self.strand_region(begin, e).is_some();
+                if events.get(at.wrapping_sub(1)).is_some_and(taken) {
+                    return;
+                }
+            }
+            _ => {}
         }
-        // The end of a region its begin took (the state that decided so is the same now).
-        let taken = |begin| self.strand_region(begin, e).is_some();
-        if !events.get(at.wrapping_sub(1)).is_some_and(taken) {
-            self.apply(&mut (), *e);
-        }
+        self.apply(&mut (), *e);
     }
 
     /// If `begin` and `end` are a region's begin and its end, and the region is one measured at
