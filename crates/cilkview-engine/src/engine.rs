@@ -2,7 +2,8 @@
 //! regions and robustness for partial streams. See docs/engine.md for the model.
 
 use crate::event::{Event, EventKind};
-use crate::frame::{Frame, FrameKind, Spares};
+use crate::frame::{Frame, FrameExtra, FrameKind, Spares};
+use crate::loops::LoopState;
 use crate::measures::{Anomalies, Measures, RegionMeasures, Report};
 use crate::observer::Observer;
 use crate::paths::{Cost, End};
@@ -355,9 +356,9 @@ impl Engine {
         // were settled up to `start` at the iteration's begin.
         let burden = self.config.burden;
         let top = self.stack.last_mut().expect("root frame is never popped");
-        match top.extra.as_mut().and_then(|x| x.lp.as_mut()) {
-            Some(lp) => lp.end_leaf_iteration(burden, acc),
-            None => top_not_loop_iteration_ended(top, cost, burden, acc),
+        let in_loop = |x: &mut Box<FrameExtra>| x.lp.end_leaf_iteration(burden, acc);
+        if !top.extra.as_mut().is_some_and(in_loop) {
+            top_not_loop_iteration_ended(top, cost, burden, acc);
         }
         acc
     }
@@ -486,20 +487,28 @@ impl Engine {
         }
     }
 
+    /// A loop of state `lp`, its frame just popped, ends: its tree and the control code after its
+    /// last chunk run in series in its parent (the top frame now), the running total being the
+    /// engine's.
+    #[inline(always)]
+    fn fold_loop(&mut self, lp: &mut LoopState) {
+        let (tree, chunks, tail) = lp.finish(self.config.burden, self.acc);
+        let internal = chunks.saturating_sub(1);
+        self.spawns += internal;
+        self.syncs += internal;
+        let parent = self.top();
+        parent.serial(tree);
+        parent.serial(tail);
+    }
+
     /// Ends `frame`, just popped, and folds it into its parent (the top frame now).
     fn fold_into_parent<O: Observer>(&mut self, o: &mut O, frame: &mut Frame) {
         let (burden, acc, start) = (self.config.burden, self.acc, frame.paths.start);
         // A loop: its tree, then its control code after the last chunk.
         // (Its state stays in its extra, which `pop_general` keeps for a later loop.)
-        if let Some(lp) = frame.extra.as_mut().and_then(|x| x.lp.as_mut()) {
+        if let Some(lp) = frame.extra.as_mut().and_then(|x| x.lp.as_loop()) {
             o.pop(frame.kind, 0, 0);
-            let (tree, chunks, tail) = lp.finish(burden, acc);
-            let internal = chunks.saturating_sub(1);
-            self.spawns += internal;
-            self.syncs += internal;
-            let parent = self.top();
-            parent.serial(tree);
-            parent.serial(tail);
+            self.fold_loop(lp);
             return;
         }
         if frame.sync(acc, &mut self.ends) {

@@ -36,8 +36,9 @@ pub(crate) struct OpenRegion {
 pub(crate) struct FrameExtra {
     /// Regions opened in this frame, innermost last.
     pub(crate) regions: Vec<OpenRegion>,
-    /// Only for `FrameKind::Loop`.
-    pub(crate) lp: Option<LoopState>,
+    /// A loop's state, only for `FrameKind::Loop`; for other frames no loop's
+    /// (`LoopState::is_loop`: no test of an `Option` when a leaf iteration ends).
+    pub(crate) lp: LoopState,
     /// Where the siblings the next spawned child depends on end (`SpawnAfter`): it starts no
     /// earlier.
     pub(crate) after: End,
@@ -49,7 +50,7 @@ impl FrameExtra {
     /// this is a loop (if not, nothing was done).
     #[inline(always)]
     pub(crate) fn loop_part_ended(&mut self, f: impl FnOnce(&mut LoopState)) -> bool {
-        let Some(lp) = &mut self.lp else {
+        let Some(lp) = self.lp.as_loop() else {
             return false;
         };
         f(lp);
@@ -85,13 +86,11 @@ impl Spares {
     pub(crate) fn loop_extra(&mut self, grain: u64, acc: u64) -> Box<FrameExtra> {
         match self.loops.pop() {
             Some(mut x) => {
-                if let Some(lp) = &mut x.lp {
-                    lp.reset(grain, acc);
-                }
+                x.lp.reset(grain, acc);
                 x
             }
             None => Box::new(FrameExtra {
-                lp: Some(LoopState::new(grain, acc)),
+                lp: LoopState::new(grain, acc),
                 ..FrameExtra::default()
             }),
         }
@@ -100,9 +99,10 @@ impl Spares {
     /// The extra of a frame that ended, emptied, for a later frame (a loop's with its state).
     #[inline(always)]
     pub(crate) fn keep_extra(&mut self, mut x: Box<FrameExtra>) {
-        let pool = match x.lp {
-            Some(_) => &mut self.loops,
-            None => &mut self.extras,
+        let pool = if x.lp.is_loop() {
+            &mut self.loops
+        } else {
+            &mut self.extras
         };
         if pool.len() < SPARES {
             x.regions.clear();
@@ -147,7 +147,7 @@ impl Frame {
     /// ends on the short path of a plain call or spawn.
     pub(crate) fn release_idle_extra(&mut self, spares: &mut Spares) {
         let idle =
-            |x: &FrameExtra| x.regions.is_empty() && x.lp.is_none() && x.after == End::default();
+            |x: &FrameExtra| x.regions.is_empty() && !x.lp.is_loop() && x.after == End::default();
         if self.extra.as_deref().is_some_and(idle) {
             if let Some(x) = self.extra.take() {
                 spares.keep_extra(x);

@@ -20,8 +20,12 @@ struct Subtree {
 /// strand of the loop, its control code's or a leaf iteration's, costs it nothing: its work is
 /// the running total's. An iteration with marks inside ends as a part whose measures
 /// (`serial`) move the slacks.
-#[derive(Clone, Debug)]
+///
+/// The state of no loop (`Default`, a frame's that is no loop's) has a grain of 0: a leaf
+/// iteration's end then finds the chunk full, and only there learns that there is no loop.
+#[derive(Clone, Debug, Default)]
 pub(crate) struct LoopState {
+    /// Iterations a chunk: 1 or more for a loop, 0 for no loop.
     grain: u64,
     /// Iterations completed in the open chunk. 0 (no chunk open): the segment is loop
     /// control, charged to the next chunk or after the loop; more: the segment is the chunk's
@@ -49,6 +53,18 @@ impl LoopState {
         }
     }
 
+    /// Whether this is a loop's state (not the `Default`, no loop's).
+    #[inline(always)]
+    pub fn is_loop(&self) -> bool {
+        self.grain != 0
+    }
+
+    /// This state, if it is a loop's.
+    #[inline(always)]
+    pub fn as_loop(&mut self) -> Option<&mut LoopState> {
+        self.is_loop().then_some(self)
+    }
+
     /// This state as [`LoopState::new`] makes it, its subtree stack's memory kept.
     pub fn reset(&mut self, grain: u64, acc: u64) {
         self.grain = grain.max(1);
@@ -67,7 +83,7 @@ impl LoopState {
         self.bslack = self.bslack.wrapping_add(c.work.wrapping_sub(c.bspan));
     }
 
-    /// An iteration of measures `c` ended, the running total being `acc`.
+    /// An iteration of measures `c` ended, the running total being `acc` (a loop's state).
     #[inline(always)]
     pub fn end_iteration(&mut self, c: Cost, burden: u64, acc: u64) {
         self.serial(c);
@@ -75,13 +91,20 @@ impl LoopState {
     }
 
     /// An iteration that was one strand (in the running total already) ended, the running total
-    /// being `acc`.
+    /// being `acc`. Whether this is a loop's state (if not, nothing was done).
     #[inline(always)]
-    pub fn end_leaf_iteration(&mut self, burden: u64, acc: u64) {
-        self.in_chunk += 1;
-        if self.in_chunk >= self.grain {
-            self.flush_chunk(burden, acc);
+    pub fn end_leaf_iteration(&mut self, burden: u64, acc: u64) -> bool {
+        let in_chunk = self.in_chunk + 1;
+        if in_chunk < self.grain {
+            self.in_chunk = in_chunk;
+            return true;
         }
+        if !self.is_loop() {
+            return false;
+        }
+        self.in_chunk = in_chunk;
+        self.flush_chunk(burden, acc);
+        true
     }
 
     /// The segment's measures, the running total being `acc`, and a new one begun there.

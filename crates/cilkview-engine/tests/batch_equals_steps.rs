@@ -3,7 +3,8 @@
 //! profiler out once per batch and handles leaf calls and iterations in line) give the same
 //! report, profile included, anomalies and intermediate snapshots as the events given one by
 //! one (`Engine::process`), on arbitrary streams — unbalanced, closers without openers, stray
-//! iterations, dependences on siblings that do not exist — cut into batches anywhere.
+//! iterations, dependences on siblings that do not exist, regions that hold one strand — cut into
+//! batches anywhere.
 
 use cilkview_engine::{CallSite, Config, Engine, Event, EventKind, RegionId};
 use proptest::prelude::*;
@@ -28,6 +29,18 @@ fn kind() -> impl Strategy<Value = EventKind> {
 
 fn event() -> impl Strategy<Value = Event> {
     (0u64..1000, kind()).prop_map(|(cost, kind)| Event::new(cost, kind))
+}
+
+/// One event, or a region's begin and its end back to back (a region that holds one strand,
+/// which the batch loop measures at its begin), as often.
+fn event_or_strand_region() -> impl Strategy<Value = Vec<Event>> {
+    prop_oneof![
+        event().prop_map(|e| vec![e]),
+        (0u64..1000, 0u64..1000, 0u32..2).prop_map(|(begin, end, r)| vec![
+            Event::new(begin, EventKind::RegionBegin(RegionId(r))),
+            Event::new(end, EventKind::RegionEnd(RegionId(r))),
+        ]),
+    ]
 }
 
 /// An event at one of four call sites, or none.
@@ -121,6 +134,18 @@ proptest! {
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn batches_equal_single_events_with_strand_regions(
+        parts in prop::collection::vec(event_or_strand_region(), 0..60),
+        cuts in prop::collection::vec(0usize..100, 0..4),
+        burden in prop_oneof![Just(0u64), 1u64..40, Just(15_000)],
+        tail in 0u64..1000,
+    ) {
+        let config = Config { burden };
+        let events = parts.concat();
+        batches_agree(Engine::new(config), Engine::new(config), &events, cuts, tail)?;
+    }
 
     #[test]
     fn profiled_batches_equal_single_events(

@@ -1,10 +1,10 @@
 //! The unprofiled engine's batch loop: the common events (calls, spawns, their returns, syncs,
 //! a loop's iterations) handled in line with the running total and the pending frame held in
-//! locals, every other event, and every common one in an unusual state, by the general step
-//! (docs/engine.md, "Batches").
+//! locals, a region that holds one strand out of line with its end, every other event, and every
+//! common one in an unusual state, by the general step (docs/engine.md, "Batches").
 
 use super::{Engine, Pending};
-use crate::event::{Event, EventKind};
+use crate::event::{Event, EventKind, RegionId};
 use crate::frame::{Frame, FrameKind};
 
 impl Engine {
@@ -19,7 +19,7 @@ impl Engine {
         for e in events {
             if !self.step_common(e, &mut acc, &mut pending) {
                 (self.acc, self.pending) = (acc, pending);
-                self.apply_rare(*e);
+                self.step_rare(e, &events);
                 (acc, pending) = (self.acc, self.pending);
             }
         }
@@ -101,7 +101,11 @@ impl Engine {
                 (*acc, *pending) = (start.wrapping_add(cost), Pending::None);
                 true
             }
-            _ => false,
+            // Every kind named (not `_`): the jump on the kind then needs no range check.
+            EventKind::FunctionExit | EventKind::SpawnReturn | EventKind::Sync => false,
+            EventKind::IterationBegin | EventKind::IterationEnd | EventKind::LoopEnd => false,
+            EventKind::SpawnAfter { .. } | EventKind::WaitFor { .. } => false,
+            EventKind::RegionBegin(_) | EventKind::RegionEnd(_) => false,
         }
     }
 
@@ -121,15 +125,75 @@ impl Engine {
         let ends_loop = top.kind == FrameKind::Loop;
         if ends_loop {
             self.acc = acc;
-            self.pop_general(&mut ());
+            self.end_top_loop();
         }
         ends_loop
     }
 
-    /// An event the batch loop does not handle in line, by the general step.
+    /// The top frame, a loop, ends: `Engine::pop_general` for a loop's frame (which has neither
+    /// regions nor children of its own out: spawns in its control code are measured as its
+    /// serial code), without the frame's move or its fold's tests.
     #[inline(never)]
-    fn apply_rare(&mut self, e: Event) {
-        self.apply(&mut (), e);
+    fn end_top_loop(&mut self) {
+        let top = self.stack.last_mut().expect("root frame is never popped");
+        match top.extra.take() {
+            Some(mut x) if x.lp.is_loop() => {
+                self.stack.truncate(self.stack.len() - 1);
+                self.loops_open -= 1;
+                self.fold_loop(&mut x.lp);
+                self.spares.keep_extra(x);
+            }
+            other => {
+                top.extra = other;
+                self.pop_general(&mut ());
+            }
+        }
+    }
+
+    /// An event `e` of `events` that the batch loop does not handle in line: a region that
+    /// holds one strand (its begin, then its end next) at its begin with its end (which is
+    /// then passed over), else by the general step.
+    #[cold]
+    #[inline(never)]
+    fn step_rare(&mut self, e: &Event, events: &&[Event]) {
+        // Where `e` is in the batch, by its address (the batch loop keeps no index: one register
+        // fewer in it).
+        let at = (e as *const Event as usize - events.as_ptr() as usize) / size_of::<Event>();
+        match e.kind {
+            EventKind::RegionBegin(_) => {
+                let next = events.get(at + 1);
+                if let Some((id, end)) = next.and_then(|n| Some((self.strand_region(e, n)?, n))) {
+                    self.acc = self.acc.wrapping_add(e.cost).wrapping_add(end.cost);
+                    self.record_strand_region(id, end.cost);
+                    return;
+                }
+            }
+            // The end of a region its begin took (the state that decided so is the same now).
+            EventKind::RegionEnd(_) => {
+                let taken = |begin| self.strand_region(begin, e).is_some();
+                if events.get(at.wrapping_sub(1)).is_some_and(taken) {
+                    return;
+                }
+            }
+            _ => {}
+        }
+        self.apply(&mut (), *e);
+    }
+
+    /// If `begin` and `end` are a region's begin and its end, and the region is one measured at
+    /// its begin with no frame pushed or region opened (it holds one strand): its id. So is a
+    /// region that begins in the frame pending, or in the top frame if that is no loop (there a
+    /// region is an anomaly).
+    #[inline(always)]
+    fn strand_region(&self, begin: &Event, end: &Event) -> Option<RegionId> {
+        match (begin.kind, end.kind) {
+            (EventKind::RegionBegin(id), EventKind::RegionEnd(end))
+                if id == end && (self.pending != Pending::None || !self.top_is_loop()) =>
+            {
+                Some(id)
+            }
+            _ => None,
+        }
     }
 
     /// A frame of `kind` begins, the running total being `acc`: `Engine::push` of a new frame,

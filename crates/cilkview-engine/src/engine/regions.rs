@@ -69,11 +69,38 @@ impl Engine {
             spawns: self.spawns - r.spawns_at_begin,
             syncs: self.syncs - r.syncs_at_begin,
         };
-        let i = match self.regions.binary_search_by_key(&r.id, |m| m.id) {
+        self.record_region_measures(r.id, &m);
+    }
+
+    /// A region `id` that held one strand of `cost` ended (no spawn or sync in it).
+    #[inline(always)]
+    pub(super) fn record_strand_region(&mut self, id: RegionId, cost: u64) {
+        let strand = Measures {
+            work: cost,
+            span: cost,
+            burdened_span: cost,
+            spawns: 0,
+            syncs: 0,
+        };
+        let entry = self.region_entry(id);
+        entry.measures = entry.measures.then(&strand);
+    }
+
+    /// A region `id` of measures `m` ended: its entry in the regions' measures counts it.
+    fn record_region_measures(&mut self, id: RegionId, m: &Measures) {
+        let entry = self.region_entry(id);
+        entry.measures = entry.measures.then(m);
+    }
+
+    /// The entry of the regions' measures for region `id`, one more counted in it (made if
+    /// none: a new id is inserted in place).
+    #[inline(always)]
+    fn region_entry(&mut self, id: RegionId) -> &mut RegionMeasures {
+        let i = match self.regions.binary_search_by_key(&id, |m| m.id) {
             Ok(i) => i,
             Err(i) => {
                 let new = RegionMeasures {
-                    id: r.id,
+                    id,
                     count: 0,
                     measures: Measures::default(),
                 };
@@ -83,6 +110,6 @@ impl Engine {
         };
         let entry = &mut self.regions[i];
         entry.count += 1;
-        entry.measures = entry.measures.then(&m);
+        entry
     }
 }
