@@ -101,30 +101,11 @@ impl HotKind {
     const fn pair(first: HotKind, second: HotKind) -> u8 {
         ((first as u8) << 4) | second as u8
     }
-
-    /// Whether a word whose first hit is of this kind is dispatched at once with its second
-    /// ([`dispatch_pairs`]'s first kinds: a call's, a spawn's or a sync's).
-    fn paired_first(self) -> bool {
-        matches!(
-            self,
-            HotKind::FunctionEnter
-                | HotKind::FunctionExit
-                | HotKind::Spawn
-                | HotKind::SpawnReturn
-                | HotKind::Sync
-        )
-    }
-
-    /// Whether a word whose second half is of this kind is ([`dispatch_pairs`]'s second kinds:
-    /// the first kinds, or no second hit).
-    fn paired_second(self) -> bool {
-        self.paired_first() || self == HotKind::NotSmall
-    }
 }
 
 /// The value of `match $pair { .. }` with an arm `{ $arm!(A, B); $next }` for each pair of kinds
-/// `A`, `B` that [`HotKind::paired_first`] and [`HotKind::paired_second`] take, `$other` for any
-/// other pair: one jump a word. (Pairs with a loop's kinds dispatched at once too made the
+/// `A` of a call, a spawn or a sync and `B` of one too or `NotSmall`, `$other` for any other
+/// pair: one jump a word. (Pairs with a loop's kinds dispatched at once too made the
 /// loop's code spill its registers: more instructions a hit, not fewer.)
 macro_rules! dispatch_pairs {
     ($pair:ident, $arm:ident, $next:expr, $other:expr) => {
@@ -148,6 +129,10 @@ macro_rules! dispatch_pairs {
         }
     };
 }
+
+/// Words that [`HitPath::words`] hands [`HitPath::words_by_halves`] at once from one it does not
+/// dispatch at once: a loop's words take one call for this many.
+const HALVES_AT_A_TIME: usize = 512;
 
 /// The low 16 bits of a word of packed hits: its form (bits 0–1) and, for a small hit, the
 /// probe (bits 2–15).
@@ -262,8 +247,8 @@ impl HitPath<'_> {
     /// Words of packed hits in any form, no call sites profiled: each word of two small hits of
     /// a call, a spawn or a sync (or one, the second half zero), nearly every word the plugin
     /// writes, dispatched once on its pair of kinds, each half's kind read in
-    /// [`ProbeTable::small`] with its low 16 bits the key; any other word, and those after it
-    /// until one of those, by [`HitPath::words_by_halves`] out of line.
+    /// [`ProbeTable::small`] with its low 16 bits the key; any other word, and the
+    /// [`HALVES_AT_A_TIME`] − 1 after it, by [`HitPath::words_by_halves`] out of line.
     #[inline(always)]
     fn words(&mut self, thread: &mut Thread, words: &[u64], seen: &mut u64) {
         let small = &*self.probes.small;
@@ -288,42 +273,39 @@ impl HitPath<'_> {
                     self.plain(HotKind::$b, thread, probe_of(second), cost_of(second), seen);
                 }};
             }
-            rest = dispatch_pairs!(pair, both, after, self.words_by_halves(thread, rest, seen));
+            rest = dispatch_pairs!(pair, both, after, {
+                // A loop's words come in long runs: a few at a time one half at a time.
+                let (some, others) = rest.split_at(rest.len().min(HALVES_AT_A_TIME));
+                self.words_by_halves(thread, some, seen);
+                others
+            });
         }
     }
 
-    /// Words of packed hits one half at a time, as far as the first word after the first that
-    /// [`HitPath::words`] dispatches at once: the words from that one (none at the end).
+    /// Words of packed hits one half at a time.
     #[inline(never)]
-    fn words_by_halves<'w>(
-        &mut self,
-        thread: &mut Thread,
-        words: &'w [u64],
-        seen: &mut u64,
-    ) -> &'w [u64] {
+    fn words_by_halves(&mut self, thread: &mut Thread, words: &[u64], seen_out: &mut u64) {
+        // The anomaly count last seen in a register through the loop, as in `run`.
+        let mut last_seen = *seen_out;
+        let seen = &mut last_seen;
         let small = &*self.probes.small;
         let probe_of = |half: u64| move || PackedHit::small_hit(half).0;
         let cost_of = |half: u64| PackedHit::small_hit(half).1;
-        for (i, &x) in words.iter().enumerate() {
+        for &x in words {
             let kind = small[x as u16 as usize];
-            let second = x >> 32;
-            let second_kind = small[second as u16 as usize];
-            if i > 0 && kind.paired_first() && second_kind.paired_second() {
-                return &words[i..];
-            }
             if !self.plain(kind, thread, probe_of(x), cost_of(x), seen) {
                 self.one_hit_word(thread, x, seen);
                 continue;
             }
-            if !self.plain(second_kind, thread, probe_of(second), cost_of(second), seen)
-                && second != 0
-            {
+            let second = x >> 32;
+            let kind = small[second as u16 as usize];
+            if !self.plain(kind, thread, probe_of(second), cost_of(second), seen) && second != 0 {
                 // Not written by the plugin; read as a small hit all the same (as
                 // `PackedHit::for_each_hit_in` reads it).
                 self.odd_second(thread, second, seen);
             }
         }
-        &[]
+        *seen_out = last_seen;
     }
 
     /// A word of one hit among words of small hits (a cost of 2^16 or more): out of line.
