@@ -95,6 +95,45 @@ impl HotKind {
     }
 }
 
+impl HotKind {
+    /// The index of a word's two kinds in the hot loop's one jump a word.
+    #[inline(always)]
+    const fn pair(first: HotKind, second: HotKind) -> u8 {
+        ((first as u8) << 4) | second as u8
+    }
+}
+
+/// The value of `match $pair { .. }` with an arm `{ $arm!(A, B); $next }` for each pair of kinds
+/// `A` of a call, a spawn or a sync and `B` of one too or `NotSmall`, `$other` for any other
+/// pair: one jump a word. (Pairs with a loop's kinds dispatched at once too made the
+/// loop's code spill its registers: more instructions a hit, not fewer.)
+macro_rules! dispatch_pairs {
+    ($pair:ident, $arm:ident, $next:expr, $other:expr) => {
+        dispatch_pairs!(@rows $pair, $arm, $next, $other,
+            [FunctionEnter FunctionExit Spawn SpawnReturn Sync NotSmall], [],
+            FunctionEnter FunctionExit Spawn SpawnReturn Sync)
+    };
+    (@rows $pair:ident, $arm:ident, $next:expr, $other:expr, [$($b:ident)*], [$($arms:tt)*],
+     $a:ident $($rest:ident)*) => {
+        dispatch_pairs!(@rows $pair, $arm, $next, $other, [$($b)*],
+            [$($arms)* $(($a $b))*], $($rest)*)
+    };
+    (@rows $pair:ident, $arm:ident, $next:expr, $other:expr, $bs:tt,
+     [$(($a:ident $b:ident))*], ) => {
+        match $pair {
+            $(p if p == const { HotKind::pair(HotKind::$a, HotKind::$b) } => {
+                $arm!($a, $b);
+                $next
+            })*
+            _ => $other,
+        }
+    };
+}
+
+/// Words that [`HitPath::words`] hands [`HitPath::words_by_halves`] at once from one it does not
+/// dispatch at once: a loop's words take one call for this many.
+const HALVES_AT_A_TIME: usize = 512;
+
 /// The low 16 bits of a word of packed hits: its form (bits 0–1) and, for a small hit, the
 /// probe (bits 2–15).
 const SMALL_KEYS: usize = 1 << 16;
@@ -205,13 +244,51 @@ impl HitPath<'_> {
         }
     }
 
-    /// Words of packed hits in any form, no call sites profiled: each half word of small hits
-    /// (nearly every hit the plugin writes) dispatched on its kind in [`ProbeTable::small`], its
-    /// low 16 bits the key.
+    /// Words of packed hits in any form, no call sites profiled: each word of two small hits of
+    /// a call, a spawn or a sync (or one, the second half zero), nearly every word the plugin
+    /// writes, dispatched once on its pair of kinds, each half's kind read in
+    /// [`ProbeTable::small`] with its low 16 bits the key; any other word, and the
+    /// [`HALVES_AT_A_TIME`] − 1 after it, by [`HitPath::words_by_halves`] out of line.
     #[inline(always)]
     fn words(&mut self, thread: &mut Thread, words: &[u64], seen: &mut u64) {
         let small = &*self.probes.small;
         // The probe, read only off the hot path (a closure: nothing computed before the jump).
+        let probe_of = |half: u64| move || PackedHit::small_hit(half).0;
+        let cost_of = |half: u64| PackedHit::small_hit(half).1;
+        let mut rest = words;
+        while let [x, after @ ..] = rest {
+            let x = *x;
+            let second = x >> 32;
+            let pair = HotKind::pair(small[x as u16 as usize], small[second as u16 as usize]);
+            // Both hits' engine steps, each inlined for its kind.
+            macro_rules! both {
+                ($a:ident, NotSmall) => {{
+                    self.plain(HotKind::$a, thread, probe_of(x), cost_of(x), seen);
+                    if second != 0 {
+                        self.odd_second(thread, second, seen);
+                    }
+                }};
+                ($a:ident, $b:ident) => {{
+                    self.plain(HotKind::$a, thread, probe_of(x), cost_of(x), seen);
+                    self.plain(HotKind::$b, thread, probe_of(second), cost_of(second), seen);
+                }};
+            }
+            rest = dispatch_pairs!(pair, both, after, {
+                // A loop's words come in long runs: a few at a time one half at a time.
+                let (some, others) = rest.split_at(rest.len().min(HALVES_AT_A_TIME));
+                self.words_by_halves(thread, some, seen);
+                others
+            });
+        }
+    }
+
+    /// Words of packed hits one half at a time.
+    #[inline(never)]
+    fn words_by_halves(&mut self, thread: &mut Thread, words: &[u64], seen_out: &mut u64) {
+        // The anomaly count last seen in a register through the loop, as in `run`.
+        let mut last_seen = *seen_out;
+        let seen = &mut last_seen;
+        let small = &*self.probes.small;
         let probe_of = |half: u64| move || PackedHit::small_hit(half).0;
         let cost_of = |half: u64| PackedHit::small_hit(half).1;
         for &x in words {
@@ -228,6 +305,7 @@ impl HitPath<'_> {
                 self.odd_second(thread, second, seen);
             }
         }
+        *seen_out = last_seen;
     }
 
     /// A word of one hit among words of small hits (a cost of 2^16 or more): out of line.
