@@ -260,6 +260,7 @@ impl Sites {
     /// for an entry). `spawn_caller`, the thread's: the return address a runtime wrapper's spawn
     /// reported, kept for the next hit only — the task's entry in the same wrapper call, which
     /// the emulator reports without one (it reads a return address once per function entry).
+    #[inline(always)]
     pub(crate) fn site(
         &mut self,
         probe: ProbeSite,
@@ -281,19 +282,36 @@ impl Sites {
                 origin,
                 fallback,
             } => {
-                let known = self.names.len();
-                let site = self.caller_site(image, origin, fallback, operand);
-                // A new call-keyed site: remember the entry mark it calls (its callee's name).
-                if self.names.len() > known {
-                    if let (Some(site), Some(&(image, entry, _))) =
-                        (site, self.names.get(fallback.key() as usize - 1))
-                    {
-                        self.callees.insert(site, (image, entry));
-                    }
-                }
-                site
+                // No return address (none kept either): the fallback, no site keyed.
+                let Some(operand) = operand else {
+                    return Some(fallback);
+                };
+                self.keyed_site(image, origin, fallback, operand)
             }
         }
+    }
+
+    /// The site of a mark of `origin` in `image` (with its `fallback`) reporting return
+    /// address `operand`: [`Sites::caller_site`], and a new call-keyed site's callee noted.
+    #[inline(never)]
+    fn keyed_site(
+        &mut self,
+        image: u32,
+        origin: Origin,
+        fallback: CallSite,
+        operand: u64,
+    ) -> Option<CallSite> {
+        let known = self.names.len();
+        let site = self.caller_site(image, origin, fallback, Some(operand));
+        // A new call-keyed site: remember the entry mark it calls (its callee's name).
+        if self.names.len() > known {
+            if let (Some(site), Some(&(image, entry, _))) =
+                (site, self.names.get(fallback.key() as usize - 1))
+            {
+                self.callees.insert(site, (image, entry));
+            }
+        }
+        site
     }
 
     /// The site of a mark (`origin`: an entry, or a runtime's spawn) reporting return address

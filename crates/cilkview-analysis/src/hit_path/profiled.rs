@@ -10,7 +10,6 @@ use cilkview_engine::{CallSite, Event, EventKind};
 use cilkview_events::PackedHit;
 
 use super::{HitPath, HotKind, Thread};
-use crate::sites::{Origin, ProbeSite};
 
 /// The most events a batch holds.
 const BATCH: usize = 1024;
@@ -69,32 +68,11 @@ impl HitPath<'_> {
         thread.batch = batch;
     }
 
-    /// The site of a hit (without operand) of `probe`, an entry or a spawn of ours, as
-    /// [`HitPath::hit`] finds it: a fixed one in line, one keyed by the caller by
-    /// [`Sites::site`](crate::sites::Sites::site).
+    /// The site of a hit (without operand) of `probe`, an entry or a spawn of ours.
     #[inline(always)]
     fn site_of(&mut self, probe: usize, spawn_caller: &mut Option<u64>) -> Option<CallSite> {
-        let sites = self.sites.as_mut()?;
-        match self.probes.entries[probe].site {
-            // What `Sites::site` does for these: the kept return address is for the next hit only.
-            ProbeSite::Fixed(site) => {
-                *spawn_caller = None;
-                Some(site)
-            }
-            ProbeSite::None => {
-                *spawn_caller = None;
-                None
-            }
-            // No return address, none kept from a wrapper's spawn (or this one a wrapper's
-            // spawn, which keeps its own, none): the fallback, as `Sites::site` finds it.
-            ProbeSite::Caller {
-                origin, fallback, ..
-            } if origin == Origin::SpawnCall || spawn_caller.is_none() => {
-                *spawn_caller = None;
-                Some(fallback)
-            }
-            caller => sites.site(caller, None, spawn_caller),
-        }
+        let site = self.probes.entries[probe].site;
+        self.sites.as_mut()?.site(site, None, spawn_caller)
     }
 
     /// The batch handed to the thread's engine, each new anomaly recorded at the mark of the
