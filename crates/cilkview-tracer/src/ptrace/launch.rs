@@ -56,7 +56,7 @@ pub(crate) fn run<C: Counting>(
         .start(&mut child)
         .and_then(|()| t.event_loop(&child, opts));
     crate::signals::forward::ended();
-    info.notes.extend(t.counting.summary());
+    info.notes.extend(t.counting.summary(t.core.hits));
     match result {
         Ok(status) => Ok(Outcome {
             status,

@@ -55,7 +55,7 @@ pub(crate) fn attach<C: Counting>(
     let result = t.attach_session(opts, wake, &mut alarm);
     alarm.cancel();
     let mut info = info;
-    info.notes.extend(t.counting.summary());
+    info.notes.extend(t.counting.summary(t.core.hits));
     match result {
         Ok((ending, elapsed)) => Ok(AttachOutcome {
             ending,

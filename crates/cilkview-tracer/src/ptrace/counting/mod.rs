@@ -95,8 +95,8 @@ pub(crate) trait Counting {
         Ok(())
     }
     /// Notes for the counter's notes at the end of the run (e.g. how long the program waited
-    /// for the tool), each with its id.
-    fn summary(&self) -> Vec<cilkview_events::Note> {
+    /// for the tool), each with its id; `hits`: the mark hits the run reported.
+    fn summary(&self, _hits: u64) -> Vec<cilkview_events::Note> {
         Vec::new()
     }
     /// The next event of any tracee (a counting that records in the program's memory reports

@@ -83,9 +83,8 @@ pub(crate) struct Native {
     waited: u64,
     /// The empty strands' gaps of threads gone (`Strands::empty_gaps`): sum, number.
     empty_gaps: (u64, u64),
-    /// Hits reported, all threads, and the ticks of their cost taken off the strands by the
-    /// threads gone (`StrandState::hit_ticks()`).
-    hits: u64,
+    /// The ticks of the hits' cost taken off the strands by the threads gone
+    /// (`StrandState::hit_ticks()`).
     hit_ticks_gone: u64,
     /// The program's CPU time, for the note that sets the work against it.
     cpu: ProgramCpu,
@@ -111,7 +110,6 @@ impl Native {
             waits: 0,
             waited: 0,
             empty_gaps: (0, 0),
-            hits: 0,
             hit_ticks_gone: 0,
             cpu: ProgramCpu::default(),
         }
@@ -192,9 +190,7 @@ impl Native {
         }
         th.state = st;
         hits.flush(core);
-        let n = hits.n;
-        self.hits += n;
-        n
+        hits.n
     }
 
     /// Place stubs for the probes at `addrs` (just placed by `core`) and patch their marks.
@@ -509,7 +505,7 @@ impl Counting for Native {
         self.collect(tid);
     }
 
-    fn summary(&self) -> Vec<cilkview_events::Note> {
+    fn summary(&self, hits: u64) -> Vec<cilkview_events::Note> {
         let waits = self.waits_summary();
         let (sum, n) = (self.threads.values().map(|th| th.state.empty_gaps()))
             .fold(self.empty_gaps, |a, b| (a.0 + b.0, a.1 + b.1));
@@ -530,7 +526,7 @@ impl Counting for Native {
             let waited = ns(self.waited as f64);
             let taken = (self.threads.values().map(|th| th.state.hit_ticks()))
                 .fold(self.hit_ticks_gone, |a, b| a + b);
-            if let Some(cpu) = self.cpu.note(self.hits, ns(taken as f64), waited) {
+            if let Some(cpu) = self.cpu.note(hits, ns(taken as f64), waited) {
                 notes.push(cilkview_events::Note::new("cpu-time", cpu));
             }
         }
