@@ -177,7 +177,12 @@ impl Engine {
             }
             _ => {}
         }
+        // The events through this one, as a step would count them (a region's begin and end
+        // read it), not the batch's: the batch loop counts its events at once.
+        let batch_end = self.events;
+        self.events -= (events.len() - at - 1) as u64;
         self.apply(&mut (), *e);
+        self.events = batch_end;
     }
 
     /// If `begin` and `end` are a region's begin and its end, and the region is one measured at
