@@ -12,10 +12,11 @@ use cilkview_marks::{read_marks, MarksError};
 use cilkview_report::{AttachReport, RunInfo, RunReport};
 use cilkview_tracer::{AttachOptions, Backend, StopFlag, TraceError, TraceOptions};
 
-use crate::noise::{hit_cost_bound, NoiseLine};
+use crate::noise::NoiseLine;
 use crate::pipeline::pipelined;
 use crate::repeat::Estimate;
 use crate::repeat_runs::{replayed_span, run_repeatedly, Repeat, Repeated};
+use crate::time_warnings::time_warnings;
 use crate::{Progress, Session};
 
 /// The burden of a steal when none is given: 15,000 instructions (Cilkview's), or 5 µs for a
@@ -281,11 +282,8 @@ fn measuring_warnings(
     emulated_for: Option<Duration>,
 ) {
     if outcome.counter.unit == CostUnit::Nanoseconds {
-        let work = report.measures.work;
-        report
-            .warnings
-            .extend(strand_time_warning(outcome.hits, work, can_repeat));
-        report.warnings.extend(hit_cost_bound(outcome.hits, work));
+        let warnings = time_warnings(report, outcome.hits, can_repeat);
+        report.warnings.extend(warnings);
     }
     if request.counter == CounterMode::Auto && outcome.counter.kind == CounterMode::Step {
         if let Some(what) = cilkview_tracer::emulated_cpu_lacks(options) {
@@ -332,42 +330,6 @@ fn add_repeated(report: &mut RunReport, repeated: Repeated, time: bool, info: Ru
         report.warnings.push(noise.line());
         report.counter.noise = Some(noise.summary());
     }
-}
-
-/// Strands shorter on average than this (ns) say that `--repeat` would help.
-const SHORT_STRANDS_NS: u64 = 500_000;
-/// Strands shorter on average than this (ns) are of the order of the stub's own cost taken off
-/// each (~10 ns, its spread a few ns): time cannot resolve them.
-const TOO_FINE_NS: u64 = 25;
-
-/// What a time-based measure of `hits` strands of `work_ns` in all cannot see: strands too fine
-/// for time at all, or (when `--repeat` could help) short ones, which the machine's
-/// interruptions lengthen — and the span, a longest path, collects them.
-fn strand_time_warning(hits: u64, work_ns: u64, can_repeat: bool) -> Option<String> {
-    if hits == 0 {
-        return None;
-    }
-    let mean = work_ns / hits;
-    let shown = if mean < 1000 {
-        format!("{mean} ns")
-    } else {
-        format!("{:.1} µs", mean as f64 / 1000.0)
-    };
-    if mean < TOO_FINE_NS {
-        return Some(format!(
-            "strands are too fine for time (mean {shown} between marks, the order of the mark's \
-             own cost taken off each: the counter's reason says it): work and span by time say \
-             little here; count instructions (--counter emulate) or mark coarser strands"
-        ));
-    }
-    (can_repeat && mean < SHORT_STRANDS_NS).then(|| {
-        format!(
-            "strands are short (mean {shown} between marks): each interruption of the machine (a \
-             timer tick, the hypervisor; 15–40 µs on a VM) lengthens the strand it lands in and \
-             the span collects them, so the parallelism by time reads low; --repeat 5 (or auto) \
-             leaves each strand's interrupted runs out and states the noise bound"
-        )
-    })
 }
 
 /// The command line of process `pid` from /proc (argv\[0\] and the rest), or `process PID`.
@@ -458,11 +420,8 @@ fn attach_with(
     let subject = format!("process {} ({program})", request.pid);
     let mut report = session.finish(info, &subject, true);
     if outcome.counter.unit == CostUnit::Nanoseconds {
-        let work = report.measures.work;
-        report
-            .warnings
-            .extend(strand_time_warning(outcome.hits, work, false));
-        report.warnings.extend(hit_cost_bound(outcome.hits, work));
+        let warnings = time_warnings(&report, outcome.hits, false);
+        report.warnings.extend(warnings);
     }
     report.attach = Some(AttachReport::new(
         request.pid,

@@ -31,6 +31,7 @@ mod repeat;
 mod repeat_runs;
 mod session;
 mod sites;
+mod time_warnings;
 
 pub use entry_points::{
     attach, attach_chosen, check_program, choose_for_attach, choose_for_run, command_line, run,

@@ -83,26 +83,6 @@ impl NoiseLine<'_> {
     }
 }
 
-/// How far a mark hit's cost in a program may be from the one measured at start-up and taken
-/// off each strand (ns): measured 1.7–5.5 ns more on cilkbench's fib, nqueens and cholesky (their
-/// untraced kernels' CPU time against the work; docs/benchmarks.md).
-pub(crate) const HIT_COST_SPREAD_NS: u64 = 5;
-
-/// The work's bound from the marks' own cost, where it exceeds 5% of the work: `hits` hits ×
-/// [`HIT_COST_SPREAD_NS`] against `work` (ns).
-pub(crate) fn hit_cost_bound(hits: u64, work: u64) -> Option<String> {
-    let bound = hits.saturating_mul(HIT_COST_SPREAD_NS);
-    (work > 0 && bound * 20 > work).then(|| {
-        format!(
-            "work by time is uncertain by ±{:.0}% from the marks' own cost: {hits} hits × \
-             ~{HIT_COST_SPREAD_NS} ns, how far a hit's cost in a program may be from the one \
-             measured at start-up and taken off each strand; mark coarser strands or count \
-             instructions (--counter emulate) for a finer work",
-            100.0 * bound as f64 / work as f64
-        )
-    })
-}
-
 /// The middle value of `values` (the lower middle one of an even number).
 pub(crate) fn median_low(values: &[u64]) -> Option<u64> {
     median_index(values).map(|i| values[i])
@@ -152,20 +132,6 @@ mod tests {
              11.000 ms); span 2.000 ms −25.0% (1.500 ms with each strand at its shortest run); \
              differences within these are the machine's noise"
         );
-    }
-
-    #[test]
-    fn the_marks_own_cost_bounds_fine_grained_work() {
-        // 177k hits in 12.5 ms (nqueens 10): ±7%; 1,000 hits in 12.5 ms: nothing to say.
-        assert_eq!(
-            hit_cost_bound(177_000, 12_500_000).unwrap(),
-            "work by time is uncertain by ±7% from the marks' own cost: 177000 hits × ~5 ns, \
-             how far a hit's cost in a program may be from the one measured at start-up and taken \
-             off each strand; mark coarser strands or count instructions (--counter emulate) for \
-             a finer work"
-        );
-        assert_eq!(hit_cost_bound(1_000, 12_500_000), None);
-        assert_eq!(hit_cost_bound(1_000, 0), None);
     }
 
     #[test]

@@ -20,6 +20,8 @@ pub(crate) struct OpenRegion {
     pub(crate) paths: Paths,
     pub(crate) spawns_at_begin: u64,
     pub(crate) syncs_at_begin: u64,
+    /// The engine's events when it began (its begin included).
+    pub(crate) events_at_begin: u64,
     /// The frame's children since its last sync that were spawned before the region began
     /// (their strands are not in the region's sub-dag: a dependence on them is not its edge).
     pub(crate) first: usize,

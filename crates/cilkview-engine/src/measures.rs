@@ -82,6 +82,9 @@ pub struct RegionMeasures {
     pub id: RegionId,
     /// How many times a region with this label ended.
     pub count: u64,
+    /// The events after each of its begins up to and including its end: its strands, summed
+    /// over every time it ran (its mean strand is the work over these).
+    pub events: u64,
     pub measures: Measures,
 }
 
@@ -141,6 +144,7 @@ impl Report {
             match self.regions.iter_mut().find(|mine| mine.id == r.id) {
                 Some(mine) => {
                     mine.count += r.count;
+                    mine.events += r.events;
                     mine.measures = mine.measures.then(&r.measures);
                 }
                 None => self.regions.push(r),
@@ -380,6 +384,7 @@ mod tests {
         let region = |id, work| RegionMeasures {
             id: RegionId(id),
             count: 1,
+            events: work / 2,
             measures: m(work, work),
         };
         let a = Report {
@@ -414,7 +419,8 @@ mod tests {
         assert_eq!(c.anomalies.unmatched_closers, 1);
         let ids: Vec<u32> = c.regions.iter().map(|r| r.id.0).collect();
         assert_eq!(ids, [0, 1, 2]);
-        assert_eq!((c.regions[2].count, c.regions[2].measures.work), (2, 11));
+        let r2 = &c.regions[2];
+        assert_eq!((r2.count, r2.events, r2.measures.work), (2, 5, 11));
     }
 
     #[test]

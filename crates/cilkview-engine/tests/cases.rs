@@ -142,6 +142,8 @@ fn a_region_that_ends_with_children_out_includes_them_but_does_not_sync_the_prog
     assert_eq!(region.id, RegionId(3));
     assert_eq!((region.measures.work, region.measures.span), (110, 100));
     assert_eq!((region.measures.spawns, region.measures.syncs), (1, 0));
+    // Its events: the spawn, the child's return and its end (its three strands).
+    assert_eq!(region.events, 3);
 }
 
 #[test]
@@ -172,6 +174,38 @@ fn repeated_and_nested_regions_accumulate() {
     );
     assert_eq!((inner.measures.spawns, inner.measures.syncs), (2, 2));
     assert_eq!((r.total.work, r.total.span), (110, 90));
+    // Events after each begin through its end: the inner region's 4 (spawn, return, sync, end),
+    // the outer one's those, the inner begin and its own end: 6; twice each.
+    assert_eq!((outer.events, inner.events), (12, 8));
+}
+
+#[test]
+fn a_regions_events_are_its_strands_in_steps_and_in_batches() {
+    // f { R { 7 } ; S { spawn 30; 5 } exit } : R holds one strand (its end's), S ends implicitly
+    // at f's exit after 3 events (spawn, return, exit); a region around it all sees its 8.
+    let events = [
+        (0, RegionBegin(RegionId(2))),
+        (1, FunctionEnter),
+        (0, RegionBegin(RegionId(0))),
+        (7, RegionEnd(RegionId(0))),
+        (0, RegionBegin(RegionId(1))),
+        (0, Spawn),
+        (30, SpawnReturn),
+        (5, FunctionExit),
+        (0, RegionEnd(RegionId(2))),
+    ];
+    let stepped = run(0, &events);
+    let mut engine = Engine::new(Config { burden: 0 });
+    let batch: Vec<Event> = events.iter().map(|&(c, k)| Event::new(c, k)).collect();
+    engine.process_batch(&batch[..4]);
+    engine.process_batch(&batch[4..]);
+    let batched = engine.finish();
+    for r in [&stepped, &batched] {
+        let events: Vec<u64> = r.regions.iter().map(|m| m.events).collect();
+        assert_eq!(events, [1, 3, 8]);
+        assert_eq!(r.regions[0].measures.work, 7);
+        assert_eq!(r.anomalies.implicit_region_ends, 1);
+    }
 }
 
 /// A loop of `n` iterations of cost `c` each, grain `g`, no loop-control cost.

@@ -188,6 +188,10 @@ pub struct RegionReport {
     pub label: String,
     #[serde(flatten)]
     pub measures: MeasuresReport,
+    /// Marks hit in it, each ending one of its strands (after each of its begins, up to and
+    /// including its end), over every time it ran; absent in a report from before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events: Option<u64>,
 }
 
 /// A whole analysis report. Field order is the JSON key order. Reading one back, only `work`,
@@ -352,6 +356,7 @@ impl RunReport {
                 .map(|r| RegionReport {
                     label: label(r.id.0),
                     measures: MeasuresReport::of(&r.measures),
+                    events: Some(r.events),
                 })
                 .collect(),
             attach: None,

@@ -177,7 +177,17 @@ impl Engine {
             }
             _ => {}
         }
-        self.apply(&mut (), *e);
+        self.apply_in_batch(*e, (events.len() - at - 1) as u64);
+    }
+
+    /// The general step of an event of a batch that has `after` events after it: with the events
+    /// counted through this one, as a step counts them (a region's begin and end read them), not
+    /// through the batch's end as the batch loop counts them.
+    #[inline(never)]
+    fn apply_in_batch(&mut self, e: Event, after: u64) {
+        self.events -= after;
+        self.apply(&mut (), e);
+        self.events += after;
     }
 
     /// If `begin` and `end` are a region's begin and its end, and the region is one measured at

@@ -14,8 +14,9 @@ impl Engine {
         let Some(mut p) = self.profiler.take() else {
             return;
         };
-        self.events += events.len() as u64;
         for e in events {
+            // Counted as a step counts (a region's begin and end read it).
+            self.events += 1;
             self.apply_profiled(&mut p, e);
         }
         self.profiler = Some(p);
@@ -38,13 +39,13 @@ impl Engine {
         };
         let mut done = events.len();
         for (i, e) in events.iter().enumerate() {
+            self.events += 1;
             self.apply_profiled(&mut p, e);
             if self.anomaly_count != before {
                 done = i + 1;
                 break;
             }
         }
-        self.events += done as u64;
         self.profiler = Some(p);
         done
     }

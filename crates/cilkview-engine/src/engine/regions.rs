@@ -12,6 +12,7 @@ impl Engine {
     #[inline(always)]
     pub(super) fn begin_region(&mut self, id: RegionId) {
         let (spawns_at_begin, syncs_at_begin, acc) = (self.spawns, self.syncs, self.acc);
+        let events_at_begin = self.events;
         let out = self.ends.len();
         let top = self.stack.last_mut().expect("root frame is never popped");
         let first = out - top.base;
@@ -25,6 +26,7 @@ impl Engine {
             paths: Paths::new(acc),
             spawns_at_begin,
             syncs_at_begin,
+            events_at_begin,
             first,
             ends: Vec::new(),
             after: End::default(),
@@ -69,7 +71,7 @@ impl Engine {
             spawns: self.spawns - r.spawns_at_begin,
             syncs: self.syncs - r.syncs_at_begin,
         };
-        self.record_region_measures(r.id, &m);
+        self.record_region_measures(r.id, &m, self.events - r.events_at_begin);
     }
 
     /// A region `id` that held one strand of `cost` ended (no spawn or sync in it).
@@ -82,14 +84,15 @@ impl Engine {
             spawns: 0,
             syncs: 0,
         };
-        let entry = self.region_entry(id);
-        entry.measures = entry.measures.then(&strand);
+        self.record_region_measures(id, &strand, 1);
     }
 
-    /// A region `id` of measures `m` ended: its entry in the regions' measures counts it.
-    fn record_region_measures(&mut self, id: RegionId, m: &Measures) {
+    /// A region `id` of measures `m` and `events` ended: its entry in the regions' measures
+    /// counts it.
+    fn record_region_measures(&mut self, id: RegionId, m: &Measures, events: u64) {
         let entry = self.region_entry(id);
         entry.measures = entry.measures.then(m);
+        entry.events += events;
     }
 
     /// The entry of the regions' measures for region `id`, one more counted in it (made if
@@ -102,6 +105,7 @@ impl Engine {
                 let new = RegionMeasures {
                     id,
                     count: 0,
+                    events: 0,
                     measures: Measures::default(),
                 };
                 self.regions.insert(i, new);
