@@ -259,12 +259,6 @@ impl FramePaths {
             self.p.absorb(arena, keys, &mut self.c);
             return;
         }
-        self.sync_children(arena, keys, tree);
-    }
-
-    /// [`FramePaths::sync`] with children spawned since the last sync.
-    #[inline(never)]
-    fn sync_children(&mut self, arena: &mut Arena, keys: usize, tree: &mut PathTree) {
         if self.cur == START {
             if let Some((total, path)) = tree.pop_sole_child(self.base, self.first) {
                 // One child since the last sync, started at it (a fork-join's common case):
@@ -280,6 +274,13 @@ impl FramePaths {
                 return;
             }
         }
+        self.sync_children(arena, keys, tree);
+    }
+
+    /// [`FramePaths::sync`] with children spawned since the last sync, more than one or not all
+    /// from it.
+    #[inline(never)]
+    fn sync_children(&mut self, arena: &mut Arena, keys: usize, tree: &mut PathTree) {
         let mut longest: Option<(u32, u64)> = None;
         for &end in tree.children(self.first) {
             let total = tree.total(end);
