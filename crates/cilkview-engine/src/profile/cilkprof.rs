@@ -152,6 +152,7 @@ impl Profiler {
     }
 
     /// A frame is pushed; `site` only for function enters and spawns.
+    #[inline(always)]
     pub fn push(&mut self, kind: FrameKind, site: Option<CallSite>) {
         let top = &self.stack[self.depth];
         let (ctx, caller) = (top.ctx, top.instance);
@@ -250,6 +251,7 @@ impl Profiler {
     /// The top frame, of `kind`, ends with the engine's measures (`work`, `span`) and folds into
     /// its parent the way the engine's `pop` does. (The frame is worked on in its slot, which
     /// it leaves with empty paths for the next push.)
+    #[inline(always)]
     pub fn pop(&mut self, kind: FrameKind, work: u64, span: u64) {
         let keys = self.tables.keys();
         let arena = &mut self.arena;
