@@ -5,7 +5,7 @@
 
 use super::{Engine, Pending};
 use crate::event::{Event, EventKind};
-use crate::frame::FrameKind;
+use crate::frame::{Frame, FrameKind};
 use crate::profile::cilkprof::{Held, Profiler};
 
 impl Engine {
@@ -89,6 +89,38 @@ impl Engine {
                 self.pending = Pending::Iteration;
                 p.hold_iteration(cost);
             }
+            // What the general step does for a frame's begin, or its end or a sync with no
+            // frame held (one jump on the kind, not two).
+            EventKind::Spawn => {
+                self.frame_event_strand(p, cost);
+                self.spawns += 1;
+                self.push(Frame::new(FrameKind::Spawn, self.acc));
+                p.push(FrameKind::Spawn, e.site);
+            }
+            EventKind::LoopBegin { grain } => {
+                self.frame_event_strand(p, cost);
+                self.begin_loop(grain, self.acc);
+                p.push_loop(grain);
+            }
+            EventKind::FunctionExit if self.pending == Pending::None => {
+                self.frame_event_strand(p, cost);
+                self.close(p, FrameKind::Function);
+            }
+            EventKind::SpawnReturn if self.pending == Pending::None => {
+                self.frame_event_strand(p, cost);
+                self.close(p, FrameKind::Spawn);
+            }
+            EventKind::LoopEnd if self.pending == Pending::None => {
+                self.frame_event_strand(p, cost);
+                self.close(p, FrameKind::Loop);
+            }
+            EventKind::Sync if self.pending == Pending::None => {
+                self.frame_event_strand(p, cost);
+                self.syncs += 1;
+                p.sync();
+                let top = self.stack.last_mut().expect("root frame is never popped");
+                top.sync(self.acc, &mut self.ends);
+            }
             _ => {
                 if self.pending != Pending::None {
                     p.push_held();
@@ -96,5 +128,17 @@ impl Engine {
                 self.apply(p, *e);
             }
         }
+    }
+
+    /// The strand that ends at an event the general step would handle: the frame held, if any,
+    /// pushed first (the engine's and the profiler's), the strand then in the top frame.
+    #[inline(always)]
+    fn frame_event_strand(&mut self, p: &mut Profiler, cost: u64) {
+        if self.pending != Pending::None {
+            p.push_held();
+            self.push_pending();
+        }
+        self.acc = self.acc.wrapping_add(cost);
+        p.strand(cost);
     }
 }
