@@ -236,7 +236,7 @@ impl Profiler {
     pub fn spawn_after(&mut self, sibling: u64) {
         let f = &mut self.stack[self.depth];
         if f.lp.is_none() {
-            f.paths.spawn_after(&self.tree, sibling);
+            f.paths.spawn_after(&mut self.tree, sibling);
         }
     }
 
@@ -244,7 +244,7 @@ impl Profiler {
     pub fn wait_for(&mut self, sibling: u64) {
         let f = &mut self.stack[self.depth];
         if f.lp.is_none() {
-            f.paths.wait_for(&mut self.arena, &self.tree, sibling);
+            f.paths.wait_for(&mut self.arena, &mut self.tree, sibling);
         }
     }
 
