@@ -121,13 +121,26 @@ impl Engine {
                 let top = self.stack.last_mut().expect("root frame is never popped");
                 top.sync(self.acc, &mut self.ends);
             }
-            _ => {
-                if self.pending != Pending::None {
-                    p.push_held();
-                }
-                self.apply(p, *e);
+            // Every kind named (not `_`): the jump on the kind then needs no range check.
+            EventKind::FunctionExit | EventKind::SpawnReturn | EventKind::Sync => {
+                self.apply_general(p, e)
             }
+            EventKind::IterationBegin | EventKind::IterationEnd | EventKind::LoopEnd => {
+                self.apply_general(p, e)
+            }
+            EventKind::SpawnAfter { .. } | EventKind::WaitFor { .. } => self.apply_general(p, e),
+            EventKind::RegionBegin(_) | EventKind::RegionEnd(_) => self.apply_general(p, e),
         }
+    }
+
+    /// The general step for an event of a profiling engine, the frame held, if any, pushed
+    /// first.
+    #[inline(never)]
+    fn apply_general(&mut self, p: &mut Profiler, e: &Event) {
+        if self.pending != Pending::None {
+            p.push_held();
+        }
+        self.apply(p, *e);
     }
 
     /// The strand that ends at an event the general step would handle: the frame held, if any,
