@@ -131,10 +131,7 @@ impl Profiler {
     #[inline(never)]
     fn leaf_invocation(&mut self, site: CallSite, cost: u64) {
         let (ctx, caller) = (self.top().ctx, self.top().instance);
-        let (ctx, inv) = self.tables.open(SiteKind::Call, site, ctx, caller);
-        let entry = self
-            .tables
-            .close(ctx, inv, WorkSpan::new(cost, cost), cost, cost);
+        let (ctx, entry) = self.tables.leaf(site, ctx, caller, cost);
         let keys = self.tables.keys();
         let (arena, f) = (&mut self.arena, &mut self.stack[self.depth]);
         let p = f.current();
