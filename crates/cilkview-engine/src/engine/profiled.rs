@@ -16,7 +16,7 @@ impl Engine {
         };
         self.events += events.len() as u64;
         for e in events {
-            self.apply_profiled(&mut p, e);
+            self.apply_profiled(&mut p, e, events);
         }
         self.profiler = Some(p);
     }
@@ -38,7 +38,7 @@ impl Engine {
         };
         let mut done = events.len();
         for (i, e) in events.iter().enumerate() {
-            self.apply_profiled(&mut p, e);
+            self.apply_profiled(&mut p, e, events);
             if self.anomaly_count != before {
                 done = i + 1;
                 break;
@@ -53,8 +53,11 @@ impl Engine {
     /// take the unprofiled path's shortcut (no frame pushed when the next event is their end):
     /// the profiler holds what began (as the engine's `pending`), and either ends it at once
     /// (`end_held_call`, `end_held_iteration`) or pushes its frame when the engine pushes its own.
+    /// A region that holds one strand (its begin, then its end next in `events`, the batch `e`
+    /// is in, if any) is measured at its begin as the unprofiled batch does, its end then passed
+    /// over.
     #[inline(always)]
-    pub(super) fn apply_profiled(&mut self, p: &mut Profiler, e: &Event) {
+    pub(super) fn apply_profiled(&mut self, p: &mut Profiler, e: &Event, events: &[Event]) {
         debug_assert_eq!(self.pending == Pending::None, p.held() == Held::None);
         let cost = e.cost;
         match e.kind {
@@ -129,7 +132,7 @@ impl Engine {
                 self.apply_general(p, e)
             }
             EventKind::SpawnAfter { .. } | EventKind::WaitFor { .. } => self.apply_general(p, e),
-            EventKind::RegionBegin(_) | EventKind::RegionEnd(_) => self.apply_general(p, e),
+            EventKind::RegionBegin(_) | EventKind::RegionEnd(_) => self.region_event(p, e, events),
         }
     }
 
@@ -153,5 +156,37 @@ impl Engine {
         }
         self.acc = self.acc.wrapping_add(cost);
         p.strand(cost);
+    }
+
+    /// A region's begin or end `e` of `events`: a region that holds one strand (its begin, then
+    /// its end next; see `Engine::strand_region`) measured at its begin, in the frame held, if
+    /// any, pushed first (its strands run in it), its end then passed over; else the general
+    /// step.
+    #[inline(never)]
+    fn region_event(&mut self, p: &mut Profiler, e: &Event, events: &[Event]) {
+        // Where `e` is in the batch, by its address (none such when `events` is not its batch).
+        let at = (e as *const Event as usize).wrapping_sub(events.as_ptr() as usize)
+            / size_of::<Event>();
+        match e.kind {
+            EventKind::RegionBegin(id) => {
+                if let Some(end) = events.get(at.wrapping_add(1)) {
+                    if self.strand_region(e, end).is_some() {
+                        // The frame held, if any, pushed: the region's strands run in it.
+                        self.frame_event_strand(p, e.cost.wrapping_add(end.cost));
+                        self.record_strand_region(id, end.cost);
+                        return;
+                    }
+                }
+            }
+            // The end of a region its begin took (the state that decided so is the same now).
+            EventKind::RegionEnd(_) => {
+                let begin = events.get(at.wrapping_sub(1));
+                if begin.is_some_and(|b| self.strand_region(b, e).is_some()) {
+                    return;
+                }
+            }
+            _ => {}
+        }
+        self.apply_general(p, e);
     }
 }
