@@ -205,7 +205,7 @@ impl Engine {
             return;
         };
         self.events += 1;
-        self.apply_profiled(&mut p, &Event::at(cost, kind, site));
+        self.apply_profiled(&mut p, &Event::at(cost, kind, site), &[]);
         self.profiler = Some(p);
     }
 

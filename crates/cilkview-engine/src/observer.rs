@@ -46,6 +46,7 @@ impl Observer for Profiler {
     fn strand(&mut self, cost: u64) {
         Profiler::strand(self, cost)
     }
+    #[inline(always)]
     fn push(&mut self, kind: FrameKind, site: Option<CallSite>) {
         Profiler::push(self, kind, site)
     }
@@ -64,6 +65,7 @@ impl Observer for Profiler {
     fn wait_for(&mut self, sibling: u64) {
         Profiler::wait_for(self, sibling)
     }
+    #[inline(always)]
     fn pop(&mut self, kind: FrameKind, work: u64, span: u64) {
         Profiler::pop(self, kind, work, span)
     }

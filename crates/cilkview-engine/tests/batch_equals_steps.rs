@@ -1,10 +1,10 @@
-//! Property tests: the engine's batch loops (`Engine::process_batch`: unprofiled, which handles
-//! the common events in line and the others by the general step; profiling, which takes the
-//! profiler out once per batch and handles leaf calls and iterations in line) give the same
-//! report, profile included, anomalies and intermediate snapshots as the events given one by
-//! one (`Engine::process`), on arbitrary streams — unbalanced, closers without openers, stray
-//! iterations, dependences on siblings that do not exist, regions that hold one strand — cut into
-//! batches anywhere.
+//! Property tests: the engine's batch loops (`Engine::process_batch`: unprofiled, which handles the
+//! common events in line and the others by the general step; profiling, which takes the profiler
+//! out once per batch and handles leaf calls and iterations and regions that hold one strand in
+//! line) give the same report, profile included, anomalies and intermediate snapshots as the events
+//! given one by one (`Engine::process`), on arbitrary streams — unbalanced, closers without
+//! openers, stray iterations, dependences on siblings that do not exist, regions that hold one
+//! strand — cut into batches anywhere.
 
 use cilkview_engine::{CallSite, Config, Engine, Event, EventKind, RegionId};
 use proptest::prelude::*;
@@ -47,6 +47,14 @@ fn event_or_strand_region() -> impl Strategy<Value = Vec<Event>> {
 fn event_at_site() -> impl Strategy<Value = Event> {
     (0u64..1000, kind(), prop::option::of(1u64..5))
         .prop_map(|(cost, kind, site)| Event::at(cost, kind, site.and_then(CallSite::new)))
+}
+
+/// An event at a site (or none), or a region that holds one strand, as often.
+fn event_at_site_or_strand_region() -> impl Strategy<Value = Vec<Event>> {
+    prop_oneof![
+        event_at_site().prop_map(|e| vec![e]),
+        event_or_strand_region(),
+    ]
 }
 
 /// `events` given to `one` one by one and to `batched` in batches ending at `cuts`, then `tail`
@@ -157,6 +165,18 @@ proptest! {
         let batched = Engine::with_profile(Config::default());
         batches_agree(one, batched, &events, cuts, tail)?;
     }
+
+    #[test]
+    fn profiled_batches_equal_single_events_with_strand_regions(
+        parts in prop::collection::vec(event_at_site_or_strand_region(), 0..60),
+        cuts in prop::collection::vec(0usize..100, 0..4),
+        tail in 0u64..1000,
+    ) {
+        let events = parts.concat();
+        let one = Engine::with_profile(Config::default());
+        let batched = Engine::with_profile(Config::default());
+        batches_agree(one, batched, &events, cuts, tail)?;
+    }
 }
 
 proptest! {
@@ -171,6 +191,19 @@ proptest! {
             true => Engine::with_profile(Config::default()),
             false => Engine::new(Config::default()),
         };
+        stops_agree(engine(), engine(), &events)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1000))]
+
+    #[test]
+    fn profiled_batches_stop_at_each_anomaly_with_strand_regions(
+        parts in prop::collection::vec(event_at_site_or_strand_region(), 0..60),
+    ) {
+        let events = parts.concat();
+        let engine = || Engine::with_profile(Config::default());
         stops_agree(engine(), engine(), &events)?;
     }
 }

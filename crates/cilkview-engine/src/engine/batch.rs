@@ -195,7 +195,7 @@ impl Engine {
     /// region that begins in the frame pending, or in the top frame if that is no loop (there a
     /// region is an anomaly).
     #[inline(always)]
-    fn strand_region(&self, begin: &Event, end: &Event) -> Option<RegionId> {
+    pub(super) fn strand_region(&self, begin: &Event, end: &Event) -> Option<RegionId> {
         match (begin.kind, end.kind) {
             (EventKind::RegionBegin(id), EventKind::RegionEnd(end))
                 if id == end && (self.pending != Pending::None || !self.top_is_loop()) =>

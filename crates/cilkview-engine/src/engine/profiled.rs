@@ -5,7 +5,7 @@
 
 use super::{Engine, Pending};
 use crate::event::{Event, EventKind};
-use crate::frame::FrameKind;
+use crate::frame::{Frame, FrameKind};
 use crate::profile::cilkprof::{Held, Profiler};
 
 impl Engine {
@@ -17,7 +17,7 @@ impl Engine {
         for e in events {
             // Counted as a step counts (a region's begin and end read it).
             self.events += 1;
-            self.apply_profiled(&mut p, e);
+            self.apply_profiled(&mut p, e, events);
         }
         self.profiler = Some(p);
     }
@@ -40,7 +40,7 @@ impl Engine {
         let mut done = events.len();
         for (i, e) in events.iter().enumerate() {
             self.events += 1;
-            self.apply_profiled(&mut p, e);
+            self.apply_profiled(&mut p, e, events);
             if self.anomaly_count != before {
                 done = i + 1;
                 break;
@@ -54,8 +54,11 @@ impl Engine {
     /// take the unprofiled path's shortcut (no frame pushed when the next event is their end):
     /// the profiler holds what began (as the engine's `pending`), and either ends it at once
     /// (`end_held_call`, `end_held_iteration`) or pushes its frame when the engine pushes its own.
+    /// A region that holds one strand (its begin, then its end next in `events`, the batch `e`
+    /// is in, if any) is measured at its begin as the unprofiled batch does, its end then passed
+    /// over.
     #[inline(always)]
-    pub(super) fn apply_profiled(&mut self, p: &mut Profiler, e: &Event) {
+    pub(super) fn apply_profiled(&mut self, p: &mut Profiler, e: &Event, events: &[Event]) {
         debug_assert_eq!(self.pending == Pending::None, p.held() == Held::None);
         let cost = e.cost;
         match e.kind {
@@ -90,12 +93,101 @@ impl Engine {
                 self.pending = Pending::Iteration;
                 p.hold_iteration(cost);
             }
-            _ => {
-                if self.pending != Pending::None {
-                    p.push_held();
-                }
-                self.apply(p, *e);
+            // What the general step does for a frame's begin, or its end or a sync with no
+            // frame held (one jump on the kind, not two).
+            EventKind::Spawn => {
+                self.frame_event_strand(p, cost);
+                self.spawns += 1;
+                self.push(Frame::new(FrameKind::Spawn, self.acc));
+                p.push(FrameKind::Spawn, e.site);
             }
+            EventKind::LoopBegin { grain } => {
+                self.frame_event_strand(p, cost);
+                self.begin_loop(grain, self.acc);
+                p.push_loop(grain);
+            }
+            EventKind::FunctionExit if self.pending == Pending::None => {
+                self.frame_event_strand(p, cost);
+                self.close(p, FrameKind::Function);
+            }
+            EventKind::SpawnReturn if self.pending == Pending::None => {
+                self.frame_event_strand(p, cost);
+                self.close(p, FrameKind::Spawn);
+            }
+            EventKind::LoopEnd if self.pending == Pending::None => {
+                self.frame_event_strand(p, cost);
+                self.close(p, FrameKind::Loop);
+            }
+            EventKind::Sync if self.pending == Pending::None => {
+                self.frame_event_strand(p, cost);
+                self.syncs += 1;
+                p.sync();
+                let top = self.stack.last_mut().expect("root frame is never popped");
+                top.sync(self.acc, &mut self.ends);
+            }
+            // Every kind named (not `_`): the jump on the kind then needs no range check.
+            EventKind::FunctionExit | EventKind::SpawnReturn | EventKind::Sync => {
+                self.apply_general(p, e)
+            }
+            EventKind::IterationBegin | EventKind::IterationEnd | EventKind::LoopEnd => {
+                self.apply_general(p, e)
+            }
+            EventKind::SpawnAfter { .. } | EventKind::WaitFor { .. } => self.apply_general(p, e),
+            EventKind::RegionBegin(_) | EventKind::RegionEnd(_) => self.region_event(p, e, events),
         }
+    }
+
+    /// The general step for an event of a profiling engine, the frame held, if any, pushed
+    /// first.
+    #[inline(never)]
+    fn apply_general(&mut self, p: &mut Profiler, e: &Event) {
+        if self.pending != Pending::None {
+            p.push_held();
+        }
+        self.apply(p, *e);
+    }
+
+    /// The strand that ends at an event the general step would handle: the frame held, if any,
+    /// pushed first (the engine's and the profiler's), the strand then in the top frame.
+    #[inline(always)]
+    fn frame_event_strand(&mut self, p: &mut Profiler, cost: u64) {
+        if self.pending != Pending::None {
+            p.push_held();
+            self.push_pending();
+        }
+        self.acc = self.acc.wrapping_add(cost);
+        p.strand(cost);
+    }
+
+    /// A region's begin or end `e` of `events`: a region that holds one strand (its begin, then
+    /// its end next; see `Engine::strand_region`) measured at its begin, in the frame held, if
+    /// any, pushed first (its strands run in it), its end then passed over; else the general
+    /// step.
+    #[inline(never)]
+    fn region_event(&mut self, p: &mut Profiler, e: &Event, events: &[Event]) {
+        // Where `e` is in the batch, by its address (none such when `events` is not its batch).
+        let at = (e as *const Event as usize).wrapping_sub(events.as_ptr() as usize)
+            / size_of::<Event>();
+        match e.kind {
+            EventKind::RegionBegin(id) => {
+                if let Some(end) = events.get(at.wrapping_add(1)) {
+                    if self.strand_region(e, end).is_some() {
+                        // The frame held, if any, pushed: the region's strands run in it.
+                        self.frame_event_strand(p, e.cost.wrapping_add(end.cost));
+                        self.record_strand_region(id, end.cost);
+                        return;
+                    }
+                }
+            }
+            // The end of a region its begin took (the state that decided so is the same now).
+            EventKind::RegionEnd(_) => {
+                let begin = events.get(at.wrapping_sub(1));
+                if begin.is_some_and(|b| self.strand_region(b, e).is_some()) {
+                    return;
+                }
+            }
+            _ => {}
+        }
+        self.apply_general(p, e);
     }
 }

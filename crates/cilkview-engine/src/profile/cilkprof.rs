@@ -131,10 +131,7 @@ impl Profiler {
     #[inline(never)]
     fn leaf_invocation(&mut self, site: CallSite, cost: u64) {
         let (ctx, caller) = (self.top().ctx, self.top().instance);
-        let (ctx, inv) = self.tables.open(SiteKind::Call, site, ctx, caller);
-        let entry = self
-            .tables
-            .close(ctx, inv, WorkSpan::new(cost, cost), cost, cost);
+        let (ctx, entry) = self.tables.leaf(site, ctx, caller, cost);
         let keys = self.tables.keys();
         let (arena, f) = (&mut self.arena, &mut self.stack[self.depth]);
         let p = f.current();
@@ -152,6 +149,7 @@ impl Profiler {
     }
 
     /// A frame is pushed; `site` only for function enters and spawns.
+    #[inline(always)]
     pub fn push(&mut self, kind: FrameKind, site: Option<CallSite>) {
         let top = &self.stack[self.depth];
         let (ctx, caller) = (top.ctx, top.instance);
@@ -235,7 +233,7 @@ impl Profiler {
     pub fn spawn_after(&mut self, sibling: u64) {
         let f = &mut self.stack[self.depth];
         if f.lp.is_none() {
-            f.paths.spawn_after(&self.tree, sibling);
+            f.paths.spawn_after(&mut self.tree, sibling);
         }
     }
 
@@ -243,13 +241,14 @@ impl Profiler {
     pub fn wait_for(&mut self, sibling: u64) {
         let f = &mut self.stack[self.depth];
         if f.lp.is_none() {
-            f.paths.wait_for(&mut self.arena, &self.tree, sibling);
+            f.paths.wait_for(&mut self.arena, &mut self.tree, sibling);
         }
     }
 
     /// The top frame, of `kind`, ends with the engine's measures (`work`, `span`) and folds into
     /// its parent the way the engine's `pop` does. (The frame is worked on in its slot, which
     /// it leaves with empty paths for the next push.)
+    #[inline(always)]
     pub fn pop(&mut self, kind: FrameKind, work: u64, span: u64) {
         let keys = self.tables.keys();
         let arena = &mut self.arena;

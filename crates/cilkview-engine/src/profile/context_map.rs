@@ -86,6 +86,7 @@ impl Arena {
     }
 
     /// Array `id` is no longer in use.
+    #[inline(never)]
     fn release(&mut self, id: u32) {
         let a = &mut self.arrays[id as usize];
         if a.len() > KEPT_ARRAY {
@@ -161,8 +162,9 @@ impl ContextMap {
         self.append(arena, keys, key, &entry);
     }
 
-    /// [`ContextMap::update`] with a new node at the end of the list.
-    #[inline(never)]
+    /// [`ContextMap::update`] with a new node at the end of the list (in line; its flush, once
+    /// the list has S entries, out of line).
+    #[inline(always)]
     fn append(&mut self, arena: &mut Arena, keys: usize, key: u32, entry: &Entry) {
         let node = arena.alloc(key, *entry);
         if self.head == NIL {
@@ -221,6 +223,7 @@ impl ContextMap {
 
     /// INIT: empties the prof (O(1): the list is spliced onto the free list, the array kept for
     /// another).
+    #[inline(always)]
     pub fn free(&mut self, arena: &mut Arena) {
         if self.head != NIL {
             arena.nodes[self.tail as usize].next = arena.free;
@@ -234,6 +237,7 @@ impl ContextMap {
     }
 
     /// Moves the list into a dense array of `keys` entries.
+    #[inline(never)]
     fn flush(&mut self, arena: &mut Arena, keys: usize) {
         let arr = match self.arr {
             NIL => arena.array(keys),

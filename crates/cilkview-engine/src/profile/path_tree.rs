@@ -7,14 +7,15 @@
 //! is a chain of *segments* — a part of the continuation between two spawns, or a child from where
 //! it started to its end — each segment a [`PathProf`] whose prof holds the on-span entries of the
 //! invocations in it, so a prefix shared by many paths (the continuation up to a spawn, which the
-//! child's path and the continuation's both go through) is stored once. At a spawn the frame
-//! closes its continuation into a segment if that part holds invocations (else the child copies
-//! its length: two numbers) and, when the child returns, the child's path becomes a segment after
-//! the one it started from, its end, listed among the frame's children (child j's end is the
-//! frame's j-th). The sync takes the longest chain, unions its segments into `p` and frees the
-//! others: O(1) amortized per segment. All frames' segments and children are on two stacks, a
-//! frame's from its `base` and `first` (those of the frames below it are below). A frame's side
-//! of it is [`FramePaths`].
+//! child's path and the continuation's both go through) is stored once. At a spawn the frame closes
+//! its continuation into a segment if that part holds invocations (else the child copies its
+//! length: two numbers) and, when the child returns, the child's path becomes a segment after the
+//! one it started from, its end, listed among the frame's children (child j's end is the frame's
+//! j-th); a frame's only child since its sync, begun at it, stays in the frame (`sole`) and goes on
+//! the tree only if the frame pushes there or looks a child up before its sync. The sync takes the
+//! longest chain, unions its segments into `p` and frees the others: O(1) amortized per segment.
+//! All frames' segments and children are on two stacks, a frame's from its `base` and `first`
+//! (those of the frames below it are below). A frame's side of it is [`FramePaths`].
 
 use super::context_map::Arena;
 use super::frames::PathProf;
@@ -162,6 +163,12 @@ pub(super) struct FramePaths {
     /// Where this frame's segments and children begin in the tree.
     base: u32,
     first: u32,
+    /// Whether the frame's only child since its last sync is `sole`, not in the tree: it began
+    /// at that sync, and the frame has pushed nothing on the tree since (a fork-join's common
+    /// case; it goes on the tree, as child 0, before the frame pushes anything there).
+    has_sole: bool,
+    /// That child's path, from the frame's last sync (empty when there is none).
+    sole: PathProf,
 }
 
 impl FramePaths {
@@ -175,13 +182,15 @@ impl FramePaths {
             after: START,
             base: tree.len(),
             first: tree.first_child(),
+            has_sole: false,
+            sole: PathProf::default(),
         }
     }
 
     /// The paths of a frame that begins now, in a slot whose paths are empty.
     #[inline(always)]
     pub fn begin(&mut self, tree: &PathTree) {
-        debug_assert!(self.p.prof.is_empty() && self.c.prof.is_empty());
+        debug_assert!(self.p.prof.is_empty() && self.c.prof.is_empty() && !self.has_sole);
         self.p.span = 0;
         self.p.own = 0;
         self.c.span = 0;
@@ -201,6 +210,7 @@ impl FramePaths {
     /// part since `cur` becomes a segment if it holds invocations) and `after` (ties: the
     /// current path).
     pub fn spawning(&mut self, tree: &mut PathTree) -> Start {
+        self.sole_to_tree(tree);
         let here = if self.c.prof.is_empty() {
             Start {
                 after: self.cur,
@@ -224,11 +234,29 @@ impl FramePaths {
     pub fn spawned(&mut self, tree: &mut PathTree, from: Start, mut x: PathProf) {
         x.span = x.span.wrapping_add(from.span);
         x.own = x.own.wrapping_add(from.own);
+        let first_here = from.after == START && !self.has_sole;
+        if first_here && tree.len() == self.base && tree.first_child() == self.first {
+            self.has_sole = true;
+            self.sole = x;
+            return;
+        }
+        self.sole_to_tree(tree);
         tree.push_child(from.after, x);
     }
 
+    /// The sole child, if any, put on the tree (as child 0, begun at the last sync): the frame
+    /// is about to push something there or to look its children up.
+    #[inline(always)]
+    fn sole_to_tree(&mut self, tree: &mut PathTree) {
+        if self.has_sole {
+            self.has_sole = false;
+            tree.push_child(START, std::mem::take(&mut self.sole));
+        }
+    }
+
     /// The next child spawned starts no earlier than child `j` ends (none such: no constraint).
-    pub fn spawn_after(&mut self, tree: &PathTree, j: u64) {
+    pub fn spawn_after(&mut self, tree: &mut PathTree, j: u64) {
+        self.sole_to_tree(tree);
         if let Some(end) = tree.child(self.first, j) {
             if self.after == START || tree.total(end) > tree.total(self.after) {
                 self.after = end;
@@ -238,7 +266,8 @@ impl FramePaths {
 
     /// The strand that begins now starts no earlier than child `j` ends: the current path is the
     /// longer of the two (ties: the continuation; none such: no constraint).
-    pub fn wait_for(&mut self, arena: &mut Arena, tree: &PathTree, j: u64) {
+    pub fn wait_for(&mut self, arena: &mut Arena, tree: &mut PathTree, j: u64) {
+        self.sole_to_tree(tree);
         if let Some(end) = tree.child(self.first, j) {
             if tree.total(end) > self.cur_total(tree) {
                 // The continuation since `cur` is on no other path (a child that started in it
@@ -253,33 +282,47 @@ impl FramePaths {
     /// ends (ties: the continuation, then the later child) goes into `p`.
     #[inline(always)]
     pub fn sync(&mut self, arena: &mut Arena, keys: usize, tree: &mut PathTree) {
+        if self.has_sole {
+            // The sole child's chain is its path (it began at the last sync).
+            self.has_sole = false;
+            let path = std::mem::take(&mut self.sole);
+            self.sync_sole(arena, keys, path.span, path);
+            return;
+        }
         if tree.len() == self.base && tree.first_child() == self.first {
             // Nothing spawned since the last sync: the continuation alone.
             debug_assert!(self.cur == START && self.after == START);
             self.p.absorb(arena, keys, &mut self.c);
             return;
         }
-        self.sync_children(arena, keys, tree);
-    }
-
-    /// [`FramePaths::sync`] with children spawned since the last sync.
-    #[inline(never)]
-    fn sync_children(&mut self, arena: &mut Arena, keys: usize, tree: &mut PathTree) {
         if self.cur == START {
             if let Some((total, path)) = tree.pop_sole_child(self.base, self.first) {
-                // One child since the last sync, started at it (a fork-join's common case):
-                // the longer of it and the continuation (ties: the continuation).
-                if total > self.c.span {
-                    std::mem::take(&mut self.c).free(arena);
-                    self.p.then(arena, keys, path);
-                } else {
-                    self.p.absorb(arena, keys, &mut self.c);
-                    path.free(arena);
-                }
-                self.after = START;
+                self.sync_sole(arena, keys, total, path);
                 return;
             }
         }
+        self.sync_children(arena, keys, tree);
+    }
+
+    /// [`FramePaths::sync`] with one child since the last sync, started at it (a fork-join's
+    /// common case), whose chain is `total` long and its path `path`: the longer of it and the
+    /// continuation (ties: the continuation).
+    #[inline(always)]
+    fn sync_sole(&mut self, arena: &mut Arena, keys: usize, total: u64, path: PathProf) {
+        if total > self.c.span {
+            std::mem::take(&mut self.c).free(arena);
+            self.p.then(arena, keys, path);
+        } else {
+            self.p.absorb(arena, keys, &mut self.c);
+            path.free(arena);
+        }
+        self.after = START;
+    }
+
+    /// [`FramePaths::sync`] with children spawned since the last sync, more than one or not all
+    /// from it.
+    #[inline(never)]
+    fn sync_children(&mut self, arena: &mut Arena, keys: usize, tree: &mut PathTree) {
         let mut longest: Option<(u32, u64)> = None;
         for &end in tree.children(self.first) {
             let total = tree.total(end);

@@ -189,6 +189,45 @@ impl Tables {
         (ctx, invocation)
     }
 
+    /// An invocation of call site `site` made by function instance `caller` in context `ctx`
+    /// that held one strand of `cost` (no frame, nothing nested in it): [`Tables::open`] then
+    /// [`Tables::close`], without the counts of open invocations that the two would raise and
+    /// lower again. Its context, and its on-span entry.
+    #[inline(always)]
+    pub fn leaf(&mut self, site: CallSite, ctx: u32, caller: u32, cost: u64) -> (u32, Entry) {
+        let s = self.site(SiteKind::Call, site);
+        let st = &self.sites[s as usize];
+        let top = st.active == 0;
+        let ctx = match (top, st.last_parent == ctx) {
+            (false, _) => st.top_ctx,
+            (true, true) => st.last_ctx,
+            (true, false) => self.context(ctx, s),
+        };
+        let st = &mut self.sites[s as usize];
+        let f = &self.functions[st.function as usize];
+        let ws = WorkSpan::new(cost, cost);
+        // Top-caller as `open` decides it: no other open invocation from the same function, or
+        // all of them made by this caller instance.
+        if top && (f.open == 0 || f.outer_instance == caller) {
+            st.top_caller.add(ws);
+        }
+        let c = &mut self.contexts[ctx as usize];
+        c.invocations += 1;
+        c.local_work = c.local_work.wrapping_add(cost);
+        if top {
+            c.on_work.add(ws);
+        }
+        let on_span = if top { cost } else { 0 };
+        let entry = Entry {
+            on_span_work: on_span,
+            on_span_span: on_span,
+            local_work: cost,
+            local_span: cost,
+            count: 1,
+        };
+        (ctx, entry)
+    }
+
     /// The invocation `inv` in context `ctx` ends, with (`work`, `span`) and `local_work`: its
     /// on-work data into its context and site; returns its on-span entry, whose local span is
     /// `local_span`.
