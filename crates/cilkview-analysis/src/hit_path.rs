@@ -245,14 +245,21 @@ impl HitPath<'_> {
             steps: thread.engine.steps(),
         };
         if ones {
-            let probes = self.probes;
-            PackedHit::for_each_one_in(words, |probe, cost| {
-                self.plain(probes.kind_of(probe), thread, || probe, cost, &mut at);
-            });
+            self.ones(thread, words, &mut at);
         } else {
             self.words(thread, words, &mut at);
         }
         thread.engine.settle(at.steps);
+    }
+
+    /// Words of one hit each ([`PackedHit::new`]'s form), no call sites profiled. (Out of line:
+    /// its code and registers apart from [`HitPath::words`]'s.)
+    #[inline(never)]
+    fn ones(&mut self, thread: &mut Thread, words: &[u64], at: &mut RunLocals) {
+        let probes = self.probes;
+        PackedHit::for_each_one_in(words, |probe, cost| {
+            self.plain(probes.kind_of(probe), thread, || probe, cost, at);
+        });
     }
 
     /// Words of packed hits in any form, no call sites profiled: each word of two small hits of
@@ -266,9 +273,9 @@ impl HitPath<'_> {
         // The probe, read only off the hot path (a closure: nothing computed before the jump).
         let probe_of = |half: u64| move || PackedHit::small_hit(half).0;
         let cost_of = |half: u64| PackedHit::small_hit(half).1;
-        let mut rest = words;
-        while let [x, after @ ..] = rest {
-            let x = *x;
+        // The words by an iterator (a pointer and its end: one compare a word).
+        let mut rest = words.iter();
+        while let Some(&x) = rest.next() {
             let second = x >> 32;
             let pair = HotKind::pair(small[x as u16 as usize], small[second as u16 as usize]);
             // Both hits' engine steps, each inlined for its kind.
@@ -284,11 +291,13 @@ impl HitPath<'_> {
                     self.plain(HotKind::$b, thread, probe_of(second), cost_of(second), at);
                 }};
             }
-            rest = dispatch_pairs!(pair, both, after, {
-                // A loop's words come in long runs: a few at a time one half at a time.
-                let (some, others) = rest.split_at(rest.len().min(HALVES_AT_A_TIME));
+            dispatch_pairs!(pair, both, (), {
+                // A loop's words come in long runs: a few at a time one half at a time, this
+                // one the first.
+                let from = words.len() - rest.len() - 1;
+                let (some, others) = words[from..].split_at((rest.len() + 1).min(HALVES_AT_A_TIME));
                 self.words_by_halves(thread, some, at);
-                others
+                rest = others.iter();
             });
         }
     }
