@@ -358,13 +358,14 @@ impl HitPath<'_> {
         at: &mut RunLocals,
     ) -> bool {
         let engine = &mut thread.engine;
-        // One arm per kind, each with the engine's step inlined for its kind alone.
+        // One arm per kind, each with the engine's step inlined for its kind alone: whether it
+        // took the engine's general step (the only one that counts anomalies).
         macro_rules! apply {
             ($kind:expr) => {
                 engine.step_in(&mut at.steps, Event::new(cost, $kind))
             };
         }
-        match kind {
+        let general = match kind {
             // Kinds that never raise an anomaly (an opener, a sync: see the test
             // `openers_and_syncs_raise_no_anomaly`): no check after them.
             HotKind::FunctionEnter => {
@@ -383,6 +384,7 @@ impl HitPath<'_> {
                 apply!(EventKind::LoopBegin { grain: 1 });
                 return true;
             }
+            // A closer: a new anomaly only by the engine's general step (`Engine::step_in`).
             HotKind::FunctionExit => apply!(EventKind::FunctionExit),
             HotKind::SpawnReturn => apply!(EventKind::SpawnReturn),
             HotKind::IterationBegin => apply!(EventKind::IterationBegin),
@@ -395,8 +397,8 @@ impl HitPath<'_> {
                 return true;
             }
             HotKind::NotSmall => return false,
-        }
-        if engine.anomaly_count() != at.seen {
+        };
+        if general && engine.anomaly_count() != at.seen {
             at.seen = self.anomaly_at(thread, probe());
         }
         true

@@ -39,13 +39,17 @@ impl Engine {
 
     /// Consumes one event, the engine's running total and pending frame being `steps`'s: the
     /// same as [`Engine::process`], with a batch loop's code for the common events (inlined
-    /// into the caller: an event whose kind is a constant there takes its arm alone).
+    /// into the caller: an event whose kind is a constant there takes its arm alone). Whether
+    /// it took the general step: only that step counts anomalies, so a caller that watches
+    /// [`Engine::anomaly_count`] need look only then.
     #[inline(always)]
-    pub fn step_in(&mut self, steps: &mut Steps, event: Event) {
+    pub fn step_in(&mut self, steps: &mut Steps, event: Event) -> bool {
         self.events += 1;
-        if !self.step_common(&event, &mut steps.acc, &mut steps.pending) {
-            self.step_general(steps, event);
+        if self.step_common(&event, &mut steps.acc, &mut steps.pending) {
+            return false;
         }
+        self.step_general(steps, event);
+        true
     }
 
     /// Gives the engine back the state `steps` held: its running total and pending frame are
