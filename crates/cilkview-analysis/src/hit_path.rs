@@ -255,11 +255,14 @@ impl HitPath<'_> {
     /// Words of one hit each ([`PackedHit::new`]'s form), no call sites profiled. (Out of line:
     /// its code and registers apart from [`HitPath::words`]'s.)
     #[inline(never)]
-    fn ones(&mut self, thread: &mut Thread, words: &[u64], at: &mut RunLocals) {
+    fn ones(&mut self, thread: &mut Thread, words: &[u64], at_out: &mut RunLocals) {
+        // The loop's state in a local no call out of line sees (registers).
+        let mut local = *at_out;
         let probes = self.probes;
         PackedHit::for_each_one_in(words, |probe, cost| {
-            self.plain(probes.kind_of(probe), thread, || probe, cost, at);
+            self.plain(probes.kind_of(probe), thread, || probe, cost, &mut local);
         });
+        *at_out = local;
     }
 
     /// Words of packed hits in any form, no call sites profiled: each word of two small hits of

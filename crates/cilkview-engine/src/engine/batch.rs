@@ -48,7 +48,10 @@ impl Engine {
         if self.step_common(&event, &mut steps.acc, &mut steps.pending) {
             return false;
         }
-        self.step_general(steps, event);
+        // Through a copy: `steps` itself has no address taken (the caller's stays in registers).
+        let mut copy = *steps;
+        self.step_general(&mut copy, event);
+        *steps = copy;
         true
     }
 
