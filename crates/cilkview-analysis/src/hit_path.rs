@@ -11,7 +11,7 @@
 //! profile) takes the general path, [`HitPath::hit`], out of line; call-site profiles, batches
 //! for the profiling engine (`hit_path/profiled.rs`).
 
-use cilkview_engine::{Anomalies, Engine, Event, EventKind};
+use cilkview_engine::{Anomalies, Engine, Event, EventKind, Steps};
 use cilkview_events::PackedHit;
 
 use crate::locks::{HeldLocks, LockMark, Locks};
@@ -205,6 +205,16 @@ impl ProbeTable {
     }
 }
 
+/// What the loops over a run of plain hits hold in locals (registers) rather than behind the
+/// thread: the anomaly count last seen (the general path and a new anomaly update the
+/// thread's, and this from it), and the engine's running total and pending frame
+/// ([`Steps`]: given back to the engine before the general path and after the run).
+#[derive(Clone, Copy)]
+struct RunLocals {
+    seen: u64,
+    steps: Steps,
+}
+
 /// The session's parts a hit touches besides its thread's (see `Session::hit_path`).
 pub(crate) struct HitPath<'s> {
     pub(crate) probes: &'s ProbeTable,
@@ -230,18 +240,29 @@ impl HitPath<'_> {
             });
             return;
         }
-        // The anomaly count last seen in a local (a register) through the loop rather than
-        // behind `thread`: the general path and a new anomaly update the thread's, and this
-        // from it.
-        let mut seen = thread.seen_count;
+        let mut at = RunLocals {
+            seen: thread.seen_count,
+            steps: thread.engine.steps(),
+        };
         if ones {
-            let probes = self.probes;
-            PackedHit::for_each_one_in(words, |probe, cost| {
-                self.plain(probes.kind_of(probe), thread, || probe, cost, &mut seen);
-            });
+            self.ones(thread, words, &mut at);
         } else {
-            self.words(thread, words, &mut seen);
+            self.words(thread, words, &mut at);
         }
+        thread.engine.settle(at.steps);
+    }
+
+    /// Words of one hit each ([`PackedHit::new`]'s form), no call sites profiled. (Out of line:
+    /// its code and registers apart from [`HitPath::words`]'s.)
+    #[inline(never)]
+    fn ones(&mut self, thread: &mut Thread, words: &[u64], at_out: &mut RunLocals) {
+        // The loop's state in a local no call out of line sees (registers).
+        let mut local = *at_out;
+        let probes = self.probes;
+        PackedHit::for_each_one_in(words, |probe, cost| {
+            self.plain(probes.kind_of(probe), thread, || probe, cost, &mut local);
+        });
+        *at_out = local;
     }
 
     /// Words of packed hits in any form, no call sites profiled: each word of two small hits of
@@ -250,79 +271,81 @@ impl HitPath<'_> {
     /// [`ProbeTable::small`] with its low 16 bits the key; any other word, and the
     /// [`HALVES_AT_A_TIME`] − 1 after it, by [`HitPath::words_by_halves`] out of line.
     #[inline(always)]
-    fn words(&mut self, thread: &mut Thread, words: &[u64], seen: &mut u64) {
+    fn words(&mut self, thread: &mut Thread, words: &[u64], at: &mut RunLocals) {
         let small = &*self.probes.small;
         // The probe, read only off the hot path (a closure: nothing computed before the jump).
         let probe_of = |half: u64| move || PackedHit::small_hit(half).0;
         let cost_of = |half: u64| PackedHit::small_hit(half).1;
-        let mut rest = words;
-        while let [x, after @ ..] = rest {
-            let x = *x;
+        // The words by an iterator (a pointer and its end: one compare a word).
+        let mut rest = words.iter();
+        while let Some(&x) = rest.next() {
             let second = x >> 32;
             let pair = HotKind::pair(small[x as u16 as usize], small[second as u16 as usize]);
             // Both hits' engine steps, each inlined for its kind.
             macro_rules! both {
                 ($a:ident, NotSmall) => {{
-                    self.plain(HotKind::$a, thread, probe_of(x), cost_of(x), seen);
+                    self.plain(HotKind::$a, thread, probe_of(x), cost_of(x), at);
                     if second != 0 {
-                        self.odd_second(thread, second, seen);
+                        self.odd_second(thread, second, at);
                     }
                 }};
                 ($a:ident, $b:ident) => {{
-                    self.plain(HotKind::$a, thread, probe_of(x), cost_of(x), seen);
-                    self.plain(HotKind::$b, thread, probe_of(second), cost_of(second), seen);
+                    self.plain(HotKind::$a, thread, probe_of(x), cost_of(x), at);
+                    self.plain(HotKind::$b, thread, probe_of(second), cost_of(second), at);
                 }};
             }
-            rest = dispatch_pairs!(pair, both, after, {
-                // A loop's words come in long runs: a few at a time one half at a time.
-                let (some, others) = rest.split_at(rest.len().min(HALVES_AT_A_TIME));
-                self.words_by_halves(thread, some, seen);
-                others
+            dispatch_pairs!(pair, both, (), {
+                // A loop's words come in long runs: a few at a time one half at a time, this
+                // one the first.
+                let from = words.len() - rest.len() - 1;
+                let (some, others) = words[from..].split_at((rest.len() + 1).min(HALVES_AT_A_TIME));
+                self.words_by_halves(thread, some, at);
+                rest = others.iter();
             });
         }
     }
 
     /// Words of packed hits one half at a time.
     #[inline(never)]
-    fn words_by_halves(&mut self, thread: &mut Thread, words: &[u64], seen_out: &mut u64) {
-        // The anomaly count last seen in a register through the loop, as in `run`.
-        let mut last_seen = *seen_out;
-        let seen = &mut last_seen;
+    fn words_by_halves(&mut self, thread: &mut Thread, words: &[u64], at_out: &mut RunLocals) {
+        // The loops' state in registers through the loop, as in `run`.
+        let mut local = *at_out;
+        let at = &mut local;
         let small = &*self.probes.small;
         let probe_of = |half: u64| move || PackedHit::small_hit(half).0;
         let cost_of = |half: u64| PackedHit::small_hit(half).1;
         for &x in words {
             let kind = small[x as u16 as usize];
-            if !self.plain(kind, thread, probe_of(x), cost_of(x), seen) {
-                self.one_hit_word(thread, x, seen);
+            if !self.plain(kind, thread, probe_of(x), cost_of(x), at) {
+                self.one_hit_word(thread, x, at);
                 continue;
             }
             let second = x >> 32;
             let kind = small[second as u16 as usize];
-            if !self.plain(kind, thread, probe_of(second), cost_of(second), seen) && second != 0 {
+            if !self.plain(kind, thread, probe_of(second), cost_of(second), at) && second != 0 {
                 // Not written by the plugin; read as a small hit all the same (as
                 // `PackedHit::for_each_hit_in` reads it).
-                self.odd_second(thread, second, seen);
+                self.odd_second(thread, second, at);
             }
         }
-        *seen_out = last_seen;
+        *at_out = local;
     }
 
     /// A word of one hit among words of small hits (a cost of 2^16 or more): out of line.
     #[cold]
     #[inline(never)]
-    fn one_hit_word(&mut self, thread: &mut Thread, word: u64, seen: &mut u64) {
+    fn one_hit_word(&mut self, thread: &mut Thread, word: u64, at: &mut RunLocals) {
         PackedHit(word).for_each(|probe, cost| {
-            self.plain(self.probes.kind_of(probe), thread, || probe, cost, seen);
+            self.plain(self.probes.kind_of(probe), thread, || probe, cost, at);
         });
     }
 
     /// A word's second half that is not zero and has not a small hit's bits 0–1.
     #[cold]
     #[inline(never)]
-    fn odd_second(&mut self, thread: &mut Thread, half: u64, seen: &mut u64) {
+    fn odd_second(&mut self, thread: &mut Thread, half: u64, at: &mut RunLocals) {
         let (probe, cost) = PackedHit::small_hit(half);
-        self.plain(self.probes.kind_of(probe), thread, || probe, cost, seen);
+        self.plain(self.probes.kind_of(probe), thread, || probe, cost, at);
     }
 
     /// A hit of `probe`, whose kind is `kind`, without an operand, no call sites profiled: the
@@ -335,16 +358,17 @@ impl HitPath<'_> {
         thread: &mut Thread,
         probe: impl FnOnce() -> usize,
         cost: u64,
-        seen: &mut u64,
+        at: &mut RunLocals,
     ) -> bool {
         let engine = &mut thread.engine;
-        // One arm per kind, each with the engine's step inlined for its kind alone.
+        // One arm per kind, each with the engine's step inlined for its kind alone: whether it
+        // took the engine's general step (the only one that counts anomalies).
         macro_rules! apply {
             ($kind:expr) => {
-                engine.process_unprofiled(Event::new(cost, $kind))
+                engine.step_in(&mut at.steps, Event::new(cost, $kind))
             };
         }
-        match kind {
+        let general = match kind {
             // Kinds that never raise an anomaly (an opener, a sync: see the test
             // `openers_and_syncs_raise_no_anomaly`): no check after them.
             HotKind::FunctionEnter => {
@@ -363,19 +387,22 @@ impl HitPath<'_> {
                 apply!(EventKind::LoopBegin { grain: 1 });
                 return true;
             }
+            // A closer: a new anomaly only by the engine's general step (`Engine::step_in`).
             HotKind::FunctionExit => apply!(EventKind::FunctionExit),
             HotKind::SpawnReturn => apply!(EventKind::SpawnReturn),
             HotKind::IterationBegin => apply!(EventKind::IterationBegin),
             HotKind::IterationEnd => apply!(EventKind::IterationEnd),
             HotKind::LoopEnd => apply!(EventKind::LoopEnd),
             HotKind::General => {
-                *seen = self.general(thread, probe(), cost);
+                thread.engine.settle(at.steps);
+                at.seen = self.general(thread, probe(), cost);
+                at.steps = thread.engine.steps();
                 return true;
             }
             HotKind::NotSmall => return false,
-        }
-        if engine.anomaly_count() != *seen {
-            *seen = self.anomaly_at(thread, probe());
+        };
+        if general && engine.anomaly_count() != at.seen {
+            at.seen = self.anomaly_at(thread, probe());
         }
         true
     }

@@ -14,6 +14,8 @@ mod batch;
 mod profiled;
 mod regions;
 
+pub use batch::Steps;
+
 /// Cilkview's default burden: the cost of a steal, in instructions, put on every continuation edge.
 pub const DEFAULT_BURDEN: u64 = 15_000;
 /// The default burden when costs are nanoseconds (`--counter native` measuring time): 5 µs, what the default

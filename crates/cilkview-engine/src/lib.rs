@@ -53,7 +53,7 @@ mod paths;
 mod profile;
 mod what_if;
 
-pub use engine::{Config, Engine, DEFAULT_BURDEN, DEFAULT_BURDEN_NS};
+pub use engine::{Config, Engine, Steps, DEFAULT_BURDEN, DEFAULT_BURDEN_NS};
 pub use event::{Event, EventKind, RegionId};
 pub use measures::{
     contention_bound, core_counts, speedup, speedup_with_task_cost, Anomalies, Measures,

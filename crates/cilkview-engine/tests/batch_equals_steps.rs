@@ -4,7 +4,8 @@
 //! line) give the same report, profile included, anomalies and intermediate snapshots as the events
 //! given one by one (`Engine::process`), on arbitrary streams — unbalanced, closers without
 //! openers, stray iterations, dependences on siblings that do not exist, regions that hold one
-//! strand — cut into batches anywhere.
+//! strand — cut into batches anywhere; and the same for events stepped one by one with the batch
+//! loop's code (`Engine::step_in`, as the session's hot loop hands them over).
 
 use cilkview_engine::{CallSite, Config, Engine, Event, EventKind, RegionId};
 use proptest::prelude::*;
@@ -89,6 +90,45 @@ fn batches_agree(
     Ok(())
 }
 
+/// `events` given to `one` one by one and to `stepped` by [`Engine::step_in`], its state held in
+/// a [`cilkview_engine::Steps`] settled at `cuts`: the anomaly count agrees after each event
+/// (a caller reads it between steps, unsettled) and moves only when the step says it took the
+/// general step, the rest agrees at each cut and in the reports.
+fn steps_agree(
+    mut one: Engine,
+    mut stepped: Engine,
+    events: &[Event],
+    cuts: &[usize],
+) -> Result<(), TestCaseError> {
+    let mut steps = stepped.steps();
+    for (i, e) in events.iter().enumerate() {
+        one.process(*e);
+        let before = stepped.anomaly_count();
+        let general = stepped.step_in(&mut steps, *e);
+        prop_assert_eq!(one.anomaly_count(), stepped.anomaly_count());
+        // Only the general step counts anomalies (a caller looks for them only after it).
+        prop_assert!(
+            general || stepped.anomaly_count() == before,
+            "{:?} at {}",
+            e,
+            i
+        );
+        if cuts.contains(&i) {
+            stepped.settle(steps);
+            prop_assert_eq!(one.cost_so_far(), stepped.cost_so_far());
+            prop_assert_eq!(one.depth(), stepped.depth());
+            prop_assert_eq!(one.children_out(), stepped.children_out());
+            prop_assert_eq!(one.snapshot(), stepped.snapshot());
+            steps = stepped.steps();
+        }
+    }
+    stepped.settle(steps);
+    prop_assert_eq!(one.events(), stepped.events());
+    prop_assert_eq!(one.anomalies(), stepped.anomalies());
+    prop_assert_eq!(one.finish(), stepped.finish());
+    Ok(())
+}
+
 /// `events` given to `one` one by one and to `stopping` by
 /// [`Engine::process_batch_until_anomaly`], again from where it stopped: it stops after each
 /// event that raised the anomaly count (and after the last event), nowhere else, and the two
@@ -137,6 +177,16 @@ proptest! {
     ) {
         let config = Config { burden };
         batches_agree(Engine::new(config), Engine::new(config), &events, cuts, tail)?;
+    }
+
+    #[test]
+    fn steps_equal_single_events(
+        events in prop::collection::vec(event(), 0..80),
+        cuts in prop::collection::vec(0usize..80, 0..4),
+        burden in prop_oneof![Just(0u64), 1u64..40, Just(15_000)],
+    ) {
+        let config = Config { burden };
+        steps_agree(Engine::new(config), Engine::new(config), &events, &cuts)?;
     }
 }
 

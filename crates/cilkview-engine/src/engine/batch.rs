@@ -26,6 +26,52 @@ impl Engine {
         (self.acc, self.pending) = (acc, pending);
     }
 
+    /// The state a caller's own loop holds in locals to hand the engine one event at a time
+    /// as a batch's loop does (see [`Steps`]). Unprofiled engines only.
+    #[inline(always)]
+    pub fn steps(&self) -> Steps {
+        debug_assert!(self.profiler.is_none());
+        Steps {
+            acc: self.acc,
+            pending: self.pending,
+        }
+    }
+
+    /// Consumes one event, the engine's running total and pending frame being `steps`'s: the
+    /// same as [`Engine::process`], with a batch loop's code for the common events (inlined
+    /// into the caller: an event whose kind is a constant there takes its arm alone). Whether
+    /// it took the general step: only that step counts anomalies, so a caller that watches
+    /// [`Engine::anomaly_count`] need look only then.
+    #[inline(always)]
+    pub fn step_in(&mut self, steps: &mut Steps, event: Event) -> bool {
+        self.events += 1;
+        if self.step_common(&event, &mut steps.acc, &mut steps.pending) {
+            return false;
+        }
+        // Through a copy: `steps` itself has no address taken (the caller's stays in registers).
+        let mut copy = *steps;
+        self.step_general(&mut copy, event);
+        *steps = copy;
+        true
+    }
+
+    /// Gives the engine back the state `steps` held: its running total and pending frame are
+    /// those of every event [`Engine::step_in`] took. Before any other call of the engine.
+    #[inline(always)]
+    pub fn settle(&mut self, steps: Steps) {
+        (self.acc, self.pending) = (steps.acc, steps.pending);
+    }
+
+    /// [`Engine::step_in`] for an event the batch loop's code does not handle: the general
+    /// step, out of line.
+    #[cold]
+    #[inline(never)]
+    fn step_general(&mut self, steps: &mut Steps, event: Event) {
+        self.settle(*steps);
+        self.apply(&mut (), event);
+        *steps = self.steps();
+    }
+
     /// One event of a batch, if it is a common one in a usual state, the running total being
     /// `acc` and the pending frame `pending` (the batch's locals): whether it was (if not,
     /// nothing was done). Each arm that handles its event adds its strand to the running total.
@@ -254,6 +300,16 @@ impl Engine {
         let top = self.stack.last().expect("root frame is never popped");
         top.kind == FrameKind::Loop
     }
+}
+
+/// An unprofiled engine's running total and pending frame held by a caller's loop in locals
+/// (registers) while it hands the engine events one by one ([`Engine::step_in`]); the
+/// engine's own are stale until [`Engine::settle`] gives them back.
+#[derive(Clone, Copy, Debug)]
+#[must_use = "the engine's state until settled"]
+pub struct Steps {
+    acc: u64,
+    pending: Pending,
 }
 
 impl Pending {
