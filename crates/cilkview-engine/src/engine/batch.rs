@@ -296,7 +296,7 @@ impl Engine {
     /// Whether the top frame is a loop: an iteration's begin then only makes the iteration's
     /// frame pending (the loop's state learns of the iteration at its end).
     #[inline(always)]
-    fn top_is_loop(&self) -> bool {
+    pub(super) fn top_is_loop(&self) -> bool {
         let top = self.stack.last().expect("root frame is never popped");
         top.kind == FrameKind::Loop
     }

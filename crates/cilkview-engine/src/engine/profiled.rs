@@ -14,9 +14,8 @@ impl Engine {
         let Some(mut p) = self.profiler.take() else {
             return;
         };
+        self.events += events.len() as u64;
         for e in events {
-            // Counted as a step counts (a region's begin and end read it).
-            self.events += 1;
             self.apply_profiled(&mut p, e, events);
         }
         self.profiler = Some(p);
@@ -38,14 +37,15 @@ impl Engine {
             return events.len();
         };
         let mut done = events.len();
+        self.events += done as u64;
         for (i, e) in events.iter().enumerate() {
-            self.events += 1;
             self.apply_profiled(&mut p, e, events);
             if self.anomaly_count != before {
                 done = i + 1;
                 break;
             }
         }
+        self.events -= (events.len() - done) as u64;
         self.profiler = Some(p);
         done
     }
@@ -106,15 +106,20 @@ impl Engine {
                 self.begin_loop(grain, self.acc);
                 p.push_loop(grain);
             }
-            EventKind::FunctionExit if self.pending == Pending::None => {
+            EventKind::FunctionExit
+                if self.pending == Pending::None && self.ends_no_region(FrameKind::Function) =>
+            {
                 self.frame_event_strand(p, cost);
                 self.close(p, FrameKind::Function);
             }
-            EventKind::SpawnReturn if self.pending == Pending::None => {
+            EventKind::SpawnReturn
+                if self.pending == Pending::None && self.ends_no_region(FrameKind::Spawn) =>
+            {
                 self.frame_event_strand(p, cost);
                 self.close(p, FrameKind::Spawn);
             }
-            EventKind::LoopEnd if self.pending == Pending::None => {
+            // A loop's frame holds no region (one begun there is an anomaly).
+            EventKind::LoopEnd if self.pending == Pending::None && self.top_is_loop() => {
                 self.frame_event_strand(p, cost);
                 self.close(p, FrameKind::Loop);
             }
@@ -127,24 +132,42 @@ impl Engine {
             }
             // Every kind named (not `_`): the jump on the kind then needs no range check.
             EventKind::FunctionExit | EventKind::SpawnReturn | EventKind::Sync => {
-                self.apply_general(p, e)
+                self.apply_general(p, e, events)
             }
             EventKind::IterationBegin | EventKind::IterationEnd | EventKind::LoopEnd => {
-                self.apply_general(p, e)
+                self.apply_general(p, e, events)
             }
-            EventKind::SpawnAfter { .. } | EventKind::WaitFor { .. } => self.apply_general(p, e),
+            EventKind::SpawnAfter { .. } | EventKind::WaitFor { .. } => {
+                self.apply_general(p, e, events)
+            }
             EventKind::RegionBegin(_) | EventKind::RegionEnd(_) => self.region_event(p, e, events),
         }
     }
 
-    /// The general step for an event of a profiling engine, the frame held, if any, pushed
-    /// first.
+    /// The general step for an event `e` of a profiling engine, the frame held, if any, pushed
+    /// first; `events` its batch (empty for a single event, counted already), whose events
+    /// are counted at once: the step sees them counted through `e` (a region's begin and end
+    /// read them, as in `Engine::apply_in_batch`).
     #[inline(never)]
-    fn apply_general(&mut self, p: &mut Profiler, e: &Event) {
+    fn apply_general(&mut self, p: &mut Profiler, e: &Event, events: &[Event]) {
         if self.pending != Pending::None {
             p.push_held();
         }
+        let after = match position_in(e, events) {
+            Some(at) => (events.len() - at - 1) as u64,
+            None => 0,
+        };
+        self.events -= after;
         self.apply(p, *e);
+        self.events += after;
+    }
+
+    /// Whether a close of a frame of `kind` ends no region: the top frame is of that kind and
+    /// holds none (else the general step ends them, with the events counted through the close).
+    #[inline(always)]
+    fn ends_no_region(&self, kind: FrameKind) -> bool {
+        let top = self.stack.last().expect("root frame is never popped");
+        top.kind == kind && top.extra.as_ref().is_none_or(|x| x.regions.is_empty())
     }
 
     /// The strand that ends at an event the general step would handle: the frame held, if any,
@@ -165,9 +188,10 @@ impl Engine {
     /// step.
     #[inline(never)]
     fn region_event(&mut self, p: &mut Profiler, e: &Event, events: &[Event]) {
-        // Where `e` is in the batch, by its address (none such when `events` is not its batch).
-        let at = (e as *const Event as usize).wrapping_sub(events.as_ptr() as usize)
-            / size_of::<Event>();
+        // Where `e` is in the batch (a single event has none: no look at its neighbours).
+        let Some(at) = position_in(e, events) else {
+            return self.apply_general(p, e, events);
+        };
         match e.kind {
             EventKind::RegionBegin(id) => {
                 if let Some(end) = events.get(at.wrapping_add(1)) {
@@ -188,6 +212,14 @@ impl Engine {
             }
             _ => {}
         }
-        self.apply_general(p, e);
+        self.apply_general(p, e, events);
     }
+}
+
+/// Where `e` is in `events`, by its address (none when it is not one of them).
+#[inline(always)]
+fn position_in(e: &Event, events: &[Event]) -> Option<usize> {
+    let at =
+        (e as *const Event as usize).wrapping_sub(events.as_ptr() as usize) / size_of::<Event>();
+    (at < events.len()).then_some(at)
 }
