@@ -42,8 +42,13 @@ impl Job {
         use std::os::unix::process::CommandExt;
         let dir = tempfile::tempdir().unwrap();
         let json = dir.path().join("r.json");
+        // SIGINT's default action, as at a terminal, whatever this test inherited: a job that a
+        // non-interactive shell starts in the background ignores SIGINT, and ignored it stays
+        // across exec (the tool and the program would then never see the Ctrl-C sent below).
         let (child, first_line) = spawn_to_first_line(
-            std_bin()
+            cilkview_fixtures::command("env")
+                .arg("--default-signal=INT")
+                .arg(std_bin().get_program())
                 .args(["run", "--counter", "step"])
                 .arg("--json")
                 .arg(&json)
