@@ -148,6 +148,22 @@ impl Tables {
         s
     }
 
+    /// The site of an invocation of `site` (of `kind`) in context `ctx`, whether it is its
+    /// site's top (outermost open) invocation, and its context: the top invocation's if one is
+    /// open, else the last one's where the parent context is the same, else looked up.
+    #[inline(always)]
+    fn invocation_context(&mut self, kind: SiteKind, site: CallSite, ctx: u32) -> (u32, bool, u32) {
+        let s = self.site(kind, site);
+        let st = &self.sites[s as usize];
+        let top = st.active == 0;
+        let ctx = match (top, st.last_parent == ctx) {
+            (false, _) => st.top_ctx,
+            (true, true) => st.last_ctx,
+            (true, false) => self.context(ctx, s),
+        };
+        (s, top, ctx)
+    }
+
     /// An invocation of `site` (of `kind`) opens, made by function instance `caller` in context
     /// `ctx`: its context, and whether it is top-call-site and top-caller.
     #[inline(always)]
@@ -158,14 +174,7 @@ impl Tables {
         ctx: u32,
         caller: u32,
     ) -> (u32, Invocation) {
-        let s = self.site(kind, site);
-        let st = &self.sites[s as usize];
-        let top = st.active == 0;
-        let ctx = match (top, st.last_parent == ctx) {
-            (false, _) => st.top_ctx,
-            (true, true) => st.last_ctx,
-            (true, false) => self.context(ctx, s),
-        };
+        let (s, top, ctx) = self.invocation_context(kind, site, ctx);
         let st = &mut self.sites[s as usize];
         if top {
             st.top_ctx = ctx;
@@ -195,14 +204,7 @@ impl Tables {
     /// lower again. Its context, and its on-span entry.
     #[inline(always)]
     pub fn leaf(&mut self, site: CallSite, ctx: u32, caller: u32, cost: u64) -> (u32, Entry) {
-        let s = self.site(SiteKind::Call, site);
-        let st = &self.sites[s as usize];
-        let top = st.active == 0;
-        let ctx = match (top, st.last_parent == ctx) {
-            (false, _) => st.top_ctx,
-            (true, true) => st.last_ctx,
-            (true, false) => self.context(ctx, s),
-        };
+        let (s, top, ctx) = self.invocation_context(SiteKind::Call, site, ctx);
         let st = &mut self.sites[s as usize];
         let f = &self.functions[st.function as usize];
         let ws = WorkSpan::new(cost, cost);
