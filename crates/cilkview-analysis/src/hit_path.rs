@@ -93,9 +93,7 @@ impl HotKind {
             _ => HotKind::General,
         }
     }
-}
 
-impl HotKind {
     /// The index of a word's two kinds in the hot loop's one jump a word.
     #[inline(always)]
     const fn pair(first: HotKind, second: HotKind) -> u8 {

@@ -6,6 +6,7 @@
 use super::{Engine, Pending};
 use crate::event::{Event, EventKind, RegionId};
 use crate::frame::{Frame, FrameKind};
+use crate::observer::Observer;
 
 impl Engine {
     /// Consumes a batch of events in order: the same as [`Engine::process`] on each, faster.
@@ -202,37 +203,55 @@ impl Engine {
     #[cold]
     #[inline(never)]
     fn step_rare(&mut self, e: &Event, events: &&[Event]) {
-        // Where `e` is in the batch, by its address (the batch loop keeps no index: one register
-        // fewer in it).
-        let at = (e as *const Event as usize - events.as_ptr() as usize) / size_of::<Event>();
+        match self.strand_region_part(e, events) {
+            StrandRegionPart::Begin(id, end) => {
+                self.acc = self.acc.wrapping_add(e.cost).wrapping_add(end.cost);
+                self.record_strand_region(id, end.cost);
+            }
+            StrandRegionPart::End => {}
+            StrandRegionPart::Neither => self.apply_in_batch(&mut (), e, events),
+        }
+    }
+
+    /// What event `e` of batch `events` is to a batch loop (the loop keeps no index: where `e`
+    /// is, by its address; a single event, `events` empty, is neither): the begin of a region
+    /// that holds one strand, its end the next event, measured at the begin with its end; that
+    /// end, passed over (the state that decided so is the same now); or neither.
+    #[inline(always)]
+    pub(super) fn strand_region_part<'a>(
+        &self,
+        e: &Event,
+        events: &'a [Event],
+    ) -> StrandRegionPart<'a> {
+        let Some(at) = position_in(e, events) else {
+            return StrandRegionPart::Neither;
+        };
         match e.kind {
             EventKind::RegionBegin(_) => {
                 let next = events.get(at + 1);
                 if let Some((id, end)) = next.and_then(|n| Some((self.strand_region(e, n)?, n))) {
-                    self.acc = self.acc.wrapping_add(e.cost).wrapping_add(end.cost);
-                    self.record_strand_region(id, end.cost);
-                    return;
+                    return StrandRegionPart::Begin(id, end);
                 }
             }
-            // The end of a region its begin took (the state that decided so is the same now).
             EventKind::RegionEnd(_) => {
                 let taken = |begin| self.strand_region(begin, e).is_some();
                 if events.get(at.wrapping_sub(1)).is_some_and(taken) {
-                    return;
+                    return StrandRegionPart::End;
                 }
             }
             _ => {}
         }
-        self.apply_in_batch(*e, (events.len() - at - 1) as u64);
+        StrandRegionPart::Neither
     }
 
-    /// The general step of an event of a batch that has `after` events after it: with the events
-    /// counted through this one, as a step counts them (a region's begin and end read them), not
-    /// through the batch's end as the batch loop counts them.
+    /// The general step of event `e` of batch `events` (empty: a single event, counted already),
+    /// told to `o`, with the events counted through `e`, as a step counts them (a region's begin
+    /// and end read them), not through the batch's end as a batch loop counts them.
     #[inline(never)]
-    fn apply_in_batch(&mut self, e: Event, after: u64) {
+    pub(super) fn apply_in_batch<O: Observer>(&mut self, o: &mut O, e: &Event, events: &[Event]) {
+        let after = position_in(e, events).map_or(0, |at| (events.len() - at - 1) as u64);
         self.events -= after;
-        self.apply(&mut (), e);
+        self.apply(o, *e);
         self.events += after;
     }
 
@@ -300,6 +319,23 @@ impl Engine {
         let top = self.stack.last().expect("root frame is never popped");
         top.kind == FrameKind::Loop
     }
+}
+
+/// See [`Engine::strand_region_part`].
+pub(super) enum StrandRegionPart<'a> {
+    /// The begin of a region `RegionId` that holds one strand, and its end (the next event).
+    Begin(RegionId, &'a Event),
+    /// The end of such a region.
+    End,
+    Neither,
+}
+
+/// Where `e` is in `events`, by its address (none when it is not one of them).
+#[inline(always)]
+fn position_in(e: &Event, events: &[Event]) -> Option<usize> {
+    let at =
+        (e as *const Event as usize).wrapping_sub(events.as_ptr() as usize) / size_of::<Event>();
+    (at < events.len()).then_some(at)
 }
 
 /// An unprofiled engine's running total and pending frame held by a caller's loop in locals

@@ -3,6 +3,7 @@
 //! whose frame is never pushed, see `Engine::pending`) handled in line, with the profiler told
 //! the same (docs/engine.md, "Call-site profiles").
 
+use super::batch::StrandRegionPart;
 use super::{Engine, Pending};
 use crate::event::{Event, EventKind};
 use crate::frame::{Frame, FrameKind};
@@ -145,21 +146,13 @@ impl Engine {
     }
 
     /// The general step for an event `e` of a profiling engine, the frame held, if any, pushed
-    /// first; `events` its batch (empty for a single event, counted already), whose events
-    /// are counted at once: the step sees them counted through `e` (a region's begin and end
-    /// read them, as in `Engine::apply_in_batch`).
+    /// first; `events` its batch (see [`Engine::apply_in_batch`]).
     #[inline(never)]
     fn apply_general(&mut self, p: &mut Profiler, e: &Event, events: &[Event]) {
         if self.pending != Pending::None {
             p.push_held();
         }
-        let after = match position_in(e, events) {
-            Some(at) => (events.len() - at - 1) as u64,
-            None => 0,
-        };
-        self.events -= after;
-        self.apply(p, *e);
-        self.events += after;
+        self.apply_in_batch(p, e, events);
     }
 
     /// Whether a close of a frame of `kind` ends no region: the top frame is of that kind and
@@ -182,44 +175,18 @@ impl Engine {
         p.strand(cost);
     }
 
-    /// A region's begin or end `e` of `events`: a region that holds one strand (its begin, then
-    /// its end next; see `Engine::strand_region`) measured at its begin, in the frame held, if
-    /// any, pushed first (its strands run in it), its end then passed over; else the general
-    /// step.
+    /// A region's begin or end `e` of `events`: a region that holds one strand measured at its
+    /// begin (see [`Engine::strand_region_part`]), in the frame held, if any, pushed first (its
+    /// strands run in it), its end then passed over; else the general step.
     #[inline(never)]
     fn region_event(&mut self, p: &mut Profiler, e: &Event, events: &[Event]) {
-        // Where `e` is in the batch (a single event has none: no look at its neighbours).
-        let Some(at) = position_in(e, events) else {
-            return self.apply_general(p, e, events);
-        };
-        match e.kind {
-            EventKind::RegionBegin(id) => {
-                if let Some(end) = events.get(at.wrapping_add(1)) {
-                    if self.strand_region(e, end).is_some() {
-                        // The frame held, if any, pushed: the region's strands run in it.
-                        self.frame_event_strand(p, e.cost.wrapping_add(end.cost));
-                        self.record_strand_region(id, end.cost);
-                        return;
-                    }
-                }
+        match self.strand_region_part(e, events) {
+            StrandRegionPart::Begin(id, end) => {
+                self.frame_event_strand(p, e.cost.wrapping_add(end.cost));
+                self.record_strand_region(id, end.cost);
             }
-            // The end of a region its begin took (the state that decided so is the same now).
-            EventKind::RegionEnd(_) => {
-                let begin = events.get(at.wrapping_sub(1));
-                if begin.is_some_and(|b| self.strand_region(b, e).is_some()) {
-                    return;
-                }
-            }
-            _ => {}
+            StrandRegionPart::End => {}
+            StrandRegionPart::Neither => self.apply_general(p, e, events),
         }
-        self.apply_general(p, e, events);
     }
-}
-
-/// Where `e` is in `events`, by its address (none when it is not one of them).
-#[inline(always)]
-fn position_in(e: &Event, events: &[Event]) -> Option<usize> {
-    let at =
-        (e as *const Event as usize).wrapping_sub(events.as_ptr() as usize) / size_of::<Event>();
-    (at < events.len()).then_some(at)
 }
