@@ -63,7 +63,7 @@ struct vstate {
     uint32_t len;   /* 8: records in buf[1..] */
     int32_t tid;    /* 12 */
     int32_t live;   /* 16 */
-    uint32_t pad0;  /* 20 */
+    uint32_t mixed; /* 20: buf holds a record that is not a hit without an operand */
     uint64_t rep_pc; /* REP string instruction last executed, and `count` after it */
     uint64_t rep_at;
     uint64_t ra;     /* return address at the last function entry (file-relative), or NO_RA */

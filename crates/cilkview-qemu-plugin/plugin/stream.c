@@ -157,19 +157,24 @@ static void flush_as(struct vstate *s, int lazy)
         return;
     if (s->tid == 0)
         s->tid = tid_now();
-    s->buf[0] = (uint32_t)s->tid | ((uint64_t)s->len << 32);
+    s->buf[0] = (uint32_t)s->tid | ((uint64_t)s->len << 32) | (s->mixed ? 0 : CHUNK_HITS_ONLY);
     write_all(s->buf, (s->len + 1) * 8, lazy);
     s->len = 0;
+    s->mixed = 0;
 }
 
 /* A thread's buffered records into the ring, to be seen now. */
 static void flush(struct vstate *s) { flush_as(s, 0); }
 
-/* Append words to a thread's buffer (flushing first if they do not fit). */
+/* Append words to a thread's buffer (flushing first if they do not fit). A record of one word
+ * with bit 0 clear is a hit without an operand (TAG_HIT, TAG_PAIR); any other makes the chunk
+ * mixed. (The hot callbacks store their small hits' words themselves: never mixed.) */
 static void push(struct vstate *s, const uint64_t *w, unsigned n)
 {
     if (s->len + n >= BUF_WORDS)
         flush_as(s, 1);
+    if (n > 1 || (w[0] & 1))
+        s->mixed = 1;
     /* The word first, then the length: a reader of the shared slot after a crash sees whole
      * records only. */
     for (unsigned i = 0; i < n; i++) {

@@ -75,8 +75,11 @@ wire! {
     /// Bits of a small hit's cost (TAG_PAIR).
     SMALL_COST_BITS = 16;
 
-    /// Words of one chunk, its header (tid | words << 32) included: 64 KiB.
+    /// Words of one chunk, its header (tid | words << 32 | CHUNK_HITS_ONLY or 0) included: 64 KiB.
     BUF_WORDS = 8192;
+    /// Chunk header flag: every word after the header is a hit without an operand (TAG_HIT or
+    /// TAG_PAIR), so the reader hands the words on without looking for other records.
+    CHUNK_HITS_ONLY = 1 << 63;
 
     /// Thread slot offset of `count`: instructions since the thread's last event.
     SLOT_COUNT = 0;

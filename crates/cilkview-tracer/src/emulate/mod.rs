@@ -245,14 +245,30 @@ impl EmulatedRun {
                 !at_exit && matches!(waitid(Id::Pid(pid), flags), Ok(WaitStatus::StillAlive))
             };
             match ring.next(&mut &l.bell, &mut alive) {
-                Ok(Some((tid, range))) => {
-                    self.chunk(tid, ring.words(range), &mut l.replies, sink)?
-                }
+                Ok(Some(c)) if c.hits_only => self.hits(c.tid, ring.words(c.range), sink),
+                Ok(Some(c)) => self.chunk(c.tid, ring.words(c.range), &mut l.replies, sink)?,
                 Ok(None) => return Ok(()),
                 Err(ring::ReadError::Io(e)) => return Err(TraceError::Wait(e)),
                 Err(ring::ReadError::Bad(m)) => return Err(bad(m)),
             }
         }
+    }
+
+    /// A chunk of thread `tid` whose words are all hits without operands (the plugin says so:
+    /// nearly every chunk), handed over as they are, not looked through.
+    fn hits(&mut self, tid: i32, words: &[u64], sink: &mut dyn EventSink) {
+        debug_assert_eq!(
+            protocol::hit_run(words),
+            words.len(),
+            "a chunk of hits only"
+        );
+        if words.is_empty() {
+            return;
+        }
+        self.thread(sink, tid);
+        let seen = sink.hits(tid, words);
+        self.total += seen.cost;
+        self.hits += seen.hits;
     }
 
     /// The records of one chunk of thread `tid`.
@@ -269,10 +285,7 @@ impl EmulatedRun {
             // as they are (they are `PackedHit` words).
             let run = protocol::hit_run(&words[i..]);
             if run > 0 {
-                self.thread(sink, tid);
-                let seen = sink.hits(tid, &words[i..i + run]);
-                self.total += seen.cost;
-                self.hits += seen.hits;
+                self.hits(tid, &words[i..i + run], sink);
                 i += run;
                 continue;
             }

@@ -4,7 +4,7 @@
 //!
 //! The plugin writes chunks of little-endian 64-bit words, each at most 64 KiB
 //! (copied whole into the record ring under the plugin's lock, `ring.rs`): a header
-//! `tid | words << 32`, then records.
+//! `tid | words << 32` (bit 63: the records are all hits of tags 0 and 2), then records.
 //! A record's low two bits are its tag: 0 a hit (probe index in bits 2..25,
 //! cost in bits 26..63), 1 the same followed by the operand word, 2 one or two
 //! small hits (probe index < 2^14 in bits 2..15, cost < 2^16 in bits 16..31;

@@ -5,8 +5,9 @@
 //!
 //! Layout: a header page (`head` at byte 0: bytes written; `tail` at 64: bytes the analyzer is
 //! done with; `reader_waiting` at 128, `writer_waiting` at 132), then [`RING_BYTES`] of data.
-//! A chunk (header word `tid | words << 32`, then its words) never wraps: a chunk that does not
-//! fit before the end is preceded by a [`WRAP`] word and starts at 0.
+//! A chunk (header word `tid | words << 32`, with [`HITS_ONLY`] where every word is a hit without
+//! an operand, then its words) never wraps: a chunk that does not fit before the end is preceded
+//! by a [`WRAP`] word and starts at 0.
 //!
 //! Either side is woken once [`wire::RING_WAKE_BYTES`] are ready for it, not at each chunk: the
 //! plugin asks for room and that much more (`writer_wake`, at 136), and rings the bell once that
@@ -40,6 +41,19 @@ const WRITER_WAKE: usize = wire::RING_WRITER_WAKE as usize;
 pub const READER_NAP: Duration = Duration::from_millis(20);
 /// In place of a chunk header: the rest of the ring up to its end is unused.
 const WRAP: u64 = wire::RING_WRAP;
+/// A chunk header's flag: the chunk's words are all hits without an operand.
+const HITS_ONLY: u64 = wire::CHUNK_HITS_ONLY;
+
+/// A chunk returned by [`RingReader::next`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Chunk {
+    /// The thread whose records these are.
+    pub tid: i32,
+    /// Its words (see [`RingReader::words`]).
+    pub range: Range<usize>,
+    /// The plugin says every word is a hit without an operand ([`wire::CHUNK_HITS_ONLY`]).
+    pub hits_only: bool,
+}
 
 /// A malformed stream, or the pipe failed.
 #[derive(Debug)]
@@ -83,7 +97,7 @@ impl RingReader {
         &mut self,
         bell: &mut (impl Read + AsFd),
         alive: &mut dyn FnMut() -> bool,
-    ) -> Result<Option<(i32, Range<usize>)>, ReadError> {
+    ) -> Result<Option<Chunk>, ReadError> {
         self.release();
         let mut gone = false;
         loop {
@@ -101,7 +115,7 @@ impl RingReader {
                     self.tail += (RING_BYTES - off) as u64;
                     continue;
                 }
-                let n = (word >> 32) as usize;
+                let n = ((word & !HITS_ONLY) >> 32) as usize;
                 if n >= CHUNK_WORDS || off + 8 * (n + 1) > RING_BYTES {
                     return Err(ReadError::Bad(format!("chunk of {n} words")));
                 }
@@ -110,7 +124,11 @@ impl RingReader {
                 }
                 self.tail += 8 * (n as u64 + 1);
                 let first = off / 8 + 1;
-                return Ok(Some((word as u32 as i32, first..first + n)));
+                return Ok(Some(Chunk {
+                    tid: word as u32 as i32,
+                    range: first..first + n,
+                    hits_only: word & HITS_ONLY != 0,
+                }));
             }
             if gone {
                 return Ok(None);
@@ -194,7 +212,9 @@ mod tests {
                 head += skip as u64;
             }
             let at = HDR_BYTES + (head % RING_BYTES as u64) as usize;
-            let header = (tid as u32 as u64) | ((words.len() as u64) << 32);
+            // Even threads' chunks say they hold hits only (whatever their words).
+            let flag = if tid % 2 == 0 { HITS_ONLY } else { 0 };
+            let header = (tid as u32 as u64) | ((words.len() as u64) << 32) | flag;
             self.map.store_words(at, &[header]);
             self.map.store_words(at + 8, words);
             self.map.store64(HEAD, head + n as u64);
@@ -240,8 +260,9 @@ mod tests {
         });
         let mut reader = RingReader::new(&file).unwrap();
         let mut got = Vec::new();
-        while let Some((tid, range)) = reader.next(&mut bell_r, &mut || false).unwrap() {
-            got.push((tid, reader.words(range).to_vec()));
+        while let Some(c) = reader.next(&mut bell_r, &mut || false).unwrap() {
+            assert_eq!(c.hits_only, c.tid % 2 == 0, "the header's flag");
+            got.push((c.tid, reader.words(c.range).to_vec()));
         }
         t.join().unwrap();
         assert_eq!(got.len(), chunks.len());
