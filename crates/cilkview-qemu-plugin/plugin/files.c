@@ -185,9 +185,14 @@ static struct file *request(size_t i)
     f->entries = calloc(f->n ? f->n : 1, sizeof *f->entries);
     if (!f->probes || !f->entries)
         die("out of memory");
+    /* Per probe: offset, operand register or all ones, function entry or all ones; read at once
+     * (a read per probe was a system call per probe while QEMU waits). */
+    uint64_t (*reply)[3] = malloc((f->n ? f->n : 1) * sizeof *reply);
+    if (!reply)
+        die("out of memory");
+    read_all(reply, f->n * sizeof *reply);
     for (size_t k = 0; k < f->n; k++) {
-        uint64_t p[3]; /* offset, operand register or all ones, function entry or all ones */
-        read_all(p, sizeof p);
+        const uint64_t *p = reply[k];
         f->probes[k].gaddr = lo - g_guest_base + p[0];
         f->probes[k].index = head[1] + k;
         f->probes[k].operand = p[1] > 15 ? -1 : (int32_t)p[1];
@@ -195,6 +200,7 @@ static struct file *request(size_t i)
         if (f->probes[k].ra)
             f->entries[f->nentries++] = lo - g_guest_base + p[2];
     }
+    free(reply);
     qsort(f->probes, f->n, sizeof *f->probes, cmp_probe);
     qsort(f->entries, f->nentries, sizeof *f->entries, cmp_u64);
     return f;
