@@ -128,6 +128,19 @@ macro_rules! dispatch_pairs {
     };
 }
 
+/// The probe of the small hit in the low half of `half`, read only off the hot path (a
+/// closure: nothing computed before the jump on the hit's kind).
+#[inline(always)]
+fn small_probe(half: u64) -> impl FnOnce() -> usize {
+    move || PackedHit::small_hit(half).0
+}
+
+/// The cost of the small hit in the low half of `half`.
+#[inline(always)]
+fn small_cost(half: u64) -> u64 {
+    PackedHit::small_hit(half).1
+}
+
 /// Words that [`HitPath::words`] hands [`HitPath::words_by_halves`] at once from one it does not
 /// dispatch at once: a loop's words take one call for this many.
 const HALVES_AT_A_TIME: usize = 512;
@@ -266,41 +279,64 @@ impl HitPath<'_> {
     /// Words of packed hits in any form, no call sites profiled: each word of two small hits of
     /// a call, a spawn or a sync (or one, the second half zero), nearly every word the plugin
     /// writes, dispatched once on its pair of kinds, each half's kind read in
-    /// [`ProbeTable::small`] with its low 16 bits the key; any other word, and the
-    /// [`HALVES_AT_A_TIME`] − 1 after it, by [`HitPath::words_by_halves`] out of line.
+    /// [`ProbeTable::small`] with its low 16 bits the key ([`HitPath::pairs`]); any other word
+    /// (a second half not zero that is no small hit among them), and the [`HALVES_AT_A_TIME`] − 1
+    /// after it, by [`HitPath::words_by_halves`] out of line.
     #[inline(always)]
     fn words(&mut self, thread: &mut Thread, words: &[u64], at: &mut RunLocals) {
+        let mut from = 0;
+        while from < words.len() {
+            from += self.pairs(thread, &words[from..], at);
+            if from < words.len() {
+                // A loop's words come in long runs: a few at a time one half at a time.
+                let some = (words.len() - from).min(HALVES_AT_A_TIME);
+                self.words_by_halves(thread, &words[from..from + some], at);
+                from += some;
+            }
+        }
+    }
+
+    /// The words of `words` that [`HitPath::words`] dispatches at once, up to the first it does
+    /// not: how many. (The loop's state in a local whose address no call takes: registers. The
+    /// words it does not dispatch are taken after it returns, not by a call from its loop.)
+    #[inline(always)]
+    fn pairs(&mut self, thread: &mut Thread, words: &[u64], at_out: &mut RunLocals) -> usize {
+        let mut local = *at_out;
+        let at = &mut local;
         let small = &*self.probes.small;
-        // The probe, read only off the hot path (a closure: nothing computed before the jump).
-        let probe_of = |half: u64| move || PackedHit::small_hit(half).0;
-        let cost_of = |half: u64| PackedHit::small_hit(half).1;
         // The words by an iterator (a pointer and its end: one compare a word).
         let mut rest = words.iter();
-        while let Some(&x) = rest.next() {
+        let taken = loop {
+            let Some(&x) = rest.next() else {
+                break words.len();
+            };
             let second = x >> 32;
             let pair = HotKind::pair(small[x as u16 as usize], small[second as u16 as usize]);
             // Both hits' engine steps, each inlined for its kind.
             macro_rules! both {
                 ($a:ident, NotSmall) => {{
-                    self.plain(HotKind::$a, thread, probe_of(x), cost_of(x), at);
                     if second != 0 {
-                        self.odd_second(thread, second, at);
+                        break words.len() - rest.len() - 1;
                     }
+                    self.plain(HotKind::$a, thread, small_probe(x), small_cost(x), at);
                 }};
                 ($a:ident, $b:ident) => {{
-                    self.plain(HotKind::$a, thread, probe_of(x), cost_of(x), at);
-                    self.plain(HotKind::$b, thread, probe_of(second), cost_of(second), at);
+                    self.plain(HotKind::$a, thread, small_probe(x), small_cost(x), at);
+                    self.plain(
+                        HotKind::$b,
+                        thread,
+                        small_probe(second),
+                        small_cost(second),
+                        at,
+                    );
                 }};
             }
             dispatch_pairs!(pair, both, (), {
-                // A loop's words come in long runs: a few at a time one half at a time, this
-                // one the first.
-                let from = words.len() - rest.len() - 1;
-                let (some, others) = words[from..].split_at((rest.len() + 1).min(HALVES_AT_A_TIME));
-                self.words_by_halves(thread, some, at);
-                rest = others.iter();
+                break words.len() - rest.len() - 1;
             });
-        }
+        };
+        *at_out = local;
+        taken
     }
 
     /// Words of packed hits one half at a time.
@@ -310,17 +346,16 @@ impl HitPath<'_> {
         let mut local = *at_out;
         let at = &mut local;
         let small = &*self.probes.small;
-        let probe_of = |half: u64| move || PackedHit::small_hit(half).0;
-        let cost_of = |half: u64| PackedHit::small_hit(half).1;
         for &x in words {
             let kind = small[x as u16 as usize];
-            if !self.plain(kind, thread, probe_of(x), cost_of(x), at) {
+            if !self.plain(kind, thread, small_probe(x), small_cost(x), at) {
                 self.one_hit_word(thread, x, at);
                 continue;
             }
             let second = x >> 32;
             let kind = small[second as u16 as usize];
-            if !self.plain(kind, thread, probe_of(second), cost_of(second), at) && second != 0 {
+            if !self.plain(kind, thread, small_probe(second), small_cost(second), at) && second != 0
+            {
                 // Not written by the plugin; read as a small hit all the same (as
                 // `PackedHit::for_each_hit_in` reads it).
                 self.odd_second(thread, second, at);

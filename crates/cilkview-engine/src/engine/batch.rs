@@ -35,6 +35,7 @@ impl Engine {
         Steps {
             acc: self.acc,
             pending: self.pending,
+            events: self.events,
         }
     }
 
@@ -45,7 +46,7 @@ impl Engine {
     /// [`Engine::anomaly_count`] need look only then.
     #[inline(always)]
     pub fn step_in(&mut self, steps: &mut Steps, event: Event) -> bool {
-        self.events += 1;
+        steps.events += 1;
         if self.step_common(&event, &mut steps.acc, &mut steps.pending) {
             return false;
         }
@@ -56,11 +57,12 @@ impl Engine {
         true
     }
 
-    /// Gives the engine back the state `steps` held: its running total and pending frame are
-    /// those of every event [`Engine::step_in`] took. Before any other call of the engine.
+    /// Gives the engine back the state `steps` held: its running total, pending frame and count
+    /// of events are those of every event [`Engine::step_in`] took. Before any other call of
+    /// the engine.
     #[inline(always)]
     pub fn settle(&mut self, steps: Steps) {
-        (self.acc, self.pending) = (steps.acc, steps.pending);
+        (self.acc, self.pending, self.events) = (steps.acc, steps.pending, steps.events);
     }
 
     /// [`Engine::step_in`] for an event the batch loop's code does not handle: the general
@@ -338,14 +340,15 @@ fn position_in(e: &Event, events: &[Event]) -> Option<usize> {
     (at < events.len()).then_some(at)
 }
 
-/// An unprofiled engine's running total and pending frame held by a caller's loop in locals
-/// (registers) while it hands the engine events one by one ([`Engine::step_in`]); the
-/// engine's own are stale until [`Engine::settle`] gives them back.
+/// An unprofiled engine's running total, pending frame and count of events held by a caller's
+/// loop in locals (registers) while it hands the engine events one by one
+/// ([`Engine::step_in`]); the engine's own are stale until [`Engine::settle`] gives them back.
 #[derive(Clone, Copy, Debug)]
 #[must_use = "the engine's state until settled"]
 pub struct Steps {
     acc: u64,
     pending: Pending,
+    events: u64,
 }
 
 impl Pending {
