@@ -59,16 +59,26 @@ cargo build -q --release -p cilkview-cli
 tool=target/release/cilkview-rs
 fib=$(mktemp -d)/fib
 gcc -O2 -Icrates/cilkview-marks/include fixtures/fib.c -o "$fib"
-tool_instructions() { # tool_instructions N: the tool's own instructions measuring fib N
-    CALLGRIND_FLAGS=--trace-children=no instructions "$tool" run --counter native "$fib" "$1"
+tool_instructions() { # tool_instructions N [OPTIONS...]: the tool's own instructions measuring fib N
+    local n=$1
+    shift
+    CALLGRIND_FLAGS=--trace-children=no instructions "$tool" run "$@" "$fib" "$n"
+}
+per_hit() { # per_hit OPTIONS...: the tool's instructions per mark hit from fib 20 to fib 22
+    local one two
+    one=$(tool_instructions 20 "$@")
+    two=$(tool_instructions 22 "$@")
+    awk -v a="$one" -v b="$two" -v h1="$(hits 20)" -v h2="$(hits 22)" 'BEGIN { printf "%.1f", (b - a) / (h2 - h1) }'
 }
 hits() { # hits N: the mark hits of fib N (the report's events)
     "$tool" run --counter native --json "$fib.json" "$fib" "$1" >/dev/null 2>&1
     sed -n 's/.*"events": *\([0-9]*\).*/\1/p' "$fib.json" | head -1
 }
-one=$(tool_instructions 20)
-two=$(tool_instructions 22)
-echo "| run --counter native, the tool per mark hit (fib 20 and 22) | $(awk -v a="$one" -v b="$two" -v h1="$(hits 20)" -v h2="$(hits 22)" 'BEGIN { printf "%.1f", (b - a) / (h2 - h1) }') |"
+echo "| run --counter native, the tool per mark hit (fib 20 and 22) | $(per_hit --counter native) |"
+# Under emulate the tool's process reads the plugin's ring (QEMU's instructions are not counted);
+# with --profile it also writes the profiles (their drawing a cost per context, not per hit).
+echo "| run --counter emulate, the tool per mark hit | $(per_hit --counter emulate) |"
+echo "| run --counter emulate --profile, the tool per mark hit | $(per_hit --counter emulate --profile "$(dirname "$fib")/profile") |"
 # The same with the analysis on a thread of its own (CILKVIEW_ANALYSIS_THREAD=1, the default on 3
 # cores or more): each thread's instructions per hit (callgrind --separate-threads=yes: the
 # tool's first thread drains and batches, the busiest other one is the analysis's).
