@@ -35,6 +35,9 @@ pub(crate) struct Profiler {
     spare_loops: Vec<Box<LoopProf>>,
     /// The frame begun and not pushed yet (see [`Held`]).
     held: Held,
+    /// The running total: the cost of every strand so far, as the engine's. A strand adds to it
+    /// and to nothing else: the frames' current paths and local work are live (`frames.rs`).
+    acc: u64,
 }
 
 impl Profiler {
@@ -47,6 +50,7 @@ impl Profiler {
             depth: 0,
             spare_loops: Vec::new(),
             held: Held::None,
+            acc: 0,
         }
     }
 
@@ -79,10 +83,8 @@ impl Profiler {
     /// chunk opens (unless one is open) and its frame is held as [`Profiler::hold_call`]'s.
     #[inline(always)]
     pub fn hold_iteration(&mut self, cost: u64) {
-        let f = &mut self.stack[self.depth];
-        f.local_work = f.local_work.wrapping_add(cost);
-        if let Some(lp) = &mut f.lp {
-            lp.current().strand(cost);
+        self.acc = self.acc.wrapping_add(cost);
+        if let Some(lp) = &mut self.stack[self.depth].lp {
             lp.begin_iteration();
         }
         self.held = Held::Iteration;
@@ -104,12 +106,10 @@ impl Profiler {
     /// site: a strand of its caller's, in line.)
     #[inline(always)]
     pub fn end_held_call(&mut self, cost: u64) {
+        self.acc = self.acc.wrapping_add(cost);
         match std::mem::replace(&mut self.held, Held::None) {
             Held::Call(Some(site)) => self.leaf_invocation(site, cost),
-            held => {
-                debug_assert_eq!(held, Held::Call(None));
-                self.strand(cost);
-            }
+            held => debug_assert_eq!(held, Held::Call(None)),
         }
     }
 
@@ -119,10 +119,9 @@ impl Profiler {
     pub fn end_held_iteration(&mut self, cost: u64) {
         debug_assert_eq!(self.held, Held::Iteration);
         self.held = Held::None;
-        let (arena, f) = (&mut self.arena, &mut self.stack[self.depth]);
-        f.local_work = f.local_work.wrapping_add(cost);
-        if let Some(lp) = &mut f.lp {
-            lp.end_leaf_iteration(arena, cost);
+        self.acc = self.acc.wrapping_add(cost);
+        if let Some(lp) = &mut self.stack[self.depth].lp {
+            lp.iteration_ended(&mut self.arena, self.acc);
         }
     }
 
@@ -134,18 +133,19 @@ impl Profiler {
         let (ctx, entry) = self.tables.leaf(site, ctx, caller, cost);
         let keys = self.tables.keys();
         let (arena, f) = (&mut self.arena, &mut self.stack[self.depth]);
+        // The invocation's strand (in the running total): on the path, owned by the invocation
+        // (nothing of it local to the parent).
+        f.local_work = f.local_work.wrapping_add(cost);
         let p = f.current();
-        // The invocation's path: its strand, owned by it (nothing of it local to the parent).
-        p.span = p.span.wrapping_add(cost);
+        p.own = p.own.wrapping_add(cost);
         p.prof.update(arena, keys, ctx, entry);
     }
 
-    /// A strand of `cost` ran in the current frame.
+    /// A strand of `cost` ran in the current frame (its paths and local work are live: the
+    /// running total is all it changes).
     #[inline(always)]
     pub fn strand(&mut self, cost: u64) {
-        let f = self.top();
-        f.local_work = f.local_work.wrapping_add(cost);
-        f.current().strand(cost);
+        self.acc = self.acc.wrapping_add(cost);
     }
 
     /// A frame is pushed; `site` only for function enters and spawns.
@@ -162,7 +162,7 @@ impl Profiler {
         };
         let from = if kind == FrameKind::Spawn {
             let tree = &mut self.tree;
-            self.stack[self.depth].spawning(tree)
+            self.stack[self.depth].spawning(tree, self.acc)
         } else {
             Start::default()
         };
@@ -195,7 +195,7 @@ impl Profiler {
             self.grow();
         }
         let f = &mut self.stack[self.depth];
-        f.begin(ctx, instance, invocation, &self.tree);
+        f.begin(ctx, instance, invocation, &self.tree, self.acc);
         f.from = from;
     }
 
@@ -209,8 +209,7 @@ impl Profiler {
     pub fn push_loop(&mut self, grain: u64) {
         let (ctx, instance) = (self.top().ctx, self.top().instance);
         let mut lp = self.spare_loops.pop().unwrap_or_default();
-        lp.grain = grain.max(1);
-        lp.in_chunk = 0;
+        lp.begin(grain, self.acc);
         self.enter_slot(ctx, instance, None, Start::default());
         self.stack[self.depth].lp = Some(lp);
     }
@@ -226,7 +225,7 @@ impl Profiler {
     pub fn sync(&mut self) {
         let keys = self.tables.keys();
         let f = &mut self.stack[self.depth];
-        f.sync(&mut self.arena, keys, &mut self.tree);
+        f.sync(&mut self.arena, keys, &mut self.tree, self.acc);
     }
 
     /// `SpawnAfter{sibling}` in the top frame.
@@ -241,7 +240,8 @@ impl Profiler {
     pub fn wait_for(&mut self, sibling: u64) {
         let f = &mut self.stack[self.depth];
         if f.lp.is_none() {
-            f.paths.wait_for(&mut self.arena, &mut self.tree, sibling);
+            f.paths
+                .wait_for(&mut self.arena, &mut self.tree, sibling, self.acc);
         }
     }
 
@@ -250,7 +250,7 @@ impl Profiler {
     /// it leaves with empty paths for the next push.)
     #[inline(always)]
     pub fn pop(&mut self, kind: FrameKind, work: u64, span: u64) {
-        let keys = self.tables.keys();
+        let (keys, acc) = (self.tables.keys(), self.acc);
         let arena = &mut self.arena;
         let (below, above) = self.stack.split_at_mut(self.depth);
         let (f, parent) = (
@@ -259,26 +259,29 @@ impl Profiler {
         );
         self.depth -= 1;
         if let Some(mut lp) = f.lp.take() {
-            lp.flush(arena);
+            lp.flush(arena, acc);
             let tree = lp.take_best();
-            parent.local_work = parent.local_work.wrapping_add(f.local_work);
-            parent.serial(arena, keys, tree);
-            parent.serial(arena, keys, std::mem::take(&mut lp.control));
+            parent.child_ended(f.start, acc, Some(f.local_work(acc)));
+            let into = parent.current();
+            into.then_live(arena, keys, tree);
+            into.then_live(arena, keys, lp.take_control(acc));
             self.spare_loops.push(lp);
             return;
         }
-        f.sync(arena, keys, &mut self.tree);
+        f.sync(arena, keys, &mut self.tree, acc);
+        let local_work = f.local_work(acc);
         // The frame's path, worked on in its slot (moved out only into the tree or a loop).
         let path = &mut f.paths.p;
         debug_assert_eq!(path.span, span, "profiler and engine disagree on a span");
         match f.invocation {
             Some(inv) => {
                 let ws = WorkSpan::new(work, span);
-                let entry = self.tables.close(f.ctx, inv, ws, f.local_work, path.own);
+                let entry = self.tables.close(f.ctx, inv, ws, local_work, path.own);
                 path.own = 0;
                 path.prof.update(arena, keys, f.ctx, entry);
+                parent.child_ended(f.start, acc, None);
             }
-            None => parent.local_work = parent.local_work.wrapping_add(f.local_work),
+            None => parent.child_ended(f.start, acc, Some(local_work)),
         }
         match kind {
             FrameKind::Spawn => {
@@ -286,11 +289,11 @@ impl Profiler {
                 parent.spawned(arena, keys, &mut self.tree, f.from, path)
             }
             FrameKind::Iteration => match &mut parent.lp {
-                Some(lp) => lp.end_iteration(arena, keys, std::mem::take(path)),
-                None => parent.current().absorb(arena, keys, path),
+                Some(lp) => lp.end_iteration(arena, keys, std::mem::take(path), acc),
+                None => parent.current().absorb_live(arena, keys, path),
             },
             FrameKind::Function | FrameKind::Root | FrameKind::Loop => {
-                parent.current().absorb(arena, keys, path)
+                parent.current().absorb_live(arena, keys, path)
             }
         }
     }
@@ -305,14 +308,14 @@ impl Profiler {
     pub fn finish(mut self, work: u64, span: u64) -> Profile {
         debug_assert_eq!(self.depth, 0);
         let keys = self.tables.keys();
-        let root = &mut self.stack[0];
-        root.sync(&mut self.arena, keys, &mut self.tree);
+        let (root, acc) = (&mut self.stack[0], self.acc);
+        root.sync(&mut self.arena, keys, &mut self.tree, acc);
         debug_assert_eq!(
             root.paths.p.span, span,
             "profiler and engine disagree on the span"
         );
         let on_span: Vec<(u32, Entry)> = root.paths.p.prof.drain(&mut self.arena, keys);
-        let (local_work, local_span) = (root.local_work, root.paths.p.own);
+        let (local_work, local_span) = (root.local_work(acc), root.paths.p.own);
         self.tables
             .into_profile(WorkSpan::new(work, span), local_work, local_span, on_span)
     }
