@@ -86,13 +86,15 @@ impl Engine {
                 p.end_held_iteration(cost);
             }
             // An iteration of the loop that is the top frame (with a frame held, the top frame
-            // is that one's parent: the general step).
-            EventKind::IterationBegin if self.pending == Pending::None && p.in_loop() => {
+            // is that one's parent: the general step; with no loop there, too).
+            EventKind::IterationBegin if self.pending == Pending::None => {
+                if !p.hold_iteration(cost) {
+                    return self.apply_general(p, e, events);
+                }
                 // The engine's top frame is that loop too: what its general step does then.
                 debug_assert!(self.stack.last().is_some_and(|f| f.kind == FrameKind::Loop));
                 self.acc = self.acc.wrapping_add(cost);
                 self.pending = Pending::Iteration;
-                p.hold_iteration(cost);
             }
             // What the general step does for a frame's begin, or its end or a sync with no
             // frame held (one jump on the kind, not two).

@@ -65,13 +65,6 @@ impl Profiler {
         self.held
     }
 
-    /// Whether the top frame is a parallel loop (an iteration may begin in it without
-    /// implicit ends).
-    #[inline(always)]
-    pub fn in_loop(&self) -> bool {
-        self.stack[self.depth].lp.is_some()
-    }
-
     /// A function at `site` was entered (its entry's strand already told): its frame is pushed
     /// at the next event unless that event is its exit.
     #[inline(always)]
@@ -79,15 +72,19 @@ impl Profiler {
         self.held = Held::Call(site);
     }
 
-    /// An iteration of the top frame's loop begins, after a strand of `cost` (the loop's): its
-    /// chunk opens (unless one is open) and its frame is held as [`Profiler::hold_call`]'s.
+    /// An iteration begins after a strand of `cost`, if the top frame is a parallel loop (it may
+    /// begin there without implicit ends): the loop's chunk opens (unless one is open) and the
+    /// iteration's frame is held as [`Profiler::hold_call`]'s. Whether it was (if not, nothing
+    /// was done).
     #[inline(always)]
-    pub fn hold_iteration(&mut self, cost: u64) {
+    pub fn hold_iteration(&mut self, cost: u64) -> bool {
+        let Some(lp) = &mut self.stack[self.depth].lp else {
+            return false;
+        };
+        lp.begin_iteration();
         self.acc = self.acc.wrapping_add(cost);
-        if let Some(lp) = &mut self.stack[self.depth].lp {
-            lp.begin_iteration();
-        }
         self.held = Held::Iteration;
+        true
     }
 
     /// The held frame, if any, pushed now: the next event is not its end.
