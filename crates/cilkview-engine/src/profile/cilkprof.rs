@@ -148,7 +148,7 @@ impl Profiler {
     /// A frame is pushed; `site` only for function enters and spawns.
     #[inline(always)]
     pub fn push(&mut self, kind: FrameKind, site: Option<CallSite>) {
-        let top = &self.stack[self.depth];
+        let (top, tree) = (&mut self.stack[self.depth], &mut self.tree);
         let (ctx, caller) = (top.ctx, top.instance);
         let depth = self.depth + 1;
         // A function frame is a new function instance; any other frame runs in its parent's.
@@ -158,8 +158,7 @@ impl Profiler {
             caller
         };
         let from = if kind == FrameKind::Spawn {
-            let tree = &mut self.tree;
-            self.stack[self.depth].spawning(tree, self.acc)
+            top.spawning(tree, self.acc)
         } else {
             Start::default()
         };
@@ -188,19 +187,20 @@ impl Profiler {
         from: Start,
     ) {
         self.depth += 1;
-        if self.depth == self.stack.len() {
-            self.grow();
-        }
-        let f = &mut self.stack[self.depth];
+        let f = match self.stack.get_mut(self.depth) {
+            Some(f) => f,
+            None => Self::grow(&mut self.stack, &self.tree),
+        };
         f.begin(ctx, instance, invocation, &self.tree, self.acc);
         f.from = from;
     }
 
-    /// One more slot on the stack (deeper than ever before).
+    /// One more slot on the stack (deeper than ever before), the new top.
     #[cold]
     #[inline(never)]
-    fn grow(&mut self) {
-        self.stack.push(PFrame::new(ROOT, 0, &self.tree));
+    fn grow<'a>(stack: &'a mut Vec<PFrame>, tree: &PathTree) -> &'a mut PFrame {
+        stack.push(PFrame::new(ROOT, 0, tree));
+        stack.last_mut().expect("just pushed")
     }
 
     pub fn push_loop(&mut self, grain: u64) {

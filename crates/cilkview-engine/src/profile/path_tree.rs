@@ -189,16 +189,14 @@ impl FramePaths {
     }
 
     /// The paths of a frame that begins now, at the running total `acc`, in a slot whose paths
-    /// are empty.
+    /// are empty (a new slot's, or those a frame left when it ended: `p` moved out, synced).
     #[inline(always)]
     pub fn begin(&mut self, tree: &PathTree, acc: u64) {
         debug_assert!(self.p.prof.is_empty() && self.c.prof.is_empty() && !self.has_sole);
-        self.p.span = 0;
-        self.p.own = 0;
+        debug_assert!(self.p.span == 0 && self.p.own == 0);
+        debug_assert!(self.cur == START && self.after == START);
         self.c.span = acc;
         self.c.own = acc;
-        self.cur = START;
-        self.after = START;
         self.base = tree.len();
         self.first = tree.first_child();
     }
