@@ -219,6 +219,7 @@ impl Profiler {
         }
     }
 
+    #[inline(always)]
     pub fn sync(&mut self) {
         let keys = self.tables.keys();
         let f = &mut self.stack[self.depth];

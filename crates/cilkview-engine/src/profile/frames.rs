@@ -299,6 +299,7 @@ impl PFrame {
 
     /// The frame spawns a child at the running total `acc`: where it starts (none in a loop's
     /// control code, whose spawns are serial).
+    #[inline(always)]
     pub(super) fn spawning(&mut self, tree: &mut PathTree, acc: u64) -> Start {
         match self.lp {
             Some(_) => Start::default(),
@@ -308,6 +309,7 @@ impl PFrame {
 
     /// A spawned child that started at `from` returned with path `x` (its work already taken
     /// out, see [`PFrame::child_ended`]).
+    #[inline(always)]
     pub(super) fn spawned(
         &mut self,
         arena: &mut Arena,

@@ -209,7 +209,23 @@ impl FramePaths {
     /// The frame spawns a child at the running total `acc`: returns where it starts, the longer
     /// of the current path (whose part since `cur` becomes a segment if it holds invocations)
     /// and `after` (ties: the current path).
+    /// (In line when the frame's children so far are none or the sole one, the continuation
+    /// holds no invocation and no dependence waits: the child starts after it.)
+    #[inline(always)]
     pub fn spawning(&mut self, tree: &mut PathTree, acc: u64) -> Start {
+        if !self.has_sole && self.c.prof.is_empty() && self.after == START {
+            return Start {
+                after: self.cur,
+                span: acc.wrapping_sub(self.c.span),
+                own: acc.wrapping_sub(self.c.own),
+            };
+        }
+        self.spawning_general(tree, acc)
+    }
+
+    /// [`FramePaths::spawning`] out of line.
+    #[inline(never)]
+    fn spawning_general(&mut self, tree: &mut PathTree, acc: u64) -> Start {
         self.c.flip(acc);
         let start = self.spawning_at(tree);
         self.c.flip(acc);
@@ -239,6 +255,8 @@ impl FramePaths {
 
     /// A spawned child that started at `from` returned with path `x`: its end, a segment of the
     /// tree until the sync.
+    /// (In line when it is the frame's sole child so far; on the tree out of line.)
+    #[inline(always)]
     pub fn spawned(&mut self, tree: &mut PathTree, from: Start, mut x: PathProf) {
         x.span = x.span.wrapping_add(from.span);
         x.own = x.own.wrapping_add(from.own);
@@ -248,6 +266,12 @@ impl FramePaths {
             self.sole = x;
             return;
         }
+        self.spawned_on_tree(tree, from, x);
+    }
+
+    /// [`FramePaths::spawned`] when the child goes on the tree.
+    #[inline(never)]
+    fn spawned_on_tree(&mut self, tree: &mut PathTree, from: Start, x: PathProf) {
         self.sole_to_tree(tree);
         tree.push_child(from.after, x);
     }
