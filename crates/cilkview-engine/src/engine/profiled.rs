@@ -178,13 +178,20 @@ impl Engine {
     }
 
     /// A region's begin or end `e` of `events`: a region that holds one strand measured at its
-    /// begin (see [`Engine::strand_region_part`]), in the frame held, if any, pushed first (its
-    /// strands run in it), its end then passed over; else the general step.
+    /// begin (see [`Engine::strand_region_part`]), in the frame held, if any, which stays held
+    /// (the profiler counts the strands in it; the engine, as its unprofiled batch, in its
+    /// parent: the same measures), its end then passed over; else the general step.
     #[inline(never)]
     fn region_event(&mut self, p: &mut Profiler, e: &Event, events: &[Event]) {
         match self.strand_region_part(e, events) {
             StrandRegionPart::Begin(id, end) => {
-                self.frame_event_strand(p, e.cost.wrapping_add(end.cost));
+                let cost = e.cost.wrapping_add(end.cost);
+                if self.pending == Pending::None {
+                    self.frame_event_strand(p, cost);
+                } else {
+                    self.acc = self.acc.wrapping_add(cost);
+                    p.strand_in_held(cost);
+                }
                 self.record_strand_region(id, end.cost);
             }
             StrandRegionPart::End => {}

@@ -35,6 +35,10 @@ pub(crate) struct Profiler {
     spare_loops: Vec<Box<LoopProf>>,
     /// The frame begun and not pushed yet (see [`Held`]).
     held: Held,
+    /// The cost of the strands the held frame ran before its latest (regions that held one
+    /// strand, measured at their begins with no frame pushed, as the engine's batches do); set
+    /// when a frame is held.
+    held_cost: u64,
     /// The running total: the cost of every strand so far, as the engine's. A strand adds to it
     /// and to nothing else: the frames' current paths and local work are live (`frames.rs`).
     acc: u64,
@@ -50,6 +54,7 @@ impl Profiler {
             depth: 0,
             spare_loops: Vec::new(),
             held: Held::None,
+            held_cost: 0,
             acc: 0,
         }
     }
@@ -70,6 +75,7 @@ impl Profiler {
     #[inline(always)]
     pub fn hold_call(&mut self, site: Option<CallSite>) {
         self.held = Held::Call(site);
+        self.held_cost = 0;
     }
 
     /// An iteration begins after a strand of `cost`, if the top frame is a parallel loop (it may
@@ -84,23 +90,35 @@ impl Profiler {
         lp.begin_iteration();
         self.acc = self.acc.wrapping_add(cost);
         self.held = Held::Iteration;
+        self.held_cost = 0;
         true
     }
 
-    /// The held frame, if any, pushed now: the next event is not its end.
+    /// The held frame, if any, pushed now, begun before the strands it ran so far: the next
+    /// event is not its end.
     #[inline(always)]
     pub fn push_held(&mut self) {
+        let start = self.acc.wrapping_sub(self.held_cost);
         match std::mem::replace(&mut self.held, Held::None) {
             Held::None => {}
-            Held::Call(site) => self.push(FrameKind::Function, site),
+            Held::Call(site) => self.push_from(FrameKind::Function, site, start),
             // Its chunk opened when it was held.
-            Held::Iteration => self.push(FrameKind::Iteration, None),
+            Held::Iteration => self.push_from(FrameKind::Iteration, None, start),
         }
     }
 
-    /// The held call ends at this event, whose strand of `cost` was all it held: what pushing
-    /// its frame, that strand and popping it would do, without the frame. (A call without a
-    /// site: a strand of its caller's, in line.)
+    /// A strand of `cost` ran in the held frame, which stays held (a region that held one
+    /// strand, measured at its begin).
+    #[inline(always)]
+    pub fn strand_in_held(&mut self, cost: u64) {
+        debug_assert_ne!(self.held, Held::None);
+        self.acc = self.acc.wrapping_add(cost);
+        self.held_cost = self.held_cost.wrapping_add(cost);
+    }
+
+    /// The held call ends at this event, whose strand of `cost` was its last: what pushing its
+    /// frame, its strands and popping it would do, without the frame. (A call without a site:
+    /// strands of its caller's, in line.)
     #[inline(always)]
     pub fn end_held_call(&mut self, cost: u64) {
         self.acc = self.acc.wrapping_add(cost);
@@ -122,10 +140,12 @@ impl Profiler {
         }
     }
 
-    /// A call at `site` whose frame held one strand of `cost` ended: [`Profiler::push`] and
+    /// A call at `site` whose frame held strands (no frame, nothing nested) ended, the last of
+    /// `last` ([`Profiler::strand_in_held`] the others): [`Profiler::push`] and
     /// [`Profiler::pop`] of an invocation, without the frame.
     #[inline(never)]
-    fn leaf_invocation(&mut self, site: CallSite, cost: u64) {
+    fn leaf_invocation(&mut self, site: CallSite, last: u64) {
+        let cost = last.wrapping_add(self.held_cost);
         let (ctx, caller) = (self.top().ctx, self.top().instance);
         let (ctx, entry) = self.tables.leaf(site, ctx, caller, cost);
         let keys = self.tables.keys();
@@ -148,6 +168,12 @@ impl Profiler {
     /// A frame is pushed; `site` only for function enters and spawns.
     #[inline(always)]
     pub fn push(&mut self, kind: FrameKind, site: Option<CallSite>) {
+        self.push_from(kind, site, self.acc);
+    }
+
+    /// [`Profiler::push`] of a frame begun at the running total `start`.
+    #[inline(always)]
+    fn push_from(&mut self, kind: FrameKind, site: Option<CallSite>, start: u64) {
         let (top, tree) = (&mut self.stack[self.depth], &mut self.tree);
         let (ctx, caller) = (top.ctx, top.instance);
         let depth = self.depth + 1;
@@ -174,10 +200,10 @@ impl Profiler {
                 (ctx, Some(invocation))
             }
         };
-        self.enter_slot(ctx, instance, invocation, from);
+        self.enter_slot(ctx, instance, invocation, from, start);
     }
 
-    /// The next slot of the stack, set up as the top frame.
+    /// The next slot of the stack, set up as the top frame, begun at the running total `start`.
     #[inline(always)]
     fn enter_slot(
         &mut self,
@@ -185,13 +211,14 @@ impl Profiler {
         instance: u32,
         invocation: Option<super::tables::Invocation>,
         from: Start,
+        start: u64,
     ) {
         self.depth += 1;
         let f = match self.stack.get_mut(self.depth) {
             Some(f) => f,
             None => Self::grow(&mut self.stack, &self.tree),
         };
-        f.begin(ctx, instance, invocation, &self.tree, self.acc);
+        f.begin(ctx, instance, invocation, &self.tree, start);
         f.from = from;
     }
 
@@ -207,7 +234,7 @@ impl Profiler {
         let (ctx, instance) = (self.top().ctx, self.top().instance);
         let mut lp = self.spare_loops.pop().unwrap_or_default();
         lp.begin(grain, self.acc);
-        self.enter_slot(ctx, instance, None, Start::default());
+        self.enter_slot(ctx, instance, None, Start::default(), self.acc);
         self.stack[self.depth].lp = Some(lp);
     }
 
@@ -243,9 +270,10 @@ impl Profiler {
         }
     }
 
-    /// The top frame, of `kind`, ends with the engine's measures (`work`, `span`) and folds into
-    /// its parent the way the engine's `pop` does. (The frame is worked on in its slot, which
-    /// it leaves with empty paths for the next push.)
+    /// The top frame, of `kind`, ends and folds into its parent the way the engine's `pop` does;
+    /// the engine measured it `work` and `span` (its own measures are those, or more by strands
+    /// it ran while held, which the engine gave its parent: the same work and span). (The frame
+    /// is worked on in its slot, which it leaves with empty paths for the next push.)
     #[inline(always)]
     pub fn pop(&mut self, kind: FrameKind, work: u64, span: u64) {
         let (keys, acc) = (self.tables.keys(), self.acc);
@@ -270,10 +298,14 @@ impl Profiler {
         let local_work = f.local_work(acc);
         // The frame's path, worked on in its slot (moved out only into the tree or a loop).
         let path = &mut f.paths.p;
-        debug_assert_eq!(path.span, span, "profiler and engine disagree on a span");
+        let ws = WorkSpan::new(acc.wrapping_sub(f.start), path.span);
+        debug_assert_eq!(
+            ws.span.wrapping_sub(span),
+            ws.work.wrapping_sub(work),
+            "profiler and engine disagree on a span"
+        );
         match f.invocation {
             Some(inv) => {
-                let ws = WorkSpan::new(work, span);
                 let entry = self.tables.close(f.ctx, inv, ws, local_work, path.own);
                 path.own = 0;
                 path.prof.update(arena, keys, f.ctx, entry);
