@@ -124,7 +124,10 @@ impl Engine {
             // A loop's frame holds no region (one begun there is an anomaly).
             EventKind::LoopEnd if self.pending == Pending::None && self.top_is_loop() => {
                 self.frame_event_strand(p, cost);
-                self.close(p, FrameKind::Loop);
+                // What the general step's pop of a loop does, the engine's part as the
+                // unprofiled batch's.
+                p.pop(FrameKind::Loop, 0, 0);
+                self.end_top_loop();
             }
             EventKind::Sync if self.pending == Pending::None => {
                 self.frame_event_strand(p, cost);
