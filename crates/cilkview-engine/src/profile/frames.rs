@@ -189,19 +189,23 @@ impl LoopProf {
 
     /// The open chunk, if any, closes at the running total `acc`: the longer of it and the
     /// longest so far is kept (ties: the earlier); the control, empty, is live from `acc` on.
+    #[inline(always)]
     pub(super) fn flush(&mut self, arena: &mut Arena, acc: u64) {
         if self.open {
             self.open = false;
             self.in_chunk = 0;
-            self.chunk.flip(acc);
-            self.control.flip(acc);
-            if self.has_best && self.best.span >= self.chunk.span {
+            if self.has_best && self.best.span >= acc.wrapping_sub(self.chunk.span) {
                 self.chunk.clear(arena);
             } else {
+                self.chunk.flip(acc);
                 self.best.clear(arena);
                 std::mem::swap(&mut self.best, &mut self.chunk);
                 self.has_best = true;
             }
+            // The control is empty while a chunk is open.
+            debug_assert!(self.control.span == 0 && self.control.own == 0);
+            self.control.span = acc;
+            self.control.own = acc;
         }
     }
 
