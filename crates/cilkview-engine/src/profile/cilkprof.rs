@@ -143,13 +143,16 @@ impl Profiler {
     /// A call at `site` whose frame held strands (no frame, nothing nested) ended, the last of
     /// `last` ([`Profiler::strand_in_held`] the others): [`Profiler::push`] and
     /// [`Profiler::pop`] of an invocation, without the frame.
-    #[inline(never)]
+    #[inline(always)]
     fn leaf_invocation(&mut self, site: CallSite, last: u64) {
         let cost = last.wrapping_add(self.held_cost);
-        let (ctx, caller) = (self.top().ctx, self.top().instance);
-        let (ctx, entry) = self.tables.leaf(site, ctx, caller, cost);
-        let keys = self.tables.keys();
-        let (arena, f) = (&mut self.arena, &mut self.stack[self.depth]);
+        let (tables, arena, f) = (
+            &mut self.tables,
+            &mut self.arena,
+            &mut self.stack[self.depth],
+        );
+        let (ctx, entry) = tables.leaf(site, f.ctx, f.instance, cost);
+        let keys = tables.keys();
         // The invocation's strand (in the running total): on the path, owned by the invocation
         // (nothing of it local to the parent).
         f.local_work = f.local_work.wrapping_add(cost);
