@@ -297,7 +297,7 @@ impl Profiler {
             self.spare_loops.push(lp);
             return;
         }
-        f.sync(arena, keys, &mut self.tree, acc);
+        f.paths.sync_to_end(arena, keys, &mut self.tree, acc);
         let local_work = f.local_work(acc);
         // The frame's path, worked on in its slot (moved out only into the tree or a loop).
         let path = &mut f.paths.p;

@@ -325,6 +325,14 @@ impl FramePaths {
         self.c.own = acc;
     }
 
+    /// [`FramePaths::sync`] of a frame that ends (its `c` left empty, not live: the slot's
+    /// next frame begins it).
+    #[inline(always)]
+    pub fn sync_to_end(&mut self, arena: &mut Arena, keys: usize, tree: &mut PathTree, acc: u64) {
+        self.c.flip(acc);
+        self.sync_at(arena, keys, tree);
+    }
+
     /// [`FramePaths::sync`] with `c`'s lengths.
     #[inline(always)]
     fn sync_at(&mut self, arena: &mut Arena, keys: usize, tree: &mut PathTree) {
