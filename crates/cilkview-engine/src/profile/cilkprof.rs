@@ -35,9 +35,10 @@ pub(crate) struct Profiler {
     spare_loops: Vec<Box<LoopProf>>,
     /// The frame begun and not pushed yet (see [`Held`]).
     held: Held,
-    /// The cost of the strands the held frame ran before its latest (regions that held one
+    /// The cost of the strands the held call ran before its latest (regions that held one
     /// strand, measured at their begins with no frame pushed, as the engine's batches do); set
-    /// when a frame is held.
+    /// when a call is held. (A held iteration's go to its loop's chunk either way: an iteration
+    /// is no invocation, its frame's strands are its loop's.)
     held_cost: u64,
     /// The running total: the cost of every strand so far, as the engine's. A strand adds to it
     /// and to nothing else: the frames' current paths and local work are live (`frames.rs`).
@@ -90,20 +91,21 @@ impl Profiler {
         lp.begin_iteration();
         self.acc = self.acc.wrapping_add(cost);
         self.held = Held::Iteration;
-        self.held_cost = 0;
         true
     }
 
-    /// The held frame, if any, pushed now, begun before the strands it ran so far: the next
-    /// event is not its end.
+    /// The held frame, if any, pushed now (a call's begun before the strands it ran so far): the
+    /// next event is not its end.
     #[inline(always)]
     pub fn push_held(&mut self) {
-        let start = self.acc.wrapping_sub(self.held_cost);
         match std::mem::replace(&mut self.held, Held::None) {
             Held::None => {}
-            Held::Call(site) => self.push_from(FrameKind::Function, site, start),
+            Held::Call(site) => {
+                let start = self.acc.wrapping_sub(self.held_cost);
+                self.push_from(FrameKind::Function, site, start)
+            }
             // Its chunk opened when it was held.
-            Held::Iteration => self.push_from(FrameKind::Iteration, None, start),
+            Held::Iteration => self.push(FrameKind::Iteration, None),
         }
     }
 
