@@ -183,7 +183,7 @@ impl Engine {
     /// regions nor children of its own out: spawns in its control code are measured as its
     /// serial code), without the frame's move or its fold's tests.
     #[inline(never)]
-    fn end_top_loop(&mut self) {
+    pub(super) fn end_top_loop(&mut self) {
         let top = self.stack.last_mut().expect("root frame is never popped");
         match top.extra.take() {
             Some(mut x) if x.lp.is_loop() => {

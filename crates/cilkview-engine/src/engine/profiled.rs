@@ -86,13 +86,15 @@ impl Engine {
                 p.end_held_iteration(cost);
             }
             // An iteration of the loop that is the top frame (with a frame held, the top frame
-            // is that one's parent: the general step).
-            EventKind::IterationBegin if self.pending == Pending::None && p.in_loop() => {
+            // is that one's parent: the general step; with no loop there, too).
+            EventKind::IterationBegin if self.pending == Pending::None => {
+                if !p.hold_iteration(cost) {
+                    return self.apply_general(p, e, events);
+                }
                 // The engine's top frame is that loop too: what its general step does then.
                 debug_assert!(self.stack.last().is_some_and(|f| f.kind == FrameKind::Loop));
                 self.acc = self.acc.wrapping_add(cost);
                 self.pending = Pending::Iteration;
-                p.hold_iteration(cost);
             }
             // What the general step does for a frame's begin, or its end or a sync with no
             // frame held (one jump on the kind, not two).
@@ -122,7 +124,10 @@ impl Engine {
             // A loop's frame holds no region (one begun there is an anomaly).
             EventKind::LoopEnd if self.pending == Pending::None && self.top_is_loop() => {
                 self.frame_event_strand(p, cost);
-                self.close(p, FrameKind::Loop);
+                // What the general step's pop of a loop does, the engine's part as the
+                // unprofiled batch's.
+                p.pop(FrameKind::Loop, 0, 0);
+                self.end_top_loop();
             }
             EventKind::Sync if self.pending == Pending::None => {
                 self.frame_event_strand(p, cost);
@@ -176,13 +181,20 @@ impl Engine {
     }
 
     /// A region's begin or end `e` of `events`: a region that holds one strand measured at its
-    /// begin (see [`Engine::strand_region_part`]), in the frame held, if any, pushed first (its
-    /// strands run in it), its end then passed over; else the general step.
+    /// begin (see [`Engine::strand_region_part`]), in the frame held, if any, which stays held
+    /// (the profiler counts the strands in it; the engine, as its unprofiled batch, in its
+    /// parent: the same measures), its end then passed over; else the general step.
     #[inline(never)]
     fn region_event(&mut self, p: &mut Profiler, e: &Event, events: &[Event]) {
         match self.strand_region_part(e, events) {
             StrandRegionPart::Begin(id, end) => {
-                self.frame_event_strand(p, e.cost.wrapping_add(end.cost));
+                let cost = e.cost.wrapping_add(end.cost);
+                if self.pending == Pending::None {
+                    self.frame_event_strand(p, cost);
+                } else {
+                    self.acc = self.acc.wrapping_add(cost);
+                    p.strand_in_held(cost);
+                }
                 self.record_strand_region(id, end.cost);
             }
             StrandRegionPart::End => {}

@@ -35,6 +35,14 @@ pub(crate) struct Profiler {
     spare_loops: Vec<Box<LoopProf>>,
     /// The frame begun and not pushed yet (see [`Held`]).
     held: Held,
+    /// The cost of the strands the held call ran before its latest (regions that held one
+    /// strand, measured at their begins with no frame pushed, as the engine's batches do); set
+    /// when a call is held. (A held iteration's go to its loop's chunk either way: an iteration
+    /// is no invocation, its frame's strands are its loop's.)
+    held_cost: u64,
+    /// The running total: the cost of every strand so far, as the engine's. A strand adds to it
+    /// and to nothing else: the frames' current paths and local work are live (`frames.rs`).
+    acc: u64,
 }
 
 impl Profiler {
@@ -47,6 +55,8 @@ impl Profiler {
             depth: 0,
             spare_loops: Vec::new(),
             held: Held::None,
+            held_cost: 0,
+            acc: 0,
         }
     }
 
@@ -61,55 +71,62 @@ impl Profiler {
         self.held
     }
 
-    /// Whether the top frame is a parallel loop (an iteration may begin in it without
-    /// implicit ends).
-    #[inline(always)]
-    pub fn in_loop(&self) -> bool {
-        self.stack[self.depth].lp.is_some()
-    }
-
     /// A function at `site` was entered (its entry's strand already told): its frame is pushed
     /// at the next event unless that event is its exit.
     #[inline(always)]
     pub fn hold_call(&mut self, site: Option<CallSite>) {
         self.held = Held::Call(site);
+        self.held_cost = 0;
     }
 
-    /// An iteration of the top frame's loop begins, after a strand of `cost` (the loop's): its
-    /// chunk opens (unless one is open) and its frame is held as [`Profiler::hold_call`]'s.
+    /// An iteration begins after a strand of `cost`, if the top frame is a parallel loop (it may
+    /// begin there without implicit ends): the loop's chunk opens (unless one is open) and the
+    /// iteration's frame is held as [`Profiler::hold_call`]'s. Whether it was (if not, nothing
+    /// was done).
     #[inline(always)]
-    pub fn hold_iteration(&mut self, cost: u64) {
-        let f = &mut self.stack[self.depth];
-        f.local_work = f.local_work.wrapping_add(cost);
-        if let Some(lp) = &mut f.lp {
-            lp.current().strand(cost);
-            lp.begin_iteration();
-        }
+    pub fn hold_iteration(&mut self, cost: u64) -> bool {
+        let Some(lp) = &mut self.stack[self.depth].lp else {
+            return false;
+        };
+        lp.begin_iteration();
+        self.acc = self.acc.wrapping_add(cost);
         self.held = Held::Iteration;
+        true
     }
 
-    /// The held frame, if any, pushed now: the next event is not its end.
+    /// The held frame, if any, pushed now (a call's begun before the strands it ran so far): the
+    /// next event is not its end.
     #[inline(always)]
     pub fn push_held(&mut self) {
         match std::mem::replace(&mut self.held, Held::None) {
             Held::None => {}
-            Held::Call(site) => self.push(FrameKind::Function, site),
+            Held::Call(site) => {
+                let start = self.acc.wrapping_sub(self.held_cost);
+                self.push_from(FrameKind::Function, site, start)
+            }
             // Its chunk opened when it was held.
             Held::Iteration => self.push(FrameKind::Iteration, None),
         }
     }
 
-    /// The held call ends at this event, whose strand of `cost` was all it held: what pushing
-    /// its frame, that strand and popping it would do, without the frame. (A call without a
-    /// site: a strand of its caller's, in line.)
+    /// A strand of `cost` ran in the held frame, which stays held (a region that held one
+    /// strand, measured at its begin).
+    #[inline(always)]
+    pub fn strand_in_held(&mut self, cost: u64) {
+        debug_assert_ne!(self.held, Held::None);
+        self.acc = self.acc.wrapping_add(cost);
+        self.held_cost = self.held_cost.wrapping_add(cost);
+    }
+
+    /// The held call ends at this event, whose strand of `cost` was its last: what pushing its
+    /// frame, its strands and popping it would do, without the frame. (A call without a site:
+    /// strands of its caller's, in line.)
     #[inline(always)]
     pub fn end_held_call(&mut self, cost: u64) {
+        self.acc = self.acc.wrapping_add(cost);
         match std::mem::replace(&mut self.held, Held::None) {
             Held::Call(Some(site)) => self.leaf_invocation(site, cost),
-            held => {
-                debug_assert_eq!(held, Held::Call(None));
-                self.strand(cost);
-            }
+            held => debug_assert_eq!(held, Held::Call(None)),
         }
     }
 
@@ -119,39 +136,50 @@ impl Profiler {
     pub fn end_held_iteration(&mut self, cost: u64) {
         debug_assert_eq!(self.held, Held::Iteration);
         self.held = Held::None;
-        let (arena, f) = (&mut self.arena, &mut self.stack[self.depth]);
-        f.local_work = f.local_work.wrapping_add(cost);
-        if let Some(lp) = &mut f.lp {
-            lp.end_leaf_iteration(arena, cost);
+        self.acc = self.acc.wrapping_add(cost);
+        if let Some(lp) = &mut self.stack[self.depth].lp {
+            lp.iteration_ended(&mut self.arena, self.acc);
         }
     }
 
-    /// A call at `site` whose frame held one strand of `cost` ended: [`Profiler::push`] and
+    /// A call at `site` whose frame held strands (no frame, nothing nested) ended, the last of
+    /// `last` ([`Profiler::strand_in_held`] the others): [`Profiler::push`] and
     /// [`Profiler::pop`] of an invocation, without the frame.
-    #[inline(never)]
-    fn leaf_invocation(&mut self, site: CallSite, cost: u64) {
-        let (ctx, caller) = (self.top().ctx, self.top().instance);
-        let (ctx, entry) = self.tables.leaf(site, ctx, caller, cost);
-        let keys = self.tables.keys();
-        let (arena, f) = (&mut self.arena, &mut self.stack[self.depth]);
+    #[inline(always)]
+    fn leaf_invocation(&mut self, site: CallSite, last: u64) {
+        let cost = last.wrapping_add(self.held_cost);
+        let (tables, arena, f) = (
+            &mut self.tables,
+            &mut self.arena,
+            &mut self.stack[self.depth],
+        );
+        let (ctx, entry) = tables.leaf(site, f.ctx, f.instance, cost);
+        let keys = tables.keys();
+        // The invocation's strand (in the running total): on the path, owned by the invocation
+        // (nothing of it local to the parent).
+        f.local_work = f.local_work.wrapping_add(cost);
         let p = f.current();
-        // The invocation's path: its strand, owned by it (nothing of it local to the parent).
-        p.span = p.span.wrapping_add(cost);
+        p.own = p.own.wrapping_add(cost);
         p.prof.update(arena, keys, ctx, entry);
     }
 
-    /// A strand of `cost` ran in the current frame.
+    /// A strand of `cost` ran in the current frame (its paths and local work are live: the
+    /// running total is all it changes).
     #[inline(always)]
     pub fn strand(&mut self, cost: u64) {
-        let f = self.top();
-        f.local_work = f.local_work.wrapping_add(cost);
-        f.current().strand(cost);
+        self.acc = self.acc.wrapping_add(cost);
     }
 
     /// A frame is pushed; `site` only for function enters and spawns.
     #[inline(always)]
     pub fn push(&mut self, kind: FrameKind, site: Option<CallSite>) {
-        let top = &self.stack[self.depth];
+        self.push_from(kind, site, self.acc);
+    }
+
+    /// [`Profiler::push`] of a frame begun at the running total `start`.
+    #[inline(always)]
+    fn push_from(&mut self, kind: FrameKind, site: Option<CallSite>, start: u64) {
+        let (top, tree) = (&mut self.stack[self.depth], &mut self.tree);
         let (ctx, caller) = (top.ctx, top.instance);
         let depth = self.depth + 1;
         // A function frame is a new function instance; any other frame runs in its parent's.
@@ -161,8 +189,7 @@ impl Profiler {
             caller
         };
         let from = if kind == FrameKind::Spawn {
-            let tree = &mut self.tree;
-            self.stack[self.depth].spawning(tree)
+            top.spawning(tree, self.acc)
         } else {
             Start::default()
         };
@@ -178,10 +205,10 @@ impl Profiler {
                 (ctx, Some(invocation))
             }
         };
-        self.enter_slot(ctx, instance, invocation, from);
+        self.enter_slot(ctx, instance, invocation, from, start);
     }
 
-    /// The next slot of the stack, set up as the top frame.
+    /// The next slot of the stack, set up as the top frame, begun at the running total `start`.
     #[inline(always)]
     fn enter_slot(
         &mut self,
@@ -189,29 +216,30 @@ impl Profiler {
         instance: u32,
         invocation: Option<super::tables::Invocation>,
         from: Start,
+        start: u64,
     ) {
         self.depth += 1;
-        if self.depth == self.stack.len() {
-            self.grow();
-        }
-        let f = &mut self.stack[self.depth];
-        f.begin(ctx, instance, invocation, &self.tree);
+        let f = match self.stack.get_mut(self.depth) {
+            Some(f) => f,
+            None => Self::grow(&mut self.stack, &self.tree),
+        };
+        f.begin(ctx, instance, invocation, &self.tree, start);
         f.from = from;
     }
 
-    /// One more slot on the stack (deeper than ever before).
+    /// One more slot on the stack (deeper than ever before), the new top.
     #[cold]
     #[inline(never)]
-    fn grow(&mut self) {
-        self.stack.push(PFrame::new(ROOT, 0, &self.tree));
+    fn grow<'a>(stack: &'a mut Vec<PFrame>, tree: &PathTree) -> &'a mut PFrame {
+        stack.push(PFrame::new(ROOT, 0, tree));
+        stack.last_mut().expect("just pushed")
     }
 
     pub fn push_loop(&mut self, grain: u64) {
         let (ctx, instance) = (self.top().ctx, self.top().instance);
         let mut lp = self.spare_loops.pop().unwrap_or_default();
-        lp.grain = grain.max(1);
-        lp.in_chunk = 0;
-        self.enter_slot(ctx, instance, None, Start::default());
+        lp.begin(grain, self.acc);
+        self.enter_slot(ctx, instance, None, Start::default(), self.acc);
         self.stack[self.depth].lp = Some(lp);
     }
 
@@ -223,10 +251,11 @@ impl Profiler {
         }
     }
 
+    #[inline(always)]
     pub fn sync(&mut self) {
         let keys = self.tables.keys();
         let f = &mut self.stack[self.depth];
-        f.sync(&mut self.arena, keys, &mut self.tree);
+        f.sync(&mut self.arena, keys, &mut self.tree, self.acc);
     }
 
     /// `SpawnAfter{sibling}` in the top frame.
@@ -241,16 +270,18 @@ impl Profiler {
     pub fn wait_for(&mut self, sibling: u64) {
         let f = &mut self.stack[self.depth];
         if f.lp.is_none() {
-            f.paths.wait_for(&mut self.arena, &mut self.tree, sibling);
+            f.paths
+                .wait_for(&mut self.arena, &mut self.tree, sibling, self.acc);
         }
     }
 
-    /// The top frame, of `kind`, ends with the engine's measures (`work`, `span`) and folds into
-    /// its parent the way the engine's `pop` does. (The frame is worked on in its slot, which
-    /// it leaves with empty paths for the next push.)
+    /// The top frame, of `kind`, ends and folds into its parent the way the engine's `pop` does;
+    /// the engine measured it `work` and `span` (its own measures are those, or more by strands
+    /// it ran while held, which the engine gave its parent: the same work and span). (The frame
+    /// is worked on in its slot, which it leaves with empty paths for the next push.)
     #[inline(always)]
     pub fn pop(&mut self, kind: FrameKind, work: u64, span: u64) {
-        let keys = self.tables.keys();
+        let (keys, acc) = (self.tables.keys(), self.acc);
         let arena = &mut self.arena;
         let (below, above) = self.stack.split_at_mut(self.depth);
         let (f, parent) = (
@@ -259,26 +290,33 @@ impl Profiler {
         );
         self.depth -= 1;
         if let Some(mut lp) = f.lp.take() {
-            lp.flush(arena);
+            lp.flush(arena, acc);
             let tree = lp.take_best();
-            parent.local_work = parent.local_work.wrapping_add(f.local_work);
-            parent.serial(arena, keys, tree);
-            parent.serial(arena, keys, std::mem::take(&mut lp.control));
+            parent.child_ended(f.start, acc, Some(f.local_work(acc)));
+            let into = parent.current();
+            into.then_live(arena, keys, tree);
+            into.then_live(arena, keys, lp.take_control(acc));
             self.spare_loops.push(lp);
             return;
         }
-        f.sync(arena, keys, &mut self.tree);
+        f.paths.sync_to_end(arena, keys, &mut self.tree, acc);
+        let local_work = f.local_work(acc);
         // The frame's path, worked on in its slot (moved out only into the tree or a loop).
         let path = &mut f.paths.p;
-        debug_assert_eq!(path.span, span, "profiler and engine disagree on a span");
+        let ws = WorkSpan::new(acc.wrapping_sub(f.start), path.span);
+        debug_assert_eq!(
+            ws.span.wrapping_sub(span),
+            ws.work.wrapping_sub(work),
+            "profiler and engine disagree on a span"
+        );
         match f.invocation {
             Some(inv) => {
-                let ws = WorkSpan::new(work, span);
-                let entry = self.tables.close(f.ctx, inv, ws, f.local_work, path.own);
+                let entry = self.tables.close(f.ctx, inv, ws, local_work, path.own);
                 path.own = 0;
                 path.prof.update(arena, keys, f.ctx, entry);
+                parent.child_ended(f.start, acc, None);
             }
-            None => parent.local_work = parent.local_work.wrapping_add(f.local_work),
+            None => parent.child_ended(f.start, acc, Some(local_work)),
         }
         match kind {
             FrameKind::Spawn => {
@@ -286,11 +324,11 @@ impl Profiler {
                 parent.spawned(arena, keys, &mut self.tree, f.from, path)
             }
             FrameKind::Iteration => match &mut parent.lp {
-                Some(lp) => lp.end_iteration(arena, keys, std::mem::take(path)),
-                None => parent.current().absorb(arena, keys, path),
+                Some(lp) => lp.end_iteration(arena, keys, std::mem::take(path), acc),
+                None => parent.current().absorb_live(arena, keys, path),
             },
             FrameKind::Function | FrameKind::Root | FrameKind::Loop => {
-                parent.current().absorb(arena, keys, path)
+                parent.current().absorb_live(arena, keys, path)
             }
         }
     }
@@ -305,14 +343,14 @@ impl Profiler {
     pub fn finish(mut self, work: u64, span: u64) -> Profile {
         debug_assert_eq!(self.depth, 0);
         let keys = self.tables.keys();
-        let root = &mut self.stack[0];
-        root.sync(&mut self.arena, keys, &mut self.tree);
+        let (root, acc) = (&mut self.stack[0], self.acc);
+        root.sync(&mut self.arena, keys, &mut self.tree, acc);
         debug_assert_eq!(
             root.paths.p.span, span,
             "profiler and engine disagree on the span"
         );
         let on_span: Vec<(u32, Entry)> = root.paths.p.prof.drain(&mut self.arena, keys);
-        let (local_work, local_span) = (root.local_work, root.paths.p.own);
+        let (local_work, local_span) = (root.local_work(acc), root.paths.p.own);
         self.tables
             .into_profile(WorkSpan::new(work, span), local_work, local_span, on_span)
     }

@@ -95,6 +95,7 @@ impl Arena {
         self.free_arrays.push(id);
     }
 
+    #[inline(always)]
     fn alloc(&mut self, key: u32, entry: Entry) -> u32 {
         self.live += 1;
         let node = Node {

@@ -1,6 +1,13 @@
 //! The profiler's frames: a shadow of the engine's frame stack, each frame with Figure 3's span
 //! variables as paths (`PathProf`), a loop's with its chunks (`LoopProf`). See docs/engine.md,
 //! "Call-site profiles".
+//!
+//! A strand adds to the profiler's running total and to nothing else, as to the engine's: the
+//! path a frame's code runs on (its *current* path) and the frame's local work are kept *live*,
+//! each length as the running total less it (`PathProf::flip` turns a live path into its lengths
+//! and back), so that a strand lengthens them without being told. A child's work, which the
+//! running total gained while it ran, is taken back out of its parent's when it returns
+//! (`PathProf::advance`). Every other path holds its lengths.
 
 use super::context_map::{Arena, ContextMap};
 use super::path_tree::{FramePaths, PathTree, Start};
@@ -59,11 +66,38 @@ impl PathProf {
         self.prof.union(arena, keys, &mut o);
     }
 
-    /// A strand of `cost` at the end of the path.
+    /// A live path as its lengths at the running total `acc`, or a path's lengths as a live
+    /// path from `acc` on (each length `acc` less it: the same map both ways).
     #[inline(always)]
-    pub(super) fn strand(&mut self, cost: u64) {
-        self.span = self.span.wrapping_add(cost);
-        self.own = self.own.wrapping_add(cost);
+    pub(super) fn flip(&mut self, acc: u64) {
+        self.span = acc.wrapping_sub(self.span);
+        self.own = acc.wrapping_sub(self.own);
+    }
+
+    /// A live path: `work` the running total gained that is not on it (a child's, ended).
+    #[inline(always)]
+    pub(super) fn advance(&mut self, work: u64) {
+        self.span = self.span.wrapping_add(work);
+        self.own = self.own.wrapping_add(work);
+    }
+
+    /// A live path: followed by `o` (lengths) in series, `o` left empty; `o`'s lengths are
+    /// already in the running total (see [`PathProf::advance`]).
+    #[inline(always)]
+    pub(super) fn absorb_live(&mut self, arena: &mut Arena, keys: usize, o: &mut PathProf) {
+        self.span = self.span.wrapping_sub(o.span);
+        self.own = self.own.wrapping_sub(o.own);
+        o.span = 0;
+        o.own = 0;
+        if !o.prof.is_empty() {
+            self.then_prof(arena, keys, std::mem::take(&mut o.prof));
+        }
+    }
+
+    /// A live path: followed by `o` in series (as [`PathProf::absorb_live`]).
+    #[inline(always)]
+    pub(super) fn then_live(&mut self, arena: &mut Arena, keys: usize, mut o: PathProf) {
+        self.absorb_live(arena, keys, &mut o);
     }
 
     pub(super) fn free(self, arena: &mut Arena) {
@@ -85,7 +119,8 @@ impl PathProf {
 /// A parallel loop: its critical path runs through its longest chunk (the divide-and-conquer tree
 /// adds nothing to the unburdened span), so it keeps the open chunk, the loop control not yet in a
 /// chunk, and the longest chunk so far — mirroring the engine's `LoopState`. (Paths kept in place,
-/// with flags, not in options: a chunk opens and closes by swaps.)
+/// with flags, not in options: a chunk opens and closes by swaps.) The current path (the open
+/// chunk, else the control) is live, the others hold their lengths.
 #[derive(Clone, Debug, Default)]
 pub(super) struct LoopProf {
     pub(super) grain: u64,
@@ -110,10 +145,6 @@ impl LoopProf {
         }
     }
 
-    pub(super) fn serial(&mut self, arena: &mut Arena, keys: usize, x: PathProf) {
-        self.current().then(arena, keys, x);
-    }
-
     /// An iteration begins: a chunk opens unless one is open (the control so far is its start).
     #[inline(always)]
     pub(super) fn begin_iteration(&mut self) {
@@ -123,41 +154,58 @@ impl LoopProf {
         }
     }
 
-    /// An iteration whose path is `x` ended: a chunk of `grain` iterations closes.
+    /// An iteration whose path is `x` ended (its work already taken out of the current path):
+    /// a chunk of `grain` iterations closes, the running total being `acc`.
     #[inline]
-    pub(super) fn end_iteration(&mut self, arena: &mut Arena, keys: usize, x: PathProf) {
-        self.serial(arena, keys, x);
-        self.iteration_ended(arena);
+    pub(super) fn end_iteration(&mut self, arena: &mut Arena, keys: usize, x: PathProf, acc: u64) {
+        self.current().then_live(arena, keys, x);
+        self.iteration_ended(arena, acc);
     }
 
-    /// An iteration that held one strand of `cost` ended.
+    /// An iteration that held one strand (in the running total, `acc` now) ended.
     #[inline(always)]
-    pub(super) fn end_leaf_iteration(&mut self, arena: &mut Arena, cost: u64) {
-        self.current().strand(cost);
-        self.iteration_ended(arena);
-    }
-
-    #[inline(always)]
-    fn iteration_ended(&mut self, arena: &mut Arena) {
+    pub(super) fn iteration_ended(&mut self, arena: &mut Arena, acc: u64) {
         self.in_chunk += 1;
         if self.in_chunk >= self.grain {
-            self.flush(arena);
+            self.flush(arena, acc);
         }
     }
 
-    /// The open chunk, if any, closes: the longer of it and the longest so far is kept (ties:
-    /// the earlier).
-    pub(super) fn flush(&mut self, arena: &mut Arena) {
+    /// The control, live, from the running total `acc` on: a new loop's.
+    pub(super) fn begin(&mut self, grain: u64, acc: u64) {
+        self.grain = grain.max(1);
+        self.in_chunk = 0;
+        self.control.flip(acc);
+    }
+
+    /// The control's lengths (live when no chunk is open) at the running total `acc`, taken:
+    /// the loop ends.
+    pub(super) fn take_control(&mut self, acc: u64) -> PathProf {
+        if !self.open {
+            self.control.flip(acc);
+        }
+        std::mem::take(&mut self.control)
+    }
+
+    /// The open chunk, if any, closes at the running total `acc`: the longer of it and the
+    /// longest so far is kept (ties: the earlier); the control, empty, is live from `acc` on.
+    #[inline(always)]
+    pub(super) fn flush(&mut self, arena: &mut Arena, acc: u64) {
         if self.open {
             self.open = false;
             self.in_chunk = 0;
-            if self.has_best && self.best.span >= self.chunk.span {
+            if self.has_best && self.best.span >= acc.wrapping_sub(self.chunk.span) {
                 self.chunk.clear(arena);
             } else {
+                self.chunk.flip(acc);
                 self.best.clear(arena);
                 std::mem::swap(&mut self.best, &mut self.chunk);
                 self.has_best = true;
             }
+            // The control is empty while a chunk is open.
+            debug_assert!(self.control.span == 0 && self.control.own == 0);
+            self.control.span = acc;
+            self.control.own = acc;
         }
     }
 
@@ -179,8 +227,10 @@ pub(super) struct PFrame {
     pub(super) instance: u32,
     /// For a frame that is an invocation of a call site.
     pub(super) invocation: Option<Invocation>,
-    /// Work in the frame outside nested call sites.
+    /// Work in the frame outside nested call sites, live (the running total less it).
     pub(super) local_work: u64,
+    /// The running total when the frame began.
+    pub(super) start: u64,
     /// Figure 3's span variables: the prefix p, the continuation c, the paths since the last
     /// sync in the profiler's tree.
     pub(super) paths: FramePaths,
@@ -197,13 +247,15 @@ impl PFrame {
             instance,
             invocation: None,
             local_work: 0,
+            start: 0,
             paths: FramePaths::new(tree),
             from: Start::default(),
             lp: None,
         }
     }
 
-    /// The slot set up as a frame that begins now (its paths are empty: see `Profiler::pop`).
+    /// The slot set up as a frame that begins now, at the running total `acc` (its paths are
+    /// empty: see `Profiler::pop`).
     #[inline(always)]
     pub(super) fn begin(
         &mut self,
@@ -211,12 +263,33 @@ impl PFrame {
         instance: u32,
         invocation: Option<Invocation>,
         tree: &PathTree,
+        acc: u64,
     ) {
         self.ctx = ctx;
         self.instance = instance;
         self.invocation = invocation;
-        self.local_work = 0;
-        self.paths.begin(tree);
+        self.local_work = acc;
+        self.start = acc;
+        self.paths.begin(tree, acc);
+    }
+
+    /// The frame's local work at the running total `acc`.
+    #[inline(always)]
+    pub(super) fn local_work(&self, acc: u64) -> u64 {
+        acc.wrapping_sub(self.local_work)
+    }
+
+    /// A child that began at the running total `start` ended at `acc`: its work taken back out
+    /// of the frame's live lengths (none of it runs on the frame's current path), and out of its
+    /// local work unless `local` (the child's local work, which is the frame's too: a child that
+    /// is no invocation of a call site).
+    #[inline(always)]
+    pub(super) fn child_ended(&mut self, start: u64, acc: u64, local: Option<u64>) {
+        let work = acc.wrapping_sub(start);
+        self.local_work = self
+            .local_work
+            .wrapping_add(work.wrapping_sub(local.unwrap_or(0)));
+        self.current().advance(work);
     }
 
     /// The path the frame's code now runs on.
@@ -228,20 +301,19 @@ impl PFrame {
         }
     }
 
-    pub(super) fn serial(&mut self, arena: &mut Arena, keys: usize, x: PathProf) {
-        self.current().then(arena, keys, x);
-    }
-
-    /// The frame spawns a child: where it starts (none in a loop's control code, whose spawns
-    /// are serial).
-    pub(super) fn spawning(&mut self, tree: &mut PathTree) -> Start {
+    /// The frame spawns a child at the running total `acc`: where it starts (none in a loop's
+    /// control code, whose spawns are serial).
+    #[inline(always)]
+    pub(super) fn spawning(&mut self, tree: &mut PathTree, acc: u64) -> Start {
         match self.lp {
             Some(_) => Start::default(),
-            None => self.paths.spawning(tree),
+            None => self.paths.spawning(tree, acc),
         }
     }
 
-    /// A spawned child that started at `from` returned with path `x`.
+    /// A spawned child that started at `from` returned with path `x` (its work already taken
+    /// out, see [`PFrame::child_ended`]).
+    #[inline(always)]
     pub(super) fn spawned(
         &mut self,
         arena: &mut Arena,
@@ -250,16 +322,17 @@ impl PFrame {
         from: Start,
         x: PathProf,
     ) {
-        match self.lp {
-            Some(_) => self.serial(arena, keys, x),
+        match &mut self.lp {
+            Some(lp) => lp.current().then_live(arena, keys, x),
             None => self.paths.spawned(tree, from, x),
         }
     }
 
+    /// The frame syncs at the running total `acc`.
     #[inline(always)]
-    pub(super) fn sync(&mut self, arena: &mut Arena, keys: usize, tree: &mut PathTree) {
+    pub(super) fn sync(&mut self, arena: &mut Arena, keys: usize, tree: &mut PathTree, acc: u64) {
         if self.lp.is_none() {
-            self.paths.sync(arena, keys, tree);
+            self.paths.sync(arena, keys, tree, acc);
         }
     }
 }

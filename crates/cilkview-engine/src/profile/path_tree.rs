@@ -150,7 +150,8 @@ impl Default for Start {
 
 /// A frame's paths: Figure 3's prefix `p` (the frame's start to its last sync) and, since that
 /// sync, the continuation (segment `cur` of the tree, then `c`), the children's ends (in the
-/// tree) and `after`.
+/// tree) and `after`. `c` is live in a frame that is no loop (see `frames.rs`): what reads its
+/// lengths is given the running total.
 #[derive(Clone, Debug)]
 pub(super) struct FramePaths {
     pub p: PathProf,
@@ -187,16 +188,15 @@ impl FramePaths {
         }
     }
 
-    /// The paths of a frame that begins now, in a slot whose paths are empty.
+    /// The paths of a frame that begins now, at the running total `acc`, in a slot whose paths
+    /// are empty (a new slot's, or those a frame left when it ended: `p` moved out, synced).
     #[inline(always)]
-    pub fn begin(&mut self, tree: &PathTree) {
+    pub fn begin(&mut self, tree: &PathTree, acc: u64) {
         debug_assert!(self.p.prof.is_empty() && self.c.prof.is_empty() && !self.has_sole);
-        self.p.span = 0;
-        self.p.own = 0;
-        self.c.span = 0;
-        self.c.own = 0;
-        self.cur = START;
-        self.after = START;
+        debug_assert!(self.p.span == 0 && self.p.own == 0);
+        debug_assert!(self.cur == START && self.after == START);
+        self.c.span = acc;
+        self.c.own = acc;
         self.base = tree.len();
         self.first = tree.first_child();
     }
@@ -206,10 +206,34 @@ impl FramePaths {
         tree.total(self.cur).wrapping_add(self.c.span)
     }
 
-    /// The frame spawns a child: returns where it starts, the longer of the current path (whose
-    /// part since `cur` becomes a segment if it holds invocations) and `after` (ties: the
-    /// current path).
-    pub fn spawning(&mut self, tree: &mut PathTree) -> Start {
+    /// The frame spawns a child at the running total `acc`: returns where it starts, the longer
+    /// of the current path (whose part since `cur` becomes a segment if it holds invocations)
+    /// and `after` (ties: the current path).
+    /// (In line when the frame's children so far are none or the sole one, the continuation
+    /// holds no invocation and no dependence waits: the child starts after it.)
+    #[inline(always)]
+    pub fn spawning(&mut self, tree: &mut PathTree, acc: u64) -> Start {
+        if !self.has_sole && self.c.prof.is_empty() && self.after == START {
+            return Start {
+                after: self.cur,
+                span: acc.wrapping_sub(self.c.span),
+                own: acc.wrapping_sub(self.c.own),
+            };
+        }
+        self.spawning_general(tree, acc)
+    }
+
+    /// [`FramePaths::spawning`] out of line.
+    #[inline(never)]
+    fn spawning_general(&mut self, tree: &mut PathTree, acc: u64) -> Start {
+        self.c.flip(acc);
+        let start = self.spawning_at(tree);
+        self.c.flip(acc);
+        start
+    }
+
+    /// [`FramePaths::spawning`] with `c`'s lengths.
+    fn spawning_at(&mut self, tree: &mut PathTree) -> Start {
         self.sole_to_tree(tree);
         let here = if self.c.prof.is_empty() {
             Start {
@@ -231,6 +255,8 @@ impl FramePaths {
 
     /// A spawned child that started at `from` returned with path `x`: its end, a segment of the
     /// tree until the sync.
+    /// (In line when it is the frame's sole child so far; on the tree out of line.)
+    #[inline(always)]
     pub fn spawned(&mut self, tree: &mut PathTree, from: Start, mut x: PathProf) {
         x.span = x.span.wrapping_add(from.span);
         x.own = x.own.wrapping_add(from.own);
@@ -240,6 +266,12 @@ impl FramePaths {
             self.sole = x;
             return;
         }
+        self.spawned_on_tree(tree, from, x);
+    }
+
+    /// [`FramePaths::spawned`] when the child goes on the tree.
+    #[inline(never)]
+    fn spawned_on_tree(&mut self, tree: &mut PathTree, from: Start, x: PathProf) {
         self.sole_to_tree(tree);
         tree.push_child(from.after, x);
     }
@@ -264,10 +296,12 @@ impl FramePaths {
         }
     }
 
-    /// The strand that begins now starts no earlier than child `j` ends: the current path is the
-    /// longer of the two (ties: the continuation; none such: no constraint).
-    pub fn wait_for(&mut self, arena: &mut Arena, tree: &mut PathTree, j: u64) {
+    /// The strand that begins now, at the running total `acc`, starts no earlier than child `j`
+    /// ends: the current path is the longer of the two (ties: the continuation; none such: no
+    /// constraint).
+    pub fn wait_for(&mut self, arena: &mut Arena, tree: &mut PathTree, j: u64, acc: u64) {
         self.sole_to_tree(tree);
+        self.c.flip(acc);
         if let Some(end) = tree.child(self.first, j) {
             if tree.total(end) > self.cur_total(tree) {
                 // The continuation since `cur` is on no other path (a child that started in it
@@ -276,12 +310,32 @@ impl FramePaths {
                 self.cur = end;
             }
         }
+        self.c.flip(acc);
     }
 
-    /// Figure 3, lines 14–19, over the tree: the longest of the current path and the children's
-    /// ends (ties: the continuation, then the later child) goes into `p`.
+    /// Figure 3, lines 14–19, over the tree, at the running total `acc`: the longest of the
+    /// current path and the children's ends (ties: the continuation, then the later child) goes
+    /// into `p`; `c`, empty, is live from `acc` on.
     #[inline(always)]
-    pub fn sync(&mut self, arena: &mut Arena, keys: usize, tree: &mut PathTree) {
+    pub fn sync(&mut self, arena: &mut Arena, keys: usize, tree: &mut PathTree, acc: u64) {
+        self.c.flip(acc);
+        self.sync_at(arena, keys, tree);
+        debug_assert!(self.c.span == 0 && self.c.own == 0 && self.c.prof.is_empty());
+        self.c.span = acc;
+        self.c.own = acc;
+    }
+
+    /// [`FramePaths::sync`] of a frame that ends (its `c` left empty, not live: the slot's
+    /// next frame begins it).
+    #[inline(always)]
+    pub fn sync_to_end(&mut self, arena: &mut Arena, keys: usize, tree: &mut PathTree, acc: u64) {
+        self.c.flip(acc);
+        self.sync_at(arena, keys, tree);
+    }
+
+    /// [`FramePaths::sync`] with `c`'s lengths.
+    #[inline(always)]
+    fn sync_at(&mut self, arena: &mut Arena, keys: usize, tree: &mut PathTree) {
         if self.has_sole {
             // The sole child's chain is its path (it began at the last sync).
             self.has_sole = false;
