@@ -52,6 +52,11 @@ echo "| engine alone, --profile (3 sites) | $(alone 1 $engine --profile) |"
 echo "| engine and generator, plain, --per-event | $(per_event 1 $engine --per-event) |"
 echo "| engine and generator, --profile, --per-event | $(per_event 1 $engine --profile --per-event) |"
 echo "| session + engine (packed hits; the example's generator and packing included) | $(per_event 3 $session) |"
+# The session and engine alone (Session::run_of_hits: not the example's generator and packing),
+# on the plugin's two hits a word and on the native drain's one hit a word (--ones).
+only_session() { CALLGRIND_FLAGS="--toggle-collect=*run_of_hits*" per_event 3 "$@"; }
+echo "| session + engine alone (run_of_hits), two hits a word | $(only_session $session) |"
+echo "| session + engine alone (run_of_hits), one hit a word (--ones) | $(only_session $session --ones) |"
 # The native counter's tool per mark hit: the drain (ring, off-CPU intervals, ticks -> ns,
 # packing) and the session and engine behind it, the tool's process alone (the program's own
 # instructions are not counted: --trace-children=no), fib 20 and 22 (fixtures/fib.c, -O2).
