@@ -253,7 +253,7 @@ impl Engine {
             }
             EventKind::LoopBegin { grain } => {
                 self.begin_loop(grain, self.acc);
-                o.push_loop(grain);
+                o.push_loop();
             }
             EventKind::FunctionExit => self.close(o, FrameKind::Function),
             EventKind::SpawnReturn => self.close(o, FrameKind::Spawn),
@@ -275,7 +275,6 @@ impl Engine {
                     return;
                 }
                 self.push(Frame::new(FrameKind::Iteration, acc));
-                o.begin_iteration();
                 o.push(FrameKind::Iteration, None);
             }
             EventKind::Sync => {
@@ -363,6 +362,24 @@ impl Engine {
             top_not_loop_iteration_ended(top, cost, burden, acc);
         }
         acc
+    }
+
+    /// [`Engine::leaf_iteration_ended`] for a profiling engine, the running total being the
+    /// engine's: whether the iteration closed its loop's chunk.
+    #[inline(always)]
+    fn leaf_iteration_closing(&mut self, cost: u64) -> bool {
+        let acc = self.acc.wrapping_add(cost);
+        self.acc = acc;
+        let burden = self.config.burden;
+        let top = self.stack.last_mut().expect("root frame is never popped");
+        let in_loop = top
+            .extra
+            .as_mut()
+            .and_then(|x| x.lp.end_leaf_iteration_closing(burden, acc));
+        in_loop.unwrap_or_else(|| {
+            top_not_loop_iteration_ended(top, cost, burden, acc);
+            false
+        })
     }
 
     /// The frame begun and not pushed yet (see `pending`), if any, pushed now.
@@ -509,6 +526,9 @@ impl Engine {
         // A loop: its tree, then its control code after the last chunk.
         // (Its state stays in its extra, which `pop_general` keeps for a later loop.)
         if let Some(lp) = frame.extra.as_mut().and_then(|x| x.lp.as_loop()) {
+            if lp.chunk_open() {
+                o.chunk_closed();
+            }
             o.pop(frame.kind, 0, 0);
             self.fold_loop(lp);
             return;
@@ -524,7 +544,12 @@ impl Engine {
         let parent = self.stack.last_mut().expect("root frame is never popped");
         match frame.kind {
             FrameKind::Spawn => parent.child_returned(measured, start, burden, &mut self.ends),
-            FrameKind::Iteration => parent.iteration_ended(measured, burden, acc),
+            FrameKind::Iteration => {
+                parent.iteration_ended(measured, burden, acc);
+                if O::FRAMES && parent.loop_between_chunks() {
+                    o.chunk_closed();
+                }
+            }
             FrameKind::Function | FrameKind::Root | FrameKind::Loop => parent.serial(measured),
         }
     }

@@ -12,8 +12,9 @@ pub(crate) trait Observer {
     const FRAMES: bool;
     fn strand(&mut self, cost: u64);
     fn push(&mut self, kind: FrameKind, site: Option<CallSite>);
-    fn push_loop(&mut self, grain: u64);
-    fn begin_iteration(&mut self);
+    fn push_loop(&mut self);
+    /// The top frame is a loop whose open chunk closes now.
+    fn chunk_closed(&mut self);
     fn sync(&mut self);
     fn spawn_after(&mut self, sibling: u64);
     fn wait_for(&mut self, sibling: u64);
@@ -28,9 +29,9 @@ impl Observer for () {
     #[inline(always)]
     fn push(&mut self, _: FrameKind, _: Option<CallSite>) {}
     #[inline(always)]
-    fn push_loop(&mut self, _: u64) {}
+    fn push_loop(&mut self) {}
     #[inline(always)]
-    fn begin_iteration(&mut self) {}
+    fn chunk_closed(&mut self) {}
     #[inline(always)]
     fn sync(&mut self) {}
     #[inline(always)]
@@ -50,11 +51,11 @@ impl Observer for Profiler {
     fn push(&mut self, kind: FrameKind, site: Option<CallSite>) {
         Profiler::push(self, kind, site)
     }
-    fn push_loop(&mut self, grain: u64) {
-        Profiler::push_loop(self, grain)
+    fn push_loop(&mut self) {
+        Profiler::push_loop(self)
     }
-    fn begin_iteration(&mut self) {
-        Profiler::begin_iteration(self)
+    fn chunk_closed(&mut self) {
+        Profiler::chunk_closed(self)
     }
     fn sync(&mut self) {
         Profiler::sync(self)

@@ -82,19 +82,16 @@ impl Engine {
             }
             EventKind::IterationEnd if self.pending == Pending::Iteration => {
                 self.pending = Pending::None;
-                self.acc = self.leaf_iteration_ended(self.acc, cost);
-                p.end_held_iteration(cost);
+                let closes = self.leaf_iteration_closing(cost);
+                p.end_held_iteration(cost, closes);
             }
             // An iteration of the loop that is the top frame (with a frame held, the top frame
             // is that one's parent: the general step; with no loop there, too).
-            EventKind::IterationBegin if self.pending == Pending::None => {
-                if !p.hold_iteration(cost) {
-                    return self.apply_general(p, e, events);
-                }
-                // The engine's top frame is that loop too: what its general step does then.
-                debug_assert!(self.stack.last().is_some_and(|f| f.kind == FrameKind::Loop));
+            EventKind::IterationBegin if self.pending == Pending::None && self.top_is_loop() => {
+                // What the general step does then (the iteration's frame held).
                 self.acc = self.acc.wrapping_add(cost);
                 self.pending = Pending::Iteration;
+                p.hold_iteration(cost);
             }
             // What the general step does for a frame's begin, or its end or a sync with no
             // frame held (one jump on the kind, not two).
@@ -107,7 +104,7 @@ impl Engine {
             EventKind::LoopBegin { grain } => {
                 self.frame_event_strand(p, cost);
                 self.begin_loop(grain, self.acc);
-                p.push_loop(grain);
+                p.push_loop();
             }
             EventKind::FunctionExit
                 if self.pending == Pending::None && self.ends_no_region(FrameKind::Function) =>
@@ -126,6 +123,9 @@ impl Engine {
                 self.frame_event_strand(p, cost);
                 // What the general step's pop of a loop does, the engine's part as the
                 // unprofiled batch's.
+                if self.top_loop_chunk_open() {
+                    p.chunk_closed();
+                }
                 p.pop(FrameKind::Loop, 0, 0);
                 self.end_top_loop();
             }
@@ -158,6 +158,13 @@ impl Engine {
             p.push_held();
         }
         self.apply_in_batch(p, e, events);
+    }
+
+    /// Whether the top frame, a loop, has a chunk open.
+    #[inline(always)]
+    fn top_loop_chunk_open(&self) -> bool {
+        let top = self.stack.last().expect("root frame is never popped");
+        top.extra.as_ref().is_some_and(|x| x.lp.chunk_open())
     }
 
     /// Whether a close of a frame of `kind` ends no region: the top frame is of that kind and

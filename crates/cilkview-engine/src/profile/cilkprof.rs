@@ -79,19 +79,13 @@ impl Profiler {
         self.held_cost = 0;
     }
 
-    /// An iteration begins after a strand of `cost`, if the top frame is a parallel loop (it may
-    /// begin there without implicit ends): the loop's chunk opens (unless one is open) and the
-    /// iteration's frame is held as [`Profiler::hold_call`]'s. Whether it was (if not, nothing
-    /// was done).
+    /// An iteration begins after a strand of `cost` in the top frame, a parallel loop (the
+    /// engine's is): its frame is held as [`Profiler::hold_call`]'s. (Its chunk, if it opens
+    /// one, begins with the loop's current path: nothing to do.)
     #[inline(always)]
-    pub fn hold_iteration(&mut self, cost: u64) -> bool {
-        let Some(lp) = &mut self.stack[self.depth].lp else {
-            return false;
-        };
-        lp.begin_iteration();
+    pub fn hold_iteration(&mut self, cost: u64) {
         self.acc = self.acc.wrapping_add(cost);
         self.held = Held::Iteration;
-        true
     }
 
     /// The held frame, if any, pushed now (a call's begun before the strands it ran so far): the
@@ -104,7 +98,6 @@ impl Profiler {
                 let start = self.acc.wrapping_sub(self.held_cost);
                 self.push_from(FrameKind::Function, site, start)
             }
-            // Its chunk opened when it was held.
             Held::Iteration => self.push(FrameKind::Iteration, None),
         }
     }
@@ -131,14 +124,23 @@ impl Profiler {
     }
 
     /// The held iteration ends at this event, whose strand of `cost` was all it held (as
-    /// [`Profiler::end_held_call`]).
+    /// [`Profiler::end_held_call`]); `closes`: its chunk closes with it (the engine counts).
     #[inline(always)]
-    pub fn end_held_iteration(&mut self, cost: u64) {
+    pub fn end_held_iteration(&mut self, cost: u64, closes: bool) {
         debug_assert_eq!(self.held, Held::Iteration);
         self.held = Held::None;
         self.acc = self.acc.wrapping_add(cost);
+        if closes {
+            self.chunk_closed();
+        }
+    }
+
+    /// The top frame is a loop whose open chunk closes now (the engine's count of its
+    /// iterations says when: its last iteration ended, or the loop ends).
+    #[inline(never)]
+    pub fn chunk_closed(&mut self) {
         if let Some(lp) = &mut self.stack[self.depth].lp {
-            lp.iteration_ended(&mut self.arena, self.acc);
+            lp.chunk_closed(&mut self.arena, self.acc);
         }
     }
 
@@ -235,20 +237,12 @@ impl Profiler {
         stack.last_mut().expect("just pushed")
     }
 
-    pub fn push_loop(&mut self, grain: u64) {
+    pub fn push_loop(&mut self) {
         let (ctx, instance) = (self.top().ctx, self.top().instance);
         let mut lp = self.spare_loops.pop().unwrap_or_default();
-        lp.begin(grain, self.acc);
+        lp.begin(self.acc);
         self.enter_slot(ctx, instance, None, Start::default(), self.acc);
         self.stack[self.depth].lp = Some(lp);
-    }
-
-    /// The top frame is a loop and an iteration begins.
-    #[inline]
-    pub fn begin_iteration(&mut self) {
-        if let Some(lp) = &mut self.top().lp {
-            lp.begin_iteration();
-        }
     }
 
     #[inline(always)]
@@ -290,7 +284,7 @@ impl Profiler {
         );
         self.depth -= 1;
         if let Some(mut lp) = f.lp.take() {
-            lp.flush(arena, acc);
+            // Its open chunk, if any, was closed first (`Profiler::chunk_closed`).
             let tree = lp.take_best();
             parent.child_ended(f.start, acc, Some(f.local_work(acc)));
             let into = parent.current();
@@ -324,7 +318,8 @@ impl Profiler {
                 parent.spawned(arena, keys, &mut self.tree, f.from, path)
             }
             FrameKind::Iteration => match &mut parent.lp {
-                Some(lp) => lp.end_iteration(arena, keys, std::mem::take(path), acc),
+                // The loop's chunk closes after, if it does (`Profiler::chunk_closed`).
+                Some(lp) => lp.current().absorb_live(arena, keys, path),
                 None => parent.current().absorb_live(arena, keys, path),
             },
             FrameKind::Function | FrameKind::Root | FrameKind::Loop => {
