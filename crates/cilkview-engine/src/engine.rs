@@ -299,12 +299,15 @@ impl Engine {
     /// Charges the cost of a strand that no event ended: the tail of a run after its last event,
     /// or instructions of threads that hit no mark. It runs in the current frame.
     pub fn charge(&mut self, cost: u64) {
-        self.push_pending();
+        let Some(mut p) = self.profiler.take() else {
+            self.push_pending();
+            self.acc = self.acc.wrapping_add(cost);
+            return;
+        };
+        self.push_held(&mut p);
         self.acc = self.acc.wrapping_add(cost);
-        if let Some(p) = &mut self.profiler {
-            p.push_held();
-            p.strand(cost);
-        }
+        p.strand(cost);
+        self.profiler = Some(p);
     }
 
     /// Measures of everything seen so far, as if every open frame ended now. Does not change the
@@ -315,10 +318,10 @@ impl Engine {
 
     /// Ends every open frame and region (implicit syncs) and returns the measures.
     pub fn finish(mut self) -> Report {
-        self.push_pending();
         let mut profiler = self.profiler.take();
-        if let Some(p) = &mut profiler {
-            p.push_held();
+        match &mut profiler {
+            Some(p) => self.push_held(p),
+            None => self.push_pending(),
         }
         while self.stack.len() > 1 {
             match &mut profiler {

@@ -7,7 +7,7 @@ use super::batch::StrandRegionPart;
 use super::{Engine, Pending};
 use crate::event::{Event, EventKind};
 use crate::frame::{Frame, FrameKind};
-use crate::profile::cilkprof::{Held, Profiler};
+use crate::profile::cilkprof::Profiler;
 
 impl Engine {
     /// [`Engine::process_batch`] for a profiling engine.
@@ -60,15 +60,11 @@ impl Engine {
     /// over.
     #[inline(always)]
     pub(super) fn apply_profiled(&mut self, p: &mut Profiler, e: &Event, events: &[Event]) {
-        debug_assert_eq!(self.pending == Pending::None, p.held() == Held::None);
         let cost = e.cost;
         match e.kind {
             EventKind::FunctionEnter => {
                 // What the unprofiled step does: the frame begun is pending.
-                if self.pending != Pending::None {
-                    p.push_held();
-                    self.push_pending();
-                }
+                self.push_held(p);
                 self.acc = self.acc.wrapping_add(cost);
                 self.pending = Pending::Function;
                 p.strand(cost);
@@ -155,7 +151,7 @@ impl Engine {
     #[inline(never)]
     fn apply_general(&mut self, p: &mut Profiler, e: &Event, events: &[Event]) {
         if self.pending != Pending::None {
-            p.push_held();
+            p.push_held(self.pending.kind());
         }
         self.apply_in_batch(p, e, events);
     }
@@ -179,12 +175,18 @@ impl Engine {
     /// pushed first (the engine's and the profiler's), the strand then in the top frame.
     #[inline(always)]
     fn frame_event_strand(&mut self, p: &mut Profiler, cost: u64) {
-        if self.pending != Pending::None {
-            p.push_held();
-            self.push_pending();
-        }
+        self.push_held(p);
         self.acc = self.acc.wrapping_add(cost);
         p.strand(cost);
+    }
+
+    /// The frame held, if any, pushed now, the engine's and the profiler's.
+    #[inline(always)]
+    pub(super) fn push_held(&mut self, p: &mut Profiler) {
+        if self.pending != Pending::None {
+            p.push_held(self.pending.kind());
+            self.push_pending();
+        }
     }
 
     /// A region's begin or end `e` of `events`: a region that holds one strand measured at its

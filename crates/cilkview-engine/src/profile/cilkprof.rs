@@ -9,17 +9,6 @@ use super::tables::{Tables, ROOT};
 use super::{CallSite, Profile, SiteKind, WorkSpan};
 use crate::frame::FrameKind;
 
-/// What the profiler was told began and has not pushed yet: the engine's pending frame (a leaf
-/// call or iteration, whose frame the engine never pushes if the next event is its end).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Held {
-    None,
-    /// A function entered, at this site.
-    Call(Option<CallSite>),
-    /// An iteration of the top frame's loop began.
-    Iteration,
-}
-
 #[derive(Clone, Debug)]
 pub(crate) struct Profiler {
     tables: Tables,
@@ -33,8 +22,10 @@ pub(crate) struct Profiler {
     /// from here to a frame and back).
     #[allow(clippy::vec_box)]
     spare_loops: Vec<Box<LoopProf>>,
-    /// The frame begun and not pushed yet (see [`Held`]).
-    held: Held,
+    /// The site of the call held, if a call is: a frame begun and not pushed yet, the engine's
+    /// pending one (a leaf call or iteration, whose frame the engine never pushes if the next
+    /// event is its end), whose kind the engine tells.
+    held_site: Option<CallSite>,
     /// The cost of the strands the held call ran before its latest (regions that held one
     /// strand, measured at their begins with no frame pushed, as the engine's batches do); set
     /// when a call is held. (A held iteration's go to its loop's chunk either way: an iteration
@@ -54,7 +45,7 @@ impl Profiler {
             stack: vec![PFrame::new(ROOT, 0, &PathTree::default())],
             depth: 0,
             spare_loops: Vec::new(),
-            held: Held::None,
+            held_site: None,
             held_cost: 0,
             acc: 0,
         }
@@ -65,17 +56,11 @@ impl Profiler {
         &mut self.stack[self.depth]
     }
 
-    /// The frame begun and not pushed yet.
-    #[inline(always)]
-    pub fn held(&self) -> Held {
-        self.held
-    }
-
     /// A function at `site` was entered (its entry's strand already told): its frame is pushed
     /// at the next event unless that event is its exit.
     #[inline(always)]
     pub fn hold_call(&mut self, site: Option<CallSite>) {
-        self.held = Held::Call(site);
+        self.held_site = site;
         self.held_cost = 0;
     }
 
@@ -85,20 +70,17 @@ impl Profiler {
     #[inline(always)]
     pub fn hold_iteration(&mut self, cost: u64) {
         self.acc = self.acc.wrapping_add(cost);
-        self.held = Held::Iteration;
     }
 
-    /// The held frame, if any, pushed now (a call's begun before the strands it ran so far): the
-    /// next event is not its end.
+    /// The held frame, of `kind` (a function's or an iteration's), pushed now (a call's begun
+    /// before the strands it ran so far): the next event is not its end.
     #[inline(always)]
-    pub fn push_held(&mut self) {
-        match std::mem::replace(&mut self.held, Held::None) {
-            Held::None => {}
-            Held::Call(site) => {
-                let start = self.acc.wrapping_sub(self.held_cost);
-                self.push_from(FrameKind::Function, site, start)
-            }
-            Held::Iteration => self.push(FrameKind::Iteration, None),
+    pub fn push_held(&mut self, kind: FrameKind) {
+        if kind == FrameKind::Function {
+            let start = self.acc.wrapping_sub(self.held_cost);
+            self.push_from(FrameKind::Function, self.held_site, start)
+        } else {
+            self.push(FrameKind::Iteration, None)
         }
     }
 
@@ -106,7 +88,6 @@ impl Profiler {
     /// strand, measured at its begin).
     #[inline(always)]
     pub fn strand_in_held(&mut self, cost: u64) {
-        debug_assert_ne!(self.held, Held::None);
         self.acc = self.acc.wrapping_add(cost);
         self.held_cost = self.held_cost.wrapping_add(cost);
     }
@@ -117,9 +98,8 @@ impl Profiler {
     #[inline(always)]
     pub fn end_held_call(&mut self, cost: u64) {
         self.acc = self.acc.wrapping_add(cost);
-        match std::mem::replace(&mut self.held, Held::None) {
-            Held::Call(Some(site)) => self.leaf_invocation(site, cost),
-            held => debug_assert_eq!(held, Held::Call(None)),
+        if let Some(site) = self.held_site {
+            self.leaf_invocation(site, cost);
         }
     }
 
@@ -127,8 +107,6 @@ impl Profiler {
     /// [`Profiler::end_held_call`]); `closes`: its chunk closes with it (the engine counts).
     #[inline(always)]
     pub fn end_held_iteration(&mut self, cost: u64, closes: bool) {
-        debug_assert_eq!(self.held, Held::Iteration);
-        self.held = Held::None;
         self.acc = self.acc.wrapping_add(cost);
         if closes {
             self.chunk_closed();
