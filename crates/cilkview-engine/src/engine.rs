@@ -239,21 +239,20 @@ impl Engine {
         // The strand that ends here ran in the current frame: it adds as much to the frame's
         // work as to its paths, which only the running total records (see `Paths`).
         self.acc = self.acc.wrapping_add(event.cost);
-        o.strand(event.cost);
         match event.kind {
             EventKind::FunctionEnter if !O::FRAMES => self.pending = Pending::Function,
             EventKind::FunctionEnter => {
-                o.push(FrameKind::Function, event.site);
+                o.push(FrameKind::Function, event.site, self.acc);
                 self.push(Frame::new(FrameKind::Function, self.acc));
             }
             EventKind::Spawn => {
                 self.spawns += 1;
                 self.push(Frame::new(FrameKind::Spawn, self.acc));
-                o.push(FrameKind::Spawn, event.site);
+                o.push(FrameKind::Spawn, event.site, self.acc);
             }
             EventKind::LoopBegin { grain } => {
                 self.begin_loop(grain, self.acc);
-                o.push_loop();
+                o.push_loop(self.acc);
             }
             EventKind::FunctionExit => self.close(o, FrameKind::Function),
             EventKind::SpawnReturn => self.close(o, FrameKind::Spawn),
@@ -275,7 +274,7 @@ impl Engine {
                     return;
                 }
                 self.push(Frame::new(FrameKind::Iteration, acc));
-                o.push(FrameKind::Iteration, None);
+                o.push(FrameKind::Iteration, None, acc);
             }
             EventKind::Sync => {
                 self.syncs += 1;
@@ -287,7 +286,7 @@ impl Engine {
                 top.spawn_after(sibling, &self.ends);
             }
             EventKind::WaitFor { sibling } => {
-                o.wait_for(sibling);
+                o.wait_for(sibling, self.acc);
                 let top = self.stack.last_mut().expect("root frame is never popped");
                 top.wait_for(sibling, self.acc, &self.ends);
             }
@@ -306,7 +305,6 @@ impl Engine {
         };
         self.push_held(&mut p);
         self.acc = self.acc.wrapping_add(cost);
-        p.strand(cost);
         self.profiler = Some(p);
     }
 
@@ -335,7 +333,7 @@ impl Engine {
         }
         self.end_regions(&mut root);
         let total = root.paths.cur(self.acc);
-        let profile = profiler.map(|p| p.finish(total.work, total.span));
+        let profile = profiler.map(|p| p.finish(total.work, total.span, self.acc));
         Report {
             total: Measures {
                 work: total.work,
@@ -407,7 +405,7 @@ impl Engine {
     /// Syncs the top frame; returns whether it had children out.
     #[inline]
     fn sync_top<O: Observer>(&mut self, o: &mut O) -> bool {
-        o.sync();
+        o.sync(self.acc);
         let top = self.stack.last_mut().expect("root frame is never popped");
         top.sync(self.acc, &mut self.ends)
     }
@@ -481,7 +479,7 @@ impl Engine {
             self.ends.truncate(frame.base);
         }
         let measured = frame.paths.synced(acc);
-        o.pop(kind, measured.work, measured.span);
+        o.pop(kind, measured.work, measured.span, acc);
         if kind == FrameKind::Spawn {
             let burden = self.config.burden;
             let end =
@@ -530,9 +528,9 @@ impl Engine {
         // (Its state stays in its extra, which `pop_general` keeps for a later loop.)
         if let Some(lp) = frame.extra.as_mut().and_then(|x| x.lp.as_loop()) {
             if lp.chunk_open() {
-                o.chunk_closed();
+                o.chunk_closed(acc);
             }
-            o.pop(frame.kind, 0, 0);
+            o.pop(frame.kind, 0, 0, acc);
             self.fold_loop(lp);
             return;
         }
@@ -543,14 +541,14 @@ impl Engine {
             self.end_regions(frame);
         }
         let measured = frame.paths.cur(acc);
-        o.pop(frame.kind, measured.work, measured.span);
+        o.pop(frame.kind, measured.work, measured.span, acc);
         let parent = self.stack.last_mut().expect("root frame is never popped");
         match frame.kind {
             FrameKind::Spawn => parent.child_returned(measured, start, burden, &mut self.ends),
             FrameKind::Iteration => {
                 parent.iteration_ended(measured, burden, acc);
                 if O::FRAMES && parent.loop_between_chunks() {
-                    o.chunk_closed();
+                    o.chunk_closed(acc);
                 }
             }
             FrameKind::Function | FrameKind::Root | FrameKind::Loop => parent.serial(measured),

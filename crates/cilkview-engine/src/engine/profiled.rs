@@ -67,7 +67,6 @@ impl Engine {
                 self.push_held(p);
                 self.acc = self.acc.wrapping_add(cost);
                 self.pending = Pending::Function;
-                p.strand(cost);
                 p.hold_call(e.site);
             }
             // A leaf call: its strand is its caller's.
@@ -79,7 +78,7 @@ impl Engine {
             EventKind::IterationEnd if self.pending == Pending::Iteration => {
                 self.pending = Pending::None;
                 let closes = self.leaf_iteration_closing(cost);
-                p.end_held_iteration(cost, closes);
+                p.end_held_iteration(self.acc, closes);
             }
             // An iteration of the loop that is the top frame (with a frame held, the top frame
             // is that one's parent: the general step; with no loop there, too).
@@ -87,7 +86,6 @@ impl Engine {
                 // What the general step does then (the iteration's frame held).
                 self.acc = self.acc.wrapping_add(cost);
                 self.pending = Pending::Iteration;
-                p.hold_iteration(cost);
             }
             // What the general step does for a frame's begin, or its end or a sync with no
             // frame held (one jump on the kind, not two).
@@ -95,12 +93,12 @@ impl Engine {
                 self.frame_event_strand(p, cost);
                 self.spawns += 1;
                 self.push(Frame::new(FrameKind::Spawn, self.acc));
-                p.push(FrameKind::Spawn, e.site);
+                p.push(FrameKind::Spawn, e.site, self.acc);
             }
             EventKind::LoopBegin { grain } => {
                 self.frame_event_strand(p, cost);
                 self.begin_loop(grain, self.acc);
-                p.push_loop();
+                p.push_loop(self.acc);
             }
             EventKind::FunctionExit
                 if self.pending == Pending::None && self.ends_no_region(FrameKind::Function) =>
@@ -120,15 +118,15 @@ impl Engine {
                 // What the general step's pop of a loop does, the engine's part as the
                 // unprofiled batch's.
                 if self.top_loop_chunk_open() {
-                    p.chunk_closed();
+                    p.chunk_closed(self.acc);
                 }
-                p.pop(FrameKind::Loop, 0, 0);
+                p.pop(FrameKind::Loop, 0, 0, self.acc);
                 self.end_top_loop();
             }
             EventKind::Sync if self.pending == Pending::None => {
                 self.frame_event_strand(p, cost);
                 self.syncs += 1;
-                p.sync();
+                p.sync(self.acc);
                 let top = self.stack.last_mut().expect("root frame is never popped");
                 top.sync(self.acc, &mut self.ends);
             }
@@ -151,7 +149,7 @@ impl Engine {
     #[inline(never)]
     fn apply_general(&mut self, p: &mut Profiler, e: &Event, events: &[Event]) {
         if self.pending != Pending::None {
-            p.push_held(self.pending.kind());
+            p.push_held(self.pending.kind(), self.acc);
         }
         self.apply_in_batch(p, e, events);
     }
@@ -177,14 +175,13 @@ impl Engine {
     fn frame_event_strand(&mut self, p: &mut Profiler, cost: u64) {
         self.push_held(p);
         self.acc = self.acc.wrapping_add(cost);
-        p.strand(cost);
     }
 
     /// The frame held, if any, pushed now, the engine's and the profiler's.
     #[inline(always)]
     pub(super) fn push_held(&mut self, p: &mut Profiler) {
         if self.pending != Pending::None {
-            p.push_held(self.pending.kind());
+            p.push_held(self.pending.kind(), self.acc);
             self.push_pending();
         }
     }
