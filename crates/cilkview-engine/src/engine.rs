@@ -239,21 +239,20 @@ impl Engine {
         // The strand that ends here ran in the current frame: it adds as much to the frame's
         // work as to its paths, which only the running total records (see `Paths`).
         self.acc = self.acc.wrapping_add(event.cost);
-        o.strand(event.cost);
         match event.kind {
             EventKind::FunctionEnter if !O::FRAMES => self.pending = Pending::Function,
             EventKind::FunctionEnter => {
-                o.push(FrameKind::Function, event.site);
+                o.push(FrameKind::Function, event.site, self.acc);
                 self.push(Frame::new(FrameKind::Function, self.acc));
             }
             EventKind::Spawn => {
                 self.spawns += 1;
                 self.push(Frame::new(FrameKind::Spawn, self.acc));
-                o.push(FrameKind::Spawn, event.site);
+                o.push(FrameKind::Spawn, event.site, self.acc);
             }
             EventKind::LoopBegin { grain } => {
                 self.begin_loop(grain, self.acc);
-                o.push_loop(grain);
+                o.push_loop(self.acc);
             }
             EventKind::FunctionExit => self.close(o, FrameKind::Function),
             EventKind::SpawnReturn => self.close(o, FrameKind::Spawn),
@@ -275,8 +274,7 @@ impl Engine {
                     return;
                 }
                 self.push(Frame::new(FrameKind::Iteration, acc));
-                o.begin_iteration();
-                o.push(FrameKind::Iteration, None);
+                o.push(FrameKind::Iteration, None, acc);
             }
             EventKind::Sync => {
                 self.syncs += 1;
@@ -288,7 +286,7 @@ impl Engine {
                 top.spawn_after(sibling, &self.ends);
             }
             EventKind::WaitFor { sibling } => {
-                o.wait_for(sibling);
+                o.wait_for(sibling, self.acc);
                 let top = self.stack.last_mut().expect("root frame is never popped");
                 top.wait_for(sibling, self.acc, &self.ends);
             }
@@ -300,12 +298,14 @@ impl Engine {
     /// Charges the cost of a strand that no event ended: the tail of a run after its last event,
     /// or instructions of threads that hit no mark. It runs in the current frame.
     pub fn charge(&mut self, cost: u64) {
-        self.push_pending();
+        let Some(mut p) = self.profiler.take() else {
+            self.push_pending();
+            self.acc = self.acc.wrapping_add(cost);
+            return;
+        };
+        self.push_held(&mut p);
         self.acc = self.acc.wrapping_add(cost);
-        if let Some(p) = &mut self.profiler {
-            p.push_held();
-            p.strand(cost);
-        }
+        self.profiler = Some(p);
     }
 
     /// Measures of everything seen so far, as if every open frame ended now. Does not change the
@@ -316,10 +316,10 @@ impl Engine {
 
     /// Ends every open frame and region (implicit syncs) and returns the measures.
     pub fn finish(mut self) -> Report {
-        self.push_pending();
         let mut profiler = self.profiler.take();
-        if let Some(p) = &mut profiler {
-            p.push_held();
+        match &mut profiler {
+            Some(p) => self.push_held(p),
+            None => self.push_pending(),
         }
         while self.stack.len() > 1 {
             match &mut profiler {
@@ -333,7 +333,7 @@ impl Engine {
         }
         self.end_regions(&mut root);
         let total = root.paths.cur(self.acc);
-        let profile = profiler.map(|p| p.finish(total.work, total.span));
+        let profile = profiler.map(|p| p.finish(total.work, total.span, self.acc));
         Report {
             total: Measures {
                 work: total.work,
@@ -365,6 +365,24 @@ impl Engine {
         acc
     }
 
+    /// [`Engine::leaf_iteration_ended`] for a profiling engine, the running total being the
+    /// engine's: whether the iteration closed its loop's chunk.
+    #[inline(always)]
+    fn leaf_iteration_closing(&mut self, cost: u64) -> bool {
+        let acc = self.acc.wrapping_add(cost);
+        self.acc = acc;
+        let burden = self.config.burden;
+        let top = self.stack.last_mut().expect("root frame is never popped");
+        let in_loop = top
+            .extra
+            .as_mut()
+            .and_then(|x| x.lp.end_leaf_iteration_closing(burden, acc));
+        in_loop.unwrap_or_else(|| {
+            top_not_loop_iteration_ended(top, cost, burden, acc);
+            false
+        })
+    }
+
     /// The frame begun and not pushed yet (see `pending`), if any, pushed now.
     #[inline(always)]
     fn push_pending(&mut self) {
@@ -387,7 +405,7 @@ impl Engine {
     /// Syncs the top frame; returns whether it had children out.
     #[inline]
     fn sync_top<O: Observer>(&mut self, o: &mut O) -> bool {
-        o.sync();
+        o.sync(self.acc);
         let top = self.stack.last_mut().expect("root frame is never popped");
         top.sync(self.acc, &mut self.ends)
     }
@@ -461,7 +479,7 @@ impl Engine {
             self.ends.truncate(frame.base);
         }
         let measured = frame.paths.synced(acc);
-        o.pop(kind, measured.work, measured.span);
+        o.pop(kind, measured.work, measured.span, acc);
         if kind == FrameKind::Spawn {
             let burden = self.config.burden;
             let end =
@@ -509,7 +527,10 @@ impl Engine {
         // A loop: its tree, then its control code after the last chunk.
         // (Its state stays in its extra, which `pop_general` keeps for a later loop.)
         if let Some(lp) = frame.extra.as_mut().and_then(|x| x.lp.as_loop()) {
-            o.pop(frame.kind, 0, 0);
+            if lp.chunk_open() {
+                o.chunk_closed(acc);
+            }
+            o.pop(frame.kind, 0, 0, acc);
             self.fold_loop(lp);
             return;
         }
@@ -520,11 +541,16 @@ impl Engine {
             self.end_regions(frame);
         }
         let measured = frame.paths.cur(acc);
-        o.pop(frame.kind, measured.work, measured.span);
+        o.pop(frame.kind, measured.work, measured.span, acc);
         let parent = self.stack.last_mut().expect("root frame is never popped");
         match frame.kind {
             FrameKind::Spawn => parent.child_returned(measured, start, burden, &mut self.ends),
-            FrameKind::Iteration => parent.iteration_ended(measured, burden, acc),
+            FrameKind::Iteration => {
+                parent.iteration_ended(measured, burden, acc);
+                if O::FRAMES && parent.loop_between_chunks() {
+                    o.chunk_closed(acc);
+                }
+            }
             FrameKind::Function | FrameKind::Root | FrameKind::Loop => parent.serial(measured),
         }
     }

@@ -202,6 +202,14 @@ impl Frame {
         }
     }
 
+    /// Whether the frame is a loop with no chunk open (after an iteration's end: it closed one).
+    #[inline(always)]
+    pub(crate) fn loop_between_chunks(&self) -> bool {
+        self.extra
+            .as_ref()
+            .is_some_and(|x| x.lp.is_loop() && !x.lp.chunk_open())
+    }
+
     /// An iteration ended with measures `c`, the running total being `acc`.
     pub(crate) fn iteration_ended(&mut self, c: Cost, burden: u64, acc: u64) {
         let in_loop =

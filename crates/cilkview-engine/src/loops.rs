@@ -107,6 +107,29 @@ impl LoopState {
         true
     }
 
+    /// [`LoopState::end_leaf_iteration`] for a profiling engine: `None` if this is no loop's
+    /// state (nothing was done), else whether the iteration closed its chunk.
+    #[inline(always)]
+    pub fn end_leaf_iteration_closing(&mut self, burden: u64, acc: u64) -> Option<bool> {
+        let in_chunk = self.in_chunk + 1;
+        if in_chunk < self.grain {
+            self.in_chunk = in_chunk;
+            return Some(false);
+        }
+        if !self.is_loop() {
+            return None;
+        }
+        self.in_chunk = in_chunk;
+        self.flush_chunk(burden, acc);
+        Some(true)
+    }
+
+    /// Whether a chunk is open (some of its iterations ended, it has not closed).
+    #[inline(always)]
+    pub fn chunk_open(&self) -> bool {
+        self.in_chunk != 0
+    }
+
     /// The segment's measures, the running total being `acc`, and a new one begun there.
     fn take_segment(&mut self, acc: u64) -> Cost {
         let work = acc.wrapping_sub(self.mark);

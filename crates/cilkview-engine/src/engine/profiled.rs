@@ -7,7 +7,7 @@ use super::batch::StrandRegionPart;
 use super::{Engine, Pending};
 use crate::event::{Event, EventKind};
 use crate::frame::{Frame, FrameKind};
-use crate::profile::cilkprof::{Held, Profiler};
+use crate::profile::cilkprof::Profiler;
 
 impl Engine {
     /// [`Engine::process_batch`] for a profiling engine.
@@ -60,18 +60,13 @@ impl Engine {
     /// over.
     #[inline(always)]
     pub(super) fn apply_profiled(&mut self, p: &mut Profiler, e: &Event, events: &[Event]) {
-        debug_assert_eq!(self.pending == Pending::None, p.held() == Held::None);
         let cost = e.cost;
         match e.kind {
             EventKind::FunctionEnter => {
                 // What the unprofiled step does: the frame begun is pending.
-                if self.pending != Pending::None {
-                    p.push_held();
-                    self.push_pending();
-                }
+                self.push_held(p);
                 self.acc = self.acc.wrapping_add(cost);
                 self.pending = Pending::Function;
-                p.strand(cost);
                 p.hold_call(e.site);
             }
             // A leaf call: its strand is its caller's.
@@ -82,17 +77,13 @@ impl Engine {
             }
             EventKind::IterationEnd if self.pending == Pending::Iteration => {
                 self.pending = Pending::None;
-                self.acc = self.leaf_iteration_ended(self.acc, cost);
-                p.end_held_iteration(cost);
+                let closes = self.leaf_iteration_closing(cost);
+                p.end_held_iteration(self.acc, closes);
             }
             // An iteration of the loop that is the top frame (with a frame held, the top frame
             // is that one's parent: the general step; with no loop there, too).
-            EventKind::IterationBegin if self.pending == Pending::None => {
-                if !p.hold_iteration(cost) {
-                    return self.apply_general(p, e, events);
-                }
-                // The engine's top frame is that loop too: what its general step does then.
-                debug_assert!(self.stack.last().is_some_and(|f| f.kind == FrameKind::Loop));
+            EventKind::IterationBegin if self.pending == Pending::None && self.top_is_loop() => {
+                // What the general step does then (the iteration's frame held).
                 self.acc = self.acc.wrapping_add(cost);
                 self.pending = Pending::Iteration;
             }
@@ -102,12 +93,12 @@ impl Engine {
                 self.frame_event_strand(p, cost);
                 self.spawns += 1;
                 self.push(Frame::new(FrameKind::Spawn, self.acc));
-                p.push(FrameKind::Spawn, e.site);
+                p.push(FrameKind::Spawn, e.site, self.acc);
             }
             EventKind::LoopBegin { grain } => {
                 self.frame_event_strand(p, cost);
                 self.begin_loop(grain, self.acc);
-                p.push_loop(grain);
+                p.push_loop(self.acc);
             }
             EventKind::FunctionExit
                 if self.pending == Pending::None && self.ends_no_region(FrameKind::Function) =>
@@ -126,13 +117,16 @@ impl Engine {
                 self.frame_event_strand(p, cost);
                 // What the general step's pop of a loop does, the engine's part as the
                 // unprofiled batch's.
-                p.pop(FrameKind::Loop, 0, 0);
+                if self.top_loop_chunk_open() {
+                    p.chunk_closed(self.acc);
+                }
+                p.pop(FrameKind::Loop, 0, 0, self.acc);
                 self.end_top_loop();
             }
             EventKind::Sync if self.pending == Pending::None => {
                 self.frame_event_strand(p, cost);
                 self.syncs += 1;
-                p.sync();
+                p.sync(self.acc);
                 let top = self.stack.last_mut().expect("root frame is never popped");
                 top.sync(self.acc, &mut self.ends);
             }
@@ -155,9 +149,16 @@ impl Engine {
     #[inline(never)]
     fn apply_general(&mut self, p: &mut Profiler, e: &Event, events: &[Event]) {
         if self.pending != Pending::None {
-            p.push_held();
+            p.push_held(self.pending.kind(), self.acc);
         }
         self.apply_in_batch(p, e, events);
+    }
+
+    /// Whether the top frame, a loop, has a chunk open.
+    #[inline(always)]
+    fn top_loop_chunk_open(&self) -> bool {
+        let top = self.stack.last().expect("root frame is never popped");
+        top.extra.as_ref().is_some_and(|x| x.lp.chunk_open())
     }
 
     /// Whether a close of a frame of `kind` ends no region: the top frame is of that kind and
@@ -172,12 +173,17 @@ impl Engine {
     /// pushed first (the engine's and the profiler's), the strand then in the top frame.
     #[inline(always)]
     fn frame_event_strand(&mut self, p: &mut Profiler, cost: u64) {
+        self.push_held(p);
+        self.acc = self.acc.wrapping_add(cost);
+    }
+
+    /// The frame held, if any, pushed now, the engine's and the profiler's.
+    #[inline(always)]
+    pub(super) fn push_held(&mut self, p: &mut Profiler) {
         if self.pending != Pending::None {
-            p.push_held();
+            p.push_held(self.pending.kind(), self.acc);
             self.push_pending();
         }
-        self.acc = self.acc.wrapping_add(cost);
-        p.strand(cost);
     }
 
     /// A region's begin or end `e` of `events`: a region that holds one strand measured at its

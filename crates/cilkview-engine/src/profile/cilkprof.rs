@@ -9,17 +9,6 @@ use super::tables::{Tables, ROOT};
 use super::{CallSite, Profile, SiteKind, WorkSpan};
 use crate::frame::FrameKind;
 
-/// What the profiler was told began and has not pushed yet: the engine's pending frame (a leaf
-/// call or iteration, whose frame the engine never pushes if the next event is its end).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Held {
-    None,
-    /// A function entered, at this site.
-    Call(Option<CallSite>),
-    /// An iteration of the top frame's loop began.
-    Iteration,
-}
-
 #[derive(Clone, Debug)]
 pub(crate) struct Profiler {
     tables: Tables,
@@ -33,16 +22,15 @@ pub(crate) struct Profiler {
     /// from here to a frame and back).
     #[allow(clippy::vec_box)]
     spare_loops: Vec<Box<LoopProf>>,
-    /// The frame begun and not pushed yet (see [`Held`]).
-    held: Held,
+    /// The site of the call held, if a call is: a frame begun and not pushed yet, the engine's
+    /// pending one (a leaf call or iteration, whose frame the engine never pushes if the next
+    /// event is its end), whose kind the engine tells.
+    held_site: Option<CallSite>,
     /// The cost of the strands the held call ran before its latest (regions that held one
     /// strand, measured at their begins with no frame pushed, as the engine's batches do); set
     /// when a call is held. (A held iteration's go to its loop's chunk either way: an iteration
     /// is no invocation, its frame's strands are its loop's.)
     held_cost: u64,
-    /// The running total: the cost of every strand so far, as the engine's. A strand adds to it
-    /// and to nothing else: the frames' current paths and local work are live (`frames.rs`).
-    acc: u64,
 }
 
 impl Profiler {
@@ -54,9 +42,8 @@ impl Profiler {
             stack: vec![PFrame::new(ROOT, 0, &PathTree::default())],
             depth: 0,
             spare_loops: Vec::new(),
-            held: Held::None,
+            held_site: None,
             held_cost: 0,
-            acc: 0,
         }
     }
 
@@ -65,47 +52,25 @@ impl Profiler {
         &mut self.stack[self.depth]
     }
 
-    /// The frame begun and not pushed yet.
-    #[inline(always)]
-    pub fn held(&self) -> Held {
-        self.held
-    }
-
     /// A function at `site` was entered (its entry's strand already told): its frame is pushed
     /// at the next event unless that event is its exit.
     #[inline(always)]
     pub fn hold_call(&mut self, site: Option<CallSite>) {
-        self.held = Held::Call(site);
+        self.held_site = site;
         self.held_cost = 0;
     }
 
-    /// An iteration begins after a strand of `cost`, if the top frame is a parallel loop (it may
-    /// begin there without implicit ends): the loop's chunk opens (unless one is open) and the
-    /// iteration's frame is held as [`Profiler::hold_call`]'s. Whether it was (if not, nothing
-    /// was done).
+    /// The held frame, of `kind` (a function's or an iteration's), pushed now (a call's begun
+    /// before the strands it ran so far), the running total being `acc`: the next event is not
+    /// its end. (An iteration's frame is held with nothing to do: its chunk, if it opens one,
+    /// begins with the loop's current path.)
     #[inline(always)]
-    pub fn hold_iteration(&mut self, cost: u64) -> bool {
-        let Some(lp) = &mut self.stack[self.depth].lp else {
-            return false;
-        };
-        lp.begin_iteration();
-        self.acc = self.acc.wrapping_add(cost);
-        self.held = Held::Iteration;
-        true
-    }
-
-    /// The held frame, if any, pushed now (a call's begun before the strands it ran so far): the
-    /// next event is not its end.
-    #[inline(always)]
-    pub fn push_held(&mut self) {
-        match std::mem::replace(&mut self.held, Held::None) {
-            Held::None => {}
-            Held::Call(site) => {
-                let start = self.acc.wrapping_sub(self.held_cost);
-                self.push_from(FrameKind::Function, site, start)
-            }
-            // Its chunk opened when it was held.
-            Held::Iteration => self.push(FrameKind::Iteration, None),
+    pub fn push_held(&mut self, kind: FrameKind, acc: u64) {
+        if kind == FrameKind::Function {
+            let start = acc.wrapping_sub(self.held_cost);
+            self.push_from(FrameKind::Function, self.held_site, start)
+        } else {
+            self.push(FrameKind::Iteration, None, acc)
         }
     }
 
@@ -113,8 +78,6 @@ impl Profiler {
     /// strand, measured at its begin).
     #[inline(always)]
     pub fn strand_in_held(&mut self, cost: u64) {
-        debug_assert_ne!(self.held, Held::None);
-        self.acc = self.acc.wrapping_add(cost);
         self.held_cost = self.held_cost.wrapping_add(cost);
     }
 
@@ -123,22 +86,28 @@ impl Profiler {
     /// strands of its caller's, in line.)
     #[inline(always)]
     pub fn end_held_call(&mut self, cost: u64) {
-        self.acc = self.acc.wrapping_add(cost);
-        match std::mem::replace(&mut self.held, Held::None) {
-            Held::Call(Some(site)) => self.leaf_invocation(site, cost),
-            held => debug_assert_eq!(held, Held::Call(None)),
+        if let Some(site) = self.held_site {
+            self.leaf_invocation(site, cost);
         }
     }
 
     /// The held iteration ends at this event, whose strand of `cost` was all it held (as
-    /// [`Profiler::end_held_call`]).
+    /// [`Profiler::end_held_call`]), the running total now `acc`; `closes`: its chunk closes
+    /// with it (the engine counts).
     #[inline(always)]
-    pub fn end_held_iteration(&mut self, cost: u64) {
-        debug_assert_eq!(self.held, Held::Iteration);
-        self.held = Held::None;
-        self.acc = self.acc.wrapping_add(cost);
+    pub fn end_held_iteration(&mut self, acc: u64, closes: bool) {
+        if closes {
+            self.chunk_closed(acc);
+        }
+    }
+
+    /// The top frame is a loop whose open chunk closes now (the engine's count of its
+    /// iterations says when: its last iteration ended, or the loop ends), the running total
+    /// being `acc`.
+    #[inline(never)]
+    pub fn chunk_closed(&mut self, acc: u64) {
         if let Some(lp) = &mut self.stack[self.depth].lp {
-            lp.iteration_ended(&mut self.arena, self.acc);
+            lp.chunk_closed(&mut self.arena, acc);
         }
     }
 
@@ -163,17 +132,12 @@ impl Profiler {
         p.prof.update(arena, keys, ctx, entry);
     }
 
-    /// A strand of `cost` ran in the current frame (its paths and local work are live: the
-    /// running total is all it changes).
+    /// A frame is pushed, the running total being `acc`; `site` only for function enters and
+    /// spawns. (A strand changes nothing here: the frames' current paths and local work are
+    /// live, `frames.rs`, against the engine's running total, which every hook is given.)
     #[inline(always)]
-    pub fn strand(&mut self, cost: u64) {
-        self.acc = self.acc.wrapping_add(cost);
-    }
-
-    /// A frame is pushed; `site` only for function enters and spawns.
-    #[inline(always)]
-    pub fn push(&mut self, kind: FrameKind, site: Option<CallSite>) {
-        self.push_from(kind, site, self.acc);
+    pub fn push(&mut self, kind: FrameKind, site: Option<CallSite>, acc: u64) {
+        self.push_from(kind, site, acc);
     }
 
     /// [`Profiler::push`] of a frame begun at the running total `start`.
@@ -189,7 +153,7 @@ impl Profiler {
             caller
         };
         let from = if kind == FrameKind::Spawn {
-            top.spawning(tree, self.acc)
+            top.spawning(tree, start)
         } else {
             Start::default()
         };
@@ -235,27 +199,20 @@ impl Profiler {
         stack.last_mut().expect("just pushed")
     }
 
-    pub fn push_loop(&mut self, grain: u64) {
+    /// A loop's frame is pushed, the running total being `acc`.
+    pub fn push_loop(&mut self, acc: u64) {
         let (ctx, instance) = (self.top().ctx, self.top().instance);
         let mut lp = self.spare_loops.pop().unwrap_or_default();
-        lp.begin(grain, self.acc);
-        self.enter_slot(ctx, instance, None, Start::default(), self.acc);
+        lp.begin(acc);
+        self.enter_slot(ctx, instance, None, Start::default(), acc);
         self.stack[self.depth].lp = Some(lp);
     }
 
-    /// The top frame is a loop and an iteration begins.
-    #[inline]
-    pub fn begin_iteration(&mut self) {
-        if let Some(lp) = &mut self.top().lp {
-            lp.begin_iteration();
-        }
-    }
-
     #[inline(always)]
-    pub fn sync(&mut self) {
+    pub fn sync(&mut self, acc: u64) {
         let keys = self.tables.keys();
         let f = &mut self.stack[self.depth];
-        f.sync(&mut self.arena, keys, &mut self.tree, self.acc);
+        f.sync(&mut self.arena, keys, &mut self.tree, acc);
     }
 
     /// `SpawnAfter{sibling}` in the top frame.
@@ -267,11 +224,11 @@ impl Profiler {
     }
 
     /// `WaitFor{sibling}` in the top frame.
-    pub fn wait_for(&mut self, sibling: u64) {
+    pub fn wait_for(&mut self, sibling: u64, acc: u64) {
         let f = &mut self.stack[self.depth];
         if f.lp.is_none() {
             f.paths
-                .wait_for(&mut self.arena, &mut self.tree, sibling, self.acc);
+                .wait_for(&mut self.arena, &mut self.tree, sibling, acc);
         }
     }
 
@@ -280,8 +237,8 @@ impl Profiler {
     /// it ran while held, which the engine gave its parent: the same work and span). (The frame
     /// is worked on in its slot, which it leaves with empty paths for the next push.)
     #[inline(always)]
-    pub fn pop(&mut self, kind: FrameKind, work: u64, span: u64) {
-        let (keys, acc) = (self.tables.keys(), self.acc);
+    pub fn pop(&mut self, kind: FrameKind, work: u64, span: u64, acc: u64) {
+        let keys = self.tables.keys();
         let arena = &mut self.arena;
         let (below, above) = self.stack.split_at_mut(self.depth);
         let (f, parent) = (
@@ -290,7 +247,7 @@ impl Profiler {
         );
         self.depth -= 1;
         if let Some(mut lp) = f.lp.take() {
-            lp.flush(arena, acc);
+            // Its open chunk, if any, was closed first (`Profiler::chunk_closed`).
             let tree = lp.take_best();
             parent.child_ended(f.start, acc, Some(f.local_work(acc)));
             let into = parent.current();
@@ -324,7 +281,8 @@ impl Profiler {
                 parent.spawned(arena, keys, &mut self.tree, f.from, path)
             }
             FrameKind::Iteration => match &mut parent.lp {
-                Some(lp) => lp.end_iteration(arena, keys, std::mem::take(path), acc),
+                // The loop's chunk closes after, if it does (`Profiler::chunk_closed`).
+                Some(lp) => lp.current().absorb_live(arena, keys, path),
                 None => parent.current().absorb_live(arena, keys, path),
             },
             FrameKind::Function | FrameKind::Root | FrameKind::Loop => {
@@ -339,11 +297,12 @@ impl Profiler {
         self.arena.capacity()
     }
 
-    /// Ends the root (every other frame has been popped) whose measures are `work`, `span`.
-    pub fn finish(mut self, work: u64, span: u64) -> Profile {
+    /// Ends the root (every other frame has been popped) whose measures are `work`, `span`, the
+    /// running total being `acc`.
+    pub fn finish(mut self, work: u64, span: u64, acc: u64) -> Profile {
         debug_assert_eq!(self.depth, 0);
         let keys = self.tables.keys();
-        let (root, acc) = (&mut self.stack[0], self.acc);
+        let root = &mut self.stack[0];
         root.sync(&mut self.arena, keys, &mut self.tree, acc);
         debug_assert_eq!(
             root.paths.p.span, span,

@@ -117,18 +117,14 @@ impl PathProf {
 }
 
 /// A parallel loop: its critical path runs through its longest chunk (the divide-and-conquer tree
-/// adds nothing to the unburdened span), so it keeps the open chunk, the loop control not yet in a
-/// chunk, and the longest chunk so far — mirroring the engine's `LoopState`. (Paths kept in place,
-/// with flags, not in options: a chunk opens and closes by swaps.) The current path (the open
-/// chunk, else the control) is live, the others hold their lengths.
+/// adds nothing to the unburdened span), so it keeps the path its code runs on and the longest
+/// chunk so far — mirroring the engine's `LoopState`, which counts the iterations and says when a
+/// chunk closes (`Profiler::chunk_closed`). The current path is live: the loop control since the
+/// last chunk closed, and the iterations of the open chunk, if any, after it (a chunk's path
+/// begins with the control before it, so a chunk opens without a change here).
 #[derive(Clone, Debug, Default)]
 pub(super) struct LoopProf {
-    pub(super) grain: u64,
-    pub(super) in_chunk: u64,
-    /// Whether a chunk is open: then `chunk` is it (else `chunk` is empty).
-    open: bool,
-    chunk: PathProf,
-    pub(super) control: PathProf,
+    cur: PathProf,
     /// Whether a chunk has closed: then `best` is the longest (else `best` is empty).
     has_best: bool,
     best: PathProf,
@@ -138,75 +134,34 @@ impl LoopProf {
     /// The path that code of the loop now runs on: the open chunk, or the control.
     #[inline(always)]
     pub(super) fn current(&mut self) -> &mut PathProf {
-        if self.open {
-            &mut self.chunk
-        } else {
-            &mut self.control
-        }
-    }
-
-    /// An iteration begins: a chunk opens unless one is open (the control so far is its start).
-    #[inline(always)]
-    pub(super) fn begin_iteration(&mut self) {
-        if !self.open {
-            self.open = true;
-            std::mem::swap(&mut self.chunk, &mut self.control);
-        }
-    }
-
-    /// An iteration whose path is `x` ended (its work already taken out of the current path):
-    /// a chunk of `grain` iterations closes, the running total being `acc`.
-    #[inline]
-    pub(super) fn end_iteration(&mut self, arena: &mut Arena, keys: usize, x: PathProf, acc: u64) {
-        self.current().then_live(arena, keys, x);
-        self.iteration_ended(arena, acc);
-    }
-
-    /// An iteration that held one strand (in the running total, `acc` now) ended.
-    #[inline(always)]
-    pub(super) fn iteration_ended(&mut self, arena: &mut Arena, acc: u64) {
-        self.in_chunk += 1;
-        if self.in_chunk >= self.grain {
-            self.flush(arena, acc);
-        }
+        &mut self.cur
     }
 
     /// The control, live, from the running total `acc` on: a new loop's.
-    pub(super) fn begin(&mut self, grain: u64, acc: u64) {
-        self.grain = grain.max(1);
-        self.in_chunk = 0;
-        self.control.flip(acc);
+    pub(super) fn begin(&mut self, acc: u64) {
+        self.cur.flip(acc);
     }
 
-    /// The control's lengths (live when no chunk is open) at the running total `acc`, taken:
-    /// the loop ends.
+    /// The control's lengths at the running total `acc` (no chunk open), taken: the loop ends.
     pub(super) fn take_control(&mut self, acc: u64) -> PathProf {
-        if !self.open {
-            self.control.flip(acc);
-        }
-        std::mem::take(&mut self.control)
+        self.cur.flip(acc);
+        std::mem::take(&mut self.cur)
     }
 
-    /// The open chunk, if any, closes at the running total `acc`: the longer of it and the
-    /// longest so far is kept (ties: the earlier); the control, empty, is live from `acc` on.
+    /// The open chunk closes at the running total `acc`: the longer of it and the longest so
+    /// far is kept (ties: the earlier); the control, empty, is live from `acc` on.
     #[inline(always)]
-    pub(super) fn flush(&mut self, arena: &mut Arena, acc: u64) {
-        if self.open {
-            self.open = false;
-            self.in_chunk = 0;
-            if self.has_best && self.best.span >= acc.wrapping_sub(self.chunk.span) {
-                self.chunk.clear(arena);
-            } else {
-                self.chunk.flip(acc);
-                self.best.clear(arena);
-                std::mem::swap(&mut self.best, &mut self.chunk);
-                self.has_best = true;
-            }
-            // The control is empty while a chunk is open.
-            debug_assert!(self.control.span == 0 && self.control.own == 0);
-            self.control.span = acc;
-            self.control.own = acc;
+    pub(super) fn chunk_closed(&mut self, arena: &mut Arena, acc: u64) {
+        if self.has_best && self.best.span >= acc.wrapping_sub(self.cur.span) {
+            self.cur.clear(arena);
+        } else {
+            self.cur.flip(acc);
+            self.best.clear(arena);
+            std::mem::swap(&mut self.best, &mut self.cur);
+            self.has_best = true;
         }
+        self.cur.span = acc;
+        self.cur.own = acc;
     }
 
     /// The longest chunk (an empty path if none closed), taken: the loop ends.
