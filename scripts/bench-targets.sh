@@ -33,19 +33,20 @@ if [ -z "${TOOL:-}" ]; then
 fi
 echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(date -u '+%F %H:%M') UTC, load $(cut -d' ' -f1-3 /proc/loadavg)"
 
-# ns_per_event CMD...: the fastest of ROUNDS runs' "N ns/event" (or "N ns per hit") figure.
-ns_per_event() {
-    local best="" x
-    for _ in $(seq "$rounds"); do
-        x=$("$@" | ns_figure)
-        if [ -z "$best" ] || awk "BEGIN{exit !($x < $best)}"; then best=$x; fi
-    done
-    echo "$best"
+# The engine's and session's figures: ROUNDS rounds, each running the four in turn, so that
+# the guest's speed, which moves from minute to minute, moves all four alike; the fastest of
+# each ("N ns/event" or "N ns per hit").
+faster() { # faster BEST X: the smaller, BEST empty at first
+    if [ -z "$1" ] || awk "BEGIN{exit !($2 < $1)}"; then echo "$2"; else echo "$1"; fi
 }
-plain=$(ns_per_event target/release/examples/throughput "$events")
-calls=$(ns_per_event target/release/examples/throughput "$events" --calls-only)
-prof=$(ns_per_event target/release/examples/throughput "$((events / 10))" --profile)
-session=$(ns_per_event target/release/examples/session_throughput "$events")
+engine=target/release/examples/throughput
+plain="" calls="" prof="" session=""
+for _ in $(seq "$rounds"); do
+    plain=$(faster "$plain" "$("$engine" "$events" | ns_figure)")
+    calls=$(faster "$calls" "$("$engine" "$events" --calls-only | ns_figure)")
+    prof=$(faster "$prof" "$("$engine" "$((events / 10))" --profile | ns_figure)")
+    session=$(faster "$session" "$(target/release/examples/session_throughput "$events" | ns_figure)")
+done
 
 # traced LABEL COUNTER TARGET_RATIO PROGRAM ARGS...: a table row, the program natively against
 # the tool, ROUNDS rounds interleaved, the fastest of each.
