@@ -195,10 +195,8 @@ impl Engine {
         match self.strand_region_part(e, events) {
             StrandRegionPart::Begin(id, end) => {
                 let cost = e.cost.wrapping_add(end.cost);
-                if self.pending == Pending::None {
-                    self.frame_event_strand(p, cost);
-                } else {
-                    self.acc = self.acc.wrapping_add(cost);
+                self.acc = self.acc.wrapping_add(cost);
+                if self.pending != Pending::None {
                     p.strand_in_held(cost);
                 }
                 self.record_strand_region(id, end.cost);

@@ -68,7 +68,7 @@ impl Profiler {
     pub fn push_held(&mut self, kind: FrameKind, acc: u64) {
         if kind == FrameKind::Function {
             let start = acc.wrapping_sub(self.held_cost);
-            self.push_from(FrameKind::Function, self.held_site, start)
+            self.push(FrameKind::Function, self.held_site, start)
         } else {
             self.push(FrameKind::Iteration, None, acc)
         }
@@ -132,17 +132,12 @@ impl Profiler {
         p.prof.update(arena, keys, ctx, entry);
     }
 
-    /// A frame is pushed, the running total being `acc`; `site` only for function enters and
-    /// spawns. (A strand changes nothing here: the frames' current paths and local work are
-    /// live, `frames.rs`, against the engine's running total, which every hook is given.)
+    /// A frame is pushed, begun at the running total `start` (now, or for a held call before
+    /// the strands it ran held); `site` only for function enters and spawns. (A strand changes
+    /// nothing here: the frames' current paths and local work are live, `frames.rs`, against
+    /// the engine's running total, which every hook is given.)
     #[inline(always)]
-    pub fn push(&mut self, kind: FrameKind, site: Option<CallSite>, acc: u64) {
-        self.push_from(kind, site, acc);
-    }
-
-    /// [`Profiler::push`] of a frame begun at the running total `start`.
-    #[inline(always)]
-    fn push_from(&mut self, kind: FrameKind, site: Option<CallSite>, start: u64) {
+    pub fn push(&mut self, kind: FrameKind, site: Option<CallSite>, start: u64) {
         let (top, tree) = (&mut self.stack[self.depth], &mut self.tree);
         let (ctx, caller) = (top.ctx, top.instance);
         let depth = self.depth + 1;

@@ -74,6 +74,14 @@ impl PathProf {
         self.own = acc.wrapping_sub(self.own);
     }
 
+    /// The path made empty and live from the running total `acc` on (its lengths, whatever
+    /// they were, dropped: a path taken, cleared or newly begun).
+    #[inline(always)]
+    pub(super) fn live_from(&mut self, acc: u64) {
+        self.span = acc;
+        self.own = acc;
+    }
+
     /// A live path: `work` the running total gained that is not on it (a child's, ended).
     #[inline(always)]
     pub(super) fn advance(&mut self, work: u64) {
@@ -160,8 +168,7 @@ impl LoopProf {
             std::mem::swap(&mut self.best, &mut self.cur);
             self.has_best = true;
         }
-        self.cur.span = acc;
-        self.cur.own = acc;
+        self.cur.live_from(acc);
     }
 
     /// The longest chunk (an empty path if none closed), taken: the loop ends.

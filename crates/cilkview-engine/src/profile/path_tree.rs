@@ -195,8 +195,7 @@ impl FramePaths {
         debug_assert!(self.p.prof.is_empty() && self.c.prof.is_empty() && !self.has_sole);
         debug_assert!(self.p.span == 0 && self.p.own == 0);
         debug_assert!(self.cur == START && self.after == START);
-        self.c.span = acc;
-        self.c.own = acc;
+        self.c.live_from(acc);
         self.base = tree.len();
         self.first = tree.first_child();
     }
@@ -321,8 +320,7 @@ impl FramePaths {
         self.c.flip(acc);
         self.sync_at(arena, keys, tree);
         debug_assert!(self.c.span == 0 && self.c.own == 0 && self.c.prof.is_empty());
-        self.c.span = acc;
-        self.c.own = acc;
+        self.c.live_from(acc);
     }
 
     /// [`FramePaths::sync`] of a frame that ends (its `c` left empty, not live: the slot's
