@@ -243,11 +243,11 @@ impl Engine {
             EventKind::FunctionEnter if !O::FRAMES => self.pending = Pending::Function,
             EventKind::FunctionEnter => {
                 o.push(FrameKind::Function, event.site, self.acc);
-                self.push(Frame::new(FrameKind::Function, self.acc));
+                self.push_at(FrameKind::Function, self.acc);
             }
             EventKind::Spawn => {
                 self.spawns += 1;
-                self.push(Frame::new(FrameKind::Spawn, self.acc));
+                self.push_at(FrameKind::Spawn, self.acc);
                 o.push(FrameKind::Spawn, event.site, self.acc);
             }
             EventKind::LoopBegin { grain } => {
@@ -273,7 +273,7 @@ impl Engine {
                     self.pending = Pending::Iteration;
                     return;
                 }
-                self.push(Frame::new(FrameKind::Iteration, acc));
+                self.push_at(FrameKind::Iteration, acc);
                 o.push(FrameKind::Iteration, None, acc);
             }
             EventKind::Sync => {
@@ -388,7 +388,7 @@ impl Engine {
     fn push_pending(&mut self) {
         let pending = std::mem::replace(&mut self.pending, Pending::None);
         if pending != Pending::None {
-            self.push(Frame::new(pending.kind(), self.acc));
+            self.push_at(pending.kind(), self.acc);
         }
     }
 
@@ -479,7 +479,8 @@ impl Engine {
         let [.., parent, frame] = &mut self.stack[..] else {
             return false;
         };
-        if frame.extra.is_some() || parent.extra.is_some() {
+        // One test of both (`|`: no jump between them).
+        if frame.extra.is_some() | parent.extra.is_some() {
             return false;
         }
         let kind = frame.kind;

@@ -274,7 +274,7 @@ impl Engine {
     /// A frame of `kind` begins, the running total being `acc`: `Engine::push` of a new frame,
     /// written apart for the loop (through `push`, 1.7-2.4 more instructions per event).
     #[inline(always)]
-    fn push_at(&mut self, kind: FrameKind, acc: u64) {
+    pub(super) fn push_at(&mut self, kind: FrameKind, acc: u64) {
         let top = self.stack.last().expect("root frame is never popped");
         let frame = Frame {
             kind,
@@ -370,12 +370,14 @@ pub struct Steps {
 }
 
 impl Pending {
-    /// The kind of the frame pending (not `Pending::None`).
+    /// The kind of the frame pending (not `Pending::None`). (`None` gives the root's kind, not
+    /// met: each kind then is its number, which the compiler keeps as it is, with no test.)
     #[inline(always)]
     pub(super) fn kind(self) -> FrameKind {
         match self {
+            Pending::None => FrameKind::Root,
+            Pending::Function => FrameKind::Function,
             Pending::Iteration => FrameKind::Iteration,
-            _ => FrameKind::Function,
         }
     }
 }
