@@ -6,7 +6,7 @@ use crate::frame::{Frame, FrameExtra, FrameKind, Spares};
 use crate::loops::LoopState;
 use crate::measures::{Anomalies, Measures, RegionMeasures, Report};
 use crate::observer::Observer;
-use crate::paths::{Cost, End};
+use crate::paths::{Cost, End, Paths};
 use crate::profile::cilkprof::Profiler;
 use crate::profile::CallSite;
 
@@ -243,11 +243,11 @@ impl Engine {
             EventKind::FunctionEnter if !O::FRAMES => self.pending = Pending::Function,
             EventKind::FunctionEnter => {
                 o.push(FrameKind::Function, event.site, self.acc);
-                self.push(Frame::new(FrameKind::Function, self.acc));
+                self.push_at(FrameKind::Function, self.acc);
             }
             EventKind::Spawn => {
                 self.spawns += 1;
-                self.push(Frame::new(FrameKind::Spawn, self.acc));
+                self.push_at(FrameKind::Spawn, self.acc);
                 o.push(FrameKind::Spawn, event.site, self.acc);
             }
             EventKind::LoopBegin { grain } => {
@@ -273,7 +273,7 @@ impl Engine {
                     self.pending = Pending::Iteration;
                     return;
                 }
-                self.push(Frame::new(FrameKind::Iteration, acc));
+                self.push_at(FrameKind::Iteration, acc);
                 o.push(FrameKind::Iteration, None, acc);
             }
             EventKind::Sync => {
@@ -388,7 +388,7 @@ impl Engine {
     fn push_pending(&mut self) {
         let pending = std::mem::replace(&mut self.pending, Pending::None);
         if pending != Pending::None {
-            self.push(Frame::new(pending.kind(), self.acc));
+            self.push_at(pending.kind(), self.acc);
         }
     }
 
@@ -410,8 +410,17 @@ impl Engine {
         top.sync(self.acc, &mut self.ends)
     }
 
-    fn push(&mut self, mut frame: Frame) {
-        frame.base = self.ends.len();
+    /// Pushes `frame`, begun in a coordinate of its own: its paths continue the top frame's.
+    /// (Built anew field by field: a frame changed in place after `Frame::new` is stored
+    /// through a copy on the stack, its padding included.)
+    fn push(&mut self, frame: Frame) {
+        let top = self.stack.last().expect("root frame is never popped");
+        let frame = Frame {
+            kind: frame.kind,
+            paths: Paths::child_of(&top.paths, frame.paths.start),
+            base: self.ends.len(),
+            extra: frame.extra,
+        };
         self.stack.push(frame);
     }
 
@@ -470,7 +479,8 @@ impl Engine {
         let [.., parent, frame] = &mut self.stack[..] else {
             return false;
         };
-        if frame.extra.is_some() || parent.extra.is_some() {
+        // One test of both (`|`: no jump between them).
+        if frame.extra.is_some() | parent.extra.is_some() {
             return false;
         }
         let kind = frame.kind;
@@ -478,20 +488,24 @@ impl Engine {
             self.syncs += 1;
             self.ends.truncate(frame.base);
         }
-        let measured = frame.paths.synced(acc);
+        // Its paths are in its parent's coordinate: where they end is where the parent's go on
+        // from (a call), or the child's end (a spawn), as they are.
+        let end = frame.paths.synced_end(acc);
+        let measured = frame.paths.cost_to(end, acc, &parent.paths);
         o.pop(kind, measured.work, measured.span, acc);
-        if kind == FrameKind::Spawn {
-            let burden = self.config.burden;
-            let end =
-                parent
-                    .paths
-                    .child_returned(measured, frame.paths.start, burden, End::default());
-            self.ends.push(end);
+        let spawned = kind == FrameKind::Spawn;
+        if spawned {
+            let work = acc.wrapping_sub(frame.paths.start);
+            parent.paths.child_ended(end, work, self.config.burden);
         } else {
-            parent.paths.serial(measured);
+            parent.paths.continue_from(acc, end);
         }
-        // Its extra is none: nothing to drop (a plain `pop` would test it again).
+        // Its extra is none: nothing to drop (a plain `pop` would test it again). Popped before
+        // `ends` grows, while the stack's length is known.
         std::mem::forget(self.stack.pop());
+        if spawned {
+            self.ends.push(end);
+        }
         true
     }
 
@@ -540,9 +554,9 @@ impl Engine {
         if !frame.regions().is_empty() {
             self.end_regions(frame);
         }
-        let measured = frame.paths.cur(acc);
-        o.pop(frame.kind, measured.work, measured.span, acc);
         let parent = self.stack.last_mut().expect("root frame is never popped");
+        let measured = frame.paths.cost_to(frame.paths.at(acc), acc, &parent.paths);
+        o.pop(frame.kind, measured.work, measured.span, acc);
         match frame.kind {
             FrameKind::Spawn => parent.child_returned(measured, start, burden, &mut self.ends),
             FrameKind::Iteration => {

@@ -38,67 +38,118 @@ impl End {
     }
 }
 
-/// Path lengths of a frame (or of a region within one), relative to where it began, given `acc`,
-/// the run's cost so far (the sum of every strand's: the engine's running total). The frame's
-/// work is `acc - start`; its span (the longest path to the current point of the continuation) is
-/// the work minus `slack`, the work that is not on that path (its spawned children's, and what
-/// its calls had off their own spans); its burdened span the work minus `bslack`. A strand run in
-/// the frame adds as much to its work as to its spans, so it changes no field: only the running
-/// total moves. `cspan` is the longest path ending at the end of a child spawned since the last
-/// sync (0 when none: all lengths are ≥ 0, so 0 plays the paper's −∞); `cbspan` the same in the
-/// burdened dag.
+/// Path lengths of a frame (or of a region within one), given `acc`, the run's cost so far (the
+/// sum of every strand's: the engine's running total). Lengths are in the frame's coordinate: a
+/// frame pushed on another continues its parent's ([`Paths::child_of`]: its paths start where its
+/// parent's current path is at its begin), the root and a region have their own (they begin at
+/// 0). The frame's work is `acc - start`; its span (the longest path to the current point of the
+/// continuation) is `acc - pos`: `pos` is the running total less that length, which a strand
+/// run in the frame does not change (it adds as much to the one as to the other); its burdened
+/// span `acc - bpos`. So only the running total moves. `cspan` is the longest path ending at the
+/// end of a child spawned since the last sync (0 when none: all lengths are ≥ 0, so 0 plays the
+/// paper's −∞); `cbspan` the same in the burdened dag. In one coordinate a child's end is where
+/// its own path ends: a child's return takes its end as it is, with no length of the parent's
+/// added (docs/engine.md, "Strands cost one addition").
 ///
 /// Sums wrap at 2^64 (no saturation checks on the hot path): every length is at most the run's
 /// total cost plus `burden` per spawn, which [`crate::Engine::sums_fit`] checks for a whole run;
-/// `bslack` wraps below zero when burdens make the burdened span exceed the work, and the lengths
-/// computed from it are exact all the same.
+/// `bpos` wraps below zero when burdens make the burdened span exceed the running total, and the
+/// lengths computed from it are exact all the same (lengths are compared, never positions).
 ///
 /// Scalar fields, in an order where no two that are combined alike are neighbours: the
-/// compiler would otherwise pair `slack`/`bslack` and `cspan`/`cbspan` into 16-byte vector loads
+/// compiler would otherwise pair `pos`/`bpos` and `cspan`/`cbspan` into 16-byte vector loads
 /// that read what two 8-byte stores just wrote — a store-forwarding stall (measured in an
 /// earlier form of this struct: the hottest instruction of the analysis).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Paths {
-    slack: u64,
+    pos: u64,
     cspan: u64,
     /// The running total when the frame began.
     pub start: u64,
-    bslack: u64,
+    bpos: u64,
     cbspan: u64,
 }
 
 impl Paths {
-    /// A frame that begins when the run's cost is `acc`.
+    /// A frame (or region) that begins when the run's cost is `acc`, in a coordinate of its own.
     #[inline(always)]
     pub fn new(acc: u64) -> Paths {
         Paths {
-            slack: 0,
+            pos: acc,
             cspan: 0,
             start: acc,
-            bslack: 0,
+            bpos: acc,
             cbspan: 0,
         }
     }
 
-    /// The work, span and burdened span up to the point where the run's cost is `acc`.
+    /// A frame that begins when the run's cost is `acc`, pushed on a frame of paths `parent`: in
+    /// its parent's coordinate (its paths continue the parent's current ones).
     #[inline(always)]
-    pub fn cur(&self, acc: u64) -> Cost {
-        let work = acc.wrapping_sub(self.start);
-        Cost {
-            work,
-            span: work.wrapping_sub(self.slack),
-            bspan: work.wrapping_sub(self.bslack),
+    pub fn child_of(parent: &Paths, acc: u64) -> Paths {
+        Paths {
+            pos: parent.pos,
+            cspan: 0,
+            start: acc,
+            bpos: parent.bpos,
+            cbspan: 0,
         }
     }
 
-    /// The measures as if synced now, without changing them.
+    /// Where the current paths are when the running total is `acc` (a frame's child that
+    /// begins then begins there).
+    #[inline(always)]
+    pub fn at(&self, acc: u64) -> End {
+        End {
+            span: acc.wrapping_sub(self.pos),
+            bspan: acc.wrapping_sub(self.bpos),
+        }
+    }
+
+    /// Where the paths end if the frame synced now, the running total being `acc`.
+    #[inline(always)]
+    pub fn synced_end(&self, acc: u64) -> End {
+        let at = self.at(acc);
+        End {
+            span: at.span.max(self.cspan),
+            bspan: at.bspan.max(self.cbspan),
+        }
+    }
+
+    /// The work, span and burdened span up to the point where the run's cost is `acc`, of paths
+    /// in a coordinate of their own (the root's, a region's).
+    #[inline(always)]
+    pub fn cur(&self, acc: u64) -> Cost {
+        let at = self.at(acc);
+        Cost {
+            work: acc.wrapping_sub(self.start),
+            span: at.span,
+            bspan: at.bspan,
+        }
+    }
+
+    /// The measures as if synced now, without changing them, of paths in a coordinate of their
+    /// own.
     #[inline(always)]
     pub fn synced(&self, acc: u64) -> Cost {
-        let c = self.cur(acc);
+        let end = self.synced_end(acc);
         Cost {
-            work: c.work,
-            span: c.span.max(self.cspan),
-            bspan: c.bspan.max(self.cbspan),
+            work: acc.wrapping_sub(self.start),
+            span: end.span,
+            bspan: end.bspan,
+        }
+    }
+
+    /// The measures of a frame whose paths end at `end` (its own, in its parent's coordinate),
+    /// the running total being `acc`, its parent's paths being `parent`: its lengths from its
+    /// begin (its parent's paths then, which a parent keeps while its child runs).
+    #[inline(always)]
+    pub fn cost_to(&self, end: End, acc: u64, parent: &Paths) -> Cost {
+        let origin = parent.at(self.start);
+        Cost {
+            work: acc.wrapping_sub(self.start),
+            span: end.span.wrapping_sub(origin.span),
+            bspan: end.bspan.wrapping_sub(origin.bspan),
         }
     }
 
@@ -106,8 +157,16 @@ impl Paths {
     /// work is in the running total already, and as much of it as `c`'s span is on the path.
     #[inline(always)]
     pub fn serial(&mut self, c: Cost) {
-        self.slack = self.slack.wrapping_add(c.work.wrapping_sub(c.span));
-        self.bslack = self.bslack.wrapping_add(c.work.wrapping_sub(c.bspan));
+        self.pos = self.pos.wrapping_add(c.work.wrapping_sub(c.span));
+        self.bpos = self.bpos.wrapping_add(c.work.wrapping_sub(c.bspan));
+    }
+
+    /// A call that ran in series in this frame, in its coordinate, ended where its paths end,
+    /// `end`, the running total being `acc`: the frame's paths go on from there.
+    #[inline(always)]
+    pub fn continue_from(&mut self, acc: u64, end: End) {
+        self.pos = acc.wrapping_sub(end.span);
+        self.bpos = acc.wrapping_sub(end.bspan);
     }
 
     /// A child spawned when the running total was `child_start` returned with measures `c`; the
@@ -116,34 +175,38 @@ impl Paths {
     /// the siblings it depends on; zero: none). Returns where the child's paths end.
     #[inline(always)]
     pub fn child_returned(&mut self, c: Cost, child_start: u64, burden: u64, after: End) -> End {
-        let at = self.cur(child_start);
+        let at = self.at(child_start);
         let end = End {
             span: at.span.max(after.span).wrapping_add(c.span),
             bspan: at.bspan.max(after.bspan).wrapping_add(c.bspan),
         };
+        self.child_ended(end, c.work, burden);
+        end
+    }
+
+    /// A child spawned, in this frame's coordinate, whose paths end at `end` returned, its work
+    /// being `work` (nothing ran in this frame meanwhile); the continuation edge carries `burden`.
+    #[inline(always)]
+    pub fn child_ended(&mut self, end: End, work: u64, burden: u64) {
         self.cspan = self.cspan.max(end.span);
         self.cbspan = self.cbspan.max(end.bspan);
         // The child's work is off the continuation's path; the burden is on the burdened one.
-        self.slack = self.slack.wrapping_add(c.work);
-        self.bslack = self.bslack.wrapping_add(c.work.wrapping_sub(burden));
-        end
+        self.pos = self.pos.wrapping_add(work);
+        self.bpos = self.bpos.wrapping_add(work.wrapping_sub(burden));
     }
 
     /// The strand that begins here, the running total being `acc`, starts no earlier than `end`
     /// (a child's, which stays out: `cspan` keeps it for the next sync).
     #[inline(always)]
     pub fn wait_for(&mut self, acc: u64, end: End) {
-        let c = self.cur(acc);
-        self.slack = c.work.wrapping_sub(c.span.max(end.span));
-        self.bslack = c.work.wrapping_sub(c.bspan.max(end.bspan));
+        let at = self.at(acc);
+        self.continue_from(acc, at.max(end));
     }
 
     /// Joins the children spawned since the last sync, the running total being `acc`.
     #[inline(always)]
     pub fn sync(&mut self, acc: u64) {
-        let c = self.synced(acc);
-        self.slack = c.work.wrapping_sub(c.span);
-        self.bslack = c.work.wrapping_sub(c.bspan);
+        self.continue_from(acc, self.synced_end(acc));
         self.cspan = 0;
         self.cbspan = 0;
     }
