@@ -76,6 +76,8 @@ pub(super) struct Setting<'a> {
     pub(super) unpatched: ProbeStub,
     /// Ticks: a longer gap between back-to-back marks was an interruption.
     pub(super) interruption: u64,
+    /// A strand up to this long takes the short path's arithmetic ([`super::strands::short_cut`]).
+    pub(super) short_cut: u64,
     pub(super) scale: TickScale,
     /// [`Record::wait`] to ticks (or instructions): shifted left by this.
     pub(super) wait_shift: u32,
@@ -127,7 +129,8 @@ impl Hits<'_> {
             }
         };
         let hit = (word as u32, stub.follows, stub.hit_cost);
-        let cost = st.end_simple(hit, (tsc, self.set.interruption), self.set.scale);
+        let at = (tsc, self.set.interruption, self.set.short_cut);
+        let cost = st.end_simple(hit, at, self.set.scale);
         if cost < stub.pack_below {
             self.pack(core, stub.packed_hit(cost));
         } else {
@@ -172,7 +175,10 @@ impl Hits<'_> {
         let mut n = from;
         while n < head {
             self.len = make_room(core, self.set.tid, self.packed, self.len);
+            // Bounded by the ring's end too: a run's records lie one after another.
+            let to_end = ring.len() - ring_index(n);
             let count = (head - n).min((PACKED_RUN - self.len) as u64) as usize;
+            let count = count.min(to_end);
             let out = &mut self.packed[self.len..self.len + count];
             let (done, unpacked_cost) = simple_run(self.set, st, (ring, n), out);
             self.len += done;
@@ -203,11 +209,11 @@ impl Hits<'_> {
 }
 
 /// The drain's short path: the records of `ring` from number `from` on, one per word of `out`
-/// (its packed hit written there), while each is common: a probe with a stub, no wait, nothing
-/// off the CPU or paused ([`StrandState::end_simple`]), a cost that packs. How many it took,
-/// and, where it stopped at a record whose strand it ended but whose hit does not pack (an
-/// operand's, or a cost too large), that hit's cost. No call in the loop: every value it
-/// carries stays in a register.
+/// (its packed hit written there; no more than lie before the ring's end), while each is
+/// common: a probe with a stub, no wait, nothing off the CPU or paused
+/// ([`StrandState::end_simple`]), a cost that packs. How many it took, and, where it stopped at
+/// a record whose strand it ended but whose hit does not pack (an operand's, or a cost too
+/// large), that hit's cost. No call in the loop: every value it carries stays in a register.
 #[inline(always)]
 fn simple_run(
     set: &Setting<'_>,
@@ -215,8 +221,9 @@ fn simple_run(
     (ring, from): (&Ring, u64),
     out: &mut [u64],
 ) -> (usize, Option<u64>) {
-    for (k, word_out) in out.iter_mut().enumerate() {
-        let r = &ring[ring_index(from + k as u64)];
+    // In one piece of the ring (the caller's bound): one bounds check per run.
+    let records = &ring[ring_index(from)..][..out.len()];
+    for (k, (r, word_out)) in records.iter().zip(out.iter_mut()).enumerate() {
         let (tsc, word) = (r[0], r[2]);
         // One test for a probe with a stub and a record without a wait (`wait`, the word's
         // high half, makes it no index).
@@ -227,7 +234,8 @@ fn simple_run(
             return (k, None);
         }
         let hit = (word as u32, stub.follows, stub.hit_cost);
-        let cost = st.end_simple(hit, (tsc, set.interruption), set.scale);
+        let at = (tsc, set.interruption, set.short_cut);
+        let cost = st.end_simple(hit, at, set.scale);
         if cost >= stub.pack_below {
             return (k, Some(cost));
         }
@@ -336,3 +344,7 @@ fn hand_over(core: &mut Core<'_>, tid: Tid, packed: &[u64]) {
 
 /// Hits handed to the sink at once, at most.
 pub(super) const PACKED_RUN: usize = 4096;
+
+#[cfg(test)]
+#[path = "hits_replay.rs"]
+mod replay;

@@ -154,6 +154,7 @@ impl Native {
             stubs: &self.stubs,
             unpatched: ProbeStub::plain(0, self.clock.per_hit).unpacked(),
             interruption: self.clock.interruption,
+            short_cut: strands::short_cut(self.clock.interruption),
             scale: self.scale,
             wait_shift: self.clock.reading.wait_shift(),
         };
