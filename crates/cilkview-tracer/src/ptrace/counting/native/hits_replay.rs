@@ -35,6 +35,15 @@ impl EventSink for Kept {
     fn hit(&mut self, probe: usize, _: i32, cost: u64) {
         self.0.push((probe, cost, None));
     }
+    fn hits_counted(&mut self, tid: i32, hits: &[u64], total: HitsTotal) {
+        // The drain's totals are those of the words.
+        let words = HitsTotal {
+            hits: hits.len() as u64,
+            cost: PackedHit::cost_of_ones(hits),
+        };
+        assert_eq!(total, words);
+        self.hits(tid, hits);
+    }
 }
 
 /// Probes 0-5: 1's mark follows 0's, 4 has an operand, 5 a number no packed hit holds is not
@@ -49,8 +58,9 @@ fn stubs(startup: HitCost) -> Vec<ProbeStub> {
 
 /// A stream of `len` records from pseudo-random gaps (some interruptions, some strands far
 /// shorter than a hit's cost, a few over what a packed hit holds, a few back in time), probes (some without a
-/// stub), waits and operands; and off-CPU intervals cutting some of its strands.
-fn stream(len: usize) -> (Vec<[u64; 3]>, VecDeque<(u64, u64)>) {
+/// stub), waits and operands (`all`; else only probes 0-3, and no cost too large: every hit
+/// packs); and off-CPU intervals cutting some of its strands.
+fn stream(len: usize, all: bool) -> (Vec<[u64; 3]>, VecDeque<(u64, u64)>) {
     let (mut x, mut tsc) = (0x2545_f491_4f6c_dd1d_u64, 1000u64);
     let mut next = || {
         x ^= x << 13;
@@ -63,7 +73,7 @@ fn stream(len: usize) -> (Vec<[u64; 3]>, VecDeque<(u64, u64)>) {
         let r = next();
         tsc += match r % 1000 {
             0 => 5000 + r % 100_000,
-            1 => 1 << 40,
+            1 if all => 1 << 40,
             // Stretches of strands far shorter than a hit: what they owe reaches its bound.
             _ if (i / 4000) % 7 == 3 => r % 4,
             2..=500 => r % 30,
@@ -81,6 +91,7 @@ fn stream(len: usize) -> (Vec<[u64; 3]>, VecDeque<(u64, u64)>) {
             14 => 5,
             _ => 6 + (r >> 30) % 3,
         };
+        let probe = if all || probe < 4 { probe } else { 0 };
         let wait = if (r >> 40) % 997 == 0 {
             1 + (r >> 50) % 9
         } else {
@@ -134,6 +145,7 @@ fn report(
         set: &set,
         packed: &mut packed,
         len: 0,
+        run_from: st.reported(),
         waits: &mut waits,
         waited: &mut waited,
         n: 0,
@@ -141,26 +153,22 @@ fn report(
     let head = from + records.len() as u64;
     if general_only {
         for n in from..head {
-            let room = (
-                &mut *hits.packed,
-                hits.len,
-                &mut *hits.waits,
-                &mut *hits.waited,
-            );
+            let packed = (&mut *hits.packed, hits.len, &mut hits.run_from);
+            let room = (packed, &mut *hits.waits, &mut *hits.waited);
             let r = Record::read(&ring[ring_index(n)]);
             (st, hits.len) = general(&set, &mut core, st, off, room, r);
         }
     } else {
         hits.ring(&mut core, &mut st, off, (&ring, from, head));
     }
-    hits.flush(&mut core);
+    hits.flush(&mut core, st.reported());
     drop(core);
     (sink.0, st, waits, waited)
 }
 
 #[test]
 fn the_short_path_reports_what_the_general_path_does() {
-    let (records, off) = stream(150_000);
+    let (records, off) = stream(150_000, true);
     // Across the ring's end.
     let from = (1 << 16) - 777;
     let (short, st, waits, waited) = report(&records, from, off.clone(), false);
@@ -181,4 +189,17 @@ fn the_short_path_reports_what_the_general_path_does() {
         d.wrapping_mul(0x100_0000_01b3) ^ (h.0 as u64 ^ h.1 << 8 ^ h.2.unwrap_or(7) << 1)
     });
     println!("digest {digest:x} reported {}", st.reported());
+}
+
+#[test]
+fn runs_of_packed_hits_are_handed_over_with_their_costs() {
+    // Without operands: runs of packed hits longer than the drain hands over at once, whose
+    // totals the sink checks against their words.
+    let (records, off) = stream(50_000, false);
+    let (short, st, ..) = report(&records, 3, off.clone(), false);
+    let (general, st_general, ..) = report(&records, 3, off, true);
+    assert_eq!(short, general);
+    assert_eq!(st.reported(), st_general.reported());
+    let charged = short.iter().filter(|h| h.1 > 0).count();
+    assert!(charged > 5_000, "{charged} hits charged");
 }

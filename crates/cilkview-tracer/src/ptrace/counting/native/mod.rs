@@ -162,6 +162,7 @@ impl Native {
             set: &set,
             packed: &mut self.packed,
             len: 0,
+            run_from: th.state.reported(),
             waits: &mut self.waits,
             waited: &mut self.waited,
             n: 0,
@@ -190,7 +191,7 @@ impl Native {
             th.next = region.drained(slot, th.next, head);
         }
         th.state = st;
-        hits.flush(core);
+        hits.flush(core, st.reported());
         hits.n
     }
 
