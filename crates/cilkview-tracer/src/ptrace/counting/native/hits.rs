@@ -76,6 +76,8 @@ pub(super) struct Setting<'a> {
     pub(super) unpatched: ProbeStub,
     /// Ticks: a longer gap between back-to-back marks was an interruption.
     pub(super) interruption: u64,
+    /// A strand up to this long takes the short path's arithmetic ([`super::strands::short_cut`]).
+    pub(super) short_cut: u64,
     pub(super) scale: TickScale,
     /// [`Record::wait`] to ticks (or instructions): shifted left by this.
     pub(super) wait_shift: u32,
@@ -94,6 +96,9 @@ pub(super) struct Hits<'a> {
     /// a `Vec`: no capacity check, length or pointer reloaded per hit).
     pub(super) packed: &'a mut [u64; PACKED_RUN],
     pub(super) len: usize,
+    /// The thread's nanoseconds reported ([`StrandState::reported`]) before the first of them:
+    /// their costs sum to what was reported since (no pass over the words to sum them).
+    pub(super) run_from: u64,
     pub(super) waits: &'a mut u64,
     pub(super) waited: &'a mut u64,
     /// Records reported (counted by the caller, not per record).
@@ -117,8 +122,7 @@ impl Hits<'_> {
             Some(stub) if st.is_simple(tsc) => stub,
             _ => {
                 let room = (
-                    &mut *self.packed,
-                    self.len,
+                    (&mut *self.packed, self.len, &mut self.run_from),
                     &mut *self.waits,
                     &mut *self.waited,
                 );
@@ -127,33 +131,32 @@ impl Hits<'_> {
             }
         };
         let hit = (word as u32, stub.follows, stub.hit_cost);
-        let cost = st.end_simple(hit, (tsc, self.set.interruption), self.set.scale);
+        let at = (tsc, self.set.interruption, self.set.short_cut);
+        let cost = st.end_simple(hit, at, self.set.scale);
         if cost < stub.pack_below {
-            self.pack(core, stub.packed_hit(cost));
+            self.pack(core, stub.packed_hit(cost), st.reported() - cost);
         } else {
-            self.unpacked(core, (word as usize, cost), stub.operand, r[1]);
+            let hit = (word as usize, cost, st.reported());
+            self.unpacked(core, hit, stub.operand, r[1]);
         }
     }
 
-    /// A hit that is not packed, after the packed ones (handed over with it).
+    /// A hit that is not packed (its cost, the thread's nanoseconds reported after it), after
+    /// the packed ones (handed over with it).
     #[inline(always)]
-    fn unpacked(&mut self, core: &mut Core<'_>, hit: (usize, u64), kind: Operand, value: u64) {
-        unpacked(
-            core,
-            self.set.tid,
-            &self.packed[..self.len],
-            hit,
-            kind,
-            value,
-        );
+    fn unpacked(&mut self, core: &mut Core<'_>, hit: (usize, u64, u64), kind: Operand, value: u64) {
+        let run = (&self.packed[..self.len], &mut self.run_from);
+        unpacked(core, self.set.tid, run, hit, kind, value);
         self.len = 0;
     }
 
-    /// Add the packed hit `w`, handing the run over first if it is full.
+    /// Add the packed hit `w` (the thread's nanoseconds reported before it `before`), handing
+    /// the run over first if it is full.
     #[inline(always)]
-    fn pack(&mut self, core: &mut Core<'_>, w: u64) {
+    fn pack(&mut self, core: &mut Core<'_>, w: u64, before: u64) {
         // Room made before the word is written: `len` is then below the array's length.
-        self.len = make_room(core, self.set.tid, self.packed, self.len);
+        let run = (&*self.packed, self.len, &mut self.run_from);
+        self.len = make_room(core, self.set.tid, run, before);
         self.packed[self.len] = w;
         self.len += 1;
     }
@@ -171,8 +174,12 @@ impl Hits<'_> {
     ) {
         let mut n = from;
         while n < head {
-            self.len = make_room(core, self.set.tid, self.packed, self.len);
+            let run = (&*self.packed, self.len, &mut self.run_from);
+            self.len = make_room(core, self.set.tid, run, st.reported());
+            // Bounded by the ring's end too: a run's records lie one after another.
+            let to_end = ring.len() - ring_index(n);
             let count = (head - n).min((PACKED_RUN - self.len) as u64) as usize;
+            let count = count.min(to_end);
             let out = &mut self.packed[self.len..self.len + count];
             let (done, unpacked_cost) = simple_run(self.set, st, (ring, n), out);
             self.len += done;
@@ -185,29 +192,32 @@ impl Hits<'_> {
                 None => self.record(core, st, off, r),
                 Some(cost) => {
                     let probe = r[2] as usize;
-                    self.unpacked(core, (probe, cost), self.set.stubs[probe].operand, r[1]);
+                    let (kind, hit) = (self.set.stubs[probe].operand, (probe, cost, st.reported()));
+                    self.unpacked(core, hit, kind, r[1]);
                 }
             }
             n += 1;
         }
     }
 
-    /// Hand the packed hits to the sink.
+    /// Hand the packed hits to the sink, the thread's nanoseconds reported now `reported`.
     #[inline(always)]
-    pub(super) fn flush(&mut self, core: &mut Core<'_>) {
+    pub(super) fn flush(&mut self, core: &mut Core<'_>, reported: u64) {
         if self.len != 0 {
-            hand_over(core, self.set.tid, &self.packed[..self.len]);
+            let cost = reported - self.run_from;
+            hand_over(core, self.set.tid, &self.packed[..self.len], cost);
             self.len = 0;
+            self.run_from = reported;
         }
     }
 }
 
 /// The drain's short path: the records of `ring` from number `from` on, one per word of `out`
-/// (its packed hit written there), while each is common: a probe with a stub, no wait, nothing
-/// off the CPU or paused ([`StrandState::end_simple`]), a cost that packs. How many it took,
-/// and, where it stopped at a record whose strand it ended but whose hit does not pack (an
-/// operand's, or a cost too large), that hit's cost. No call in the loop: every value it
-/// carries stays in a register.
+/// (its packed hit written there; no more than lie before the ring's end), while each is
+/// common: a probe with a stub, no wait, nothing off the CPU or paused
+/// ([`StrandState::end_simple`]), a cost that packs. How many it took, and, where it stopped at
+/// a record whose strand it ended but whose hit does not pack (an operand's, or a cost too
+/// large), that hit's cost. No call in the loop: every value it carries stays in a register.
 #[inline(always)]
 fn simple_run(
     set: &Setting<'_>,
@@ -215,8 +225,9 @@ fn simple_run(
     (ring, from): (&Ring, u64),
     out: &mut [u64],
 ) -> (usize, Option<u64>) {
-    for (k, word_out) in out.iter_mut().enumerate() {
-        let r = &ring[ring_index(from + k as u64)];
+    // In one piece of the ring (the caller's bound): one bounds check per run.
+    let records = &ring[ring_index(from)..][..out.len()];
+    for (k, (r, word_out)) in records.iter().zip(out.iter_mut()).enumerate() {
         let (tsc, word) = (r[0], r[2]);
         // One test for a probe with a stub and a record without a wait (`wait`, the word's
         // high half, makes it no index).
@@ -227,7 +238,8 @@ fn simple_run(
             return (k, None);
         }
         let hit = (word as u32, stub.follows, stub.hit_cost);
-        let cost = st.end_simple(hit, (tsc, set.interruption), set.scale);
+        let at = (tsc, set.interruption, set.short_cut);
+        let cost = st.end_simple(hit, at, set.scale);
         if cost >= stub.pack_below {
             return (k, Some(cost));
         }
@@ -236,8 +248,13 @@ fn simple_run(
     (out.len(), None)
 }
 
-/// Where [`general`] puts a hit: the packed hits and their number, the waits' count and ticks.
-type Room<'a> = (&'a mut [u64; PACKED_RUN], usize, &'a mut u64, &'a mut u64);
+/// Where [`general`] puts a hit: the packed hits, their number and `Hits::run_from`, the waits'
+/// count and ticks.
+type Room<'a> = (
+    (&'a mut [u64; PACKED_RUN], usize, &'a mut u64),
+    &'a mut u64,
+    &'a mut u64,
+);
 
 /// The record `r` of a thread whose clock is `st` (its off-CPU intervals `off`), whatever it is
 /// (a probe without a stub, a wait, a strand paused or off its CPU, a hit not packed): the
@@ -249,7 +266,7 @@ fn general(
     core: &mut Core<'_>,
     mut st: StrandState,
     off: &mut VecDeque<(u64, u64)>,
-    (packed, len, waits, waited): Room<'_>,
+    ((packed, len, run_from), waits, waited): Room<'_>,
     r: Record,
 ) -> (StrandState, usize) {
     let probe = r.probe as usize;
@@ -273,24 +290,32 @@ fn general(
         st.last += ticks;
     }
     if cost < stub.pack_below {
-        let len = make_room(core, set.tid, packed, len);
+        let len = make_room(core, set.tid, (packed, len, run_from), st.reported() - cost);
         packed[len] = stub.packed_hit(cost);
         return (st, len + 1);
     }
-    let hit = (probe, cost);
-    unpacked(core, set.tid, &packed[..len], hit, stub.operand, r.operand);
+    let hit = (probe, cost, st.reported());
+    unpacked(
+        core,
+        set.tid,
+        (&packed[..len], run_from),
+        hit,
+        stub.operand,
+        r.operand,
+    );
     (st, 0)
 }
 
-/// A hit that is not packed (its operand, or a cost too large for a packed word), after the
-/// packed hits before it (`packed`).
+/// A hit that is not packed (its operand, or a cost too large for a packed word; the thread's
+/// nanoseconds reported after it `after`), after the packed hits before it (`packed`, begun
+/// at `run_from`).
 #[cold]
 #[inline(never)]
 fn unpacked(
     core: &mut Core<'_>,
     tid: Tid,
-    packed: &[u64],
-    (probe, cost): (usize, u64),
+    (packed, run_from): (&[u64], &mut u64),
+    (probe, cost, after): (usize, u64, u64),
     kind: Operand,
     value: u64,
 ) {
@@ -299,7 +324,8 @@ fn unpacked(
         Operand::Value => Some(value),
         Operand::ReturnAddress(load) => Some(value.wrapping_sub(load)),
     };
-    hand_over(core, tid, packed);
+    hand_over(core, tid, packed, after - cost - *run_from);
+    *run_from = after;
     core.emit(TraceEvent::Hit {
         probe,
         tid,
@@ -308,25 +334,33 @@ fn unpacked(
     });
 }
 
-/// Room for one more packed hit after the first `len` of `packed`: the run handed over if it is
-/// full. The number of packed hits then.
+/// Room for one more packed hit after the first `len` of `packed` (begun at `run_from`), the
+/// thread's nanoseconds reported `now`: the run handed over if it is full. The number of packed
+/// hits then.
 #[inline(always)]
-fn make_room(core: &mut Core<'_>, tid: Tid, packed: &[u64; PACKED_RUN], len: usize) -> usize {
+fn make_room(
+    core: &mut Core<'_>,
+    tid: Tid,
+    (packed, len, run_from): (&[u64; PACKED_RUN], usize, &mut u64),
+    now: u64,
+) -> usize {
     if len >= PACKED_RUN {
-        hand_over(core, tid, &packed[..]);
+        hand_over(core, tid, &packed[..], now - *run_from);
+        *run_from = now;
         return 0;
     }
     len
 }
 
-/// Hand the packed hits `packed` to the sink.
+/// Hand the packed hits `packed`, whose costs sum to `cost`, to the sink.
 #[inline(never)]
-fn hand_over(core: &mut Core<'_>, tid: Tid, packed: &[u64]) {
+fn hand_over(core: &mut Core<'_>, tid: Tid, packed: &[u64], cost: u64) {
+    debug_assert_eq!(cost, PackedHit::cost_of_ones(packed));
     if !packed.is_empty() {
         // One hit per word (`PackedHit::with_probe_bits`'s).
         let t = HitsTotal {
             hits: packed.len() as u64,
-            cost: PackedHit::cost_of_ones(packed),
+            cost,
         };
         core.sink.hits_counted(tid, packed, t);
         core.hits += t.hits;
@@ -336,3 +370,7 @@ fn hand_over(core: &mut Core<'_>, tid: Tid, packed: &[u64]) {
 
 /// Hits handed to the sink at once, at most.
 pub(super) const PACKED_RUN: usize = 4096;
+
+#[cfg(test)]
+#[path = "hits_replay.rs"]
+mod replay;

@@ -154,6 +154,7 @@ impl Native {
             stubs: &self.stubs,
             unpatched: ProbeStub::plain(0, self.clock.per_hit).unpacked(),
             interruption: self.clock.interruption,
+            short_cut: strands::short_cut(self.clock.interruption),
             scale: self.scale,
             wait_shift: self.clock.reading.wait_shift(),
         };
@@ -161,6 +162,7 @@ impl Native {
             set: &set,
             packed: &mut self.packed,
             len: 0,
+            run_from: th.state.reported(),
             waits: &mut self.waits,
             waited: &mut self.waited,
             n: 0,
@@ -189,7 +191,7 @@ impl Native {
             th.next = region.drained(slot, th.next, head);
         }
         th.state = st;
-        hits.flush(core);
+        hits.flush(core, st.reported());
         hits.n
     }
 

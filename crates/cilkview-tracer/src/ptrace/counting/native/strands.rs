@@ -47,8 +47,11 @@ pub(super) struct StrandState {
     pub(super) strand: u64,
     /// Ticks charged so far, and the nanoseconds reported for them.
     charged: u64,
-    /// Ticks to take off that the last strands were too short to give (see [`StrandState::end`]).
-    owed: u64,
+    /// What the next strand gives before it is charged, in 1/256 ticks: the ticks the last
+    /// strands were too short to give (see [`StrandState::end`]; at most [`OWED_AT_MOST`]),
+    /// and, below them, the fraction of the hit costs not yet taken off (one word: the drain's
+    /// short path takes both off a strand with one subtract, [`StrandState::end_simple`]).
+    owed_q8: u64,
     reported: u64,
     /// A record at or before this clock ends a strand that was never off its CPU and has no
     /// ticks before `last` (`strand` 0): the drain's short path ([`StrandState::end_simple`]).
@@ -60,9 +63,8 @@ pub(super) struct StrandState {
     /// What its hits cost where the program ran nothing between two (see
     /// [`StrandState::hit_skip`]).
     empty: EmptyStrands,
-    /// The hit costs so far (1/256 ticks): whole ticks of it taken off the strands
-    /// ([`StrandState::hit_ticks`]), the fraction carried to the next hit (one word, not two:
-    /// a register fewer in the drain's loop).
+    /// The hit costs so far (1/256 ticks): their whole ticks are those taken off the strands
+    /// ([`StrandState::hit_ticks`]; the fraction is carried in `owed_q8`).
     hit_q8: u64,
 }
 
@@ -103,7 +105,12 @@ impl HitCost {
 /// records on the other core) rather than in the start-up measurement.
 #[derive(Clone, Copy, Debug, Default)]
 struct EmptyStrands {
+    /// The last of them, fewer than 256, not yet in `sum` and `n`: their gaps' sum shifted
+    /// left 8, plus their count (one add per empty strand; the 256th carries out of the count's
+    /// byte).
+    recent: u64,
     sum: u64,
+    /// A multiple of 256.
     n: u64,
     /// Their mean (1/256 ticks) less the start-up cost (wrapping), added to the start-up cost
     /// of each hit: 0 until `n` reaches [`EMPTY_STRANDS_TRUSTED`], then brought up to date each
@@ -115,20 +122,56 @@ struct EmptyStrands {
 }
 
 impl EmptyStrands {
-    /// `adjust` brought up to date, if trusted, for probes whose start-up cost is `startup`.
+    /// One more, of `gap` ticks, below [`GAP_IN_RECENT`] (probes' start-up cost `startup`).
+    #[inline(always)]
+    fn add(&mut self, gap: u64, startup: HitCost) {
+        debug_assert!(gap < GAP_IN_RECENT);
+        self.recent += (gap << 8) + 1;
+        if self.recent & 255 == 0 {
+            self.update(startup);
+        }
+    }
+
+    /// One more, of `gap` ticks, whatever it is.
+    #[inline(always)]
+    fn add_any(&mut self, gap: u64, startup: HitCost) {
+        if gap < GAP_IN_RECENT {
+            self.add(gap, startup);
+        } else {
+            self.sum += gap;
+            self.add(0, startup);
+        }
+    }
+
+    /// The 256 `recent` ones added to `sum` and `n`, and `adjust` brought up to date, if
+    /// trusted, for probes whose start-up cost is `startup`.
     #[cold]
     fn update(&mut self, startup: HitCost) {
+        // Their count's carry is the 256.
+        self.sum += (self.recent >> 8) - 1;
+        self.n += 256;
+        self.recent = 0;
         if self.trusted() {
             self.adjust = ((self.sum << 8) / self.n).wrapping_sub(startup.0);
         }
     }
 
-    /// Whether their mean is trusted.
+    /// Whether their mean is trusted (`n`, a multiple of 256, is as far as the whole count
+    /// from [`EMPTY_STRANDS_TRUSTED`]).
     #[inline(always)]
     fn trusted(&self) -> bool {
         self.n >= EMPTY_STRANDS_TRUSTED
     }
+
+    /// Their gaps' sum (ticks) and number.
+    fn totals(&self) -> (u64, u64) {
+        (self.sum + (self.recent >> 8), self.n + (self.recent & 255))
+    }
 }
+
+/// An empty strand's gap (ticks) below this is summed in [`EmptyStrands::recent`]: 256 of them
+/// fit a word.
+const GAP_IN_RECENT: u64 = 1 << 48;
 
 /// Empty strands measured before their mean replaces the start-up value (the mean of 1024 gaps
 /// of one or two ~10-ns steps is within ~0.4 ticks of the cost).
@@ -180,6 +223,16 @@ fn off_logged(off: &mut VecDeque<(u64, u64)>, from: u64, to: u64) -> (u64, u64) 
 /// The most ticks a thread's strands owe at once (~1 µs): a long run of strands shorter than the
 /// hit's measured cost (a program marked every few instructions) gives back no more than this.
 const OWED_AT_MOST: u64 = 2_500;
+/// The fraction's bits of a count in 1/256 ticks.
+const FRACTION: u64 = 255;
+
+/// The longest strand that [`StrandState::end_simple`] ends with its short arithmetic, where
+/// `cut` ticks is an interruption: `cut`, or less where its 1/256 ticks would not fit a word
+/// (a longer strand takes the general steps, which give the same), nor its gap as an empty
+/// strand's in [`EmptyStrands::recent`].
+pub(super) fn short_cut(cut: u64) -> u64 {
+    cut.min(GAP_IN_RECENT - 1)
+}
 
 impl StrandState {
     fn new(now: u64) -> StrandState {
@@ -187,7 +240,7 @@ impl StrandState {
             last: now,
             strand: 0,
             charged: 0,
-            owed: 0,
+            owed_q8: 0,
             reported: 0,
             simple_until: u64::MAX,
             prev: NO_PROBE,
@@ -224,19 +277,21 @@ impl StrandState {
         (gap, cut): (u64, u64),
     ) -> u64 {
         if follows == self.prev && gap <= cut {
-            let e = &mut self.empty;
-            e.sum += gap;
-            e.n += 1;
-            // Tested apart: one test per empty strand, not two.
-            if e.n % 256 == 0 {
-                e.update(startup);
-            }
+            self.empty.add_any(gap, startup);
         }
         self.prev = probe;
+        let q = (self.owed_q8 & FRACTION) + self.hit_cost_q8(startup);
+        self.owed_q8 = (self.owed_q8 & !FRACTION) | (q & FRACTION);
+        q >> 8
+    }
+
+    /// A hit's cost (1/256 ticks) for probes whose start-up cost is `startup`, added to the
+    /// hit costs so far.
+    #[inline(always)]
+    fn hit_cost_q8(&mut self, startup: HitCost) -> u64 {
         let cost = startup.0.wrapping_add(self.empty.adjust);
-        let before = self.hit_q8 >> 8;
         self.hit_q8 += cost;
-        (self.hit_q8 >> 8) - before
+        cost
     }
 
     /// The ticks of hit costs taken off so far (the whole ticks [`StrandState::hit_skip`] gave).
@@ -254,7 +309,7 @@ impl StrandState {
     pub(super) fn empty_gaps(&self) -> (u64, u64) {
         let e = &self.empty;
         if e.trusted() {
-            (e.sum, e.n)
+            e.totals()
         } else {
             (0, 0)
         }
@@ -302,28 +357,66 @@ impl StrandState {
     /// A hit of `probe` at `tsc` ends the strand, where [`StrandState::is_simple`]: what
     /// [`StrandState::hit_skip`] then [`StrandState::end`] give with nothing off the CPU and
     /// no ticks before `last` (the drain's short path: neither `strand` nor the off-CPU
-    /// intervals read), `last` set to `tsc`. Its cost.
+    /// intervals read), `last` set to `tsc`. Its cost. A strand of at most `short_cut` ticks
+    /// ([`short_cut`] of `cut`) is ended in 1/256 ticks, with one compare.
     #[inline(always)]
     pub(super) fn end_simple(
         &mut self,
         (probe, follows, startup): (u32, u32, HitCost),
-        (tsc, cut): (u64, u64),
+        (tsc, cut, short_cut): (u64, u64, u64),
         scale: TickScale,
     ) -> u64 {
         debug_assert!(self.strand == 0 && self.is_simple(tsc));
-        let raw = tsc.saturating_sub(self.last);
-        let skip = self.skip_after(probe, follows, startup, (raw, cut));
+        // A clock gone back (another CPU's) wraps to a long strand: the general steps.
+        let raw = tsc.wrapping_sub(self.last);
+        if raw > short_cut {
+            let raw = tsc.saturating_sub(self.last);
+            self.last = tsc;
+            let skip = self.skip_after(probe, follows, startup, (raw, cut));
+            return self.end_raw(raw, skip, scale);
+        }
         self.last = tsc;
-        self.end_raw(raw, skip, scale)
+        // `raw` ≤ `cut`: an empty strand is measured if the mark follows the last hit's.
+        if follows == self.prev {
+            self.empty.add(raw, startup);
+        }
+        self.prev = probe;
+        // What `end_raw` takes off, `skip` and the owed ticks, is `take`'s whole ticks; its
+        // fraction is carried. `raw` ≤ `short_cut` < 2^48: in 1/256 ticks it fits a word.
+        let take = self.owed_q8 + self.hit_cost_q8(startup);
+        let raw_q8 = raw << 8;
+        if raw_q8 <= take {
+            // The strand gives nothing; what is left is owed (its fraction the same).
+            let left = take - raw_q8;
+            self.owed_q8 = if left < (OWED_AT_MOST + 1) << 8 {
+                left
+            } else {
+                (OWED_AT_MOST << 8) | (left & FRACTION)
+            };
+            return 0;
+        }
+        self.owed_q8 = take & FRACTION;
+        self.charge(raw - (take >> 8), scale)
     }
 
     /// [`StrandState::end`] of a strand of `raw` ticks (`strand` included and cleared).
     #[inline(always)]
     fn end_raw(&mut self, raw: u64, skip: u64, scale: TickScale) -> u64 {
-        let off = skip + self.owed;
-        let ticks = raw.saturating_sub(off);
-        // `off - raw` where it is more, else 0 (without a branch on which).
-        self.owed = (off + ticks - raw).min(OWED_AT_MOST);
+        let off = skip + (self.owed_q8 >> 8);
+        let fraction = self.owed_q8 & FRACTION;
+        if raw <= off {
+            // Nothing charged (a fine-grained program's common strand): `reported` is already
+            // `charged`'s nanoseconds, no multiply.
+            self.owed_q8 = ((off - raw).min(OWED_AT_MOST) << 8) | fraction;
+            return 0;
+        }
+        self.owed_q8 = fraction;
+        self.charge(raw - off, scale)
+    }
+
+    /// `ticks` more charged: their nanoseconds (rounding carried over).
+    #[inline(always)]
+    fn charge(&mut self, ticks: u64, scale: TickScale) -> u64 {
         self.charged += ticks;
         // `charged` only grows and the scale is monotonic: `ns` is never below `reported`.
         let ns = scale.of(self.charged);
@@ -376,7 +469,7 @@ impl Strands {
     }
 
     /// Bring `simple_until` up to date with `off`.
-    fn off_moved(&mut self) {
+    pub(super) fn off_moved(&mut self) {
         let st = &mut self.state;
         st.simple_until = match self.off.front() {
             _ if st.strand != 0 => 0,
@@ -422,163 +515,5 @@ impl Strands {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Strands ending at `ends` (ticks from 0), each with `skip` taken off: their costs.
-    fn costs(ends: &[u64], skip: u64) -> Vec<u64> {
-        let mut th = StrandState::new(0);
-        ends.iter()
-            .map(|&tsc| {
-                let cost = th.end(tsc, skip, TickScale::new(1.0));
-                th.last = tsc;
-                cost
-            })
-            .collect()
-    }
-
-    #[test]
-    fn a_strand_shorter_than_the_hit_cost_owes_the_rest_to_the_next() {
-        // Strands of 5, 5, 30 and 40 ticks, 10 taken off each: 0, 0, 30 - 10 - 10, 40 - 10.
-        assert_eq!(costs(&[5, 10, 40, 80], 10), [0, 0, 10, 30]);
-        // The thread's work is its ticks less what was taken off, not more.
-        assert_eq!(costs(&[5, 10, 40, 80], 10).iter().sum::<u64>(), 80 - 4 * 10);
-        // Strands long enough lose exactly the skip.
-        assert_eq!(costs(&[100, 250], 10), [90, 140]);
-    }
-
-    #[test]
-    fn ticks_scale_exactly_at_one_per_tick_and_within_a_ns_otherwise() {
-        assert_eq!(TickScale::new(1.0).of(u64::MAX / 2), u64::MAX / 2);
-        // A 2.445 GHz TSC: 10^12 ticks (409 s) as the f64 product, within 3·10^-10 of it.
-        let k = 1.0 / 2.445;
-        let by_f64 = (1e12 * k) as u64;
-        let diff = TickScale::new(k).of(1_000_000_000_000).abs_diff(by_f64);
-        assert!(
-            diff as f64 <= 3e-10 * by_f64 as f64,
-            "{diff} ns off {by_f64}"
-        );
-        assert_eq!(TickScale::new(k).of(0), 0);
-    }
-
-    #[test]
-    fn off_cpu_intervals_are_taken_off_the_strands_they_cut() {
-        let mut th = Strands::new(0);
-        th.off.extend([(10, 20), (30, u64::MAX)]);
-        th.off_moved();
-        // Before any interval: nothing, nothing forgotten.
-        assert_eq!(th.state.off_between(&mut th.off, 0, 5), 0);
-        assert_eq!(th.off.len(), 2);
-        // The first whole and the open one's start up to 40.
-        assert_eq!(th.state.off_between(&mut th.off, 5, 40), 10 + 10);
-        assert_eq!(
-            th.off.len(),
-            1,
-            "the ended interval is forgotten, the open one kept"
-        );
-    }
-
-    #[test]
-    fn a_hit_costs_the_mean_of_the_clock_steps_with_its_fraction() {
-        // A hit of ~12 ticks on a clock moving in steps of 10: gaps of 10 and 20; the gap of
-        // an interruption (5000) is left out.
-        let cost = HitCost::mean_below(&[10, 10, 10, 20, 10, 5000], 1000);
-        assert_eq!(cost, HitCost(12 << 8));
-        assert_eq!(HitCost::mean_below(&[], 1000), HitCost(0));
-        // 10.5 ticks off each of 4 strands: 10, 11, 10, 11 — 42 in all, not 40 or 44.
-        let mut th = StrandState::new(0);
-        let half = HitCost((10 << 8) + 128);
-        let skips: Vec<u64> = (0..4)
-            .map(|i| th.hit_skip(i, FOLLOWS_NONE, half, (100, 0, 1000)))
-            .collect();
-        assert_eq!(skips, [10, 11, 10, 11]);
-    }
-
-    #[test]
-    fn empty_strands_measure_the_hit_cost_in_the_program() {
-        // Probe 1's mark follows probe 0's. Hits alternate 0, 1, 2: the gap from a hit of 0 to
-        // one of 1 is 13 ticks, every third gap 26 (13.0 + 13 / 3 on average), strands to 2 of
-        // 100 ticks; the start-up cost is 10.
-        let startup = HitCost::whole(10);
-        let mut th = StrandState::new(0);
-        let mut tsc = 0;
-        let mut skips = Vec::new();
-        for i in 0..3 * EMPTY_STRANDS_TRUSTED as u32 + 3 {
-            let (probe, follows, gap) = match i % 3 {
-                0 => (0, FOLLOWS_NONE, 100),
-                1 => (1, 0, if i % 9 == 1 { 26 } else { 13 }),
-                _ => (2, FOLLOWS_NONE, 100),
-            };
-            tsc += gap;
-            let skip = th.hit_skip(probe, follows, startup, (tsc, 0, 1000));
-            th.end(tsc, skip, TickScale::new(1.0));
-            th.last = tsc;
-            skips.push(skip);
-        }
-        // The start-up cost until 1024 empty strands were measured, then their mean.
-        assert!(skips[..3 * 1000].iter().all(|&s| s == 10));
-        let (sum, n) = th.empty_gaps();
-        assert_eq!(n, EMPTY_STRANDS_TRUSTED + 1);
-        let last: u64 = skips[skips.len() - 3..].iter().sum();
-        assert!(
-            (last as f64 - 3.0 * sum as f64 / n as f64).abs() <= 1.0,
-            "{skips:?}"
-        );
-        // An interruption in an empty strand is not the hit's cost; a gap from another probe
-        // (not the one before the mark) is a strand, not measured.
-        let mut th = StrandState::new(0);
-        th.hit_skip(0, FOLLOWS_NONE, startup, (10, 0, 1000));
-        th.last = 10;
-        th.hit_skip(1, 0, startup, (5000, 0, 1000));
-        th.last = 5000;
-        th.hit_skip(1, 0, startup, (5013, 0, 1000));
-        assert_eq!(th.empty.n, 0);
-    }
-
-    #[test]
-    fn the_short_path_gives_what_the_general_one_does() {
-        // Hits of probes 0-2 (1 follows 0) at gaps from 0 to 4999 ticks (some interruptions,
-        // some strands shorter than the hit's cost): each cost, the hit ticks taken off and the
-        // empty strands measured are the same by `end_simple` as by `hit_skip` then `end`.
-        let (startup, scale) = (HitCost((12 << 8) + 77), TickScale::new(0.4));
-        let (mut general, mut short) = (StrandState::new(0), StrandState::new(0));
-        let mut tsc = 0;
-        for i in 0..20_000u64 {
-            let probe = (i * 7 % 3) as u32;
-            let follows = if probe == 1 { 0 } else { FOLLOWS_NONE };
-            tsc += i * i % 41 + if i % 997 == 0 { 4000 } else { 0 };
-            let skip = general.hit_skip(probe, follows, startup, (tsc, 0, 1000));
-            let cost = general.end(tsc, skip, scale);
-            general.last = tsc;
-            assert!(short.is_simple(tsc));
-            let by_short = short.end_simple((probe, follows, startup), (tsc, 1000), scale);
-            assert_eq!(by_short, cost, "hit {i}");
-        }
-        assert_eq!(short.hit_ticks(), general.hit_ticks());
-        assert_eq!(short.empty_gaps(), general.empty_gaps());
-        assert!(short.empty_gaps().1 > EMPTY_STRANDS_TRUSTED);
-    }
-
-    #[test]
-    fn a_paused_strand_takes_the_general_path_once() {
-        // A pause leaves ticks before `last`: the next hit is not simple; once it is reported
-        // (its strand ended), the ones after it are.
-        let mut th = Strands::new(0);
-        th.state.pause(&mut th.off, 100, 200);
-        assert!(!th.state.is_simple(250));
-        // The general path's steps (`hits::general`): 100 ticks before the pause, 50 after.
-        let off_cpu = th.state.off_between(&mut th.off, 200, 250);
-        assert_eq!(th.state.end(250, off_cpu, TickScale::new(1.0)), 150);
-        th.state.last = 250;
-        assert!(th.state.is_simple(300));
-    }
-
-    #[test]
-    fn what_strands_owe_is_bounded() {
-        // 10,000 empty strands owe at most OWED_AT_MOST to the long one after them.
-        let mut ends: Vec<u64> = vec![0; 10_000];
-        ends.push(1_000_000);
-        let costs = costs(&ends, 10);
-        assert_eq!(costs[10_000], 1_000_000 - 10 - OWED_AT_MOST);
-    }
-}
+#[path = "strands_tests.rs"]
+mod tests;
