@@ -3,7 +3,7 @@
 //! each costs O(1) amortized. See docs/engine.md, "Call-site profiles".
 
 use super::context_map::{Arena, Entry};
-use super::frames::{LoopProf, PFrame};
+use super::frames::PFrame;
 use super::path_tree::{PathTree, Start};
 use super::tables::{Tables, ROOT};
 use super::{CallSite, Profile, SiteKind, WorkSpan};
@@ -18,10 +18,6 @@ pub(crate) struct Profiler {
     /// The frames, `stack[depth]` the top one; the slots above it are kept for reuse.
     stack: Vec<PFrame>,
     depth: usize,
-    /// Loop states of ended loops, reused (boxed as a frame holds them: moved, not allocated,
-    /// from here to a frame and back).
-    #[allow(clippy::vec_box)]
-    spare_loops: Vec<Box<LoopProf>>,
     /// The site of the call held, if a call is: a frame begun and not pushed yet, the engine's
     /// pending one (a leaf call or iteration, whose frame the engine never pushes if the next
     /// event is its end), whose kind the engine tells.
@@ -41,7 +37,6 @@ impl Profiler {
             tree: PathTree::default(),
             stack: vec![PFrame::new(ROOT, 0, &PathTree::default())],
             depth: 0,
-            spare_loops: Vec::new(),
             held_site: None,
             held_cost: 0,
         }
@@ -106,8 +101,9 @@ impl Profiler {
     /// being `acc`.
     #[inline(never)]
     pub fn chunk_closed(&mut self, acc: u64) {
-        if let Some(lp) = &mut self.stack[self.depth].lp {
-            lp.chunk_closed(&mut self.arena, acc);
+        let f = &mut self.stack[self.depth];
+        if f.is_loop {
+            f.lp.chunk_closed(&mut self.arena, &mut f.paths.c, acc);
         }
     }
 
@@ -197,10 +193,9 @@ impl Profiler {
     /// A loop's frame is pushed, the running total being `acc`.
     pub fn push_loop(&mut self, acc: u64) {
         let (ctx, instance) = (self.top().ctx, self.top().instance);
-        let mut lp = self.spare_loops.pop().unwrap_or_default();
-        lp.begin(acc);
         self.enter_slot(ctx, instance, None, Start::default(), acc);
-        self.stack[self.depth].lp = Some(lp);
+        // Its control, live from `acc` on, is the slot's continuation, begun so.
+        self.stack[self.depth].is_loop = true;
     }
 
     #[inline(always)]
@@ -213,7 +208,7 @@ impl Profiler {
     /// `SpawnAfter{sibling}` in the top frame.
     pub fn spawn_after(&mut self, sibling: u64) {
         let f = &mut self.stack[self.depth];
-        if f.lp.is_none() {
+        if !f.is_loop {
             f.paths.spawn_after(&mut self.tree, sibling);
         }
     }
@@ -221,7 +216,7 @@ impl Profiler {
     /// `WaitFor{sibling}` in the top frame.
     pub fn wait_for(&mut self, sibling: u64, acc: u64) {
         let f = &mut self.stack[self.depth];
-        if f.lp.is_none() {
+        if !f.is_loop {
             f.paths
                 .wait_for(&mut self.arena, &mut self.tree, sibling, acc);
         }
@@ -241,14 +236,17 @@ impl Profiler {
             below.last_mut().expect("never pops the root"),
         );
         self.depth -= 1;
-        if let Some(mut lp) = f.lp.take() {
-            // Its open chunk, if any, was closed first (`Profiler::chunk_closed`).
-            let tree = lp.take_best();
+        if f.is_loop {
+            // Its open chunk, if any, was closed first (`Profiler::chunk_closed`); the slot
+            // is left as no loop's, its chunks and control empty.
+            f.is_loop = false;
+            let tree = f.lp.take_best();
+            let mut control = std::mem::take(&mut f.paths.c);
+            control.flip(acc);
             parent.child_ended(f.start, acc, Some(f.local_work(acc)));
             let into = parent.current();
             into.then_live(arena, keys, tree);
-            into.then_live(arena, keys, lp.take_control(acc));
-            self.spare_loops.push(lp);
+            into.then_live(arena, keys, control);
             return;
         }
         f.paths.sync_to_end(arena, keys, &mut self.tree, acc);
@@ -275,12 +273,9 @@ impl Profiler {
                 let path = std::mem::take(path);
                 parent.spawned(arena, keys, &mut self.tree, f.from, path)
             }
-            FrameKind::Iteration => match &mut parent.lp {
-                // The loop's chunk closes after, if it does (`Profiler::chunk_closed`).
-                Some(lp) => lp.current().absorb_live(arena, keys, path),
-                None => parent.current().absorb_live(arena, keys, path),
-            },
-            FrameKind::Function | FrameKind::Root | FrameKind::Loop => {
+            // An iteration's: the loop's chunk closes after, if it does
+            // (`Profiler::chunk_closed`).
+            FrameKind::Iteration | FrameKind::Function | FrameKind::Root | FrameKind::Loop => {
                 parent.current().absorb_live(arena, keys, path)
             }
         }
