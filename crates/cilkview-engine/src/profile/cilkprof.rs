@@ -99,7 +99,7 @@ impl Profiler {
     /// The top frame is a loop whose open chunk closes now (the engine's count of its
     /// iterations says when: its last iteration ended, or the loop ends), the running total
     /// being `acc`.
-    #[inline(never)]
+    #[inline(always)]
     pub fn chunk_closed(&mut self, acc: u64) {
         let f = &mut self.stack[self.depth];
         if f.is_loop {
@@ -163,7 +163,8 @@ impl Profiler {
         self.enter_slot(ctx, instance, invocation, from, start);
     }
 
-    /// The next slot of the stack, set up as the top frame, begun at the running total `start`.
+    /// The next slot of the stack, set up as the top frame, begun at the running total `start`;
+    /// that frame.
     #[inline(always)]
     fn enter_slot(
         &mut self,
@@ -172,14 +173,16 @@ impl Profiler {
         invocation: Option<super::tables::Invocation>,
         from: Start,
         start: u64,
-    ) {
+    ) -> &mut PFrame {
         self.depth += 1;
-        let f = match self.stack.get_mut(self.depth) {
-            Some(f) => f,
-            None => Self::grow(&mut self.stack, &self.tree),
+        let f = if self.depth < self.stack.len() {
+            &mut self.stack[self.depth]
+        } else {
+            Self::grow(&mut self.stack, &self.tree)
         };
         f.begin(ctx, instance, invocation, &self.tree, start);
         f.from = from;
+        f
     }
 
     /// One more slot on the stack (deeper than ever before), the new top.
@@ -193,9 +196,9 @@ impl Profiler {
     /// A loop's frame is pushed, the running total being `acc`.
     pub fn push_loop(&mut self, acc: u64) {
         let (ctx, instance) = (self.top().ctx, self.top().instance);
-        self.enter_slot(ctx, instance, None, Start::default(), acc);
         // Its control, live from `acc` on, is the slot's continuation, begun so.
-        self.stack[self.depth].is_loop = true;
+        self.enter_slot(ctx, instance, None, Start::default(), acc)
+            .is_loop = true;
     }
 
     #[inline(always)]
