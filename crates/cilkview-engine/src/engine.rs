@@ -365,12 +365,10 @@ impl Engine {
         acc
     }
 
-    /// [`Engine::leaf_iteration_ended`] for a profiling engine, the running total being the
-    /// engine's: whether the iteration closed its loop's chunk.
+    /// [`Engine::leaf_iteration_ended`] for a profiling engine, the running total being `acc`
+    /// after its strand of `cost`: whether the iteration closed its loop's chunk.
     #[inline(always)]
-    fn leaf_iteration_closing(&mut self, cost: u64) -> bool {
-        let acc = self.acc.wrapping_add(cost);
-        self.acc = acc;
+    fn leaf_iteration_closing(&mut self, acc: u64, cost: u64) -> bool {
         let burden = self.config.burden;
         let top = self.stack.last_mut().expect("root frame is never popped");
         let in_loop = top

@@ -282,7 +282,7 @@ impl Engine {
 
     /// [`Engine::push_at`], the length of `ends` being `base`.
     #[inline(always)]
-    fn push_with_base(&mut self, kind: FrameKind, acc: u64, base: usize) {
+    pub(super) fn push_with_base(&mut self, kind: FrameKind, acc: u64, base: usize) {
         let mut frame = Frame::new(kind, acc);
         frame.base = base;
         self.stack.push(frame);
