@@ -164,6 +164,9 @@ pub(super) struct FramePaths {
     /// Where this frame's segments and children begin in the tree.
     base: u32,
     first: u32,
+    /// Whether the frame has segments or children on the tree (from `base` and `first`): it
+    /// put some there since its last sync. (The frames above it take theirs off as they end.)
+    on_tree: bool,
     /// Whether the frame's only child since its last sync is `sole`, not in the tree: it began
     /// at that sync, and the frame has pushed nothing on the tree since (a fork-join's common
     /// case; it goes on the tree, as child 0, before the frame pushes anything there).
@@ -183,6 +186,7 @@ impl FramePaths {
             after: START,
             base: tree.len(),
             first: tree.first_child(),
+            on_tree: false,
             has_sole: false,
             sole: PathProf::default(),
         }
@@ -194,7 +198,7 @@ impl FramePaths {
     pub fn begin(&mut self, tree: &PathTree, acc: u64) {
         debug_assert!(self.p.prof.is_empty() && self.c.prof.is_empty() && !self.has_sole);
         debug_assert!(self.p.span == 0 && self.p.own == 0);
-        debug_assert!(self.cur == START && self.after == START);
+        debug_assert!(self.cur == START && self.after == START && !self.on_tree);
         self.c.live_from(acc);
         self.base = tree.len();
         self.first = tree.first_child();
@@ -242,6 +246,7 @@ impl FramePaths {
             }
         } else {
             self.cur = tree.push(self.cur, std::mem::take(&mut self.c));
+            self.on_tree = true;
             Start::at(self.cur)
         };
         let after = std::mem::replace(&mut self.after, START);
@@ -260,7 +265,7 @@ impl FramePaths {
         x.span = x.span.wrapping_add(from.span);
         x.own = x.own.wrapping_add(from.own);
         let first_here = from.after == START && !self.has_sole;
-        if first_here && tree.len() == self.base && tree.first_child() == self.first {
+        if first_here && !self.on_tree {
             self.has_sole = true;
             self.sole = x;
             return;
@@ -273,6 +278,7 @@ impl FramePaths {
     fn spawned_on_tree(&mut self, tree: &mut PathTree, from: Start, x: PathProf) {
         self.sole_to_tree(tree);
         tree.push_child(from.after, x);
+        self.on_tree = true;
     }
 
     /// The sole child, if any, put on the tree (as child 0, begun at the last sync): the frame
@@ -282,6 +288,7 @@ impl FramePaths {
         if self.has_sole {
             self.has_sole = false;
             tree.push_child(START, std::mem::take(&mut self.sole));
+            self.on_tree = true;
         }
     }
 
@@ -341,7 +348,7 @@ impl FramePaths {
             self.sync_sole(arena, keys, path.span, path);
             return;
         }
-        if tree.len() == self.base && tree.first_child() == self.first {
+        if !self.on_tree {
             // Nothing spawned since the last sync: the continuation alone.
             debug_assert!(self.cur == START && self.after == START);
             self.p.absorb(arena, keys, &mut self.c);
@@ -349,6 +356,7 @@ impl FramePaths {
         }
         if self.cur == START {
             if let Some((total, path)) = tree.pop_sole_child(self.base, self.first) {
+                self.on_tree = false;
                 self.sync_sole(arena, keys, total, path);
                 return;
             }
@@ -394,6 +402,7 @@ impl FramePaths {
             }
         };
         tree.join(self.base, self.first, end, &mut self.p, arena, keys);
+        self.on_tree = false;
         self.cur = START;
         self.after = START;
     }
