@@ -180,7 +180,7 @@ impl Profiler {
         } else {
             Self::grow(&mut self.stack, &self.tree)
         };
-        f.begin(ctx, instance, invocation, &self.tree, start);
+        f.begin(ctx, instance, invocation, start);
         f.from = from;
         f
     }

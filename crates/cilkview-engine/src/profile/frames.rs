@@ -218,7 +218,6 @@ impl PFrame {
         ctx: u32,
         instance: u32,
         invocation: Option<Invocation>,
-        tree: &PathTree,
         acc: u64,
     ) {
         self.ctx = ctx;
@@ -226,7 +225,7 @@ impl PFrame {
         self.invocation = invocation;
         self.local_work = acc;
         self.start = acc;
-        self.paths.begin(tree, acc);
+        self.paths.begin(acc);
     }
 
     /// The frame's local work at the running total `acc`.

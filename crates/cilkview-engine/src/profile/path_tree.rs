@@ -161,7 +161,7 @@ pub(super) struct FramePaths {
     /// The longest end of the siblings the next spawned child depends on (`SpawnAfter`; `START`:
     /// none yet).
     after: u32,
-    /// Where this frame's segments and children begin in the tree.
+    /// Where this frame's segments and children begin in the tree (while `on_tree`).
     base: u32,
     first: u32,
     /// Whether the frame has segments or children on the tree (from `base` and `first`): it
@@ -193,15 +193,14 @@ impl FramePaths {
     }
 
     /// The paths of a frame that begins now, at the running total `acc`, in a slot whose paths
-    /// are empty (a new slot's, or those a frame left when it ended: `p` moved out, synced).
+    /// are empty (a new slot's, or those a frame left when it ended: `p` moved out, synced);
+    /// where its segments and children begin is set when it puts its first on the tree.
     #[inline(always)]
-    pub fn begin(&mut self, tree: &PathTree, acc: u64) {
+    pub fn begin(&mut self, acc: u64) {
         debug_assert!(self.p.prof.is_empty() && self.c.prof.is_empty() && !self.has_sole);
         debug_assert!(self.p.span == 0 && self.p.own == 0);
         debug_assert!(self.cur == START && self.after == START && !self.on_tree);
         self.c.live_from(acc);
-        self.base = tree.len();
-        self.first = tree.first_child();
     }
 
     /// Length of the current path since the last sync.
@@ -245,8 +244,8 @@ impl FramePaths {
                 own: self.c.own,
             }
         } else {
+            self.onto_tree(tree);
             self.cur = tree.push(self.cur, std::mem::take(&mut self.c));
-            self.on_tree = true;
             Start::at(self.cur)
         };
         let after = std::mem::replace(&mut self.after, START);
@@ -277,8 +276,8 @@ impl FramePaths {
     #[inline(never)]
     fn spawned_on_tree(&mut self, tree: &mut PathTree, from: Start, x: PathProf) {
         self.sole_to_tree(tree);
+        self.onto_tree(tree);
         tree.push_child(from.after, x);
-        self.on_tree = true;
     }
 
     /// The sole child, if any, put on the tree (as child 0, begun at the last sync): the frame
@@ -287,15 +286,36 @@ impl FramePaths {
     fn sole_to_tree(&mut self, tree: &mut PathTree) {
         if self.has_sole {
             self.has_sole = false;
+            self.onto_tree(tree);
             tree.push_child(START, std::mem::take(&mut self.sole));
+        }
+    }
+
+    /// The frame is about to put a segment or child on the tree: if it is its first since its
+    /// last sync, its segments and children begin where the tree ends now (those of the frames
+    /// above it, ended, are off it).
+    #[inline(always)]
+    fn onto_tree(&mut self, tree: &PathTree) {
+        if !self.on_tree {
             self.on_tree = true;
+            self.base = tree.len();
+            self.first = tree.first_child();
+        }
+    }
+
+    /// The segment ending the frame's child `j`, if the frame has that child.
+    fn child(&self, tree: &PathTree, j: u64) -> Option<u32> {
+        if self.on_tree {
+            tree.child(self.first, j)
+        } else {
+            None
         }
     }
 
     /// The next child spawned starts no earlier than child `j` ends (none such: no constraint).
     pub fn spawn_after(&mut self, tree: &mut PathTree, j: u64) {
         self.sole_to_tree(tree);
-        if let Some(end) = tree.child(self.first, j) {
+        if let Some(end) = self.child(tree, j) {
             if self.after == START || tree.total(end) > tree.total(self.after) {
                 self.after = end;
             }
@@ -308,7 +328,7 @@ impl FramePaths {
     pub fn wait_for(&mut self, arena: &mut Arena, tree: &mut PathTree, j: u64, acc: u64) {
         self.sole_to_tree(tree);
         self.c.flip(acc);
-        if let Some(end) = tree.child(self.first, j) {
+        if let Some(end) = self.child(tree, j) {
             if tree.total(end) > self.cur_total(tree) {
                 // The continuation since `cur` is on no other path (a child that started in it
                 // holds a copy of its length: it held no invocation).
