@@ -19,9 +19,9 @@ impl Engine {
         self.events += events.len() as u64;
         let (mut acc, mut pending) = (self.acc, self.pending);
         for e in events {
-            if !self.step_common_profiled(&mut p, e, &mut acc, &mut pending) {
+            if !self.step_common_profiled(&mut p, e, events, &mut acc, &mut pending) {
                 (self.acc, self.pending) = (acc, pending);
-                self.step_rare_profiled(&mut p, e, events);
+                self.apply_general(&mut p, e, events);
                 (acc, pending) = (self.acc, self.pending);
             }
         }
@@ -60,20 +60,21 @@ impl Engine {
 
     /// One event `e` of `events` (empty: a single event) for a profiling engine, but for the
     /// count of events: [`Engine::step_common_profiled`] with the engine's own running total
-    /// and pending frame, else the rare step.
+    /// and pending frame, else the general step.
     #[inline(always)]
     pub(super) fn apply_profiled(&mut self, p: &mut Profiler, e: &Event, events: &[Event]) {
         let (mut acc, mut pending) = (self.acc, self.pending);
-        if self.step_common_profiled(p, e, &mut acc, &mut pending) {
+        if self.step_common_profiled(p, e, events, &mut acc, &mut pending) {
             (self.acc, self.pending) = (acc, pending);
         } else {
-            self.step_rare_profiled(p, e, events);
+            self.apply_general(p, e, events);
         }
     }
 
-    /// One event of a profiling engine's batch, if it is a common one in a usual state, the
-    /// running total being `acc` and the pending frame `pending` (the batch's locals; the
-    /// engine's own are stale): whether it was (if not, nothing was done). Leaf calls and
+    /// One event `e` of a profiling engine's batch `events`, if it is a common one in a usual
+    /// state or a region's begin or end, the running total being `acc` and the pending frame
+    /// `pending` (the batch's locals; the engine's own are stale): whether it was (if not,
+    /// nothing was done: the general step's). Leaf calls and
     /// iterations take the unprofiled path's shortcut (no frame pushed when the next event is
     /// their end): the profiler holds what began (as the engine's `pending`), and either ends it
     /// at once (`end_held_call`, `end_held_iteration`) or pushes its frame when the engine
@@ -83,6 +84,7 @@ impl Engine {
         &mut self,
         p: &mut Profiler,
         e: &Event,
+        events: &[Event],
         acc: &mut u64,
         pending: &mut Pending,
     ) -> bool {
@@ -145,10 +147,7 @@ impl Engine {
             }
             EventKind::Sync if waiting == Pending::None => {
                 *acc = now;
-                self.syncs += 1;
-                p.sync(now);
-                let top = self.stack.last_mut().expect("root frame is never popped");
-                top.sync(now, &mut self.ends);
+                self.sync_profiled(p, now);
             }
             // Every kind named (not `_`): the jump on the kind then needs no range check.
             EventKind::FunctionExit | EventKind::SpawnReturn | EventKind::Sync => return false,
@@ -156,9 +155,24 @@ impl Engine {
                 return false
             }
             EventKind::SpawnAfter { .. } | EventKind::WaitFor { .. } => return false,
-            EventKind::RegionBegin(_) | EventKind::RegionEnd(_) => return false,
+            // A region's begin or end: out of line, with the engine's own running total and
+            // pending frame.
+            EventKind::RegionBegin(_) | EventKind::RegionEnd(_) => {
+                (self.acc, self.pending) = (start, waiting);
+                self.region_event(p, e, events);
+                (*acc, *pending) = (self.acc, self.pending);
+            }
         }
         true
+    }
+
+    /// The top frame syncs, the running total being `acc` (no frame held).
+    #[inline(always)]
+    fn sync_profiled(&mut self, p: &mut Profiler, acc: u64) {
+        self.syncs += 1;
+        p.sync(acc);
+        let top = self.stack.last_mut().expect("root frame is never popped");
+        top.sync(acc, &mut self.ends);
     }
 
     /// The frame held, `waiting` (if any), pushed, the engine's and the profiler's, begun at
@@ -190,17 +204,6 @@ impl Engine {
         if !self.pop_in_place(p, acc) {
             self.acc = acc;
             self.pop_general(p);
-        }
-    }
-
-    /// An event `e` of `events` that [`Engine::step_common_profiled`] does not handle, the
-    /// engine's running total and pending frame its own: a region's begin or end, or the
-    /// general step.
-    #[inline(never)]
-    fn step_rare_profiled(&mut self, p: &mut Profiler, e: &Event, events: &[Event]) {
-        match e.kind {
-            EventKind::RegionBegin(_) | EventKind::RegionEnd(_) => self.region_event(p, e, events),
-            _ => self.apply_general(p, e, events),
         }
     }
 
