@@ -116,11 +116,17 @@ impl Engine {
             EventKind::Spawn => {
                 // Both frames' children begin where `ends` is now (read once).
                 let base = self.ends.len();
-                self.push_held_at(p, waiting, start, base);
+                if waiting == Pending::Function {
+                    // A call's first event: its frame and the spawn's pushed together.
+                    p.push_held_call_spawning(start, e.site, now);
+                    self.push_with_base(FrameKind::Function, start, base);
+                } else {
+                    self.push_held_at(p, waiting, start, base);
+                    p.push(FrameKind::Spawn, e.site, now);
+                }
                 (*acc, *pending) = (now, Pending::None);
                 self.spawns += 1;
                 self.push_with_base(FrameKind::Spawn, now, base);
-                p.push(FrameKind::Spawn, e.site, now);
             }
             EventKind::LoopBegin { grain } => {
                 self.push_held_at(p, waiting, start, self.ends.len());

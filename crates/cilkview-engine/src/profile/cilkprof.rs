@@ -136,17 +136,47 @@ impl Profiler {
     pub fn push(&mut self, kind: FrameKind, site: Option<CallSite>, start: u64) {
         let (top, tree) = (&mut self.stack[self.depth], &mut self.tree);
         let (ctx, caller) = (top.ctx, top.instance);
+        let from = if kind == FrameKind::Spawn {
+            top.spawning(tree, start)
+        } else {
+            Start::default()
+        };
+        self.push_above(kind, site, start, (ctx, caller), from);
+    }
+
+    /// The held call, a function's, pushed (see [`Profiler::push_held`]), the running total
+    /// being `acc`, and at once a spawn at `site` in it, its first event, at `now`: the
+    /// function's frame, just begun, not looked up again (its continuation holds no
+    /// invocation, it has spawned nothing: the child starts after it).
+    #[inline(always)]
+    pub fn push_held_call_spawning(&mut self, acc: u64, site: Option<CallSite>, now: u64) {
+        let top = &self.stack[self.depth];
+        let (ctx, caller) = (top.ctx, top.instance);
+        let start = acc.wrapping_sub(self.held_cost);
+        let held = (FrameKind::Function, self.held_site);
+        let function = self.push_above(held.0, held.1, start, (ctx, caller), Start::default());
+        let from = Start::first_in_fresh(now.wrapping_sub(start));
+        self.push_above(FrameKind::Spawn, site, now, function, from);
+    }
+
+    /// A frame of `kind` pushed above the top frame, whose context and function instance are
+    /// `(ctx, caller)`, begun at the running total `start`, a spawned one starting at `from`
+    /// in its parent: the new top frame's context and function instance.
+    #[inline(always)]
+    fn push_above(
+        &mut self,
+        kind: FrameKind,
+        site: Option<CallSite>,
+        start: u64,
+        (ctx, caller): (u32, u32),
+        from: Start,
+    ) -> (u32, u32) {
         let depth = self.depth + 1;
         // A function frame is a new function instance; any other frame runs in its parent's.
         let instance = if kind == FrameKind::Function {
             depth as u32
         } else {
             caller
-        };
-        let from = if kind == FrameKind::Spawn {
-            top.spawning(tree, start)
-        } else {
-            Start::default()
         };
         let (ctx, invocation) = match site {
             None => (ctx, None),
@@ -161,6 +191,7 @@ impl Profiler {
             }
         };
         self.enter_slot(ctx, instance, invocation, from, start);
+        (ctx, instance)
     }
 
     /// The next slot of the stack, set up as the top frame, begun at the running total `start`;

@@ -139,6 +139,17 @@ impl Start {
             own: 0,
         }
     }
+
+    /// The start of the first child of a frame that has spawned nothing yet, whose
+    /// continuation since its start holds no invocation and is `span` long, all of it local:
+    /// what [`FramePaths::spawning`] gives a frame just begun.
+    pub(super) fn first_in_fresh(span: u64) -> Start {
+        Start {
+            after: START,
+            span,
+            own: span,
+        }
+    }
 }
 
 impl Default for Start {
