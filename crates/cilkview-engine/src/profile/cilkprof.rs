@@ -190,7 +190,11 @@ impl Profiler {
                 (ctx, Some(invocation))
             }
         };
-        self.enter_slot(ctx, instance, invocation, from, start);
+        let f = self.enter_slot(ctx, instance, invocation, start);
+        // Only a spawned frame's start in its parent is read.
+        if kind == FrameKind::Spawn {
+            f.from = from;
+        }
         (ctx, instance)
     }
 
@@ -202,7 +206,6 @@ impl Profiler {
         ctx: u32,
         instance: u32,
         invocation: Option<super::tables::Invocation>,
-        from: Start,
         start: u64,
     ) -> &mut PFrame {
         self.depth += 1;
@@ -212,7 +215,6 @@ impl Profiler {
             Self::grow(&mut self.stack, &self.tree)
         };
         f.begin(ctx, instance, invocation, start);
-        f.from = from;
         f
     }
 
@@ -228,8 +230,7 @@ impl Profiler {
     pub fn push_loop(&mut self, acc: u64) {
         let (ctx, instance) = (self.top().ctx, self.top().instance);
         // Its control, live from `acc` on, is the slot's continuation, begun so.
-        self.enter_slot(ctx, instance, None, Start::default(), acc)
-            .is_loop = true;
+        self.enter_slot(ctx, instance, None, acc).is_loop = true;
     }
 
     #[inline(always)]
