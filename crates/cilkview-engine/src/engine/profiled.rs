@@ -46,13 +46,19 @@ impl Engine {
         };
         let mut done = events.len();
         self.events += done as u64;
+        let (mut acc, mut pending) = (self.acc, self.pending);
         for (i, e) in events.iter().enumerate() {
-            self.apply_profiled(&mut p, e, events);
+            if !self.step_common_profiled(&mut p, e, events, &mut acc, &mut pending) {
+                (self.acc, self.pending) = (acc, pending);
+                self.apply_general(&mut p, e, events);
+                (acc, pending) = (self.acc, self.pending);
+            }
             if self.anomaly_count != before {
                 done = i + 1;
                 break;
             }
         }
+        (self.acc, self.pending) = (acc, pending);
         self.events -= (events.len() - done) as u64;
         self.profiler = Some(p);
         done
