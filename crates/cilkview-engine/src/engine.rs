@@ -6,7 +6,7 @@ use crate::frame::{Frame, FrameExtra, FrameKind, Spares};
 use crate::loops::LoopState;
 use crate::measures::{Anomalies, Measures, RegionMeasures, Report};
 use crate::observer::Observer;
-use crate::paths::{Cost, End, Paths};
+use crate::paths::{Cost, End};
 use crate::profile::cilkprof::Profiler;
 use crate::profile::CallSite;
 
@@ -365,12 +365,10 @@ impl Engine {
         acc
     }
 
-    /// [`Engine::leaf_iteration_ended`] for a profiling engine, the running total being the
-    /// engine's: whether the iteration closed its loop's chunk.
+    /// [`Engine::leaf_iteration_ended`] for a profiling engine, the running total being `acc`
+    /// after its strand of `cost`: whether the iteration closed its loop's chunk.
     #[inline(always)]
-    fn leaf_iteration_closing(&mut self, cost: u64) -> bool {
-        let acc = self.acc.wrapping_add(cost);
-        self.acc = acc;
+    fn leaf_iteration_closing(&mut self, acc: u64, cost: u64) -> bool {
         let burden = self.config.burden;
         let top = self.stack.last_mut().expect("root frame is never popped");
         let in_loop = top
@@ -408,20 +406,6 @@ impl Engine {
         o.sync(self.acc);
         let top = self.stack.last_mut().expect("root frame is never popped");
         top.sync(self.acc, &mut self.ends)
-    }
-
-    /// Pushes `frame`, begun in a coordinate of its own: its paths continue the top frame's.
-    /// (Built anew field by field: a frame changed in place after `Frame::new` is stored
-    /// through a copy on the stack, its padding included.)
-    fn push(&mut self, frame: Frame) {
-        let top = self.stack.last().expect("root frame is never popped");
-        let frame = Frame {
-            kind: frame.kind,
-            paths: Paths::child_of(&top.paths, frame.paths.start),
-            base: self.ends.len(),
-            extra: frame.extra,
-        };
-        self.stack.push(frame);
     }
 
     /// Handles a closer for frames of `kind`: closes frames up to and including the innermost one of

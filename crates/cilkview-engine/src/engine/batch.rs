@@ -275,11 +275,17 @@ impl Engine {
     /// written apart for the loop (through `push`, 1.7-2.4 more instructions per event).
     #[inline(always)]
     pub(super) fn push_at(&mut self, kind: FrameKind, acc: u64) {
+        self.push_with_base(kind, acc, self.ends.len());
+    }
+
+    /// [`Engine::push_at`], the length of `ends` being `base`.
+    #[inline(always)]
+    pub(super) fn push_with_base(&mut self, kind: FrameKind, acc: u64, base: usize) {
         let top = self.stack.last().expect("root frame is never popped");
         let frame = Frame {
             kind,
             paths: Paths::child_of(&top.paths, acc),
-            base: self.ends.len(),
+            base,
             extra: None,
         };
         self.stack.push(frame);

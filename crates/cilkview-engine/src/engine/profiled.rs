@@ -6,19 +6,26 @@
 use super::batch::StrandRegionPart;
 use super::{Engine, Pending};
 use crate::event::{Event, EventKind};
-use crate::frame::{Frame, FrameKind};
+use crate::frame::FrameKind;
 use crate::profile::cilkprof::Profiler;
 
 impl Engine {
-    /// [`Engine::process_batch`] for a profiling engine.
+    /// [`Engine::process_batch`] for a profiling engine: the running total and the pending
+    /// frame held in locals, as the unprofiled batch loop holds them.
     pub(super) fn process_batch_profiled(&mut self, events: &[Event]) {
         let Some(mut p) = self.profiler.take() else {
             return;
         };
         self.events += events.len() as u64;
+        let (mut acc, mut pending) = (self.acc, self.pending);
         for e in events {
-            self.apply_profiled(&mut p, e, events);
+            if !self.step_common_profiled(&mut p, e, events, &mut acc, &mut pending) {
+                (self.acc, self.pending) = (acc, pending);
+                self.apply_general(&mut p, e, events);
+                (acc, pending) = (self.acc, self.pending);
+            }
         }
+        (self.acc, self.pending) = (acc, pending);
         self.profiler = Some(p);
     }
 
@@ -39,108 +46,176 @@ impl Engine {
         };
         let mut done = events.len();
         self.events += done as u64;
+        let (mut acc, mut pending) = (self.acc, self.pending);
         for (i, e) in events.iter().enumerate() {
-            self.apply_profiled(&mut p, e, events);
+            if !self.step_common_profiled(&mut p, e, events, &mut acc, &mut pending) {
+                (self.acc, self.pending) = (acc, pending);
+                self.apply_general(&mut p, e, events);
+                (acc, pending) = (self.acc, self.pending);
+            }
             if self.anomaly_count != before {
                 done = i + 1;
                 break;
             }
         }
+        (self.acc, self.pending) = (acc, pending);
         self.events -= (events.len() - done) as u64;
         self.profiler = Some(p);
         done
     }
 
-    /// One event for a profiling engine, but for the count of events. Leaf calls and iterations
-    /// take the unprofiled path's shortcut (no frame pushed when the next event is their end):
-    /// the profiler holds what began (as the engine's `pending`), and either ends it at once
-    /// (`end_held_call`, `end_held_iteration`) or pushes its frame when the engine pushes its own.
-    /// A region that holds one strand (its begin, then its end next in `events`, the batch `e`
-    /// is in, if any) is measured at its begin as the unprofiled batch does, its end then passed
-    /// over.
+    /// One event `e` of `events` (empty: a single event) for a profiling engine, but for the
+    /// count of events: [`Engine::step_common_profiled`] with the engine's own running total
+    /// and pending frame, else the general step.
     #[inline(always)]
     pub(super) fn apply_profiled(&mut self, p: &mut Profiler, e: &Event, events: &[Event]) {
-        let cost = e.cost;
+        let (mut acc, mut pending) = (self.acc, self.pending);
+        if self.step_common_profiled(p, e, events, &mut acc, &mut pending) {
+            (self.acc, self.pending) = (acc, pending);
+        } else {
+            self.apply_general(p, e, events);
+        }
+    }
+
+    /// One event `e` of a profiling engine's batch `events`, if it is a common one in a usual
+    /// state or a region's begin or end, the running total being `acc` and the pending frame
+    /// `pending` (the batch's locals; the engine's own are stale): whether it was (if not,
+    /// nothing was done: the general step's). Leaf calls and
+    /// iterations take the unprofiled path's shortcut (no frame pushed when the next event is
+    /// their end): the profiler holds what began (as the engine's `pending`), and either ends it
+    /// at once (`end_held_call`, `end_held_iteration`) or pushes its frame when the engine
+    /// pushes its own.
+    #[inline(always)]
+    fn step_common_profiled(
+        &mut self,
+        p: &mut Profiler,
+        e: &Event,
+        events: &[Event],
+        acc: &mut u64,
+        pending: &mut Pending,
+    ) -> bool {
+        let (cost, start, waiting) = (e.cost, *acc, *pending);
+        let now = start.wrapping_add(cost);
         match e.kind {
             EventKind::FunctionEnter => {
                 // What the unprofiled step does: the frame begun is pending.
-                self.push_held(p);
-                self.acc = self.acc.wrapping_add(cost);
-                self.pending = Pending::Function;
+                self.push_held_at(p, waiting, start, self.ends.len());
+                (*acc, *pending) = (now, Pending::Function);
                 p.hold_call(e.site);
             }
             // A leaf call: its strand is its caller's.
-            EventKind::FunctionExit if self.pending == Pending::Function => {
-                self.pending = Pending::None;
-                self.acc = self.acc.wrapping_add(cost);
+            EventKind::FunctionExit if waiting == Pending::Function => {
+                (*acc, *pending) = (now, Pending::None);
                 p.end_held_call(cost);
             }
-            EventKind::IterationEnd if self.pending == Pending::Iteration => {
-                self.pending = Pending::None;
-                let closes = self.leaf_iteration_closing(cost);
-                p.end_held_iteration(self.acc, closes);
+            EventKind::IterationEnd if waiting == Pending::Iteration => {
+                (*acc, *pending) = (now, Pending::None);
+                let closes = self.leaf_iteration_closing(now, cost);
+                p.end_held_iteration(now, closes);
             }
-            // An iteration of the loop that is the top frame (with a frame held, the top frame
-            // is that one's parent: the general step; with no loop there, too).
-            EventKind::IterationBegin if self.pending == Pending::None && self.top_is_loop() => {
-                // What the general step does then (the iteration's frame held).
-                self.acc = self.acc.wrapping_add(cost);
-                self.pending = Pending::Iteration;
+            // An iteration of the loop that is the top frame (the iteration's frame held).
+            EventKind::IterationBegin if waiting == Pending::None && self.top_is_loop() => {
+                (*acc, *pending) = (now, Pending::Iteration);
             }
-            // What the general step does for a frame's begin, or its end or a sync with no
-            // frame held (one jump on the kind, not two).
+            // A frame's begin: the frame held, if any, pushed first (the engine's and the
+            // profiler's), the strand then in the top frame.
             EventKind::Spawn => {
-                self.frame_event_strand(p, cost);
+                // Both frames' children begin where `ends` is now (read once).
+                let base = self.ends.len();
+                if waiting == Pending::Function {
+                    // A call's first event: its frame and the spawn's pushed together.
+                    p.push_held_call_spawning(start, e.site, now);
+                    self.push_with_base(FrameKind::Function, start, base);
+                } else {
+                    self.push_held_at(p, waiting, start, base);
+                    p.push(FrameKind::Spawn, e.site, now);
+                }
+                (*acc, *pending) = (now, Pending::None);
                 self.spawns += 1;
-                self.push(Frame::new(FrameKind::Spawn, self.acc));
-                p.push(FrameKind::Spawn, e.site, self.acc);
+                self.push_with_base(FrameKind::Spawn, now, base);
             }
             EventKind::LoopBegin { grain } => {
-                self.frame_event_strand(p, cost);
-                self.begin_loop(grain, self.acc);
-                p.push_loop(self.acc);
+                self.push_held_at(p, waiting, start, self.ends.len());
+                (*acc, *pending) = (now, Pending::None);
+                self.begin_loop(grain, now);
+                p.push_loop(now);
             }
             EventKind::FunctionExit
-                if self.pending == Pending::None && self.ends_no_region(FrameKind::Function) =>
+                if waiting == Pending::None && self.ends_no_region(FrameKind::Function) =>
             {
-                self.frame_event_strand(p, cost);
-                self.close(p, FrameKind::Function);
+                *acc = now;
+                self.pop_top_profiled(p, now);
             }
             EventKind::SpawnReturn
-                if self.pending == Pending::None && self.ends_no_region(FrameKind::Spawn) =>
+                if waiting == Pending::None && self.ends_no_region(FrameKind::Spawn) =>
             {
-                self.frame_event_strand(p, cost);
-                self.close(p, FrameKind::Spawn);
+                *acc = now;
+                self.pop_top_profiled(p, now);
             }
             // A loop's frame holds no region (one begun there is an anomaly).
-            EventKind::LoopEnd if self.pending == Pending::None && self.top_is_loop() => {
-                self.frame_event_strand(p, cost);
-                // What the general step's pop of a loop does, the engine's part as the
-                // unprofiled batch's.
-                if self.top_loop_chunk_open() {
-                    p.chunk_closed(self.acc);
-                }
-                p.pop(FrameKind::Loop, 0, 0, self.acc);
-                self.end_top_loop();
+            EventKind::LoopEnd if waiting == Pending::None && self.top_is_loop() => {
+                *acc = now;
+                self.end_loop_profiled(p, now);
             }
-            EventKind::Sync if self.pending == Pending::None => {
-                self.frame_event_strand(p, cost);
-                self.syncs += 1;
-                p.sync(self.acc);
-                let top = self.stack.last_mut().expect("root frame is never popped");
-                top.sync(self.acc, &mut self.ends);
+            EventKind::Sync if waiting == Pending::None => {
+                *acc = now;
+                self.sync_profiled(p, now);
             }
             // Every kind named (not `_`): the jump on the kind then needs no range check.
-            EventKind::FunctionExit | EventKind::SpawnReturn | EventKind::Sync => {
-                self.apply_general(p, e, events)
-            }
+            EventKind::FunctionExit | EventKind::SpawnReturn | EventKind::Sync => return false,
             EventKind::IterationBegin | EventKind::IterationEnd | EventKind::LoopEnd => {
-                self.apply_general(p, e, events)
+                return false
             }
-            EventKind::SpawnAfter { .. } | EventKind::WaitFor { .. } => {
-                self.apply_general(p, e, events)
+            EventKind::SpawnAfter { .. } | EventKind::WaitFor { .. } => return false,
+            // A region's begin or end: out of line, with the engine's own running total and
+            // pending frame.
+            EventKind::RegionBegin(_) | EventKind::RegionEnd(_) => {
+                (self.acc, self.pending) = (start, waiting);
+                self.region_event(p, e, events);
+                (*acc, *pending) = (self.acc, self.pending);
             }
-            EventKind::RegionBegin(_) | EventKind::RegionEnd(_) => self.region_event(p, e, events),
+        }
+        true
+    }
+
+    /// The top frame syncs, the running total being `acc` (no frame held).
+    #[inline(always)]
+    fn sync_profiled(&mut self, p: &mut Profiler, acc: u64) {
+        self.syncs += 1;
+        p.sync(acc);
+        let top = self.stack.last_mut().expect("root frame is never popped");
+        top.sync(acc, &mut self.ends);
+    }
+
+    /// The frame held, `waiting` (if any), pushed, the engine's and the profiler's, begun at
+    /// the running total `start`, its children where `ends` is `base` long.
+    #[inline(always)]
+    fn push_held_at(&mut self, p: &mut Profiler, waiting: Pending, start: u64, base: usize) {
+        if waiting != Pending::None {
+            p.push_held(waiting.kind(), start);
+            self.push_with_base(waiting.kind(), start, base);
+        }
+    }
+
+    /// The top frame, a loop, ends, the running total being `acc`: what the general step's pop
+    /// of a loop does, the engine's part as the unprofiled batch's.
+    #[inline(always)]
+    fn end_loop_profiled(&mut self, p: &mut Profiler, acc: u64) {
+        if self.top_loop_chunk_open() {
+            p.chunk_closed(acc);
+        }
+        p.pop(FrameKind::Loop, 0, 0, acc);
+        self.acc = acc;
+        self.end_top_loop();
+    }
+
+    /// The top frame, which holds no region, ends, the running total being `acc`: in place
+    /// when its parent holds none either (see [`Engine::pop_in_place`]), else generally.
+    #[inline(always)]
+    fn pop_top_profiled(&mut self, p: &mut Profiler, acc: u64) {
+        if !self.pop_in_place(p, acc) {
+            self.acc = acc;
+            self.pop_general(p);
         }
     }
 
@@ -167,14 +242,6 @@ impl Engine {
     fn ends_no_region(&self, kind: FrameKind) -> bool {
         let top = self.stack.last().expect("root frame is never popped");
         top.kind == kind && top.extra.as_ref().is_none_or(|x| x.regions.is_empty())
-    }
-
-    /// The strand that ends at an event the general step would handle: the frame held, if any,
-    /// pushed first (the engine's and the profiler's), the strand then in the top frame.
-    #[inline(always)]
-    fn frame_event_strand(&mut self, p: &mut Profiler, cost: u64) {
-        self.push_held(p);
-        self.acc = self.acc.wrapping_add(cost);
     }
 
     /// The frame held, if any, pushed now, the engine's and the profiler's.

@@ -3,7 +3,7 @@
 //! each costs O(1) amortized. See docs/engine.md, "Call-site profiles".
 
 use super::context_map::{Arena, Entry};
-use super::frames::{LoopProf, PFrame};
+use super::frames::PFrame;
 use super::path_tree::{PathTree, Start};
 use super::tables::{Tables, ROOT};
 use super::{CallSite, Profile, SiteKind, WorkSpan};
@@ -18,10 +18,6 @@ pub(crate) struct Profiler {
     /// The frames, `stack[depth]` the top one; the slots above it are kept for reuse.
     stack: Vec<PFrame>,
     depth: usize,
-    /// Loop states of ended loops, reused (boxed as a frame holds them: moved, not allocated,
-    /// from here to a frame and back).
-    #[allow(clippy::vec_box)]
-    spare_loops: Vec<Box<LoopProf>>,
     /// The site of the call held, if a call is: a frame begun and not pushed yet, the engine's
     /// pending one (a leaf call or iteration, whose frame the engine never pushes if the next
     /// event is its end), whose kind the engine tells.
@@ -41,7 +37,6 @@ impl Profiler {
             tree: PathTree::default(),
             stack: vec![PFrame::new(ROOT, 0, &PathTree::default())],
             depth: 0,
-            spare_loops: Vec::new(),
             held_site: None,
             held_cost: 0,
         }
@@ -104,10 +99,11 @@ impl Profiler {
     /// The top frame is a loop whose open chunk closes now (the engine's count of its
     /// iterations says when: its last iteration ended, or the loop ends), the running total
     /// being `acc`.
-    #[inline(never)]
+    #[inline(always)]
     pub fn chunk_closed(&mut self, acc: u64) {
-        if let Some(lp) = &mut self.stack[self.depth].lp {
-            lp.chunk_closed(&mut self.arena, acc);
+        let f = &mut self.stack[self.depth];
+        if f.is_loop {
+            f.lp.chunk_closed(&mut self.arena, &mut f.paths.c, acc);
         }
     }
 
@@ -140,17 +136,47 @@ impl Profiler {
     pub fn push(&mut self, kind: FrameKind, site: Option<CallSite>, start: u64) {
         let (top, tree) = (&mut self.stack[self.depth], &mut self.tree);
         let (ctx, caller) = (top.ctx, top.instance);
+        let from = if kind == FrameKind::Spawn {
+            top.spawning(tree, start)
+        } else {
+            Start::default()
+        };
+        self.push_above(kind, site, start, (ctx, caller), from);
+    }
+
+    /// The held call, a function's, pushed (see [`Profiler::push_held`]), the running total
+    /// being `acc`, and at once a spawn at `site` in it, its first event, at `now`: the
+    /// function's frame, just begun, not looked up again (its continuation holds no
+    /// invocation, it has spawned nothing: the child starts after it).
+    #[inline(always)]
+    pub fn push_held_call_spawning(&mut self, acc: u64, site: Option<CallSite>, now: u64) {
+        let top = &self.stack[self.depth];
+        let (ctx, caller) = (top.ctx, top.instance);
+        let start = acc.wrapping_sub(self.held_cost);
+        let held = (FrameKind::Function, self.held_site);
+        let function = self.push_above(held.0, held.1, start, (ctx, caller), Start::default());
+        let from = Start::first_in_fresh(now.wrapping_sub(start));
+        self.push_above(FrameKind::Spawn, site, now, function, from);
+    }
+
+    /// A frame of `kind` pushed above the top frame, whose context and function instance are
+    /// `(ctx, caller)`, begun at the running total `start`, a spawned one starting at `from`
+    /// in its parent: the new top frame's context and function instance.
+    #[inline(always)]
+    fn push_above(
+        &mut self,
+        kind: FrameKind,
+        site: Option<CallSite>,
+        start: u64,
+        (ctx, caller): (u32, u32),
+        from: Start,
+    ) -> (u32, u32) {
         let depth = self.depth + 1;
         // A function frame is a new function instance; any other frame runs in its parent's.
         let instance = if kind == FrameKind::Function {
             depth as u32
         } else {
             caller
-        };
-        let from = if kind == FrameKind::Spawn {
-            top.spawning(tree, start)
-        } else {
-            Start::default()
         };
         let (ctx, invocation) = match site {
             None => (ctx, None),
@@ -164,26 +190,32 @@ impl Profiler {
                 (ctx, Some(invocation))
             }
         };
-        self.enter_slot(ctx, instance, invocation, from, start);
+        let f = self.enter_slot(ctx, instance, invocation, start);
+        // Only a spawned frame's start in its parent is read.
+        if kind == FrameKind::Spawn {
+            f.from = from;
+        }
+        (ctx, instance)
     }
 
-    /// The next slot of the stack, set up as the top frame, begun at the running total `start`.
+    /// The next slot of the stack, set up as the top frame, begun at the running total `start`;
+    /// that frame.
     #[inline(always)]
     fn enter_slot(
         &mut self,
         ctx: u32,
         instance: u32,
         invocation: Option<super::tables::Invocation>,
-        from: Start,
         start: u64,
-    ) {
+    ) -> &mut PFrame {
         self.depth += 1;
-        let f = match self.stack.get_mut(self.depth) {
-            Some(f) => f,
-            None => Self::grow(&mut self.stack, &self.tree),
+        let f = if self.depth < self.stack.len() {
+            &mut self.stack[self.depth]
+        } else {
+            Self::grow(&mut self.stack, &self.tree)
         };
-        f.begin(ctx, instance, invocation, &self.tree, start);
-        f.from = from;
+        f.begin(ctx, instance, invocation, start);
+        f
     }
 
     /// One more slot on the stack (deeper than ever before), the new top.
@@ -197,10 +229,8 @@ impl Profiler {
     /// A loop's frame is pushed, the running total being `acc`.
     pub fn push_loop(&mut self, acc: u64) {
         let (ctx, instance) = (self.top().ctx, self.top().instance);
-        let mut lp = self.spare_loops.pop().unwrap_or_default();
-        lp.begin(acc);
-        self.enter_slot(ctx, instance, None, Start::default(), acc);
-        self.stack[self.depth].lp = Some(lp);
+        // Its control, live from `acc` on, is the slot's continuation, begun so.
+        self.enter_slot(ctx, instance, None, acc).is_loop = true;
     }
 
     #[inline(always)]
@@ -213,7 +243,7 @@ impl Profiler {
     /// `SpawnAfter{sibling}` in the top frame.
     pub fn spawn_after(&mut self, sibling: u64) {
         let f = &mut self.stack[self.depth];
-        if f.lp.is_none() {
+        if !f.is_loop {
             f.paths.spawn_after(&mut self.tree, sibling);
         }
     }
@@ -221,7 +251,7 @@ impl Profiler {
     /// `WaitFor{sibling}` in the top frame.
     pub fn wait_for(&mut self, sibling: u64, acc: u64) {
         let f = &mut self.stack[self.depth];
-        if f.lp.is_none() {
+        if !f.is_loop {
             f.paths
                 .wait_for(&mut self.arena, &mut self.tree, sibling, acc);
         }
@@ -241,14 +271,17 @@ impl Profiler {
             below.last_mut().expect("never pops the root"),
         );
         self.depth -= 1;
-        if let Some(mut lp) = f.lp.take() {
-            // Its open chunk, if any, was closed first (`Profiler::chunk_closed`).
-            let tree = lp.take_best();
+        if f.is_loop {
+            // Its open chunk, if any, was closed first (`Profiler::chunk_closed`); the slot
+            // is left as no loop's, its chunks and control empty.
+            f.is_loop = false;
+            let tree = f.lp.take_best();
+            let mut control = std::mem::take(&mut f.paths.c);
+            control.flip(acc);
             parent.child_ended(f.start, acc, Some(f.local_work(acc)));
             let into = parent.current();
             into.then_live(arena, keys, tree);
-            into.then_live(arena, keys, lp.take_control(acc));
-            self.spare_loops.push(lp);
+            into.then_live(arena, keys, control);
             return;
         }
         f.paths.sync_to_end(arena, keys, &mut self.tree, acc);
@@ -275,12 +308,9 @@ impl Profiler {
                 let path = std::mem::take(path);
                 parent.spawned(arena, keys, &mut self.tree, f.from, path)
             }
-            FrameKind::Iteration => match &mut parent.lp {
-                // The loop's chunk closes after, if it does (`Profiler::chunk_closed`).
-                Some(lp) => lp.current().absorb_live(arena, keys, path),
-                None => parent.current().absorb_live(arena, keys, path),
-            },
-            FrameKind::Function | FrameKind::Root | FrameKind::Loop => {
+            // An iteration's: the loop's chunk closes after, if it does
+            // (`Profiler::chunk_closed`).
+            FrameKind::Iteration | FrameKind::Function | FrameKind::Root | FrameKind::Loop => {
                 parent.current().absorb_live(arena, keys, path)
             }
         }

@@ -124,54 +124,45 @@ impl PathProf {
     }
 }
 
-/// A parallel loop: its critical path runs through its longest chunk (the divide-and-conquer tree
-/// adds nothing to the unburdened span), so it keeps the path its code runs on and the longest
-/// chunk so far — mirroring the engine's `LoopState`, which counts the iterations and says when a
-/// chunk closes (`Profiler::chunk_closed`). The current path is live: the loop control since the
-/// last chunk closed, and the iterations of the open chunk, if any, after it (a chunk's path
-/// begins with the control before it, so a chunk opens without a change here).
+/// A parallel loop's chunks: its critical path runs through its longest chunk (the
+/// divide-and-conquer tree adds nothing to the unburdened span), so its frame keeps the longest
+/// chunk so far beside the path its code runs on (the frame's continuation, live: the loop
+/// control since the last chunk closed, and the iterations of the open chunk, if any, after it;
+/// a chunk's path begins with the control before it, so a chunk opens without a change here) —
+/// mirroring the engine's `LoopState`, which counts the iterations and says when a chunk closes
+/// (`Profiler::chunk_closed`). Kept in its frame's slot, empty when the frame is no loop.
 #[derive(Clone, Debug, Default)]
 pub(super) struct LoopProf {
-    cur: PathProf,
     /// Whether a chunk has closed: then `best` is the longest (else `best` is empty).
     has_best: bool,
     best: PathProf,
 }
 
 impl LoopProf {
-    /// The path that code of the loop now runs on: the open chunk, or the control.
+    /// The open chunk, the live path `cur`, closes at the running total `acc`: the longer of it
+    /// and the longest so far is kept (ties: the earlier); `cur`, empty, is live from `acc` on.
     #[inline(always)]
-    pub(super) fn current(&mut self) -> &mut PathProf {
-        &mut self.cur
-    }
-
-    /// The control, live, from the running total `acc` on: a new loop's.
-    pub(super) fn begin(&mut self, acc: u64) {
-        self.cur.flip(acc);
-    }
-
-    /// The control's lengths at the running total `acc` (no chunk open), taken: the loop ends.
-    pub(super) fn take_control(&mut self, acc: u64) -> PathProf {
-        self.cur.flip(acc);
-        std::mem::take(&mut self.cur)
-    }
-
-    /// The open chunk closes at the running total `acc`: the longer of it and the longest so
-    /// far is kept (ties: the earlier); the control, empty, is live from `acc` on.
-    #[inline(always)]
-    pub(super) fn chunk_closed(&mut self, arena: &mut Arena, acc: u64) {
-        if self.has_best && self.best.span >= acc.wrapping_sub(self.cur.span) {
-            self.cur.clear(arena);
-        } else {
-            self.cur.flip(acc);
+    pub(super) fn chunk_closed(&mut self, arena: &mut Arena, cur: &mut PathProf, acc: u64) {
+        let span = acc.wrapping_sub(cur.span);
+        if self.has_best && self.best.span >= span {
+            cur.clear(arena);
+        } else if cur.prof.is_empty() {
+            // A chunk that holds no invocation (its iterations leaves): its lengths alone.
             self.best.clear(arena);
-            std::mem::swap(&mut self.best, &mut self.cur);
+            self.best.span = span;
+            self.best.own = acc.wrapping_sub(cur.own);
+            self.has_best = true;
+        } else {
+            cur.flip(acc);
+            self.best.clear(arena);
+            std::mem::swap(&mut self.best, cur);
             self.has_best = true;
         }
-        self.cur.live_from(acc);
+        cur.live_from(acc);
     }
 
     /// The longest chunk (an empty path if none closed), taken: the loop ends.
+    #[inline(always)]
     pub(super) fn take_best(&mut self) -> PathProf {
         self.has_best = false;
         std::mem::take(&mut self.best)
@@ -198,7 +189,9 @@ pub(super) struct PFrame {
     pub(super) paths: FramePaths,
     /// For a spawned frame: where it starts in its parent.
     pub(super) from: Start,
-    pub(super) lp: Option<Box<LoopProf>>,
+    /// Whether the frame is a loop's (its code's path then `paths.c`, its chunks `lp`).
+    pub(super) is_loop: bool,
+    pub(super) lp: LoopProf,
 }
 
 impl PFrame {
@@ -212,7 +205,8 @@ impl PFrame {
             start: 0,
             paths: FramePaths::new(tree),
             from: Start::default(),
-            lp: None,
+            is_loop: false,
+            lp: LoopProf::default(),
         }
     }
 
@@ -224,7 +218,6 @@ impl PFrame {
         ctx: u32,
         instance: u32,
         invocation: Option<Invocation>,
-        tree: &PathTree,
         acc: u64,
     ) {
         self.ctx = ctx;
@@ -232,7 +225,7 @@ impl PFrame {
         self.invocation = invocation;
         self.local_work = acc;
         self.start = acc;
-        self.paths.begin(tree, acc);
+        self.paths.begin(acc);
     }
 
     /// The frame's local work at the running total `acc`.
@@ -254,22 +247,20 @@ impl PFrame {
         self.current().advance(work);
     }
 
-    /// The path the frame's code now runs on.
+    /// The path the frame's code now runs on (a loop's: the open chunk, or the control).
     #[inline(always)]
     pub(super) fn current(&mut self) -> &mut PathProf {
-        match &mut self.lp {
-            Some(lp) => lp.current(),
-            None => &mut self.paths.c,
-        }
+        &mut self.paths.c
     }
 
     /// The frame spawns a child at the running total `acc`: where it starts (none in a loop's
     /// control code, whose spawns are serial).
     #[inline(always)]
     pub(super) fn spawning(&mut self, tree: &mut PathTree, acc: u64) -> Start {
-        match self.lp {
-            Some(_) => Start::default(),
-            None => self.paths.spawning(tree, acc),
+        if self.is_loop {
+            Start::default()
+        } else {
+            self.paths.spawning(tree, acc)
         }
     }
 
@@ -284,16 +275,17 @@ impl PFrame {
         from: Start,
         x: PathProf,
     ) {
-        match &mut self.lp {
-            Some(lp) => lp.current().then_live(arena, keys, x),
-            None => self.paths.spawned(tree, from, x),
+        if self.is_loop {
+            self.paths.c.then_live(arena, keys, x)
+        } else {
+            self.paths.spawned(tree, from, x)
         }
     }
 
     /// The frame syncs at the running total `acc`.
     #[inline(always)]
     pub(super) fn sync(&mut self, arena: &mut Arena, keys: usize, tree: &mut PathTree, acc: u64) {
-        if self.lp.is_none() {
+        if !self.is_loop {
             self.paths.sync(arena, keys, tree, acc);
         }
     }

@@ -139,6 +139,17 @@ impl Start {
             own: 0,
         }
     }
+
+    /// The start of the first child of a frame that has spawned nothing yet, whose
+    /// continuation since its start holds no invocation and is `span` long, all of it local:
+    /// what [`FramePaths::spawning`] gives a frame just begun.
+    pub(super) fn first_in_fresh(span: u64) -> Start {
+        Start {
+            after: START,
+            span,
+            own: span,
+        }
+    }
 }
 
 impl Default for Start {
@@ -161,9 +172,12 @@ pub(super) struct FramePaths {
     /// The longest end of the siblings the next spawned child depends on (`SpawnAfter`; `START`:
     /// none yet).
     after: u32,
-    /// Where this frame's segments and children begin in the tree.
+    /// Where this frame's segments and children begin in the tree (while `on_tree`).
     base: u32,
     first: u32,
+    /// Whether the frame has segments or children on the tree (from `base` and `first`): it
+    /// put some there since its last sync. (The frames above it take theirs off as they end.)
+    on_tree: bool,
     /// Whether the frame's only child since its last sync is `sole`, not in the tree: it began
     /// at that sync, and the frame has pushed nothing on the tree since (a fork-join's common
     /// case; it goes on the tree, as child 0, before the frame pushes anything there).
@@ -183,21 +197,21 @@ impl FramePaths {
             after: START,
             base: tree.len(),
             first: tree.first_child(),
+            on_tree: false,
             has_sole: false,
             sole: PathProf::default(),
         }
     }
 
     /// The paths of a frame that begins now, at the running total `acc`, in a slot whose paths
-    /// are empty (a new slot's, or those a frame left when it ended: `p` moved out, synced).
+    /// are empty (a new slot's, or those a frame left when it ended: `p` moved out, synced);
+    /// where its segments and children begin is set when it puts its first on the tree.
     #[inline(always)]
-    pub fn begin(&mut self, tree: &PathTree, acc: u64) {
+    pub fn begin(&mut self, acc: u64) {
         debug_assert!(self.p.prof.is_empty() && self.c.prof.is_empty() && !self.has_sole);
         debug_assert!(self.p.span == 0 && self.p.own == 0);
-        debug_assert!(self.cur == START && self.after == START);
+        debug_assert!(self.cur == START && self.after == START && !self.on_tree);
         self.c.live_from(acc);
-        self.base = tree.len();
-        self.first = tree.first_child();
     }
 
     /// Length of the current path since the last sync.
@@ -241,6 +255,7 @@ impl FramePaths {
                 own: self.c.own,
             }
         } else {
+            self.onto_tree(tree);
             self.cur = tree.push(self.cur, std::mem::take(&mut self.c));
             Start::at(self.cur)
         };
@@ -260,7 +275,7 @@ impl FramePaths {
         x.span = x.span.wrapping_add(from.span);
         x.own = x.own.wrapping_add(from.own);
         let first_here = from.after == START && !self.has_sole;
-        if first_here && tree.len() == self.base && tree.first_child() == self.first {
+        if first_here && !self.on_tree {
             self.has_sole = true;
             self.sole = x;
             return;
@@ -272,6 +287,7 @@ impl FramePaths {
     #[inline(never)]
     fn spawned_on_tree(&mut self, tree: &mut PathTree, from: Start, x: PathProf) {
         self.sole_to_tree(tree);
+        self.onto_tree(tree);
         tree.push_child(from.after, x);
     }
 
@@ -281,14 +297,36 @@ impl FramePaths {
     fn sole_to_tree(&mut self, tree: &mut PathTree) {
         if self.has_sole {
             self.has_sole = false;
+            self.onto_tree(tree);
             tree.push_child(START, std::mem::take(&mut self.sole));
+        }
+    }
+
+    /// The frame is about to put a segment or child on the tree: if it is its first since its
+    /// last sync, its segments and children begin where the tree ends now (those of the frames
+    /// above it, ended, are off it).
+    #[inline(always)]
+    fn onto_tree(&mut self, tree: &PathTree) {
+        if !self.on_tree {
+            self.on_tree = true;
+            self.base = tree.len();
+            self.first = tree.first_child();
+        }
+    }
+
+    /// The segment ending the frame's child `j`, if the frame has that child.
+    fn child(&self, tree: &PathTree, j: u64) -> Option<u32> {
+        if self.on_tree {
+            tree.child(self.first, j)
+        } else {
+            None
         }
     }
 
     /// The next child spawned starts no earlier than child `j` ends (none such: no constraint).
     pub fn spawn_after(&mut self, tree: &mut PathTree, j: u64) {
         self.sole_to_tree(tree);
-        if let Some(end) = tree.child(self.first, j) {
+        if let Some(end) = self.child(tree, j) {
             if self.after == START || tree.total(end) > tree.total(self.after) {
                 self.after = end;
             }
@@ -301,7 +339,7 @@ impl FramePaths {
     pub fn wait_for(&mut self, arena: &mut Arena, tree: &mut PathTree, j: u64, acc: u64) {
         self.sole_to_tree(tree);
         self.c.flip(acc);
-        if let Some(end) = tree.child(self.first, j) {
+        if let Some(end) = self.child(tree, j) {
             if tree.total(end) > self.cur_total(tree) {
                 // The continuation since `cur` is on no other path (a child that started in it
                 // holds a copy of its length: it held no invocation).
@@ -341,7 +379,7 @@ impl FramePaths {
             self.sync_sole(arena, keys, path.span, path);
             return;
         }
-        if tree.len() == self.base && tree.first_child() == self.first {
+        if !self.on_tree {
             // Nothing spawned since the last sync: the continuation alone.
             debug_assert!(self.cur == START && self.after == START);
             self.p.absorb(arena, keys, &mut self.c);
@@ -349,6 +387,7 @@ impl FramePaths {
         }
         if self.cur == START {
             if let Some((total, path)) = tree.pop_sole_child(self.base, self.first) {
+                self.on_tree = false;
                 self.sync_sole(arena, keys, total, path);
                 return;
             }
@@ -394,6 +433,7 @@ impl FramePaths {
             }
         };
         tree.join(self.base, self.first, end, &mut self.p, arena, keys);
+        self.on_tree = false;
         self.cur = START;
         self.after = START;
     }
