@@ -49,6 +49,7 @@ alone() { CALLGRIND_FLAGS="--toggle-collect=*Sink*flush*" per_event "$@"; }
 echo "| engine alone, plain (batches) | $(alone 1 $engine) |"
 echo "| engine alone, plain, fib's calls, spawns and syncs only (--calls-only) | $(alone 1 $engine --calls-only) |"
 echo "| engine alone, --profile (3 sites) | $(alone 1 $engine --profile) |"
+echo "| engine alone, --profile, fib's calls, spawns and syncs only (--calls-only --profile) | $(alone 1 $engine --calls-only --profile) |"
 echo "| engine and generator, plain, --per-event | $(per_event 1 $engine --per-event) |"
 echo "| engine and generator, --profile, --per-event | $(per_event 1 $engine --profile --per-event) |"
 echo "| session + engine (packed hits; the example's generator and packing included) | $(per_event 3 $session) |"
