@@ -3,7 +3,7 @@
 //! Runs a program natively at each worker count P: bound to P CPUs (its CPU affinity, as
 //! `taskset` sets it) with the worker-count variables parallel runtimes read (`CILK_NWORKERS`,
 //! `OMP_NUM_THREADS`, `RAYON_NUM_THREADS`, and any others named) set to P. Warm-up runs, then
-//! trials; the median time with its minimum and maximum; speedup T(1)/T(P) and efficiency.
+//! trials in rounds (each round every P in turn); the median time with its minimum and maximum; speedup T(1)/T(P) and efficiency.
 //! [`compare`] puts the measured speedups beside a predicted range per P (Cilkview's
 //! benchmarking, section 4 of the paper); [`bandwidth`] is the paper's section 5 test for a
 //! program limited by memory bandwidth.
@@ -155,30 +155,35 @@ pub fn run(
         what: "benchmarking",
         runs: cores.len() as u64 * u64::from(opts.warmup + opts.trials),
     });
-    let mut times: Vec<(u32, Vec<f64>)> = Vec::new();
-    for &p in &cores {
-        let cpus = cores::cpu_set(&available, p)?;
-        let mut run_once = |trial: Option<u32>| -> Result<Finished, BenchError> {
-            let label = match trial {
-                Some(t) => format!("trial {t}"),
-                None => "warm-up".into(),
-            };
-            let done = launch.start(p, cpus)?.wait()?.check(p, label)?;
-            progress(Progress::Ran {
-                cores: p,
-                trial,
-                seconds: done.elapsed.as_secs_f64(),
-            });
-            Ok(done)
+    let cpu_sets = cores
+        .iter()
+        .map(|&p| cores::cpu_set(&available, p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut run_once = |p: u32, cpus, trial: Option<u32>| -> Result<Finished, BenchError> {
+        let label = match trial {
+            Some(t) => format!("trial {t}"),
+            None => "warm-up".into(),
         };
+        let done = launch.start(p, cpus)?.wait()?.check(p, label)?;
+        progress(Progress::Ran {
+            cores: p,
+            trial,
+            seconds: done.elapsed.as_secs_f64(),
+        });
+        Ok(done)
+    };
+    for (&p, &cpus) in cores.iter().zip(&cpu_sets) {
         for _ in 0..opts.warmup {
-            run_once(None)?;
+            run_once(p, cpus, None)?;
         }
-        let mut samples = Vec::new();
-        for t in 1..=opts.trials {
-            samples.push(run_once(Some(t))?.elapsed.as_secs_f64());
+    }
+    // The trials in rounds, each round every P in turn: a machine whose speed drifts (a VM's
+    // host, a laptop's clock) moves every P's times alike, not the P timed last.
+    let mut times: Vec<(u32, Vec<f64>)> = cores.iter().map(|&p| (p, Vec::new())).collect();
+    for t in 1..=opts.trials {
+        for ((p, samples), &cpus) in times.iter_mut().zip(&cpu_sets) {
+            samples.push(run_once(*p, cpus, Some(t))?.elapsed.as_secs_f64());
         }
-        times.push((p, samples));
     }
     Ok(BenchReport::new(opts, available.len(), times))
 }

@@ -57,7 +57,7 @@ fn trials_are_medians_and_speedup_at_one_is_exactly_one() {
 }
 
 /// Each run sees P in CILK_NWORKERS, OMP_NUM_THREADS, RAYON_NUM_THREADS and --workers-env
-/// variables, and P CPUs in its affinity mask; warm-ups run first at each P.
+/// variables, and P CPUs in its affinity mask; the warm-ups first, one per P, then the trials in rounds (every P in turn).
 #[test]
 #[ignore = "slow: runs cilkview-rs bench on compiled programs"]
 fn environment_and_affinity_reach_the_program() {
@@ -88,8 +88,9 @@ fn environment_and_affinity_reach_the_program() {
         6,
         "1 warm-up + 2 trials at P = 1 and 2: {lines:?}"
     );
+    // The warm-ups, P = 1 then 2; then two rounds, each P = 1 then 2.
     for (k, line) in lines.iter().enumerate() {
-        let p = if k < 3 { 1 } else { 2 };
+        let p = k % 2 + 1;
         assert_eq!(
             line,
             &format!("run={k} cilk={p} omp={p} rayon={p} extra={p} cpus={p}"),
