@@ -410,7 +410,8 @@ pub struct BenchTuning {
     /// P = 1, the baseline of the speedups, is always run.
     #[arg(long, value_name = "LIST", value_parser = parse_core_list)]
     pub cores: Option<CoreList>,
-    /// Timed runs per worker count; the median is reported, with the min and max.
+    /// Timed runs per worker count, in rounds that run every worker count in turn; the median
+    /// is reported, with the min and max.
     #[arg(long, value_name = "N", default_value_t = 3,
           value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub trials: u32,
