@@ -16,7 +16,7 @@
 # a failing program, three refusals) and `run --bench`: their table, JSON, CSV, gnuplot files
 # and SVG plot. Their times vary from run to run, so these outputs are compared masked: every
 # decimal number and percentage becomes N, runs of spaces one space, a placement word PLACE, the
-# "Below the predicted range" hint is dropped, and of an SVG only its words are kept (title,
+# "Below the predicted range" hint and the note of a speedup above P are dropped, and of an SVG only its words are kept (title,
 # axes, legend). Cores, keys, columns, wording, order, exit codes and which files exist are
 # still compared exactly.
 # Exits 0 when all outputs match, 1 otherwise (with a diff of what differs).
@@ -113,7 +113,7 @@ mask() {
                 ;;
             */exit_code) ;;
             *)
-                sed -E -i -e '/^Below the predicted range/d' \
+                sed -E -i -e '/^Below the predicted range/d' -e '/^note: at P=[0-9]+ the speedup/d' \
                     -e 's/ABOVE \(faster than predicted\)|BELOW \(slower than predicted\)/PLACE/g' \
                     -e 's/"(inside|above|below)"/"PLACE"/g; s/,(inside|above|below)$/,PLACE/' \
                     -e 's/ inside$/ PLACE/' \

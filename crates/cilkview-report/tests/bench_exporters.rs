@@ -67,6 +67,19 @@ fn very_short_runs_are_warned_about() {
     );
 }
 
+/// A median speedup above P (more than P workers can give) gets a note naming the likely causes.
+#[test]
+fn a_speedup_above_p_is_noted() {
+    let mut bench = benchmark();
+    assert!(!BenchTableExporter::to_text(&bench).contains("note:"));
+    bench.results[1].speedup.median = 2.47;
+    let text = BenchTableExporter::to_text(&bench);
+    assert!(
+        text.contains("\nnote: at P=2 the speedup 2.47 exceeds P: the machine's speed moved"),
+        "{text}"
+    );
+}
+
 #[test]
 fn table_shows_each_worker_count_and_where_it_lies() {
     let mut bench = benchmark();

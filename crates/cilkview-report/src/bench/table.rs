@@ -11,6 +11,9 @@ use crate::{Artifact, Destination, ExportError, Exporter};
 /// speedups say little.
 const SHORT_RUN_SECONDS: f64 = 0.005;
 
+/// A median speedup above P by more than this factor gets a note: more than P workers can give.
+const SUPERLINEAR: f64 = 1.05;
+
 /// Renders to standard error.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct BenchTableExporter {
@@ -97,6 +100,19 @@ fn findings(out: &mut String, report: &BenchReport) {
             "Below the predicted range: something the instruction counts cannot see holds the \
                  program back (memory bandwidth, contention, false sharing, the runtime's own \
                  costs). Try --bandwidth."
+        );
+    }
+    if let Some(r) = report
+        .results
+        .iter()
+        .find(|r| r.cores > 1 && r.speedup.median > f64::from(r.cores) * SUPERLINEAR)
+    {
+        let _ = writeln!(
+            out,
+            "note: at P={} the speedup {:.2} exceeds P: the machine's speed moved between the \
+                 trials (a virtual machine's host, the CPUs' clock), or the data fit the caches \
+                 of more cores better; more trials on a quiet machine tell them apart",
+            r.cores, r.speedup.median
         );
     }
     if let Some(fastest) = report
