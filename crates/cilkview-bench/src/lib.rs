@@ -3,7 +3,8 @@
 //! Runs a program natively at each worker count P: bound to P CPUs (its CPU affinity, as
 //! `taskset` sets it) with the worker-count variables parallel runtimes read (`CILK_NWORKERS`,
 //! `OMP_NUM_THREADS`, `RAYON_NUM_THREADS`, and any others named) set to P. Warm-up runs, then
-//! trials in rounds (each round every P in turn); the median time with its minimum and maximum; speedup T(1)/T(P) and efficiency.
+//! trials in rounds (each round every P in turn); the median time with its minimum and maximum;
+//! speedup T(1)/T(P) and efficiency.
 //! [`compare`] puts the measured speedups beside a predicted range per P (Cilkview's
 //! benchmarking, section 4 of the paper); [`bandwidth`] is the paper's section 5 test for a
 //! program limited by memory bandwidth.
