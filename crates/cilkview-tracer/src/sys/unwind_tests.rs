@@ -52,6 +52,16 @@ fn program_view(r: &libc::user_regs_struct) -> [u64; 18] {
     ]
 }
 
+/// What stepping one hit showed: the registers at the mark and past it, and each position
+/// inside the stub page with the registers `out_of_stubs` took the thread out with.
+struct Stepped {
+    at_mark: libc::user_regs_struct,
+    past_mark: libc::user_regs_struct,
+    taken_out: Vec<(u64, Out)>,
+    /// The clock the stub read at the mark: the record's first word (where it was written).
+    recorded: u64,
+}
+
 /// Runs one hit in a child, stepped; returns how many positions were taken back to the mark,
 /// how many past it, and how many were found waiting for room (those run on: not checked).
 fn check_every_instruction(
@@ -60,7 +70,6 @@ fn check_every_instruction(
     slot: Slot,
 ) -> (usize, usize, usize) {
     let (page, entry) = one_mark_reading(reading, operand);
-    let (base, mark) = (page.addr(), page.addr() + entry as u64);
     let mut words = vec![0u64; (SLOT_BYTES / 8) as usize];
     let ptr = words.as_mut_ptr();
     let idle = ptr as u64 + IDLE_PAGE;
@@ -85,6 +94,22 @@ fn check_every_instruction(
         }
     }
     assert!(matches!(wait_for(child), Ok(Wait::Stopped { .. })));
+    let stepped = step_through_hit(child, page.addr(), entry as u64, reading, slot, ptr as u64);
+    tally(stepped, page.addr(), reading, operand, slot)
+}
+
+/// Steps the stopped `child` through its hit at `base + entry`, taking it out of the stub at
+/// every instruction inside the page; makes room in its slot (at `slot_at`) when `slot` says;
+/// kills it once past the mark.
+fn step_through_hit(
+    child: libc::pid_t,
+    base: u64,
+    entry: u64,
+    reading: Reading,
+    slot: Slot,
+    slot_at: u64,
+) -> Stepped {
+    let mark = base + entry;
     let mem = Mem::open(child).unwrap();
     let read = |at: u64, buf: &mut [u8]| mem.read(at, buf).is_ok();
     let word = |at| mem.word(at);
@@ -103,7 +128,7 @@ fn check_every_instruction(
             if regs.rip < base + GADGET {
                 in_slow_path += 1;
                 if matches!(slot, Slot::FullThenRoom(n) if n == in_slow_path) {
-                    mem.write(ptr as u64 + LIMIT, &RING_RECORDS.to_le_bytes())
+                    mem.write(slot_at + LIMIT, &RING_RECORDS.to_le_bytes())
                         .unwrap();
                 }
             }
@@ -114,14 +139,29 @@ fn check_every_instruction(
     }
     // Its flags may now hold the steps' trap flag (pushed by the slow path's `pushf`): the
     // child's own check would see it. It has done its part.
-    // The clock the stub read at the mark: the record's first word (where it was written).
-    let recorded = mem.word(ptr as u64 + RING).unwrap();
+    let recorded = mem.word(slot_at + RING).unwrap();
     // SAFETY: our own child.
     unsafe { libc::kill(child, libc::SIGKILL) };
     assert!(matches!(wait_for(child), Ok(Wait::Signaled(..))));
-    let (at_mark, past_mark) = (at_mark.expect("the stub ran"), past_mark.expect("it ended"));
+    Stepped {
+        at_mark: at_mark.expect("the stub ran"),
+        past_mark: past_mark.expect("it ended"),
+        taken_out,
+        recorded,
+    }
+}
+
+/// Checks each position's registers against the mark's (not committed) or past it
+/// (committed); counts (back to the mark, past it, waiting for room).
+fn tally(
+    stepped: Stepped,
+    base: u64,
+    reading: Reading,
+    operand: StubOperand,
+    slot: Slot,
+) -> (usize, usize, usize) {
     let mut counts = (0, 0, 0);
-    for (rip, out) in taken_out {
+    for (rip, out) in stepped.taken_out {
         let out = match out {
             Out::Regs(out) => *out,
             Out::Waiting {
@@ -133,17 +173,22 @@ fn check_every_instruction(
                 // read); the record holds it where the slow path wrote one.
                 assert_eq!(clock.is_none(), rip >= base + READ, "at {:#x}", rip - base);
                 if let (Some(c), Slot::FullThenRoom(_)) = (clock, slot) {
-                    assert_eq!(c, recorded, "{reading:?}: the clock at {:#x}", rip - base);
+                    assert_eq!(
+                        c,
+                        stepped.recorded,
+                        "{reading:?}: the clock at {:#x}",
+                        rip - base
+                    );
                 }
                 counts.2 += 1;
                 *out
             }
         };
-        let (expected, n) = if out.rip == mark {
+        let (expected, n) = if out.rip == stepped.at_mark.rip {
             // Taken back to the mark (counted as waiting above where it waited).
-            (&at_mark, &mut counts.0)
+            (&stepped.at_mark, &mut counts.0)
         } else {
-            (&past_mark, &mut counts.1)
+            (&stepped.past_mark, &mut counts.1)
         };
         assert_eq!(
             program_view(&out),
