@@ -59,84 +59,8 @@ fn known_sites_under_emulation_and_single_step() {
         };
         let f = "profile_known";
         let at = |marker: &str, kind: &str| site(&json, f, &line_of(f, marker), kind).clone();
-        let (helper, sibling) = (at("SITE_HELPER", "call"), at("SITE_SIBLING", "spawn"));
-        assert_eq!(
-            (helper["function"].as_str(), helper["invocations"].as_u64()),
-            (Some("run"), Some(1))
-        );
-        // The serial helper holds the critical path: on work = on span = local on span.
-        for key in ["on_work", "on_span", "local_on_span"] {
-            near(
-                &format!("{counter}: helper {key}"),
-                ws(&helper[key]),
-                (100_002, 100_002),
-                8,
-            );
-        }
-        // The spawned sibling is off it.
-        near(
-            &format!("{counter}: sibling on work"),
-            ws(&sibling["on_work"]),
-            (20_002, 20_002),
-            16,
-        );
-        assert_eq!(ws(&sibling["on_span"]), (0, 0), "{counter}");
-        // Nested calls: outer's local part excludes its two inner sites.
-        let outer = at("SITE_OUTER", "call");
-        near(
-            &format!("{counter}: outer on work"),
-            ws(&outer["on_work"]),
-            (14_006, 14_006),
-            24,
-        );
-        near(
-            &format!("{counter}: outer local"),
-            ws(&outer["local_on_span"]),
-            (2_004, 2_004),
-            16,
-        );
-        for marker in ["SITE_INNER_1", "SITE_INNER_2"] {
-            let inner = at(marker, "call");
-            assert_eq!(inner["function"], "outer");
-            assert_eq!(inner["invocations"], 1);
-            near(
-                &format!("{counter}: {marker}"),
-                ws(&inner["local_on_span"]),
-                (6_002, 6_002),
-                4,
-            );
-        }
-        // Recursion: down(3) from run, then 3 invocations from down's own site; the recursive
-        // site's on-work counts its top invocation only (no double counting).
-        let (first, rec) = (at("SITE_DOWN", "call"), at("SITE_RECURSION", "call"));
-        assert_eq!(
-            (first["invocations"].as_u64(), rec["invocations"].as_u64()),
-            (Some(1), Some(3))
-        );
-        near(
-            &format!("{counter}: down on work"),
-            ws(&first["on_work"]),
-            (8_008, 8_008),
-            40,
-        );
-        near(
-            &format!("{counter}: down local"),
-            ws(&first["local_on_span"]),
-            (2_002, 2_002),
-            12,
-        );
-        near(
-            &format!("{counter}: recursion on work"),
-            ws(&rec["on_work"]),
-            (6_006, 6_006),
-            30,
-        );
-        near(
-            &format!("{counter}: recursion local"),
-            ws(&rec["local_on_span"]),
-            (6_006, 6_006),
-            30,
-        );
+        check_calls_and_spawn(counter, &at);
+        check_recursion(counter, &at);
         // Local spans on span of all sites plus the code outside them add up to the span.
         let total: u64 = json["call_sites"]
             .as_array()
@@ -155,6 +79,93 @@ fn known_sites_under_emulation_and_single_step() {
     if sites.len() == 2 {
         assert_eq!(sites[0], sites[1]);
     }
+}
+
+/// profile_known's serial helper, spawned sibling and nested calls, under `counter`; `at` finds a
+/// site by its marker and kind.
+fn check_calls_and_spawn(counter: &str, at: &dyn Fn(&str, &str) -> Value) {
+    let (helper, sibling) = (at("SITE_HELPER", "call"), at("SITE_SIBLING", "spawn"));
+    assert_eq!(
+        (helper["function"].as_str(), helper["invocations"].as_u64()),
+        (Some("run"), Some(1))
+    );
+    // The serial helper holds the critical path: on work = on span = local on span.
+    for key in ["on_work", "on_span", "local_on_span"] {
+        near(
+            &format!("{counter}: helper {key}"),
+            ws(&helper[key]),
+            (100_002, 100_002),
+            8,
+        );
+    }
+    // The spawned sibling is off it.
+    near(
+        &format!("{counter}: sibling on work"),
+        ws(&sibling["on_work"]),
+        (20_002, 20_002),
+        16,
+    );
+    assert_eq!(ws(&sibling["on_span"]), (0, 0), "{counter}");
+    // Nested calls: outer's local part excludes its two inner sites.
+    let outer = at("SITE_OUTER", "call");
+    near(
+        &format!("{counter}: outer on work"),
+        ws(&outer["on_work"]),
+        (14_006, 14_006),
+        24,
+    );
+    near(
+        &format!("{counter}: outer local"),
+        ws(&outer["local_on_span"]),
+        (2_004, 2_004),
+        16,
+    );
+    for marker in ["SITE_INNER_1", "SITE_INNER_2"] {
+        let inner = at(marker, "call");
+        assert_eq!(inner["function"], "outer");
+        assert_eq!(inner["invocations"], 1);
+        near(
+            &format!("{counter}: {marker}"),
+            ws(&inner["local_on_span"]),
+            (6_002, 6_002),
+            4,
+        );
+    }
+}
+
+/// profile_known's recursion: down(3) and its own recursive site.
+fn check_recursion(counter: &str, at: &dyn Fn(&str, &str) -> Value) {
+    // Recursion: down(3) from run, then 3 invocations from down's own site; the recursive
+    // site's on-work counts its top invocation only (no double counting).
+    let (first, rec) = (at("SITE_DOWN", "call"), at("SITE_RECURSION", "call"));
+    assert_eq!(
+        (first["invocations"].as_u64(), rec["invocations"].as_u64()),
+        (Some(1), Some(3))
+    );
+    near(
+        &format!("{counter}: down on work"),
+        ws(&first["on_work"]),
+        (8_008, 8_008),
+        40,
+    );
+    near(
+        &format!("{counter}: down local"),
+        ws(&first["local_on_span"]),
+        (2_002, 2_002),
+        12,
+    );
+    near(
+        &format!("{counter}: recursion on work"),
+        ws(&rec["on_work"]),
+        (6_006, 6_006),
+        30,
+    );
+    near(
+        &format!("{counter}: recursion local"),
+        ws(&rec["local_on_span"]),
+        (6_006, 6_006),
+        30,
+    );
 }
 
 #[test]
@@ -196,7 +207,13 @@ fn quicksort_partition_holds_the_span() {
         let (w, sp) = ws(&s["on_span"]);
         assert!(w > sp, "{marker}: {s}");
     }
-    // The table: partition's site first, with its file:line.
+    check_table(&stderr, f);
+    check_profile_files(dir.path(), &json);
+    check_report_renders_the_same(dir.path());
+}
+
+/// The top-sites table of the report: partition's site first, with its file:line.
+fn check_table(stderr: &str, f: &str) {
     let table: Vec<&str> = stderr
         .lines()
         .skip_while(|l| !l.starts_with("Top "))
@@ -205,8 +222,12 @@ fn quicksort_partition_holds_the_span() {
         table.len() > 2 && table[2].contains(&line_of(f, "SITE_PARTITION")),
         "{stderr}"
     );
-    // The files.
-    let read = |ext: &str| std::fs::read_to_string(dir.path().join(format!("p.{ext}"))).unwrap();
+}
+
+/// The profile's files (`p.*` in `dir`): CSV, folded stacks, SVG, callgrind; their totals are
+/// the span.
+fn check_profile_files(dir: &std::path::Path, json: &Value) {
+    let read = |ext: &str| std::fs::read_to_string(dir.join(format!("p.{ext}"))).unwrap();
     let csv = read("csv");
     assert!(
         csv.starts_with("location,function,kind,invocations,"),
@@ -232,7 +253,7 @@ fn quicksort_partition_holds_the_span() {
     assert_eq!(sum, json["span"].as_u64().unwrap());
     let svg = read("svg");
     assert!(svg.contains("<svg") && svg.contains("sample_qsort"), "svg");
-    let callgrind = dir.path().join("p.callgrind");
+    let callgrind = dir.join("p.callgrind");
     assert!(read("callgrind").starts_with("# callgrind format\n"));
     // (`callgrind_annotate --version` exits 255, so run it on the file to know if it is here.)
     match cilkview_fixtures::command("callgrind_annotate")
@@ -254,11 +275,15 @@ fn quicksort_partition_holds_the_span() {
             skip("callgrind_annotate (valgrind) not installed: the .callgrind file is not parsed")
         }
     }
-    // `report --profile` re-renders the same files from the JSON.
-    let again = dir.path().join("again");
+}
+
+/// `report --profile` re-renders the same files from the JSON (`r.json` in `dir`).
+fn check_report_renders_the_same(dir: &std::path::Path) {
+    let read = |ext: &str| std::fs::read(dir.join(format!("p.{ext}"))).unwrap();
+    let again = dir.join("again");
     let out = bin()
         .arg("report")
-        .arg(dir.path().join("r.json"))
+        .arg(dir.join("r.json"))
         .arg("--profile")
         .arg(&again)
         .arg("--top")
@@ -269,8 +294,8 @@ fn quicksort_partition_holds_the_span() {
     assert!(out.status.success(), "{text}");
     assert!(text.contains("Top 2 of "), "{text}");
     for ext in ["csv", "folded", "callgrind"] {
-        let a = std::fs::read(dir.path().join(format!("again.{ext}"))).unwrap();
-        assert_eq!(a, read(ext).into_bytes(), "{ext}");
+        let a = std::fs::read(dir.join(format!("again.{ext}"))).unwrap();
+        assert_eq!(a, read(ext), "{ext}");
     }
 }
 
