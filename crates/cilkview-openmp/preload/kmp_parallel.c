@@ -300,30 +300,3 @@ EXPORT void __kmpc_end_ordered(ident_t *loc, kmp_int32 gtid)
     REAL(__kmpc_end_ordered)(loc, gtid);
 }
 
-/* ---- the thread queries: code split by thread id, by call site; a virtual thread's answers
-   (team.c) ---- */
-
-/* With --omp-team K, outside the regions: K, the team a region would get (programs size their
-   per-thread arrays with it). */
-EXPORT int omp_get_max_threads(void)
-{
-    if (team_size > 1 && (level == 0 || in_vteam()))
-        return (int)team_size;
-    return REAL(omp_get_max_threads)();
-}
-
-EXPORT int omp_get_num_threads(void)
-{
-    if (vteam_answers())
-        return (int)vteam->k;
-    note_thread_query(__builtin_return_address(0));
-    return REAL(omp_get_num_threads)();
-}
-
-EXPORT int omp_get_thread_num(void)
-{
-    if (vteam_answers())
-        return (int)vteam->cur;
-    note_thread_query(__builtin_return_address(0));
-    return REAL(omp_get_thread_num)();
-}

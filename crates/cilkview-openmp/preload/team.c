@@ -253,3 +253,31 @@ static void vteam_close(struct vteam *t)
         munmap(t->stack[i], VT_STACK);
     free(t->ctx), free(t->stack), free(t->seen), free(t->skipping), free(t->done), free(t);
 }
+
+/* ---- the thread queries (both runtimes export them under the same names): a virtual thread's
+   answers; outside a virtual team, code split by thread id is noted by its call site ---- */
+
+/* With --omp-team K, outside the regions: K, the team a region would get (programs size their
+   per-thread arrays with it). */
+EXPORT int omp_get_max_threads(void)
+{
+    if (team_size > 1 && (level == 0 || in_vteam()))
+        return (int)team_size;
+    return REAL(omp_get_max_threads)();
+}
+
+EXPORT int omp_get_num_threads(void)
+{
+    if (vteam_answers())
+        return (int)vteam->k;
+    note_thread_query(__builtin_return_address(0));
+    return REAL(omp_get_num_threads)();
+}
+
+EXPORT int omp_get_thread_num(void)
+{
+    if (vteam_answers())
+        return (int)vteam->cur;
+    note_thread_query(__builtin_return_address(0));
+    return REAL(omp_get_thread_num)();
+}

@@ -383,33 +383,6 @@ EXPORT void GOMP_ordered_end(void)
     REAL(GOMP_ordered_end)();
 }
 
-/* ---- the thread queries: static loops and thread-id code, by call site ---- */
-
-/* With --omp-team K, outside the regions: K, the team a region would get (programs size their
-   per-thread arrays with it). */
-EXPORT int omp_get_max_threads(void)
-{
-    if (team_size > 1 && (level == 0 || in_vteam()))
-        return (int)team_size;
-    return REAL(omp_get_max_threads)();
-}
-
-EXPORT int omp_get_num_threads(void)
-{
-    if (vteam_answers())
-        return (int)vteam->k;
-    note_thread_query(__builtin_return_address(0));
-    return REAL(omp_get_num_threads)();
-}
-
-EXPORT int omp_get_thread_num(void)
-{
-    if (vteam_answers())
-        return (int)vteam->cur;
-    note_thread_query(__builtin_return_address(0));
-    return REAL(omp_get_thread_num)();
-}
-
 /* Inside a final task run by this library (libgomp does not know it runs a task). */
 EXPORT int omp_in_final(void)
 {
