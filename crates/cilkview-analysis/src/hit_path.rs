@@ -141,9 +141,16 @@ impl HitPath<'_> {
         // The loop's state in a local no call out of line sees (registers).
         let mut local = *at_out;
         let probes = self.probes;
-        PackedHit::for_each_one_in(words, |probe, cost| {
-            self.plain(probes.kind_of(probe), thread, || probe, cost, &mut local);
-        });
+        let ones = &*probes.ones;
+        for &x in words {
+            // A small probe's kind by the word's low 16 bits ([`ProbeTable::ones`]).
+            let kind = match PackedHit::one_hit_key(x) {
+                Some(key) => ones[key],
+                None => probes.kind_of_large(x),
+            };
+            let (probe, cost) = (|| PackedHit::one_hit(x).0, x >> PackedHit::COST_SHIFT);
+            self.plain(kind, thread, probe, cost, &mut local);
+        }
         *at_out = local;
     }
 
@@ -469,8 +476,15 @@ mod tests {
             HotKind::NotSmall
         );
         assert_eq!(table.small[0], HotKind::NotSmall);
+        // The one-hit words' table: by such a word's low 16 bits, whatever its cost.
+        let one = |probe| PackedHit::one_hit_key(PackedHit::new(probe, 1 << 30).unwrap().0);
+        assert_eq!(table.ones[one(1).unwrap()], HotKind::FunctionExit);
+        assert_eq!(table.ones[one(0).unwrap()], HotKind::General);
+        assert_eq!(table.ones[one(2).unwrap()], HotKind::General, "not ours");
+        assert_eq!(one(PackedHit::MAX_SMALL_PROBE + 1), None, "in no table");
         table.push(entry(EventKind::Sync, None));
         assert_eq!(table.small[key(2)], HotKind::Sync);
+        assert_eq!(table.ones[one(2).unwrap()], HotKind::Sync);
     }
 
     proptest::proptest! {

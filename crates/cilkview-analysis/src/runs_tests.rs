@@ -102,14 +102,16 @@ fn every_form_alike(files: &Files, stream: &[(i32, usize, u64)]) -> (RunReport, 
 
 #[test]
 fn runs_of_hits_measure_what_the_same_hits_one_by_one_do() {
-    // Two threads, a probe number that is not ours (7), closers without openers, costs too
-    // large for a small hit among small ones (words of one hit between words of two): everything
-    // the batched paths must treat as the single hits do.
+    // Two threads, probe numbers that are not ours (7, and 20,000: too large for a small hit or
+    // the one-hit words' table), closers without openers, costs too large for a small hit among
+    // small ones (words of one hit between words of two): everything the batched paths must
+    // treat as the single hits do.
     let files = Files::default().with("/prog", SPAWN_SYNC);
     let stream: Vec<(i32, usize, u64)> = (0..10_000u64)
         .map(|k| {
             let tid = if k % 1000 < 700 { 1 } else { 2 };
-            let probe = [0, 1, 0, 1, 2, 7, 1, 2][(k % 8) as usize];
+            let not_ours = [7, 20_000][(k / 8 % 2) as usize];
+            let probe = [0, 1, 0, 1, 2, not_ours, 1, 2][(k % 8) as usize];
             let cost = if k % 37 == 0 { 70_000 + k } else { k % 13 + 1 };
             (tid, probe, cost)
         })

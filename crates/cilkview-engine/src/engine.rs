@@ -468,13 +468,16 @@ impl Engine {
             return false;
         }
         let kind = frame.kind;
+        // Its children out, if any (rarely: a frame syncs before it ends), joined first.
         if self.ends.len() > frame.base {
             self.syncs += 1;
             self.ends.truncate(frame.base);
+            frame.paths.sync(acc);
         }
         // Its paths are in its parent's coordinate: where they end is where the parent's go on
-        // from (a call), or the child's end (a spawn), as they are.
-        let end = frame.paths.synced_end(acc);
+        // from (a call: the parent takes the frame's positions as they are, `continue_from` of
+        // `at` folding away), or the child's end (a spawn), as they are.
+        let end = frame.paths.at(acc);
         let measured = frame.paths.cost_to(end, acc, &parent.paths);
         o.pop(kind, measured.work, measured.span, acc);
         let spawned = kind == FrameKind::Spawn;

@@ -54,7 +54,9 @@ impl End {
 /// Sums wrap at 2^64 (no saturation checks on the hot path): every length is at most the run's
 /// total cost plus `burden` per spawn, which [`crate::Engine::sums_fit`] checks for a whole run;
 /// `bpos` wraps below zero when burdens make the burdened span exceed the running total, and the
-/// lengths computed from it are exact all the same (lengths are compared, never positions).
+/// lengths computed from it are exact all the same (burdened lengths are compared, never their
+/// positions). A span never exceeds the running total (no burden on it; the run's total cost
+/// fits), so `pos` stays between 0 and it, and a sync compares positions ([`Paths::sync`]).
 ///
 /// Scalar fields, in an order where no two that are combined alike are neighbours: the
 /// compiler would otherwise pair `pos`/`bpos` and `cspan`/`cbspan` into 16-byte vector loads
@@ -206,7 +208,16 @@ impl Paths {
     /// Joins the children spawned since the last sync, the running total being `acc`.
     #[inline(always)]
     pub fn sync(&mut self, acc: u64) {
-        self.continue_from(acc, self.synced_end(acc));
+        // The span's path goes on from the later of its current end and its children's: in
+        // positions, the lower of `pos` and `acc - cspan` (`acc - max(acc - pos, cspan)`: no
+        // length wraps, as none exceeds the running total when there is no burden). The
+        // burdened lengths may exceed it (`bpos` wraps): compared as lengths.
+        debug_assert!(
+            self.pos <= acc && self.cspan <= acc,
+            "a span over the running total"
+        );
+        self.pos = self.pos.min(acc.wrapping_sub(self.cspan));
+        self.bpos = acc.wrapping_sub(self.synced_end(acc).bspan);
         self.cspan = 0;
         self.cbspan = 0;
     }

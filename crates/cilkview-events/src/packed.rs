@@ -80,11 +80,21 @@ impl PackedHit {
 
     /// The probe and cost of a word of one hit ([`PackedHit::new`]'s layout, read back).
     #[inline(always)]
-    fn one_hit(x: u64) -> (usize, u64) {
+    pub fn one_hit(x: u64) -> (usize, u64) {
         (
             ((x >> 2) & Self::MAX_PROBE as u64) as usize,
             x >> Self::COST_SHIFT,
         )
+    }
+
+    /// The key of a word of one hit ([`PackedHit::new`]'s) in a table by a half word's low 16
+    /// bits, as a small hit's is in one ([`PackedHit::small`]'s key has bits 0–1 `10`, this one
+    /// `00`), if its probe is at most [`PackedHit::MAX_SMALL_PROBE`] (its bits 16–25 zero): a
+    /// reader of one-hit words finds a probe's entry with no shift, mask or bounds check.
+    #[inline(always)]
+    pub fn one_hit_key(x: u64) -> Option<usize> {
+        const ABOVE_SMALL: u64 = (PackedHit::MAX_PROBE & !PackedHit::MAX_SMALL_PROBE) as u64;
+        (x & (ABOVE_SMALL << 2) == 0).then_some(x as u16 as usize)
     }
 
     /// The probe and cost of the small hit in the low half of `half` ([`PackedHit::small`]'s
@@ -265,6 +275,14 @@ mod tests {
         );
         assert_eq!(unpack(PackedHit::new(0, 0).unwrap()), vec![(0, 0)]);
         assert_eq!(PackedHit::new(PackedHit::MAX_PROBE + 1, 0), None);
+        // A one-hit word's key: a small probe's as a small hit's but for bits 0-1, any cost.
+        let key = |probe, cost| PackedHit::one_hit_key(PackedHit::new(probe, cost).unwrap().0);
+        let small_key = |probe| PackedHit::small(probe, 7).unwrap().0 as u16 as usize;
+        for probe in [0, 1, 300, PackedHit::MAX_SMALL_PROBE] {
+            assert_eq!(key(probe, PackedHit::MAX_COST), Some(small_key(probe) & !3));
+        }
+        assert_eq!(key(PackedHit::MAX_SMALL_PROBE + 1, 0), None);
+        assert_eq!(key(PackedHit::MAX_PROBE, 9), None);
 
         let a = PackedHit::small(5, 0).unwrap();
         let b = PackedHit::small(PackedHit::MAX_SMALL_PROBE, PackedHit::MAX_SMALL_COST).unwrap();

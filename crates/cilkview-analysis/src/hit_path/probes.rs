@@ -85,15 +85,26 @@ pub(crate) struct ProbeTable {
     /// shift, mask or bounds check. A key without bit 1 (no small hit) is
     /// [`HotKind::NotSmall`]; a probe that is not ours, `General`.
     pub(super) small: Box<[HotKind; SMALL_KEYS]>,
+    /// The [`HotKind`] of a word of one hit whose probe is small, by its low 16 bits
+    /// ([`PackedHit::one_hit_key`]: the probe shifted, bits 0–1 `00`), as `small` for small
+    /// hits: the loop over the native drain's words of one hit reads its kind with no shift,
+    /// mask or bounds check. A key with bits 0–1 not `00` is never read (`General`).
+    pub(super) ones: Box<[HotKind; SMALL_KEYS]>,
+}
+
+/// A table of [`HotKind`]s by a half word's low 16 bits, every entry `General`.
+fn general_by_key() -> Box<[HotKind; SMALL_KEYS]> {
+    let table = vec![HotKind::General; SMALL_KEYS].into_boxed_slice();
+    table.try_into().expect("SMALL_KEYS entries")
 }
 
 impl Default for ProbeTable {
     fn default() -> ProbeTable {
-        let small = vec![HotKind::General; SMALL_KEYS].into_boxed_slice();
         let mut table = ProbeTable {
             entries: Vec::new(),
             hot: Vec::new(),
-            small: small.try_into().expect("SMALL_KEYS entries"),
+            small: general_by_key(),
+            ones: general_by_key(),
         };
         table.fill_small();
         table
@@ -108,6 +119,7 @@ impl ProbeTable {
             let key = key.0 as usize & (SMALL_KEYS - 1);
             self.small[key] = kind;
             self.small[key | 1] = kind;
+            self.ones[key & !3] = kind;
         }
         self.hot.push(kind);
         self.entries.push(entry);
@@ -126,12 +138,27 @@ impl ProbeTable {
 
     /// [`ProbeTable::small`] from `hot`.
     fn fill_small(&mut self) {
+        let kind_of = |key: usize| self.hot.get(key >> 2).copied();
         for (key, kind) in self.small.iter_mut().enumerate() {
             *kind = match key & 2 {
                 0 => HotKind::NotSmall,
-                _ => self.hot.get(key >> 2).copied().unwrap_or(HotKind::General),
+                _ => kind_of(key).unwrap_or(HotKind::General),
             };
         }
+        for (key, kind) in self.ones.iter_mut().enumerate() {
+            *kind = match key & 3 {
+                0 => kind_of(key).unwrap_or(HotKind::General),
+                _ => HotKind::General,
+            };
+        }
+    }
+
+    /// The [`HotKind`] of the hit of `word`, a word of one hit ([`PackedHit::new`]'s) whose
+    /// probe is not small (not in [`ProbeTable::ones`]): out of line.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn kind_of_large(&self, word: u64) -> HotKind {
+        self.kind_of(PackedHit::one_hit(word).0)
     }
 
     /// The [`HotKind`] of `probe`'s hits (`General` for a probe not ours).
