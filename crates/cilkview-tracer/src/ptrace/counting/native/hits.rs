@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use cilkview_events::{HitsTotal, PackedHit};
 
 use super::region::{ring_index, Record, Ring};
-use super::strands::{HitCost, StrandState, TickScale, FOLLOWS_NONE};
+use super::strands::{Ended, HitCost, StrandState, TickScale, FOLLOWS_NONE};
 use crate::ptrace::Core;
 use crate::sys::Tid;
 use crate::TraceEvent;
@@ -28,31 +28,36 @@ pub(super) struct ProbeStub {
     pub(super) hit_cost: HitCost,
     /// [`PackedHit::probe_bits`] of its number (0 where none fits).
     pub(super) packed_bits: u64,
-    /// A hit whose cost is below this goes packed: `PackedHit::MAX_COST + 1`, or 0 for a probe
-    /// whose hits never do (an operand, or a number no packed hit holds): one compare per hit.
-    pub(super) pack_below: u64,
+    /// A strand shorter than this (ticks) that its hit ends takes the short path's arithmetic
+    /// ([`StrandState::end_simple`]): the clock's [`super::strands::short_cut`] + 1, or 0 for a
+    /// probe whose hits never pack (an operand, or a number no packed hit holds): the short
+    /// path's one compare of a strand's length also keeps such a hit off its cost-0 steps.
+    pub(super) short_below: u64,
     pub(super) follows: u32,
     pub(super) operand: Operand,
 }
 
 impl ProbeStub {
-    /// Probe number `probe`'s, without an operand, each hit adding `hit_cost`.
-    pub(super) fn plain(probe: usize, hit_cost: HitCost) -> ProbeStub {
+    /// Probe number `probe`'s, without an operand, each hit adding `hit_cost`, strands of at
+    /// most `short_cut` ticks on the short path's arithmetic.
+    pub(super) fn plain(probe: usize, hit_cost: HitCost, short_cut: u64) -> ProbeStub {
         let bits = PackedHit::probe_bits(probe);
         ProbeStub {
             hit_cost,
             packed_bits: bits.unwrap_or(0),
-            pack_below: if bits.is_some() {
-                PackedHit::MAX_COST + 1
-            } else {
-                0
-            },
+            short_below: if bits.is_some() { short_cut + 1 } else { 0 },
             follows: FOLLOWS_NONE,
             operand: Operand::None,
         }
     }
 
-    /// Its hit of `cost` as a packed word (where `cost < pack_below`).
+    /// Whether its hit of `cost` goes packed.
+    #[inline(always)]
+    pub(super) fn packs(&self, cost: u64) -> bool {
+        self.short_below != 0 && cost <= PackedHit::MAX_COST
+    }
+
+    /// Its hit of `cost` as a packed word (where [`ProbeStub::packs`]).
     #[inline(always)]
     pub(super) fn packed_hit(&self, cost: u64) -> u64 {
         self.packed_bits | (cost << PackedHit::COST_SHIFT)
@@ -61,7 +66,7 @@ impl ProbeStub {
     /// Its hits never packed (an operand's, or an unknown probe's).
     pub(super) fn unpacked(self) -> ProbeStub {
         ProbeStub {
-            pack_below: 0,
+            short_below: 0,
             ..self
         }
     }
@@ -76,8 +81,6 @@ pub(super) struct Setting<'a> {
     pub(super) unpatched: ProbeStub,
     /// Ticks: a longer gap between back-to-back marks was an interruption.
     pub(super) interruption: u64,
-    /// A strand up to this long takes the short path's arithmetic ([`super::strands::short_cut`]).
-    pub(super) short_cut: u64,
     pub(super) scale: TickScale,
     /// [`Record::wait`] to ticks (or instructions): shifted left by this.
     pub(super) wait_shift: u32,
@@ -131,9 +134,9 @@ impl Hits<'_> {
             }
         };
         let hit = (word as u32, stub.follows, stub.hit_cost);
-        let at = (tsc, self.set.interruption, self.set.short_cut);
-        let cost = st.end_simple(hit, at, self.set.scale);
-        if cost < stub.pack_below {
+        let at = (tsc, self.set.interruption, stub.short_below);
+        let cost = st.end_simple(hit, at, self.set.scale).cost();
+        if stub.packs(cost) {
             self.pack(core, stub.packed_hit(cost), st.reported() - cost);
         } else {
             let hit = (word as usize, cost, st.reported());
@@ -181,7 +184,12 @@ impl Hits<'_> {
             let count = (head - n).min((PACKED_RUN - self.len) as u64) as usize;
             let count = count.min(to_end);
             let out = &mut self.packed[self.len..self.len + count];
-            let (done, unpacked_cost) = simple_run(self.set, st, (ring, n), out);
+            // No off-CPU interval ahead (the common case): no compare of each record's clock.
+            let (done, unpacked_cost) = if st.off_ahead() {
+                simple_run::<true>(self.set, st, (ring, n), out)
+            } else {
+                simple_run::<false>(self.set, st, (ring, n), out)
+            };
             self.len += done;
             n += done as u64;
             if done == count {
@@ -192,8 +200,13 @@ impl Hits<'_> {
                 None => self.record(core, st, off, r),
                 Some(cost) => {
                     let probe = r[2] as usize;
-                    let (kind, hit) = (self.set.stubs[probe].operand, (probe, cost, st.reported()));
-                    self.unpacked(core, hit, kind, r[1]);
+                    let stub = &self.set.stubs[probe];
+                    if stub.packs(cost) {
+                        self.pack(core, stub.packed_hit(cost), st.reported() - cost);
+                    } else {
+                        let hit = (probe, cost, st.reported());
+                        self.unpacked(core, hit, stub.operand, r[1]);
+                    }
                 }
             }
             n += 1;
@@ -215,11 +228,13 @@ impl Hits<'_> {
 /// The drain's short path: the records of `ring` from number `from` on, one per word of `out`
 /// (its packed hit written there; no more than lie before the ring's end), while each is
 /// common: a probe with a stub, no wait, nothing off the CPU or paused
-/// ([`StrandState::end_simple`]), a cost that packs. How many it took, and, where it stopped at
-/// a record whose strand it ended but whose hit does not pack (an operand's, or a cost too
-/// large), that hit's cost. No call in the loop: every value it carries stays in a register.
+/// ([`StrandState::end_simple`]), a strand on the short arithmetic, a cost that packs. How many
+/// it took, and, where it stopped at a record whose strand it ended otherwise (a long strand,
+/// an operand's hit, a cost too large), that hit's cost (the caller packs it or not).
+/// `OFF_AHEAD`: whether to compare each record's clock with the thread's next off-CPU
+/// interval ([`StrandState::off_ahead`]; without one, no record's clock fails it).
 #[inline(always)]
-fn simple_run(
+fn simple_run<const OFF_AHEAD: bool>(
     set: &Setting<'_>,
     st: &mut StrandState,
     (ring, from): (&Ring, u64),
@@ -234,16 +249,19 @@ fn simple_run(
         let Some(stub) = set.stubs.get(word as usize) else {
             return (k, None);
         };
-        if !st.is_simple(tsc) {
+        if OFF_AHEAD && !st.is_simple(tsc) {
             return (k, None);
         }
         let hit = (word as u32, stub.follows, stub.hit_cost);
-        let at = (tsc, set.interruption, set.short_cut);
-        let cost = st.end_simple(hit, at, set.scale);
-        if cost >= stub.pack_below {
-            return (k, Some(cost));
-        }
-        *word_out = stub.packed_hit(cost);
+        let at = (tsc, set.interruption, stub.short_below);
+        // Nothing charged (the common strand, on the short arithmetic: the probe's hits pack):
+        // the word is the probe's bits.
+        *word_out = match st.end_simple(hit, at, set.scale) {
+            Ended::Nothing => stub.packed_bits,
+            // On the short arithmetic: the probe's hits pack (`short_below` is not 0).
+            Ended::Short(cost) if cost <= PackedHit::MAX_COST => stub.packed_hit(cost),
+            Ended::Short(cost) | Ended::Long(cost) => return (k, Some(cost)),
+        };
     }
     (out.len(), None)
 }
@@ -289,7 +307,7 @@ fn general(
         *waited += ticks - off_wait;
         st.last += ticks;
     }
-    if cost < stub.pack_below {
+    if stub.packs(cost) {
         let len = make_room(core, set.tid, (packed, len, run_from), st.reported() - cost);
         packed[len] = stub.packed_hit(cost);
         return (st, len + 1);

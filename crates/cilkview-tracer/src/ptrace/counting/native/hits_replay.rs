@@ -49,7 +49,9 @@ impl EventSink for Kept {
 /// Probes 0-5: 1's mark follows 0's, 4 has an operand, 5 a number no packed hit holds is not
 /// needed (probes from 6 on have no stub).
 fn stubs(startup: HitCost) -> Vec<ProbeStub> {
-    let mut stubs: Vec<ProbeStub> = (0..6).map(|i| ProbeStub::plain(i, startup)).collect();
+    let mut stubs: Vec<ProbeStub> = (0..6)
+        .map(|i| ProbeStub::plain(i, startup, short_cut(2000)))
+        .collect();
     stubs[1].follows = 0;
     stubs[4].operand = Operand::Value;
     stubs[4] = stubs[4].unpacked();
@@ -121,9 +123,8 @@ fn report(
     let set = Setting {
         tid: 7,
         stubs: &stubs,
-        unpatched: ProbeStub::plain(0, startup).unpacked(),
+        unpatched: ProbeStub::plain(0, startup, 0).unpacked(),
         interruption: 2000,
-        short_cut: short_cut(2000),
         scale: TickScale::new(0.417),
         wait_shift: 4,
     };

@@ -152,9 +152,8 @@ impl Native {
         let set = Setting {
             tid,
             stubs: &self.stubs,
-            unpatched: ProbeStub::plain(0, self.clock.per_hit).unpacked(),
+            unpatched: ProbeStub::plain(0, self.clock.per_hit, 0).unpacked(),
             interruption: self.clock.interruption,
-            short_cut: strands::short_cut(self.clock.interruption),
             scale: self.scale,
             wait_shift: self.clock.reading.wait_shift(),
         };
@@ -229,7 +228,7 @@ impl Native {
             let mut code = stub::page_head(reading);
             for (i, &addr) in group.iter().enumerate() {
                 let (index, operand) =
-                    describe_stub(&mut self.stubs, self.clock.per_hit, reading, core, addr);
+                    describe_stub(&mut self.stubs, &self.clock, reading, core, addr);
                 let at = page + FIRST_STUB + i as u64 * STUB_BYTES;
                 let s = stub::stub(reading, at, addr, page, index, operand)
                     .ok_or_else(|| setup_err(pid, format!("stub for {addr:#x} out of reach")))?;
@@ -265,7 +264,7 @@ impl Native {
 /// number; its number and what its stub loads as the operand.
 fn describe_stub(
     stubs: &mut Vec<ProbeStub>,
-    per_hit: HitCost,
+    clock: &Clock,
     reading: Reading,
     core: &Core<'_>,
     addr: u64,
@@ -281,7 +280,8 @@ fn describe_stub(
     };
     if stubs.len() <= probe.index {
         let unpatched = stubs.len()..=probe.index;
-        stubs.extend(unpatched.map(|i| ProbeStub::plain(i, per_hit)));
+        let short_cut = strands::short_cut(clock.interruption);
+        stubs.extend(unpatched.map(|i| ProbeStub::plain(i, clock.per_hit, short_cut)));
     }
     let stub = &mut stubs[probe.index];
     stub.operand = kind;

@@ -68,6 +68,30 @@ pub(super) struct StrandState {
     hit_q8: u64,
 }
 
+/// A strand ended by [`StrandState::end_simple`], and its cost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Ended {
+    /// On the short arithmetic, nothing charged (cost 0: a fine-grained program's common
+    /// strand, whose steps then need no test of its cost).
+    Nothing,
+    /// On the short arithmetic, this cost.
+    Short(u64),
+    /// Longer than the short arithmetic's bound (or a clock gone back): on the general steps,
+    /// this cost.
+    Long(u64),
+}
+
+impl Ended {
+    /// Its cost.
+    #[inline(always)]
+    pub(super) fn cost(self) -> u64 {
+        match self {
+            Ended::Nothing => 0,
+            Ended::Short(cost) | Ended::Long(cost) => cost,
+        }
+    }
+}
+
 /// [`StrandState::prev`] before a thread's first hit.
 const NO_PROBE: u32 = u32::MAX;
 /// A probe's `follows` where no probe's mark ends where its own begins (never a probe, nor
@@ -105,9 +129,9 @@ impl HitCost {
 /// records on the other core) rather than in the start-up measurement.
 #[derive(Clone, Copy, Debug, Default)]
 struct EmptyStrands {
-    /// The last of them, fewer than 256, not yet in `sum` and `n`: their gaps' sum shifted
-    /// left 8, plus their count (one add per empty strand; the 256th carries out of the count's
-    /// byte).
+    /// The last of them, fewer than 256, not yet in `sum` and `n`: their count in the top byte
+    /// ([`RECENT_ONE`] each), their gaps' sum below it (one add per empty strand, whose carry
+    /// out of the word is the 256th).
     recent: u64,
     sum: u64,
     /// A multiple of 256.
@@ -126,8 +150,9 @@ impl EmptyStrands {
     #[inline(always)]
     fn add(&mut self, gap: u64, startup: HitCost) {
         debug_assert!(gap < GAP_IN_RECENT);
-        self.recent += (gap << 8) + 1;
-        if self.recent & 255 == 0 {
+        let carry;
+        (self.recent, carry) = self.recent.overflowing_add(gap | RECENT_ONE);
+        if carry {
             self.update(startup);
         }
     }
@@ -147,8 +172,9 @@ impl EmptyStrands {
     /// trusted, for probes whose start-up cost is `startup`.
     #[cold]
     fn update(&mut self, startup: HitCost) {
-        // Their count's carry is the 256.
-        self.sum += (self.recent >> 8) - 1;
+        // Their count carried out of the word: what is left is their gaps' sum (256 of them,
+        // each below 2^48, sum below 2^56).
+        self.sum += self.recent;
         self.n += 256;
         self.recent = 0;
         if self.trusted() {
@@ -165,13 +191,16 @@ impl EmptyStrands {
 
     /// Their gaps' sum (ticks) and number.
     fn totals(&self) -> (u64, u64) {
-        (self.sum + (self.recent >> 8), self.n + (self.recent & 255))
+        let gaps = self.recent & (RECENT_ONE - 1);
+        (self.sum + gaps, self.n + (self.recent / RECENT_ONE))
     }
 }
 
 /// An empty strand's gap (ticks) below this is summed in [`EmptyStrands::recent`]: 256 of them
-/// fit a word.
+/// fit below its count's byte.
 const GAP_IN_RECENT: u64 = 1 << 48;
+/// One empty strand in [`EmptyStrands::recent`]'s count (its top byte).
+const RECENT_ONE: u64 = 1 << 56;
 
 /// Empty strands measured before their mean replaces the start-up value (the mean of 1024 gaps
 /// of one or two ~10-ns steps is within ~0.4 ticks of the cost).
@@ -199,6 +228,12 @@ impl TickScale {
     #[inline(always)]
     pub(super) fn of(self, ticks: u64) -> u64 {
         ((u128::from(ticks) * u128::from(self.per_tick_q32)) >> 32) as u64
+    }
+
+    /// [`TickScale::of`], out of line.
+    #[inline(never)]
+    fn of_apart(self, ticks: u64) -> u64 {
+        self.of(ticks)
     }
 }
 
@@ -354,49 +389,82 @@ impl StrandState {
         tsc <= self.simple_until
     }
 
+    /// Whether a record may not take the short path for its clock ([`StrandState::is_simple`]
+    /// is not true of every clock): an off-CPU interval logged, or ticks before `last`. The
+    /// short path changes neither.
+    #[inline(always)]
+    pub(super) fn off_ahead(&self) -> bool {
+        self.simple_until != u64::MAX
+    }
+
     /// A hit of `probe` at `tsc` ends the strand, where [`StrandState::is_simple`]: what
     /// [`StrandState::hit_skip`] then [`StrandState::end`] give with nothing off the CPU and
     /// no ticks before `last` (the drain's short path: neither `strand` nor the off-CPU
-    /// intervals read), `last` set to `tsc`. Its cost. A strand of at most `short_cut` ticks
-    /// ([`short_cut`] of `cut`) is ended in 1/256 ticks, with one compare.
+    /// intervals read), `last` set to `tsc`. Its cost, and how it was found ([`Ended`]). A
+    /// strand shorter than `short_below` ticks (at most [`short_cut`] of `cut` + 1) is ended in
+    /// 1/256 ticks, with one compare; a longer one on the general steps, which give the same.
     #[inline(always)]
     pub(super) fn end_simple(
         &mut self,
         (probe, follows, startup): (u32, u32, HitCost),
-        (tsc, cut, short_cut): (u64, u64, u64),
+        (tsc, cut, short_below): (u64, u64, u64),
         scale: TickScale,
-    ) -> u64 {
+    ) -> Ended {
         debug_assert!(self.strand == 0 && self.is_simple(tsc));
+        debug_assert!(short_below <= short_cut(cut) + 1);
         // A clock gone back (another CPU's) wraps to a long strand: the general steps.
         let raw = tsc.wrapping_sub(self.last);
-        if raw > short_cut {
-            let raw = tsc.saturating_sub(self.last);
-            self.last = tsc;
-            let skip = self.skip_after(probe, follows, startup, (raw, cut));
-            return self.end_raw(raw, skip, scale);
+        if raw >= short_below {
+            let cost;
+            (*self, cost) = self.end_long(probe, follows, startup, tsc, cut, scale);
+            return Ended::Long(cost);
         }
         self.last = tsc;
+        // `raw` < `short_below` ≤ 2^48: in 1/256 ticks it fits a word.
+        let raw_q8 = raw << 8;
         // `raw` ≤ `cut`: an empty strand is measured if the mark follows the last hit's.
         if follows == self.prev {
             self.empty.add(raw, startup);
         }
         self.prev = probe;
         // What `end_raw` takes off, `skip` and the owed ticks, is `take`'s whole ticks; its
-        // fraction is carried. `raw` ≤ `short_cut` < 2^48: in 1/256 ticks it fits a word.
+        // fraction is carried.
         let take = self.owed_q8 + self.hit_cost_q8(startup);
-        let raw_q8 = raw << 8;
+        // The strand gives nothing where it is no longer than `take`: what is left is owed (its
+        // fraction the same). One compare for the common case, below the bound (a strand that
+        // gives something wraps `left` past it).
+        let left = take.wrapping_sub(raw_q8);
+        if left < (OWED_AT_MOST + 1) << 8 {
+            self.owed_q8 = left;
+            return Ended::Nothing;
+        }
         if raw_q8 <= take {
-            // The strand gives nothing; what is left is owed (its fraction the same).
-            let left = take - raw_q8;
-            self.owed_q8 = if left < (OWED_AT_MOST + 1) << 8 {
-                left
-            } else {
-                (OWED_AT_MOST << 8) | (left & FRACTION)
-            };
-            return 0;
+            self.owed_q8 = (OWED_AT_MOST << 8) | (left & FRACTION);
+            return Ended::Nothing;
         }
         self.owed_q8 = take & FRACTION;
-        self.charge(raw - (take >> 8), scale)
+        Ended::Short(self.charge_apart(raw - (take >> 8), scale))
+    }
+
+    /// [`StrandState::end_simple`] of a strand longer than its short cut (or a clock gone
+    /// back): the general steps. The clock after, and the cost (given and giving values, so
+    /// that the caller's copy of the clock can live in registers).
+    #[cold]
+    #[inline(never)]
+    fn end_long(
+        mut self,
+        probe: u32,
+        follows: u32,
+        startup: HitCost,
+        tsc: u64,
+        cut: u64,
+        scale: TickScale,
+    ) -> (StrandState, u64) {
+        let raw = tsc.saturating_sub(self.last);
+        self.last = tsc;
+        let skip = self.skip_after(probe, follows, startup, (raw, cut));
+        let cost = self.end_raw(raw, skip, scale);
+        (self, cost)
     }
 
     /// [`StrandState::end`] of a strand of `raw` ticks (`strand` included and cleared).
@@ -420,6 +488,17 @@ impl StrandState {
         self.charged += ticks;
         // `charged` only grows and the scale is monotonic: `ns` is never below `reported`.
         let ns = scale.of(self.charged);
+        let cost = ns - self.reported;
+        self.reported = ns;
+        cost
+    }
+
+    /// [`StrandState::charge`] with the multiply out of line: the short path's loop then holds
+    /// none of the registers a multiply takes.
+    #[inline(always)]
+    fn charge_apart(&mut self, ticks: u64, scale: TickScale) -> u64 {
+        self.charged += ticks;
+        let ns = scale.of_apart(self.charged);
         let cost = ns - self.reported;
         self.reported = ns;
         cost

@@ -128,8 +128,10 @@ fn the_short_path_gives_what_the_general_one_does() {
         let cost = general.end(tsc, skip, scale);
         general.last = tsc;
         assert!(short.is_simple(tsc));
-        let at = (tsc, 1000, if i % 2 == 0 { 1000 } else { 20 });
-        let by_short = short.end_simple((probe, follows, startup), at, scale);
+        let at = (tsc, 1000, if i % 2 == 0 { 1001 } else { 21 });
+        let by_short = short
+            .end_simple((probe, follows, startup), at, scale)
+            .cost();
         assert_eq!(by_short, cost, "hit {i}");
     }
     assert_eq!(short.hit_ticks(), general.hit_ticks());
