@@ -107,17 +107,16 @@ impl Tables {
         self.contexts.len()
     }
 
-    /// The index of `site` of `kind`, a new one appended at its first invocation.
+    /// The index of `site` of `kind` if the dense table holds it (an index into `sites`).
     #[inline(always)]
-    fn site(&mut self, kind: SiteKind, site: CallSite) -> u32 {
-        if let Some(&s) = self.dense[kind as usize].get(site.key() as usize) {
-            if s != NONE && self.sites[s as usize].site == site {
-                return s;
-            }
-        }
-        self.site_slow(kind, site)
+    fn dense_site(&self, kind: SiteKind, site: CallSite) -> Option<u32> {
+        let s = *self.dense[kind as usize].get(site.key() as usize)?;
+        // `NONE` is beyond every table: no site.
+        let st = self.sites.get(s as usize)?;
+        (st.site == site).then_some(s)
     }
 
+    /// The index of `site` of `kind`, a new one appended at its first invocation.
     #[cold]
     #[inline(never)]
     fn site_slow(&mut self, kind: SiteKind, site: CallSite) -> u32 {
@@ -148,20 +147,17 @@ impl Tables {
         s
     }
 
-    /// The site of an invocation of `site` (of `kind`) in context `ctx`, whether it is its
-    /// site's top (outermost open) invocation, and its context: the top invocation's if one is
-    /// open, else the last one's where the parent context is the same, else looked up.
+    /// The context of an invocation of site `s` from context `ctx` that is its site's top
+    /// (outermost open) one: the last one's where the parent context is the same, else looked
+    /// up.
     #[inline(always)]
-    fn invocation_context(&mut self, kind: SiteKind, site: CallSite, ctx: u32) -> (u32, bool, u32) {
-        let s = self.site(kind, site);
+    fn top_context(&mut self, s: u32, ctx: u32) -> u32 {
         let st = &self.sites[s as usize];
-        let top = st.active == 0;
-        let ctx = match (top, st.last_parent == ctx) {
-            (false, _) => st.top_ctx,
-            (true, true) => st.last_ctx,
-            (true, false) => self.context(ctx, s),
-        };
-        (s, top, ctx)
+        if st.last_parent == ctx {
+            st.last_ctx
+        } else {
+            self.context(ctx, s)
+        }
     }
 
     /// An invocation of `site` (of `kind`) opens, made by function instance `caller` in context
@@ -174,13 +170,41 @@ impl Tables {
         ctx: u32,
         caller: u32,
     ) -> (u32, Invocation) {
-        let (s, top, ctx) = self.invocation_context(kind, site, ctx);
-        let st = &mut self.sites[s as usize];
-        if top {
-            st.top_ctx = ctx;
+        match self.dense_site(kind, site) {
+            Some(s) => self.open_at(s, ctx, caller),
+            None => self.open_slow(kind, site, ctx, caller),
         }
+    }
+
+    /// [`Tables::open`] of a site the dense table does not hold.
+    #[cold]
+    #[inline(never)]
+    fn open_slow(
+        &mut self,
+        kind: SiteKind,
+        site: CallSite,
+        ctx: u32,
+        caller: u32,
+    ) -> (u32, Invocation) {
+        let s = self.site_slow(kind, site);
+        self.open_at(s, ctx, caller)
+    }
+
+    /// [`Tables::open`] of site `s`: the invocation's context is the top invocation's if one
+    /// is open, else [`Tables::top_context`].
+    #[inline(always)]
+    fn open_at(&mut self, s: u32, ctx: u32, caller: u32) -> (u32, Invocation) {
+        let st = &mut self.sites[s as usize];
+        let top = st.active == 0;
         st.active += 1;
         let function = st.function;
+        let ctx = if top {
+            let ctx = self.top_context(s, ctx);
+            self.sites[s as usize].top_ctx = ctx;
+            ctx
+        } else {
+            st.top_ctx
+        };
         // Top-caller: every open invocation from the same caller function was made by this
         // invocation's caller instance (then that instance is the function's only active one).
         // Nested invocations of one site never both count.
@@ -204,7 +228,17 @@ impl Tables {
     /// lower again. Its context, and its on-span entry.
     #[inline(always)]
     pub fn leaf(&mut self, site: CallSite, ctx: u32, caller: u32, cost: u64) -> (u32, Entry) {
-        let (s, top, ctx) = self.invocation_context(SiteKind::Call, site, ctx);
+        let s = match self.dense_site(SiteKind::Call, site) {
+            Some(s) => s,
+            None => self.site_slow(SiteKind::Call, site),
+        };
+        let st = &self.sites[s as usize];
+        let top = st.active == 0;
+        let ctx = if top {
+            self.top_context(s, ctx)
+        } else {
+            st.top_ctx
+        };
         let st = &mut self.sites[s as usize];
         let f = &self.functions[st.function as usize];
         let ws = WorkSpan::new(cost, cost);
