@@ -136,10 +136,8 @@ impl Engine {
                 self.spawns += 1;
             }
             EventKind::LoopBegin { grain } => {
-                self.push_held_at(p, waiting, start, self.ends.len());
                 (*acc, *pending) = (now, Pending::None);
-                self.begin_loop(grain, now);
-                p.push_loop(now);
+                self.begin_loop_profiled(p, waiting, start, grain, now);
             }
             EventKind::FunctionExit
                 if waiting == Pending::None && self.ends_no_region(FrameKind::Function) =>
@@ -196,6 +194,23 @@ impl Engine {
             p.push_held(waiting.kind(), start);
             self.push_with_base(waiting.kind(), start, base);
         }
+    }
+
+    /// A loop of `grain` begins at the running total `now`, its strand having begun at `start`
+    /// with the frame `waiting` held, pushed first (out of line: the batch's loop keeps its
+    /// registers for the common events).
+    #[inline(never)]
+    fn begin_loop_profiled(
+        &mut self,
+        p: &mut Profiler,
+        waiting: Pending,
+        start: u64,
+        grain: u64,
+        now: u64,
+    ) {
+        self.push_held_at(p, waiting, start, self.ends.len());
+        self.begin_loop(grain, now);
+        p.push_loop(now);
     }
 
     /// The top frame, a loop, ends, the running total being `acc`: what the general step's pop
