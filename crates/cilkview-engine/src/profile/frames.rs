@@ -113,6 +113,14 @@ impl PathProf {
         p.free(arena);
     }
 
+    /// The path's prof emptied (its lengths kept: to be set).
+    #[inline(always)]
+    pub(super) fn free_prof(&mut self, arena: &mut Arena) {
+        if !self.prof.is_empty() {
+            self.prof.free(arena);
+        }
+    }
+
     /// Empties the path in place.
     #[inline(always)]
     pub(super) fn clear(&mut self, arena: &mut Arena) {
@@ -145,10 +153,11 @@ impl LoopProf {
     pub(super) fn chunk_closed(&mut self, arena: &mut Arena, cur: &mut PathProf, acc: u64) {
         let span = acc.wrapping_sub(cur.span);
         if self.has_best && self.best.span >= span {
-            cur.clear(arena);
+            // Its lengths are set below.
+            cur.free_prof(arena);
         } else if cur.prof.is_empty() {
             // A chunk that holds no invocation (its iterations leaves): its lengths alone.
-            self.best.clear(arena);
+            self.best.free_prof(arena);
             self.best.span = span;
             self.best.own = acc.wrapping_sub(cur.own);
             self.has_best = true;
