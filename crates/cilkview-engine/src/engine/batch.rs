@@ -295,7 +295,7 @@ impl Engine {
     /// over the pending frame `waiting` if any, pushed first (both frames' children begin where
     /// `ends` is now, and both frames' paths where the top frame's are: read once).
     #[inline(always)]
-    fn push_spawn(&mut self, waiting: Pending, start: u64, cost: u64) {
+    pub(super) fn push_spawn(&mut self, waiting: Pending, start: u64, cost: u64) {
         let base = self.ends.len();
         let top = self.stack.last().expect("root frame is never popped");
         let paths = top.paths;

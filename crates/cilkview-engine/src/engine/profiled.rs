@@ -120,25 +120,24 @@ impl Engine {
             // A frame's begin: the frame held, if any, pushed first (the engine's and the
             // profiler's), the strand then in the top frame.
             EventKind::Spawn => {
-                // Both frames' children begin where `ends` is now (read once).
-                let base = self.ends.len();
                 if waiting == Pending::Function {
                     // A call's first event: its frame and the spawn's pushed together.
                     p.push_held_call_spawning(start, e.site, now);
-                    self.push_with_base(FrameKind::Function, start, base);
                 } else {
-                    self.push_held_at(p, waiting, start, base);
+                    if waiting != Pending::None {
+                        p.push_held(waiting.kind(), start);
+                    }
                     p.push(FrameKind::Spawn, e.site, now);
                 }
+                // The engine's frames as the unprofiled batch pushes them (the top frame's
+                // paths and the length of `ends` read once for both).
+                self.push_spawn(waiting, start, cost);
                 (*acc, *pending) = (now, Pending::None);
                 self.spawns += 1;
-                self.push_with_base(FrameKind::Spawn, now, base);
             }
             EventKind::LoopBegin { grain } => {
-                self.push_held_at(p, waiting, start, self.ends.len());
                 (*acc, *pending) = (now, Pending::None);
-                self.begin_loop(grain, now);
-                p.push_loop(now);
+                self.begin_loop_profiled(p, waiting, start, grain, now);
             }
             EventKind::FunctionExit
                 if waiting == Pending::None && self.ends_no_region(FrameKind::Function) =>
@@ -195,6 +194,23 @@ impl Engine {
             p.push_held(waiting.kind(), start);
             self.push_with_base(waiting.kind(), start, base);
         }
+    }
+
+    /// A loop of `grain` begins at the running total `now`, its strand having begun at `start`
+    /// with the frame `waiting` held, pushed first (out of line: the batch's loop keeps its
+    /// registers for the common events).
+    #[inline(never)]
+    fn begin_loop_profiled(
+        &mut self,
+        p: &mut Profiler,
+        waiting: Pending,
+        start: u64,
+        grain: u64,
+        now: u64,
+    ) {
+        self.push_held_at(p, waiting, start, self.ends.len());
+        self.begin_loop(grain, now);
+        p.push_loop(now);
     }
 
     /// The top frame, a loop, ends, the running total being `acc`: what the general step's pop

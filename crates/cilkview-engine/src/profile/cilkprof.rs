@@ -9,6 +9,10 @@ use super::tables::{Tables, ROOT};
 use super::{CallSite, Profile, SiteKind, WorkSpan};
 use crate::frame::FrameKind;
 
+/// The function instance of a call held by the frame at depth d (`PFrame::hold_call`) is
+/// d with this bit set: distinct from every frame's depth.
+const HELD_CALL: u32 = 1 << 31;
+
 #[derive(Clone, Debug)]
 pub(crate) struct Profiler {
     tables: Tables,
@@ -150,7 +154,16 @@ impl Profiler {
     /// invocation, it has spawned nothing: the child starts after it).
     #[inline(always)]
     pub fn push_held_call_spawning(&mut self, acc: u64, site: Option<CallSite>, now: u64) {
-        let top = &self.stack[self.depth];
+        let depth = self.depth;
+        let top = &mut self.stack[depth];
+        if self.held_site.is_none() && top.hold_call(depth as u32 | HELD_CALL) {
+            // A call without a site, held by the top frame (no frame of its own): the child
+            // starts after that frame's continuation.
+            let from = top.paths.spawning(&mut self.tree, now);
+            let function = (top.ctx, top.instance);
+            self.push_above(FrameKind::Spawn, site, now, function, from);
+            return;
+        }
         let (ctx, caller) = (top.ctx, top.instance);
         let start = acc.wrapping_sub(self.held_cost);
         let held = (FrameKind::Function, self.held_site);
@@ -172,6 +185,13 @@ impl Profiler {
         from: Start,
     ) -> (u32, u32) {
         let depth = self.depth + 1;
+        // A call of a function without a site held by the top frame, if it can: no frame.
+        if kind == FrameKind::Function && site.is_none() {
+            let top = &mut self.stack[self.depth];
+            if top.hold_call(self.depth as u32 | HELD_CALL) {
+                return (ctx, top.instance);
+            }
+        }
         // A function frame is a new function instance; any other frame runs in its parent's.
         let instance = if kind == FrameKind::Function {
             depth as u32
@@ -265,6 +285,13 @@ impl Profiler {
     pub fn pop(&mut self, kind: FrameKind, work: u64, span: u64, acc: u64) {
         let keys = self.tables.keys();
         let arena = &mut self.arena;
+        let top = &mut self.stack[self.depth];
+        if top.holds_call {
+            // The call the top frame holds ends (the engine ends frames innermost first).
+            debug_assert_eq!(kind, FrameKind::Function);
+            top.end_call(arena, keys, &mut self.tree, acc);
+            return;
+        }
         let (below, above) = self.stack.split_at_mut(self.depth);
         let (f, parent) = (
             &mut above[0],

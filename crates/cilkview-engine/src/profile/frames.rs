@@ -113,6 +113,14 @@ impl PathProf {
         p.free(arena);
     }
 
+    /// The path's prof emptied (its lengths kept: to be set).
+    #[inline(always)]
+    pub(super) fn free_prof(&mut self, arena: &mut Arena) {
+        if !self.prof.is_empty() {
+            self.prof.free(arena);
+        }
+    }
+
     /// Empties the path in place.
     #[inline(always)]
     pub(super) fn clear(&mut self, arena: &mut Arena) {
@@ -145,10 +153,11 @@ impl LoopProf {
     pub(super) fn chunk_closed(&mut self, arena: &mut Arena, cur: &mut PathProf, acc: u64) {
         let span = acc.wrapping_sub(cur.span);
         if self.has_best && self.best.span >= span {
-            cur.clear(arena);
+            // Its lengths are set below.
+            cur.free_prof(arena);
         } else if cur.prof.is_empty() {
             // A chunk that holds no invocation (its iterations leaves): its lengths alone.
-            self.best.clear(arena);
+            self.best.free_prof(arena);
             self.best.span = span;
             self.best.own = acc.wrapping_sub(cur.own);
             self.has_best = true;
@@ -192,6 +201,12 @@ pub(super) struct PFrame {
     /// Whether the frame is a loop's (its code's path then `paths.c`, its chunks `lp`).
     pub(super) is_loop: bool,
     pub(super) lp: LoopProf,
+    /// Whether the frame holds a call of a function without a site, begun when the frame had
+    /// nothing outstanding (no child since its last sync), in place of that call's own frame
+    /// (`Profiler::push_above`): its code runs in the call's function instance, `instance`,
+    /// until the call ends (the frame's own is then `outer_instance`).
+    pub(super) holds_call: bool,
+    pub(super) outer_instance: u32,
 }
 
 impl PFrame {
@@ -207,6 +222,8 @@ impl PFrame {
             from: Start::default(),
             is_loop: false,
             lp: LoopProf::default(),
+            holds_call: false,
+            outer_instance: 0,
         }
     }
 
@@ -226,6 +243,40 @@ impl PFrame {
         self.local_work = acc;
         self.start = acc;
         self.paths.begin(acc);
+    }
+
+    /// A call of a function without a site begins in the frame, which holds it (see
+    /// `holds_call`), if it is no loop's, holds no other and has nothing outstanding (else
+    /// the call gets a frame of its own): whether it does. `instance` is the call's function
+    /// instance.
+    #[inline(always)]
+    pub(super) fn hold_call(&mut self, instance: u32) -> bool {
+        if self.is_loop || self.holds_call || !self.paths.settled() {
+            return false;
+        }
+        self.holds_call = true;
+        self.outer_instance = self.instance;
+        self.instance = instance;
+        true
+    }
+
+    /// The call the frame holds ends at the running total `acc`: its function's children
+    /// joined (its implicit sync, when it has any outstanding), the frame's own instance back.
+    /// What popping the call's frame into this one would do: the call's path and local work
+    /// are this frame's, in series after what ran in it before the call.
+    #[inline(always)]
+    pub(super) fn end_call(
+        &mut self,
+        arena: &mut Arena,
+        keys: usize,
+        tree: &mut PathTree,
+        acc: u64,
+    ) {
+        self.holds_call = false;
+        self.instance = self.outer_instance;
+        if !self.paths.settled() {
+            self.sync(arena, keys, tree, acc);
+        }
     }
 
     /// The frame's local work at the running total `acc`.

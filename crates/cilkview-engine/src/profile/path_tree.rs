@@ -214,6 +214,13 @@ impl FramePaths {
         self.c.live_from(acc);
     }
 
+    /// Whether the frame has nothing outstanding: no child since its last sync (so no
+    /// dependence on one either).
+    #[inline(always)]
+    pub fn settled(&self) -> bool {
+        !self.has_sole && !self.on_tree
+    }
+
     /// Length of the current path since the last sync.
     fn cur_total(&self, tree: &PathTree) -> u64 {
         tree.total(self.cur).wrapping_add(self.c.span)

@@ -18,6 +18,9 @@ use super::{CallSite, ContextProfile, Profile, SiteKind, SiteProfile, WorkSpan};
 pub(super) const ROOT: u32 = 0;
 /// No index.
 pub(super) const NONE: u32 = u32::MAX;
+/// The caller function of a site that names none: the site is its function's only one, whose
+/// open invocations are the site's own (no entry in `Tables::functions`).
+const OWN: u32 = u32::MAX;
 /// How many calling contexts beyond twice the number of sites are kept as full paths.
 pub(crate) const CONTEXT_SLACK: usize = 1 << 16;
 /// A site key is put in the dense tables when it is below twice the number of sites plus this
@@ -43,7 +46,7 @@ struct SiteState {
     active: u32,
     /// The context of the outermost open invocation.
     top_ctx: u32,
-    /// Index of the site's caller function in `Tables::functions`.
+    /// Index of the site's caller function in `Tables::functions` (`OWN`: none).
     function: u32,
     top_caller: WorkSpan,
     /// The last parent context a top invocation came from (`NONE`: none yet) and the context
@@ -107,17 +110,16 @@ impl Tables {
         self.contexts.len()
     }
 
-    /// The index of `site` of `kind`, a new one appended at its first invocation.
+    /// The index of `site` of `kind` if the dense table holds it (an index into `sites`).
     #[inline(always)]
-    fn site(&mut self, kind: SiteKind, site: CallSite) -> u32 {
-        if let Some(&s) = self.dense[kind as usize].get(site.key() as usize) {
-            if s != NONE && self.sites[s as usize].site == site {
-                return s;
-            }
-        }
-        self.site_slow(kind, site)
+    fn dense_site(&self, kind: SiteKind, site: CallSite) -> Option<u32> {
+        let s = *self.dense[kind as usize].get(site.key() as usize)?;
+        // `NONE` is beyond every table: no site.
+        let st = self.sites.get(s as usize)?;
+        (st.site == site).then_some(s)
     }
 
+    /// The index of `site` of `kind`, a new one appended at its first invocation.
     #[cold]
     #[inline(never)]
     fn site_slow(&mut self, kind: SiteKind, site: CallSite) -> u32 {
@@ -148,20 +150,17 @@ impl Tables {
         s
     }
 
-    /// The site of an invocation of `site` (of `kind`) in context `ctx`, whether it is its
-    /// site's top (outermost open) invocation, and its context: the top invocation's if one is
-    /// open, else the last one's where the parent context is the same, else looked up.
+    /// The context of an invocation of site `s` from context `ctx` that is its site's top
+    /// (outermost open) one: the last one's where the parent context is the same, else looked
+    /// up.
     #[inline(always)]
-    fn invocation_context(&mut self, kind: SiteKind, site: CallSite, ctx: u32) -> (u32, bool, u32) {
-        let s = self.site(kind, site);
+    fn top_context(&mut self, s: u32, ctx: u32) -> u32 {
         let st = &self.sites[s as usize];
-        let top = st.active == 0;
-        let ctx = match (top, st.last_parent == ctx) {
-            (false, _) => st.top_ctx,
-            (true, true) => st.last_ctx,
-            (true, false) => self.context(ctx, s),
-        };
-        (s, top, ctx)
+        if st.last_parent == ctx {
+            st.last_ctx
+        } else {
+            self.context(ctx, s)
+        }
     }
 
     /// An invocation of `site` (of `kind`) opens, made by function instance `caller` in context
@@ -174,22 +173,55 @@ impl Tables {
         ctx: u32,
         caller: u32,
     ) -> (u32, Invocation) {
-        let (s, top, ctx) = self.invocation_context(kind, site, ctx);
-        let st = &mut self.sites[s as usize];
-        if top {
-            st.top_ctx = ctx;
+        match self.dense_site(kind, site) {
+            Some(s) => self.open_at(s, ctx, caller),
+            None => self.open_slow(kind, site, ctx, caller),
         }
+    }
+
+    /// [`Tables::open`] of a site the dense table does not hold.
+    #[cold]
+    #[inline(never)]
+    fn open_slow(
+        &mut self,
+        kind: SiteKind,
+        site: CallSite,
+        ctx: u32,
+        caller: u32,
+    ) -> (u32, Invocation) {
+        let s = self.site_slow(kind, site);
+        self.open_at(s, ctx, caller)
+    }
+
+    /// [`Tables::open`] of site `s`: the invocation's context is the top invocation's if one
+    /// is open, else [`Tables::top_context`].
+    #[inline(always)]
+    fn open_at(&mut self, s: u32, ctx: u32, caller: u32) -> (u32, Invocation) {
+        let st = &mut self.sites[s as usize];
+        let top = st.active == 0;
         st.active += 1;
         let function = st.function;
+        let ctx = if top {
+            let ctx = self.top_context(s, ctx);
+            self.sites[s as usize].top_ctx = ctx;
+            ctx
+        } else {
+            st.top_ctx
+        };
         // Top-caller: every open invocation from the same caller function was made by this
         // invocation's caller instance (then that instance is the function's only active one).
-        // Nested invocations of one site never both count.
-        let f = &mut self.functions[function as usize];
-        if f.open == 0 {
-            f.outer_instance = caller;
-        }
-        f.open += 1;
-        let top_caller = top && f.outer_instance == caller;
+        // Nested invocations of one site never both count. A site that is its function's only
+        // one: a top invocation has none open from that function.
+        let top_caller = if function == OWN {
+            top
+        } else {
+            let f = &mut self.functions[function as usize];
+            if f.open == 0 {
+                f.outer_instance = caller;
+            }
+            f.open += 1;
+            top && f.outer_instance == caller
+        };
         let invocation = Invocation {
             site: s,
             top,
@@ -204,13 +236,28 @@ impl Tables {
     /// lower again. Its context, and its on-span entry.
     #[inline(always)]
     pub fn leaf(&mut self, site: CallSite, ctx: u32, caller: u32, cost: u64) -> (u32, Entry) {
-        let (s, top, ctx) = self.invocation_context(SiteKind::Call, site, ctx);
+        let s = match self.dense_site(SiteKind::Call, site) {
+            Some(s) => s,
+            None => self.site_slow(SiteKind::Call, site),
+        };
+        let st = &self.sites[s as usize];
+        let top = st.active == 0;
+        let ctx = if top {
+            self.top_context(s, ctx)
+        } else {
+            st.top_ctx
+        };
         let st = &mut self.sites[s as usize];
-        let f = &self.functions[st.function as usize];
+        let function = st.function;
         let ws = WorkSpan::new(cost, cost);
         // Top-caller as `open` decides it: no other open invocation from the same function, or
         // all of them made by this caller instance.
-        if top && (f.open == 0 || f.outer_instance == caller) {
+        if top
+            && (function == OWN || {
+                let f = &self.functions[function as usize];
+                f.open == 0 || f.outer_instance == caller
+            })
+        {
             st.top_caller.add(ws);
         }
         let c = &mut self.contexts[ctx as usize];
@@ -244,7 +291,9 @@ impl Tables {
     ) -> Entry {
         let site = &mut self.sites[inv.site as usize];
         site.active -= 1;
-        self.functions[site.function as usize].open -= 1;
+        if site.function != OWN {
+            self.functions[site.function as usize].open -= 1;
+        }
         if inv.top_caller {
             site.top_caller.add(ws);
         }
@@ -267,11 +316,11 @@ impl Tables {
 
     /// The index of the caller function of a new site.
     fn function(&mut self, site: CallSite) -> u32 {
-        let next = self.functions.len() as u32;
-        let f = match site.function() {
-            Some(key) => *self.function_index.entry(key).or_insert(next),
-            None => next,
+        let Some(key) = site.function() else {
+            return OWN;
         };
+        let next = self.functions.len() as u32;
+        let f = *self.function_index.entry(key).or_insert(next);
         if f == next {
             self.functions.push(FunctionState {
                 open: 0,
