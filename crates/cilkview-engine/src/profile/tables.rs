@@ -18,9 +18,6 @@ use super::{CallSite, ContextProfile, Profile, SiteKind, SiteProfile, WorkSpan};
 pub(super) const ROOT: u32 = 0;
 /// No index.
 pub(super) const NONE: u32 = u32::MAX;
-/// The caller function of a site that names none: the site is its function's only one, whose
-/// open invocations are the site's own (no entry in `Tables::functions`).
-const OWN: u32 = u32::MAX;
 /// How many calling contexts beyond twice the number of sites are kept as full paths.
 pub(crate) const CONTEXT_SLACK: usize = 1 << 16;
 /// A site key is put in the dense tables when it is below twice the number of sites plus this
@@ -46,7 +43,7 @@ struct SiteState {
     active: u32,
     /// The context of the outermost open invocation.
     top_ctx: u32,
-    /// Index of the site's caller function in `Tables::functions` (`OWN`: none).
+    /// Index of the site's caller function in `Tables::functions`.
     function: u32,
     top_caller: WorkSpan,
     /// The last parent context a top invocation came from (`NONE`: none yet) and the context
@@ -210,18 +207,13 @@ impl Tables {
         };
         // Top-caller: every open invocation from the same caller function was made by this
         // invocation's caller instance (then that instance is the function's only active one).
-        // Nested invocations of one site never both count. A site that is its function's only
-        // one: a top invocation has none open from that function.
-        let top_caller = if function == OWN {
-            top
-        } else {
-            let f = &mut self.functions[function as usize];
-            if f.open == 0 {
-                f.outer_instance = caller;
-            }
-            f.open += 1;
-            top && f.outer_instance == caller
-        };
+        // Nested invocations of one site never both count.
+        let f = &mut self.functions[function as usize];
+        if f.open == 0 {
+            f.outer_instance = caller;
+        }
+        f.open += 1;
+        let top_caller = top && f.outer_instance == caller;
         let invocation = Invocation {
             site: s,
             top,
@@ -248,16 +240,11 @@ impl Tables {
             st.top_ctx
         };
         let st = &mut self.sites[s as usize];
-        let function = st.function;
+        let f = &self.functions[st.function as usize];
         let ws = WorkSpan::new(cost, cost);
         // Top-caller as `open` decides it: no other open invocation from the same function, or
         // all of them made by this caller instance.
-        if top
-            && (function == OWN || {
-                let f = &self.functions[function as usize];
-                f.open == 0 || f.outer_instance == caller
-            })
-        {
+        if top && (f.open == 0 || f.outer_instance == caller) {
             st.top_caller.add(ws);
         }
         let c = &mut self.contexts[ctx as usize];
@@ -291,9 +278,7 @@ impl Tables {
     ) -> Entry {
         let site = &mut self.sites[inv.site as usize];
         site.active -= 1;
-        if site.function != OWN {
-            self.functions[site.function as usize].open -= 1;
-        }
+        self.functions[site.function as usize].open -= 1;
         if inv.top_caller {
             site.top_caller.add(ws);
         }
@@ -316,11 +301,11 @@ impl Tables {
 
     /// The index of the caller function of a new site.
     fn function(&mut self, site: CallSite) -> u32 {
-        let Some(key) = site.function() else {
-            return OWN;
-        };
         let next = self.functions.len() as u32;
-        let f = *self.function_index.entry(key).or_insert(next);
+        let f = match site.function() {
+            Some(key) => *self.function_index.entry(key).or_insert(next),
+            None => next,
+        };
         if f == next {
             self.functions.push(FunctionState {
                 open: 0,
