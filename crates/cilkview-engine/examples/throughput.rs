@@ -23,6 +23,15 @@ use cilkview_engine::{CallSite, Config, Engine, Event, EventKind::*, RegionId};
 
 const SPAWN_SITE: u64 = 1;
 const CALL_SITE: u64 = 2;
+/// The functions holding the sites (the analysis names each site's function, so the stream
+/// does too): fib's own two sites are in fib; the others in main (`children`: its frame).
+const FIB: u64 = 1;
+const MAIN: u64 = 2;
+
+/// The call site `key` in function `function`.
+fn site_in(key: u64, function: u64) -> Option<CallSite> {
+    CallSite::new(key).map(|s| s.in_function(function))
+}
 
 /// What the synthetic stream holds besides fib's calls, spawns and syncs.
 #[derive(Clone, Copy)]
@@ -76,7 +85,7 @@ fn fib(n: u32, site: Option<CallSite>, engine: &mut Sink, budget: &mut u64, shap
         return;
     }
     let (spawn_site, call_site) = if shape.sites {
-        (CallSite::new(SPAWN_SITE), CallSite::new(CALL_SITE))
+        (site_in(SPAWN_SITE, FIB), site_in(CALL_SITE, FIB))
     } else {
         (None, None)
     };
@@ -110,7 +119,7 @@ fn fib(n: u32, site: Option<CallSite>, engine: &mut Sink, budget: &mut u64, shap
 /// out.
 fn children(k: u64, engine: &mut Sink, budget: &mut u64, sites: bool) {
     let (spawn_site, call_site) = if sites {
-        (CallSite::new(SPAWN_SITE), CallSite::new(CALL_SITE))
+        (site_in(SPAWN_SITE, MAIN), site_in(CALL_SITE, MAIN))
     } else {
         (None, None)
     };
@@ -175,11 +184,11 @@ fn main() {
         match distinct {
             // fib(2) from call sites 1000, 1001, … in turn (each with fib's own inner sites).
             Some(s) => {
-                let site = CallSite::new(1000 + next_site % s.max(1));
+                let site = site_in(1000 + next_site % s.max(1), MAIN);
                 next_site += 1;
                 fib(2, site, &mut sink, &mut budget, shape);
             }
-            None => fib(30, CallSite::new(3), &mut sink, &mut budget, shape),
+            None => fib(30, site_in(3, MAIN), &mut sink, &mut budget, shape),
         }
     }
     sink.flush();
