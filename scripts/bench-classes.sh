@@ -12,6 +12,8 @@
 # Usage: scripts/bench-classes.sh        Environment: ROUNDS (default 3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/bench/lib.sh
+source scripts/bench/lib.sh
 cargo build --release --quiet -p cilkview-cli
 bin=target/release/cilkview-rs
 work=$(mktemp -d)
@@ -25,7 +27,7 @@ for f in nqueens matmul stencil_outer stream; do
     gcc -O2 -static $inc "fixtures/$f.c" -o "$work/$f"
 done
 "$bin" run --counter emulate --json "$work/e.json" "$work/nqueens" 4 >/dev/null 2>&1
-cpu=$(python3 -c "import json,re;print(re.search(r'-cpu (\\S+)', json.load(open('$work/e.json'))['counter']['reason']).group(1))")
+cpu=$(emulated_cpu "$work/e.json")
 echo "machine: $(uname -m), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(date -u +%F), load $(cut -d' ' -f1-3 /proc/loadavg); qemu -cpu $cpu"
 echo
 echo "| program | class | native s | bare QEMU s | cilkview-rs s | tool / native | bare QEMU / native | tool / native, per round | tool / bare QEMU, per round | CPU: tool / native | CPU: bare QEMU / native | CPU: counting only / bare QEMU | CPU: tool / bare QEMU |"

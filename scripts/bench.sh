@@ -14,6 +14,8 @@
 #     in single-step mode that is the NOP's own step plus the handling of the hit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/bench/lib.sh
+source scripts/bench/lib.sh
 cargo build --release --quiet -p cilkview-cli
 bin=target/release/cilkview-rs
 work=$(mktemp -d)
@@ -42,8 +44,8 @@ time_of() {
 }
 if "$bin" run --counter emulate --json "$work/e.json" /bin/true >/dev/null 2>&1; then
     echo
-    echo "Emulation: $(python3 -c "import json;print(json.load(open('$work/e.json'))['counter']['reason'])")"
-    cpu=$(python3 -c "import json,re;print(re.search(r'-cpu (\\S+)', json.load(open('$work/e.json'))['counter']['reason']).group(1))")
+    cpu=$(emulated_cpu "$work/e.json")
+    echo "Emulation: $(counter_note "$work/e.json" emulator), -cpu $cpu"
     echo
     echo "| program (args) | instructions | marks hit | native s (cpu) | emulate s (cpu) | emulate / native | step s | step / native |"
     echo "|---|---:|---:|---:|---:|---:|---:|---:|"

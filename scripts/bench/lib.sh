@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # scripts/bench/lib.sh -- what the benchmark scripts share (sourced, not run): the instructions a
 # command executes, by callgrind (exact, repeatable, independent of the load), a run's
-# wall-clock time, the median of a list, an example's ns-per-event figure.
+# wall-clock time, the median of a list, an example's ns-per-event figure, the CPU QEMU emulates.
 
 # instructions CMD [ARGS...]: the instructions CMD executes under valgrind --tool=callgrind
 # (its "Collected" total), CMD's own output dropped. Its child processes are counted where
@@ -31,4 +31,20 @@ median() {
 # (throughput) or "N ns per hit" (session_throughput).
 ns_figure() {
     grep -o '[0-9.]* ns[ /]\(per \)\?\(event\|hit\)' | tail -1 | cut -d' ' -f1
+}
+
+# emulated_cpu JSON: the `-cpu` model an emulated run used (the report's emulator note, whose
+# detail reads `emulated CPU: -cpu MODEL`), for bare QEMU runs that compare with it.
+emulated_cpu() {
+    python3 - "$1" <<'PY'
+import json, re, sys
+counter = json.load(open(sys.argv[1]))["counter"]
+said = " ".join(n.get("detail") or "" for n in counter.get("notes", []))
+print(re.search(r"-cpu (\S+)", said).group(1))
+PY
+}
+
+# counter_note JSON ID: the text of the report's counter note ID (e.g. `emulator`).
+counter_note() {
+    python3 -c 'import json,sys; print(next(n["text"] for n in json.load(open(sys.argv[1]))["counter"].get("notes", []) if n["id"] == sys.argv[2]))' "$1" "$2"
 }
