@@ -136,11 +136,19 @@ impl Hits<'_> {
         let hit = (word as u32, stub.follows, stub.hit_cost);
         let at = (tsc, self.set.interruption, stub.short_below);
         let cost = st.end_simple(hit, at, self.set.scale).cost();
+        self.ended(core, stub, (word as usize, cost, st.reported()), r[1]);
+    }
+
+    /// The hit of probe `stub`'s (`hit`: its number, its strand's cost, the thread's
+    /// nanoseconds reported after it; its record's operand `value`), its strand ended: packed
+    /// where it packs, else handed over unpacked.
+    #[inline(always)]
+    fn ended(&mut self, core: &mut Core<'_>, stub: &ProbeStub, hit: (usize, u64, u64), value: u64) {
+        let (_, cost, reported) = hit;
         if stub.packs(cost) {
-            self.pack(core, stub.packed_hit(cost), st.reported() - cost);
+            self.pack(core, stub.packed_hit(cost), reported - cost);
         } else {
-            let hit = (word as usize, cost, st.reported());
-            self.unpacked(core, hit, stub.operand, r[1]);
+            self.unpacked(core, hit, stub.operand, value);
         }
     }
 
@@ -201,12 +209,7 @@ impl Hits<'_> {
                 Some(cost) => {
                     let probe = r[2] as usize;
                     let stub = &self.set.stubs[probe];
-                    if stub.packs(cost) {
-                        self.pack(core, stub.packed_hit(cost), st.reported() - cost);
-                    } else {
-                        let hit = (probe, cost, st.reported());
-                        self.unpacked(core, hit, stub.operand, r[1]);
-                    }
+                    self.ended(core, stub, (probe, cost, st.reported()), r[1]);
                 }
             }
             n += 1;

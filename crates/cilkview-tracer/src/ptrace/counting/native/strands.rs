@@ -485,20 +485,22 @@ impl StrandState {
     /// `ticks` more charged: their nanoseconds (rounding carried over).
     #[inline(always)]
     fn charge(&mut self, ticks: u64, scale: TickScale) -> u64 {
-        self.charged += ticks;
-        // `charged` only grows and the scale is monotonic: `ns` is never below `reported`.
-        let ns = scale.of(self.charged);
-        let cost = ns - self.reported;
-        self.reported = ns;
-        cost
+        self.charge_by(ticks, |charged| scale.of(charged))
     }
 
     /// [`StrandState::charge`] with the multiply out of line: the short path's loop then holds
     /// none of the registers a multiply takes.
     #[inline(always)]
     fn charge_apart(&mut self, ticks: u64, scale: TickScale) -> u64 {
+        self.charge_by(ticks, |charged| scale.of_apart(charged))
+    }
+
+    /// [`StrandState::charge`], the nanoseconds of all ticks charged given by `ns_of`.
+    #[inline(always)]
+    fn charge_by(&mut self, ticks: u64, ns_of: impl FnOnce(u64) -> u64) -> u64 {
         self.charged += ticks;
-        let ns = scale.of_apart(self.charged);
+        // `charged` only grows and the scale is monotonic: `ns` is never below `reported`.
+        let ns = ns_of(self.charged);
         let cost = ns - self.reported;
         self.reported = ns;
         cost
