@@ -154,22 +154,31 @@ impl Profiler {
     /// invocation, it has spawned nothing: the child starts after it).
     #[inline(always)]
     pub fn push_held_call_spawning(&mut self, acc: u64, site: Option<CallSite>, now: u64) {
-        let depth = self.depth;
-        let top = &mut self.stack[depth];
-        if self.held_site.is_none() && top.hold_call(depth as u32 | HELD_CALL) {
+        if self.held_site.is_none() && self.top_holds_call() {
             // A call without a site, held by the top frame (no frame of its own): the child
             // starts after that frame's continuation.
+            let top = &mut self.stack[self.depth];
             let from = top.paths.spawning(&mut self.tree, now);
             let function = (top.ctx, top.instance);
             self.push_above(FrameKind::Spawn, site, now, function, from);
             return;
         }
+        let top = &self.stack[self.depth];
         let (ctx, caller) = (top.ctx, top.instance);
         let start = acc.wrapping_sub(self.held_cost);
         let held = (FrameKind::Function, self.held_site);
         let function = self.push_above(held.0, held.1, start, (ctx, caller), Start::default());
         let from = Start::first_in_fresh(now.wrapping_sub(start));
         self.push_above(FrameKind::Spawn, site, now, function, from);
+    }
+
+    /// A call of a function without a site begins: held by the top frame if it can
+    /// ([`PFrame::hold_call`]), in a function instance of its own (the top frame's depth with
+    /// [`HELD_CALL`]). Whether it is.
+    #[inline(always)]
+    fn top_holds_call(&mut self) -> bool {
+        let depth = self.depth;
+        self.stack[depth].hold_call(depth as u32 | HELD_CALL)
     }
 
     /// A frame of `kind` pushed above the top frame, whose context and function instance are
@@ -186,11 +195,8 @@ impl Profiler {
     ) -> (u32, u32) {
         let depth = self.depth + 1;
         // A call of a function without a site held by the top frame, if it can: no frame.
-        if kind == FrameKind::Function && site.is_none() {
-            let top = &mut self.stack[self.depth];
-            if top.hold_call(self.depth as u32 | HELD_CALL) {
-                return (ctx, top.instance);
-            }
+        if kind == FrameKind::Function && site.is_none() && self.top_holds_call() {
+            return (ctx, self.stack[self.depth].instance);
         }
         // A function frame is a new function instance; any other frame runs in its parent's.
         let instance = if kind == FrameKind::Function {

@@ -117,6 +117,15 @@ impl Tables {
     }
 
     /// The index of `site` of `kind`, a new one appended at its first invocation.
+    #[inline(always)]
+    fn site(&mut self, kind: SiteKind, site: CallSite) -> u32 {
+        match self.dense_site(kind, site) {
+            Some(s) => s,
+            None => self.site_slow(kind, site),
+        }
+    }
+
+    /// [`Tables::site`] of a site the dense table does not hold yet.
     #[cold]
     #[inline(never)]
     fn site_slow(&mut self, kind: SiteKind, site: CallSite) -> u32 {
@@ -147,16 +156,18 @@ impl Tables {
         s
     }
 
-    /// The context of an invocation of site `s` from context `ctx` that is its site's top
-    /// (outermost open) one: the last one's where the parent context is the same, else looked
-    /// up.
+    /// Whether an invocation of site `s` from context `ctx` is its site's top (outermost open)
+    /// one, and its context: the top invocation's if one is open, else the last one's where
+    /// the parent context is the same, else looked up.
     #[inline(always)]
-    fn top_context(&mut self, s: u32, ctx: u32) -> u32 {
+    fn invocation_context(&mut self, s: u32, ctx: u32) -> (bool, u32) {
         let st = &self.sites[s as usize];
-        if st.last_parent == ctx {
-            st.last_ctx
+        if st.active != 0 {
+            (false, st.top_ctx)
+        } else if st.last_parent == ctx {
+            (true, st.last_ctx)
         } else {
-            self.context(ctx, s)
+            (true, self.context(ctx, s))
         }
     }
 
@@ -190,21 +201,16 @@ impl Tables {
         self.open_at(s, ctx, caller)
     }
 
-    /// [`Tables::open`] of site `s`: the invocation's context is the top invocation's if one
-    /// is open, else [`Tables::top_context`].
+    /// [`Tables::open`] of site `s` ([`Tables::invocation_context`]).
     #[inline(always)]
     fn open_at(&mut self, s: u32, ctx: u32, caller: u32) -> (u32, Invocation) {
+        let (top, ctx) = self.invocation_context(s, ctx);
         let st = &mut self.sites[s as usize];
-        let top = st.active == 0;
         st.active += 1;
+        if top {
+            st.top_ctx = ctx;
+        }
         let function = st.function;
-        let ctx = if top {
-            let ctx = self.top_context(s, ctx);
-            self.sites[s as usize].top_ctx = ctx;
-            ctx
-        } else {
-            st.top_ctx
-        };
         // Top-caller: every open invocation from the same caller function was made by this
         // invocation's caller instance (then that instance is the function's only active one).
         // Nested invocations of one site never both count.
@@ -228,17 +234,8 @@ impl Tables {
     /// lower again. Its context, and its on-span entry.
     #[inline(always)]
     pub fn leaf(&mut self, site: CallSite, ctx: u32, caller: u32, cost: u64) -> (u32, Entry) {
-        let s = match self.dense_site(SiteKind::Call, site) {
-            Some(s) => s,
-            None => self.site_slow(SiteKind::Call, site),
-        };
-        let st = &self.sites[s as usize];
-        let top = st.active == 0;
-        let ctx = if top {
-            self.top_context(s, ctx)
-        } else {
-            st.top_ctx
-        };
+        let s = self.site(SiteKind::Call, site);
+        let (top, ctx) = self.invocation_context(s, ctx);
         let st = &mut self.sites[s as usize];
         let f = &self.functions[st.function as usize];
         let ws = WorkSpan::new(cost, cost);
