@@ -148,7 +148,7 @@ impl HitPath<'_> {
                 Some(key) => ones[key],
                 None => probes.kind_of_large(x),
             };
-            let (probe, cost) = (|| PackedHit::one_hit(x).0, x >> PackedHit::COST_SHIFT);
+            let (probe, cost) = (|| PackedHit::one_hit(x).0, PackedHit::one_hit(x).1);
             self.plain(kind, thread, probe, cost, &mut local);
         }
         *at_out = local;
